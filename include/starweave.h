@@ -1,0 +1,8 @@
+/* starweave umbrella header */
+#ifndef STARWEAVE_H
+#define STARWEAVE_H
+#include "starweave/runtime.h"
+#include "starweave/tensor.h"
+#include "starweave/ops.h"
+#include "starweave/graphs.h"
+#endif

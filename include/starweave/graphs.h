@@ -1,0 +1,78 @@
+/* Graph builders: a layer or a model is a function that submits tasks.
+ * Builders never wait and never touch raw pointers. */
+#ifndef STARWEAVE_GRAPHS_H
+#define STARWEAVE_GRAPHS_H
+
+#include <stdint.h>
+#include "starweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* GPT-2: learned positions, pre-LN blocks, 4h GeLU MLP, tied LM head,
+ * vocabulary padded to a multiple of 128 (rows >= vocab of wte stay 0). */
+typedef struct sw_gpt_config {
+    int layers, hidden, heads;
+    int vocab;              /* real vocabulary */
+    int vocab_padded;       /* set by sw_gpt_config_check */
+    int max_pos;            /* rows of wpe; seq <= max_pos */
+    int seq, batch;
+    float dropout;          /* embedding, attention-probability and residual dropout */
+    float ln_eps;
+    uint64_t seed;          /* parameter init and dropout masks */
+    int tiles;              /* row/column tiles per op (fixed, so results do not depend on workers) */
+    float lr, beta1, beta2, adam_eps, weight_decay;
+} sw_gpt_config;
+
+void sw_gpt_config_default(sw_gpt_config *c);
+/* Checks every constraint; on violation writes "rule (values)" into msg and
+ * returns -1. Fills vocab_padded. */
+int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t msglen);
+
+/* Parameters in a fixed order (export, checkpoints, tests):
+ * wte [Vp,h], wpe [max_pos,h], then per layer l:
+ * ln1_w [h], ln1_b [h], qkv_w [3h,h], qkv_b [3h], proj_w [h,h], proj_b [h],
+ * ln2_w [h], ln2_b [h], fc_w [4h,h], fc_b [4h], fc2_w [h,4h], fc2_b [h];
+ * then lnf_w [h], lnf_b [h]. Linear weights are [out, in]: y = x W^T + b.
+ * qkv output columns: [q | k | v], head j at columns j*d .. j*d+d-1 of each. */
+enum { SW_GPT_LAYER_PARAMS = 12 };
+int sw_gpt_num_params(const sw_gpt_config *c);
+void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name,
+                        size_t namelen);
+
+/* Dropout op ids in the RNG key (layer = block index; embedding uses layer 0xFFFF). */
+enum { SW_DROP_EMBED = 0, SW_DROP_ATTN_PROBS = 1, SW_DROP_ATTN_OUT = 2, SW_DROP_MLP_OUT = 3 };
+#define SW_DROP_EMBED_LAYER 0xFFFFu
+
+typedef struct sw_gpt sw_gpt;
+
+/* Creates the model and its tensors; parameters initialised as GPT-2
+ * (normal(0, 0.02), residual projections 0.02/sqrt(2L), LN 1/0, biases 0)
+ * from the seed; AdamW moments 0. Blocking (writes host data). */
+sw_gpt *sw_gpt_create(const sw_gpt_config *c);
+void sw_gpt_destroy(sw_gpt *m);
+const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
+sw_tensor *sw_gpt_param(sw_gpt *m, int index);
+sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
+/* tokens / targets: [seq*batch] int32 in [s, b] order (row = pos*batch + b). */
+sw_tensor *sw_gpt_tokens(sw_gpt *m);
+sw_tensor *sw_gpt_targets(sw_gpt *m);
+/* [1,1] mean cross-entropy of the last forward; acquire it to read. */
+sw_tensor *sw_gpt_loss(sw_gpt *m);
+
+/* Submit the forward (loss), the backward (every gradient) and the AdamW
+ * update for training step `step` (1-based; also keys the dropout masks). */
+void sw_gpt_forward(sw_gpt *m, int step);
+void sw_gpt_backward(sw_gpt *m, int step);
+void sw_gpt_update(sw_gpt *m, int step);
+/* Blocking: loss of the last submitted forward. */
+float sw_gpt_read_loss(sw_gpt *m);
+
+/* FLOPs of one training step (forward + backward, matmuls and attention). */
+double sw_gpt_step_flops(const sw_gpt_config *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

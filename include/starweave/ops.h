@@ -1,0 +1,148 @@
+/* Codelet submit helpers. Every argument named a handle is a StarPU matrix
+ * handle in row-major form (nx = columns, ny = rows, ld >= nx): a "vector"
+ * of length n is a [1, n] or [n, 1] matrix; the kernels only use nx*ny.
+ * Shapes are written [rows, cols]. Each helper submits one task and returns;
+ * a failed submission aborts through SW_CHECK. Float data is fp32, token ids
+ * and targets are int32. */
+#ifndef STARWEAVE_OPS_H
+#define STARWEAVE_OPS_H
+
+#include <stdint.h>
+#include <starpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- counter-based RNG key for dropout (see codelets/philox.h) ----
+ * The mask bit of element (r, c) of a tile is a pure function of
+ * (seed, step, layer, op, global index), global index =
+ * (row0 + r) * ld_global + col0 + c, so every tiling and every sharding of
+ * the same tensor draws the same mask. */
+typedef struct sw_rng_key {
+    uint64_t seed;
+    uint32_t step;
+    uint16_t layer;
+    uint16_t op;
+    int64_t row0, col0;     /* global position of the tile's element (0,0) */
+    int64_t ld_global;      /* columns of the global tensor */
+} sw_rng_key;
+
+/* ---- GEMM (codelets/gemm.c) ----
+ * C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans != 0).
+ * beta == 0: C is accessed W (its old contents ignored), else RW. */
+void sw_gemm(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB,
+             starpu_data_handle_t C, float alpha, float beta);
+/* C[m,n] = op(A) * op(B) + bias[1,n] (bias broadcast over rows; C accessed W). */
+void sw_gemm_bias(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB,
+                  starpu_data_handle_t bias, starpu_data_handle_t C);
+
+/* ---- LayerNorm (codelets/layernorm.c), rows normalised over cols ----
+ * y[r,c] = (x - mean) * rstd * w + b; mean[r,1], rstd[r,1] saved (W). */
+void sw_layernorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t b,
+                      starpu_data_handle_t y, starpu_data_handle_t mean, starpu_data_handle_t rstd,
+                      float eps);
+/* dx[r,c] (W, or RW += when accumulate), dw_part[1,c] and db_part[1,c] (W):
+ * this tile's contribution to the weight/bias gradients. */
+void sw_layernorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_data_handle_t w,
+                      starpu_data_handle_t mean, starpu_data_handle_t rstd,
+                      starpu_data_handle_t dx, starpu_data_handle_t dw_part,
+                      starpu_data_handle_t db_part, int accumulate);
+
+/* ---- RMSNorm (codelets/rmsnorm.c): y = w * x / sqrt(mean(x^2) + eps) ---- */
+void sw_rmsnorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t y,
+                    starpu_data_handle_t rstd, float eps);
+void sw_rmsnorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_data_handle_t w,
+                    starpu_data_handle_t rstd, starpu_data_handle_t dx,
+                    starpu_data_handle_t dw_part, int accumulate);
+
+/* ---- GeLU, tanh approximation (codelets/gelu.c) ---- */
+void sw_gelu_fwd(starpu_data_handle_t x, starpu_data_handle_t y);
+/* grad (RW): dy on entry, dx = dy * gelu'(x) on return. */
+void sw_gelu_bwd(starpu_data_handle_t x, starpu_data_handle_t grad);
+
+/* ---- element-wise adds and reductions (codelets/add.c) ---- */
+void sw_add(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z); /* z = x + y (W) */
+void sw_axpy(float alpha, starpu_data_handle_t x, starpu_data_handle_t y);           /* y += alpha x (RW) */
+void sw_bias_add(starpu_data_handle_t x, starpu_data_handle_t bias);                 /* x[r,c] += bias[1,c] (RW) */
+/* y[1,c] = beta * y + alpha * sum_r x[r,c]; beta == 0: y accessed W. */
+void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta);
+
+/* ---- softmax over each row (codelets/softmax.c) ---- */
+void sw_softmax_fwd(starpu_data_handle_t x, starpu_data_handle_t y);
+void sw_softmax_bwd(starpu_data_handle_t y, starpu_data_handle_t dy, starpu_data_handle_t dx);
+
+/* ---- dropout (codelets/dropout.c): y = x * keep / (1 - p), keep = u >= p ---- */
+void sw_dropout_fwd(starpu_data_handle_t x, starpu_data_handle_t y, float p, const sw_rng_key *key);
+/* grad (RW): dy on entry, dx on return (mask regenerated from the key). */
+void sw_dropout_bwd(starpu_data_handle_t grad, float p, const sw_rng_key *key);
+
+/* ---- token + position embedding (codelets/embedding.c) ----
+ * Rows are tokens in [s, b] order: global row g = row0 + r has position
+ * pos0 + g / batch. tokens[n,1] int32 are the ids of the tile's n rows.
+ * Ids outside [vocab0, vocab0 + wte rows) contribute zero (vocab-parallel). */
+void sw_embedding_fwd(starpu_data_handle_t tokens, starpu_data_handle_t wte,
+                      starpu_data_handle_t wpe, starpu_data_handle_t x,
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0);
+/* dwte += scatter(dx) (RW); dwpe: zero_wpe ? = scatter(dx) (W) : += (RW). */
+void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
+                      starpu_data_handle_t dwte, starpu_data_handle_t dwpe,
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero_wpe);
+
+/* ---- flash-style causal attention tile (codelets/attention.c) ----
+ * q[sq*batch, nh*d], k,v[sk*batch, nh*d]: rows in [s, b] order, head j in
+ * columns j*d..j*d+d-1 (the handles may be column blocks of a wider matrix).
+ * o[sq*batch, nh*d], lse[sq*batch, nh] (natural-log log-sum-exp of the
+ * scaled scores). Query row i has global position q_pos0 + i, key row j
+ * k_pos0 + j; causal masks kpos > qpos. Fully masked rows: o = 0, lse = -inf.
+ * merge == 0: o, lse written (W). merge == 1: the tile's result is merged
+ * into o, lse (RW) by log-sum-exp (Ring attention).
+ * Attention dropout (p > 0) on the probabilities uses the rng key with
+ * global index ((b * heads_total + head0 + j) * seq_total + qpos) * seq_total + kpos. */
+typedef struct sw_attn_args {
+    int batch, nh, d;       /* batch, heads in this tile, head dim */
+    int sq, sk;             /* query / key rows per batch element */
+    int64_t q_pos0, k_pos0;
+    int causal;
+    float scale;            /* usually 1/sqrt(d) */
+    float dropout;
+    sw_rng_key key;         /* only seed/step/layer/op are used */
+    int head0, heads_total;
+    int64_t seq_total;
+    int merge;              /* forward: merge into o/lse */
+    int accumulate;         /* backward: dq, dk, dv += (RW) instead of = (W) */
+} sw_attn_args;
+void sw_attn_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,
+                 starpu_data_handle_t o, starpu_data_handle_t lse, const sw_attn_args *a);
+/* Uses the final o and lse of the whole row (over all key blocks). */
+void sw_attn_bwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,
+                 starpu_data_handle_t o, starpu_data_handle_t lse, starpu_data_handle_t dout,
+                 starpu_data_handle_t dq, starpu_data_handle_t dk, starpu_data_handle_t dv,
+                 const sw_attn_args *a);
+
+/* ---- cross-entropy pieces over a block of logits (codelets/crossentropy.c) ----
+ * logits[n, vb]: columns are vocabulary ids vocab0 .. vocab0+vb-1; ids >=
+ * vocab (padding) are ignored. All outputs are [n,1] and written (W). */
+void sw_ce_max(starpu_data_handle_t logits, starpu_data_handle_t mx, int64_t vocab0, int64_t vocab);
+void sw_ce_target(starpu_data_handle_t logits, starpu_data_handle_t targets,
+                  starpu_data_handle_t tgt, int64_t vocab0);   /* 0 where the target is not in the block */
+void sw_ce_sumexp(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
+                  int64_t vocab0, int64_t vocab);
+void sw_ce_loss(starpu_data_handle_t mx, starpu_data_handle_t tgt, starpu_data_handle_t se,
+                starpu_data_handle_t loss);                    /* log(se) + mx - tgt */
+/* logits (RW) become scale * (softmax - onehot(target)); padding columns 0. */
+void sw_ce_bwd(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
+               starpu_data_handle_t targets, int64_t vocab0, int64_t vocab, float scale);
+
+/* ---- AdamW (codelets/adamw.c), decoupled weight decay ---- */
+typedef struct sw_adamw_args {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;               /* 1-based, for bias correction */
+} sw_adamw_args;
+void sw_adamw(starpu_data_handle_t param, starpu_data_handle_t grad, starpu_data_handle_t m,
+              starpu_data_handle_t v, const sw_adamw_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,45 @@
+/* starweave runtime: start/stop StarPU and StarPU-MPI, error checking. */
+#ifndef STARWEAVE_RUNTIME_H
+#define STARWEAVE_RUNTIME_H
+
+#include <starpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_options {
+    int ncpus;           /* CPU workers per rank; -1: StarPU's choice (or cores / ranks on this node) */
+    const char *sched;   /* StarPU scheduler name; NULL: $STARPU_SCHED or "lws" */
+    int quiet;           /* 1: no banner on rank 0 */
+} sw_options;
+
+void sw_options_default(sw_options *opt);
+
+/* Starts MPI (if not started), StarPU and StarPU-MPI on MPI_COMM_WORLD.
+ * When several ranks share a node, worker binding is turned off unless the
+ * environment says otherwise (see README, "Oversubscribed launches").
+ * Returns 0, or a negative errno-style code after printing why. */
+int sw_init(int *argc, char ***argv, const sw_options *opt);
+void sw_shutdown(void);
+
+int sw_rank(void);
+int sw_world_size(void);
+int sw_ncpus(void);
+
+/* Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
+ * file:line and the call text, then abort every rank. */
+void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));
+/* Report a user error (rule + values) once, and exit(2) on every rank. */
+void sw_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+#define SW_CHECK(call)                                                   \
+    do {                                                                 \
+        long sw_check_rc_ = (long)(call);                                \
+        if (sw_check_rc_ != 0) sw_fail(__FILE__, __LINE__, #call, sw_check_rc_); \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/* sw_tensor: a named, shaped, typed tensor on one StarPU handle (row-major),
+ * with row-block / column-block tiles as StarPU asynchronous partitions. */
+#ifndef STARWEAVE_TENSOR_H
+#define STARWEAVE_TENSOR_H
+
+#include <stdint.h>
+#include <starpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SW_F32 = 0, SW_I32 = 1 } sw_dtype;
+typedef enum { SW_ROWS = 0, SW_COLS = 1 } sw_split;
+
+#define SW_MAX_DIMS 4
+#define SW_MAX_PLANS 4
+
+typedef struct sw_plan {
+    sw_split split;
+    int nparts;
+    starpu_data_handle_t *children;
+} sw_plan;
+
+typedef struct sw_tensor {
+    char name[64];
+    int ndim;
+    int64_t shape[SW_MAX_DIMS];
+    sw_dtype dtype;
+    int64_t rows, cols;           /* matrix view: rows = prod(shape[0..ndim-2]), cols = shape[ndim-1] */
+    starpu_data_handle_t handle;  /* StarPU matrix: nx = cols, ny = rows, ld = cols */
+    void *data;                   /* home buffer in main RAM (starpu_malloc) */
+    /* submission-time partition state (see tensor.c) */
+    sw_plan plans[SW_MAX_PLANS];
+    int nplans;
+    int rw_plan;                  /* plan index partitioned read-write, or -1 */
+    unsigned ro_mask;             /* plans partitioned read-only (parent still readable) */
+} sw_tensor;
+
+size_t sw_dtype_size(sw_dtype dt);
+
+/* New tensor with its home buffer in main RAM. */
+sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape);
+sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols);
+/* Blocking: waits for the submitted tasks on t, unregisters and frees it. */
+void sw_tensor_free(sw_tensor *t);
+/* Contents no longer needed: StarPU may drop every copy (asynchronous). */
+void sw_tensor_invalidate(sw_tensor *t);
+
+int64_t sw_tensor_numel(const sw_tensor *t);
+size_t sw_tensor_bytes(const sw_tensor *t);
+
+/* Handle of the whole tensor for a task of the given access mode; submits
+ * the unpartitioning that this needs. */
+starpu_data_handle_t sw_tensor_whole(sw_tensor *t, enum starpu_data_access_mode mode);
+/* The nparts tiles of t split along rows or columns, for tasks of the given
+ * access mode; submits the (un)partitioning that this needs. Read tiles of
+ * several splits may be live together; a write invalidates the others. */
+starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
+                                      enum starpu_data_access_mode mode);
+/* First row (SW_ROWS) or column (SW_COLS) of tile i, and its extent. */
+void sw_tile_range(int64_t n, int nparts, int i, int64_t *first, int64_t *count);
+
+/* Blocking host access, for programs and tests (never inside a builder). */
+void sw_tensor_write_host(sw_tensor *t, const void *src);
+void sw_tensor_read_host(sw_tensor *t, void *dst);
+void sw_tensor_fill(sw_tensor *t, float value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

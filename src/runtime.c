@@ -1,0 +1,131 @@
+/* Runtime singleton: the only place that starts and stops StarPU / StarPU-MPI. */
+#include "starweave/runtime.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <mpi.h>
+#include <starpu_mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct {
+    int started;
+    int rank, size;
+} sw_rt = {0, 0, 1};
+
+void sw_options_default(sw_options *opt)
+{
+    opt->ncpus = -1;
+    opt->sched = NULL;
+    opt->quiet = 0;
+}
+
+static int env_int(const char *name, int fallback)
+{
+    const char *v = getenv(name);
+    return (v && *v) ? atoi(v) : fallback;
+}
+
+int sw_init(int *argc, char ***argv, const sw_options *user)
+{
+    sw_options opt;
+    if (user) opt = *user; else sw_options_default(&opt);
+    if (sw_rt.started) return -EALREADY;
+
+    /* Ranks sharing a node must not pin their workers onto the same cores
+     * (measured: a 2-rank ring all-reduce hung or crawled when they did). */
+    int local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+    if (local_size > 1) {
+        setenv("STARPU_WORKERS_NOBIND", "1", 0);
+        setenv("STARPU_MPI_NOBIND", "1", 0);
+    }
+    /* StarPU owns the cores: BLAS runs single-threaded inside each task. */
+    openblas_set_num_threads(1);
+
+    struct starpu_conf conf;
+    SW_CHECK(starpu_conf_init(&conf));
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (opt.ncpus > 0)
+        conf.ncpus = opt.ncpus;
+    else if (getenv("STARPU_NCPU") == NULL) /* StarPU-MPI would otherwise reserve a core */
+        conf.ncpus = ncores / local_size > 0 ? (int)(ncores / local_size) : 1;
+    conf.ncuda = 0;
+    conf.nopencl = 0;
+    if (opt.sched) conf.sched_policy_name = opt.sched;
+    else if (getenv("STARPU_SCHED") == NULL) conf.sched_policy_name = "lws";
+
+    int rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
+    if (rc != 0) {
+        fprintf(stderr, "starweave: starpu_mpi_init_conf failed: %s (%d)\n",
+                rc == -ENODEV ? "no worker available" : strerror(-rc), rc);
+        return rc;
+    }
+    SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &sw_rt.rank));
+    SW_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &sw_rt.size));
+    sw_rt.started = 1;
+    if (!opt.quiet && sw_rt.rank == 0) {
+        struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
+        fprintf(stderr, "starweave: %d rank(s), %u CPU worker(s) per rank, scheduler %s\n",
+                sw_rt.size, starpu_cpu_worker_get_count(), pol ? pol->policy_name : "?");
+    }
+    return 0;
+}
+
+void sw_shutdown(void)
+{
+    if (!sw_rt.started) return;
+    starpu_task_wait_for_all();
+    starpu_mpi_shutdown();
+    sw_rt.started = 0;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+int sw_rank(void) { return sw_rt.rank; }
+int sw_world_size(void) { return sw_rt.size; }
+int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
+
+static void abort_all(int status) __attribute__((noreturn));
+static void abort_all(int status)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized && sw_rt.size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+void sw_fail(const char *file, int line, const char *call, long code)
+{
+    fprintf(stderr, "starweave: rank %d: %s:%d: %s failed with code %ld%s%s\n", sw_rt.rank, file,
+            line, call, code, code < 0 ? ": " : "", code < 0 ? strerror((int)-code) : "");
+    fflush(stderr);
+    abort_all(1);
+}
+
+void sw_usage_error(const char *fmt, ...)
+{
+    /* Every rank checks the same configuration, so every rank reaches here
+     * on its own; only rank 0 prints, and nobody waits for anybody. */
+    int rank = sw_rt.started ? sw_rt.rank : env_int("OMPI_COMM_WORLD_RANK", 0);
+    if (rank == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("starweave: error: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+        va_end(ap);
+        fflush(stderr);
+    }
+    if (sw_rt.started) {
+        starpu_task_wait_for_all();
+        starpu_mpi_shutdown();
+        sw_rt.started = 0;
+        MPI_Finalize();
+    }
+    exit(2);
+}

@@ -1,0 +1,206 @@
+/* sw_tensor: one StarPU matrix handle per tensor; tiles are asynchronous
+ * partitions planned once per (split, nparts) and switched at submission
+ * time, so StarPU orders the switch after the tasks that used the previous
+ * view and before the tasks that use the next one. */
+#include "starweave/tensor.h"
+#include "starweave/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t sw_dtype_size(sw_dtype dt)
+{
+    return dt == SW_F32 ? sizeof(float) : sizeof(int32_t);
+}
+
+sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape)
+{
+    if (ndim < 1 || ndim > SW_MAX_DIMS) {
+        fprintf(stderr, "starweave: tensor %s: ndim %d outside 1..%d\n", name, ndim, SW_MAX_DIMS);
+        abort();
+    }
+    sw_tensor *t = calloc(1, sizeof *t);
+    if (!t) { perror("starweave: calloc"); abort(); }
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->dtype = dt;
+    t->rows = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0 || shape[i] > (int64_t)UINT32_MAX) {
+            fprintf(stderr, "starweave: tensor %s: dimension %d is %lld\n", name, i, (long long)shape[i]);
+            abort();
+        }
+        t->shape[i] = shape[i];
+        if (i < ndim - 1) t->rows *= shape[i];
+    }
+    t->cols = shape[ndim - 1];
+    t->rw_plan = -1;
+    /* Home node = main RAM: tiles of every split then alias the parent's
+     * buffer, so switching splits costs no copy. */
+    if (starpu_malloc_flags(&t->data, (size_t)(t->rows * t->cols) * sw_dtype_size(dt),
+                            STARPU_MALLOC_COUNT) != 0) {
+        fprintf(stderr, "starweave: tensor %s: cannot allocate %lld bytes\n", name,
+                (long long)(t->rows * t->cols * (int64_t)sw_dtype_size(dt)));
+        abort();
+    }
+    starpu_matrix_data_register(&t->handle, STARPU_MAIN_RAM, (uintptr_t)t->data, (uint32_t)t->cols,
+                                (uint32_t)t->cols, (uint32_t)t->rows, sw_dtype_size(dt));
+    starpu_data_set_name(t->handle, t->name);
+    return t;
+}
+
+sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = {rows, cols};
+    return sw_tensor_new(name, dt, 2, shape);
+}
+
+int64_t sw_tensor_numel(const sw_tensor *t) { return t->rows * t->cols; }
+size_t sw_tensor_bytes(const sw_tensor *t) { return (size_t)sw_tensor_numel(t) * sw_dtype_size(t->dtype); }
+
+static void unpartition(sw_tensor *t, int p)
+{
+    starpu_data_unpartition_submit(t->handle, (unsigned)t->plans[p].nparts, t->plans[p].children,
+                                   -1);
+}
+
+/* Back to "parent valid, nothing partitioned" for a writer, or to "parent
+ * readable" for a reader. */
+static void make_parent_valid(sw_tensor *t, int for_write)
+{
+    if (t->rw_plan >= 0) {
+        unpartition(t, t->rw_plan);
+        t->rw_plan = -1;
+    }
+    if (for_write) {
+        for (int p = 0; p < t->nplans; p++)
+            if (t->ro_mask & (1u << p)) unpartition(t, p);
+        t->ro_mask = 0;
+    }
+}
+
+static int is_write(enum starpu_data_access_mode mode)
+{
+    return (mode & STARPU_W) != 0;
+}
+
+starpu_data_handle_t sw_tensor_whole(sw_tensor *t, enum starpu_data_access_mode mode)
+{
+    make_parent_valid(t, is_write(mode));
+    return t->handle;
+}
+
+static int find_plan(sw_tensor *t, sw_split split, int nparts)
+{
+    for (int p = 0; p < t->nplans; p++)
+        if (t->plans[p].split == split && t->plans[p].nparts == nparts) return p;
+    if (t->nplans == SW_MAX_PLANS) {
+        fprintf(stderr, "starweave: tensor %s: more than %d tilings\n", t->name, SW_MAX_PLANS);
+        abort();
+    }
+    int64_t extent = split == SW_ROWS ? t->rows : t->cols;
+    if (nparts < 1 || nparts > extent) {
+        fprintf(stderr, "starweave: tensor %s: %d tiles of %lld %s\n", t->name, nparts,
+                (long long)extent, split == SW_ROWS ? "rows" : "columns");
+        abort();
+    }
+    sw_plan *pl = &t->plans[t->nplans];
+    pl->split = split;
+    pl->nparts = nparts;
+    pl->children = malloc(sizeof(starpu_data_handle_t) * (size_t)nparts);
+    if (!pl->children) { perror("starweave: malloc"); abort(); }
+    struct starpu_data_filter f;
+    memset(&f, 0, sizeof f);
+    /* StarPU's x axis is our column axis (nx = cols). */
+    f.filter_func = split == SW_ROWS ? starpu_matrix_filter_vertical_block : starpu_matrix_filter_block;
+    f.nchildren = (unsigned)nparts;
+    starpu_data_partition_plan(t->handle, &f, pl->children);
+    return t->nplans++;
+}
+
+starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
+                                      enum starpu_data_access_mode mode)
+{
+    int p = find_plan(t, split, nparts);
+    if (t->rw_plan == p) return t->plans[p].children;
+    if (t->rw_plan >= 0) {
+        unpartition(t, t->rw_plan);
+        t->rw_plan = -1;
+    }
+    if (!is_write(mode)) {
+        if (!(t->ro_mask & (1u << p))) {
+            starpu_data_partition_readonly_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+            t->ro_mask |= 1u << p;
+        }
+        return t->plans[p].children;
+    }
+    for (int q = 0; q < t->nplans; q++)
+        if (q != p && (t->ro_mask & (1u << q))) unpartition(t, q);
+    if (t->ro_mask & (1u << p))
+        starpu_data_partition_readwrite_upgrade_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+    else
+        starpu_data_partition_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+    t->ro_mask = 0;
+    t->rw_plan = p;
+    return t->plans[p].children;
+}
+
+void sw_tile_range(int64_t n, int nparts, int i, int64_t *first, int64_t *count)
+{
+    unsigned chunk;
+    size_t offset;
+    starpu_filter_nparts_compute_chunk_size_and_offset((unsigned)n, (unsigned)nparts, 1, (unsigned)i,
+                                                       1, &chunk, &offset);
+    *first = (int64_t)offset;
+    *count = (int64_t)chunk;
+}
+
+static void release_plans(sw_tensor *t)
+{
+    make_parent_valid(t, 1);
+    for (int p = 0; p < t->nplans; p++) {
+        starpu_data_partition_clean(t->handle, (unsigned)t->plans[p].nparts, t->plans[p].children);
+        free(t->plans[p].children);
+    }
+    t->nplans = 0;
+}
+
+void sw_tensor_free(sw_tensor *t)
+{
+    if (!t) return;
+    release_plans(t);
+    /* waits for the tasks on this tensor only: the buffer is ours to free */
+    starpu_data_unregister(t->handle);
+    starpu_free_flags(t->data, sw_tensor_bytes(t), STARPU_MALLOC_COUNT);
+    free(t);
+}
+
+void sw_tensor_invalidate(sw_tensor *t)
+{
+    starpu_data_invalidate_submit(sw_tensor_whole(t, STARPU_W));
+}
+
+static void host_copy(sw_tensor *t, void *buf, int to_tensor)
+{
+    starpu_data_handle_t h = sw_tensor_whole(t, to_tensor ? STARPU_W : STARPU_R);
+    SW_CHECK(starpu_data_acquire(h, to_tensor ? STARPU_W : STARPU_R));
+    char *ptr = (char *)starpu_data_get_local_ptr(h);
+    size_t row = (size_t)t->cols * sw_dtype_size(t->dtype);
+    /* ld == cols for a whole tensor, so this is one contiguous block */
+    if (to_tensor) memcpy(ptr, buf, row * (size_t)t->rows);
+    else memcpy(buf, ptr, row * (size_t)t->rows);
+    starpu_data_release(h);
+}
+
+void sw_tensor_write_host(sw_tensor *t, const void *src) { host_copy(t, (void *)src, 1); }
+void sw_tensor_read_host(sw_tensor *t, void *dst) { host_copy(t, dst, 0); }
+
+void sw_tensor_fill(sw_tensor *t, float value)
+{
+    starpu_data_handle_t h = sw_tensor_whole(t, STARPU_W);
+    SW_CHECK(starpu_data_acquire(h, STARPU_W));
+    float *ptr = (float *)starpu_data_get_local_ptr(h);
+    for (int64_t i = 0; i < sw_tensor_numel(t); i++) ptr[i] = value;
+    starpu_data_release(h);
+}

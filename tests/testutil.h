@@ -1,0 +1,83 @@
+/* Helpers for the unit tests: plain programs, exit 0 = pass, 1 = fail,
+ * 77 = skip (Automake's convention). Each check prints one line. */
+#ifndef STARWEAVE_TESTUTIL_H
+#define STARWEAVE_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "starweave.h"
+
+static int tu_passed, tu_failed;
+
+static inline void tu_init(int *argc, char ***argv)
+{
+    sw_options opt;
+    sw_options_default(&opt);
+    opt.quiet = 1;
+    if (sw_init(argc, argv, &opt) != 0) {
+        fprintf(stderr, "SKIP: StarPU could not start\n");
+        exit(77);
+    }
+}
+
+/* Deterministic values uniform in [-scale, scale) (xorshift). */
+static inline void tu_rand(float *x, int64_t n, uint64_t seed, float scale)
+{
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        x[i] = scale * (2.0f * (float)((s >> 40) & 0xffffff) / 16777216.0f - 1.0f);
+    }
+}
+
+static inline sw_tensor *tu_tensor(const char *name, int64_t rows, int64_t cols, const float *data)
+{
+    sw_tensor *t = sw_tensor_new2d(name, SW_F32, rows, cols);
+    if (data) sw_tensor_write_host(t, data);
+    return t;
+}
+
+static inline float *tu_read(sw_tensor *t)
+{
+    float *x = malloc(sw_tensor_bytes(t));
+    if (!x) { perror("malloc"); exit(99); }
+    sw_tensor_read_host(t, x);
+    return x;
+}
+
+/* |got - ref| <= atol + rtol * |ref| element-wise; prints the worst. */
+static inline int tu_close(const char *what, const float *got, const double *ref, int64_t n,
+                           double rtol, double atol)
+{
+    double worst = 0; int64_t wi = 0; int ok = 1;
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - ref[i]);
+        double lim = atol + rtol * fabs(ref[i]);
+        if (!(err <= lim)) ok = 0;
+        double r = err / (lim > 0 ? lim : 1);
+        if (!(r <= worst)) { worst = r; wi = i; }
+    }
+    if (ok) tu_passed++; else tu_failed++;
+    printf("%s %s: %lld values, worst at %lld: got %.9g ref %.9g (err/limit %.3g)\n", ok ? "PASS" : "FAIL",
+           what, (long long)n, (long long)wi, n ? got[wi] : 0.0, n ? ref[wi] : 0.0, worst);
+    return ok;
+}
+
+static inline int tu_true(const char *what, int cond)
+{
+    if (cond) tu_passed++; else tu_failed++;
+    printf("%s %s\n", cond ? "PASS" : "FAIL", what);
+    return cond;
+}
+
+static inline int tu_finish(void)
+{
+    printf("%d passed, %d failed\n", tu_passed, tu_failed);
+    sw_shutdown();
+    return tu_failed ? 1 : 0;
+}
+
+#endif
