@@ -1,0 +1,53 @@
+#!/bin/sh
+# starweave quick start on a fresh Debian (bookworm) machine.
+#   autotools/quickstart.sh          install what is missing, build, run the main job
+#   autotools/quickstart.sh check    install what is missing, build, run make check (+ distcheck)
+# Packages are installed with apt-get when run as root; otherwise the
+# apt-get line is printed and the script stops.
+set -eu
+mode=${1:-run}
+[ $# -gt 0 ] && shift
+case "$mode" in
+  run|check) ;;
+  -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+  *) echo "quickstart: unknown mode '$mode' (expected: run or check)" >&2; exit 2 ;;
+esac
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+pkgs="build-essential autoconf automake libtool pkg-config libstarpu-dev starpu-tools libstarpumpi-1.3-3 \
+libopenmpi-dev openmpi-bin libhwloc-dev libopenblas-dev python3-torch valgrind"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "quickstart: installing:$missing"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing
+  else
+    echo "quickstart: missing Debian packages. Run as root:"
+    echo "  apt-get update && apt-get install -y --no-install-recommends$missing"
+    exit 1
+  fi
+fi
+
+# Open MPI refuses to run as root unless told; CI and containers run as root.
+if [ "$(id -u)" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+[ -x configure ] || autoreconf -fi
+mkdir -p build
+cd build
+[ -f Makefile ] || ../configure --enable-werror
+jobs=$(nproc 2>/dev/null || echo 2)
+make -j"$jobs"
+
+if [ "$mode" = check ]; then
+  make -j"$jobs" check || { cat tests/*.log 2>/dev/null | tail -n 200; exit 1; }
+  make -j"$jobs" distcheck DISTCHECK_CONFIGURE_FLAGS=--enable-werror
+else
+  ./examples/gpt_train "$@"
+fi

@@ -1,0 +1,176 @@
+/* Element-wise adds and the column sum (bias gradients).
+ *   add: x[r,c] + y[r,c] -> z[r,c];  axpy: y[r,c] += alpha x[r,c]
+ *   bias_add: x[r,c] += bias[c];     colsum: y[c] = beta y + alpha sum_r x[r,c] */
+#include <stdlib.h>
+
+#include "codelet_util.h"
+#include "starweave/ops.h"
+
+/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
+static int64_t vec_inc(void *buf)
+{
+    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
+                      "a vector must be [1,n], [n,1] or contiguous");
+    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
+}
+
+static void same_shape(void *a, void *b)
+{
+    STARPU_ASSERT_MSG(SW_ROWS_OF(a) == SW_ROWS_OF(b) && SW_COLS_OF(a) == SW_COLS_OF(b),
+                      "shapes differ: [%lld,%lld] vs [%lld,%lld]", (long long)SW_ROWS_OF(a),
+                      (long long)SW_COLS_OF(a), (long long)SW_ROWS_OF(b), (long long)SW_COLS_OF(b));
+}
+
+/* buffers: x, y, z */
+static void add_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    same_shape(buffers[0], buffers[1]);
+    same_shape(buffers[0], buffers[2]);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]), ldz = SW_LD_OF(buffers[2]);
+    const float *x = SW_F32_OF(buffers[0]), *y = SW_F32_OF(buffers[1]);
+    float *z = SW_F32_OF(buffers[2]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx, *yr = y + r * ldy;
+        float *zr = z + r * ldz;
+        for (int64_t c = 0; c < C; c++) zr[c] = xr[c] + yr[c];
+    }
+}
+
+/* buffers: x, y */
+static void axpy_cpu(void *buffers[], void *cl_arg)
+{
+    float alpha;
+    starpu_codelet_unpack_args(cl_arg, &alpha);
+    same_shape(buffers[0], buffers[1]);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[1]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        for (int64_t c = 0; c < C; c++) yr[c] += alpha * xr[c];
+    }
+}
+
+/* buffers: x, bias */
+static void bias_add_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ldx = SW_LD_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    float *x = SW_F32_OF(buffers[0]);
+    const float *b = SW_F32_OF(buffers[1]);
+    const int64_t inc = vec_inc(buffers[1]);
+    if (inc == 1) {
+        for (int64_t r = 0; r < R; r++) {
+            float *xr = x + r * ldx;
+            for (int64_t c = 0; c < C; c++) xr[c] += b[c];
+        }
+    } else {
+        for (int64_t r = 0; r < R; r++) {
+            float *xr = x + r * ldx;
+            for (int64_t c = 0; c < C; c++) xr[c] += b[c * inc];
+        }
+    }
+}
+
+struct colsum_args {
+    float alpha, beta;
+};
+
+/* Columns in blocks whose double accumulators stay in L1; within a block the
+ * rows stream through contiguous row segments. */
+#define SW_COLSUM_BLOCK 512
+
+/* buffers: x, y */
+static void colsum_cpu(void *buffers[], void *cl_arg)
+{
+    struct colsum_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ldx = SW_LD_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[1]);
+    const int64_t inc = vec_inc(buffers[1]);
+    double acc[SW_COLSUM_BLOCK];
+    for (int64_t c0 = 0; c0 < C; c0 += SW_COLSUM_BLOCK) {
+        const int64_t nc = C - c0 < SW_COLSUM_BLOCK ? C - c0 : SW_COLSUM_BLOCK;
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0.0;
+        for (int64_t r = 0; r < R; r++) {
+            const float *xr = x + r * ldx + c0;
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)xr[c];
+        }
+        float *yc = y + c0 * inc;
+        /* beta == 0: y is write-only, its old contents (maybe NaN) are not read */
+        if (a.beta == 0.0f)
+            for (int64_t c = 0; c < nc; c++) yc[c * inc] = (float)((double)a.alpha * acc[c]);
+        else
+            for (int64_t c = 0; c < nc; c++)
+                yc[c * inc] = (float)((double)a.beta * yc[c * inc] + (double)a.alpha * acc[c]);
+    }
+}
+
+SW_PERFMODEL(add_model, "sw_add");
+SW_PERFMODEL(axpy_model, "sw_axpy");
+SW_PERFMODEL(bias_add_model, "sw_bias_add");
+SW_PERFMODEL(colsum_model, "sw_colsum");
+
+static struct starpu_codelet add_cl = {
+    .cpu_funcs = {add_cpu},
+    .cpu_funcs_name = {"add_cpu"},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &add_model,
+    .name = "add",
+};
+
+static struct starpu_codelet axpy_cl = {
+    .cpu_funcs = {axpy_cpu},
+    .cpu_funcs_name = {"axpy_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_RW},
+    .model = &axpy_model,
+    .name = "axpy",
+};
+
+static struct starpu_codelet bias_add_cl = {
+    .cpu_funcs = {bias_add_cpu},
+    .cpu_funcs_name = {"bias_add_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_RW, STARPU_R},
+    .model = &bias_add_model,
+    .name = "bias_add",
+};
+
+/* y is W or RW depending on beta: modes come from the insert call. */
+static struct starpu_codelet colsum_cl = {
+    .cpu_funcs = {colsum_cpu},
+    .cpu_funcs_name = {"colsum_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &colsum_model,
+    .name = "colsum",
+};
+
+void sw_add(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z)
+{
+    SW_INSERT(&add_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z);
+}
+
+void sw_axpy(float alpha, starpu_data_handle_t x, starpu_data_handle_t y)
+{
+    SW_INSERT(&axpy_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &alpha, sizeof alpha);
+}
+
+void sw_bias_add(starpu_data_handle_t x, starpu_data_handle_t bias)
+{
+    SW_INSERT(&bias_add_cl, STARPU_RW, x, STARPU_R, bias);
+}
+
+void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta)
+{
+    struct colsum_args a = {alpha, beta};
+    SW_INSERT(&colsum_cl, STARPU_R, x, beta == 0.0f ? STARPU_W : STARPU_RW, y, STARPU_VALUE, &a, sizeof a);
+}

@@ -1,0 +1,204 @@
+/* Cross-entropy pieces over a block of logits (vocab-parallel friendly).
+ * Column c of a logits block is vocabulary id vocab0 + c; ids >= vocab are
+ * padding and ignored. A block's pieces are combined by the graph:
+ * max = max of block maxes, tgt = sum of block tgts, se = sum of block
+ * sumexps (each taken with the combined max), loss = log(se) + max - tgt. */
+#include <math.h>
+
+#include "codelet_util.h"
+#include "starweave/ops.h"
+
+struct ce_args {
+    int64_t vocab0, vocab;
+    float scale;
+};
+
+/* Element stride of a [n,1] or [1,n] vector handle (a column tile is strided). */
+static int64_t vec_stride(void *buf)
+{
+    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
+}
+
+/* Number of valid (non-padding) columns of the block. */
+static int64_t valid_cols(int64_t cols, int64_t vocab0, int64_t vocab)
+{
+    int64_t nv = vocab - vocab0;
+    if (nv < 0) nv = 0;
+    return nv < cols ? nv : cols;
+}
+
+/* buffers: logits[n,vb] (R), mx[n,1] (W) */
+static void ce_max_cpu(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = SW_F32_OF(buffers[0]);
+    int64_t n = SW_ROWS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    int64_t nv = valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab);
+    float *mx = SW_F32_OF(buffers[1]);
+    int64_t ms = vec_stride(buffers[1]);
+    for (int64_t r = 0; r < n; r++) {
+        const float *row = x + r * ld;
+        float m = -INFINITY;
+        for (int64_t c = 0; c < nv; c++) m = row[c] > m ? row[c] : m;
+        mx[r * ms] = m;
+    }
+}
+
+/* buffers: logits (R), targets[n,1] int32 (R), tgt[n,1] (W) */
+static void ce_target_cpu(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = SW_F32_OF(buffers[0]);
+    int64_t n = SW_ROWS_OF(buffers[0]), vb = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    const int32_t *t = SW_I32_OF(buffers[1]);
+    int64_t tstr = vec_stride(buffers[1]);
+    float *tgt = SW_F32_OF(buffers[2]);
+    int64_t gs = vec_stride(buffers[2]);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t c = (int64_t)t[r * tstr] - a.vocab0;
+        tgt[r * gs] = (c >= 0 && c < vb) ? x[r * ld + c] : 0.0f;
+    }
+}
+
+/* buffers: logits (R), mx (R), se[n,1] (W) */
+static void ce_sumexp_cpu(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = SW_F32_OF(buffers[0]);
+    int64_t n = SW_ROWS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    int64_t nv = valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab);
+    const float *mx = SW_F32_OF(buffers[1]);
+    int64_t ms = vec_stride(buffers[1]);
+    float *se = SW_F32_OF(buffers[2]);
+    int64_t ss = vec_stride(buffers[2]);
+    for (int64_t r = 0; r < n; r++) {
+        const float *row = x + r * ld;
+        float m = mx[r * ms];
+        double s = 0.0;
+        if (nv > 0 && m != -INFINITY)
+            for (int64_t c = 0; c < nv; c++) s += (double)expf(row[c] - m);
+        se[r * ss] = (float)s;
+    }
+}
+
+/* buffers: mx (R), tgt (R), se (R), loss[n,1] (W) */
+static void ce_loss_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const float *mx = SW_F32_OF(buffers[0]), *tgt = SW_F32_OF(buffers[1]), *se = SW_F32_OF(buffers[2]);
+    float *loss = SW_F32_OF(buffers[3]);
+    int64_t ms = vec_stride(buffers[0]), ts = vec_stride(buffers[1]), ss = vec_stride(buffers[2]),
+            ls = vec_stride(buffers[3]);
+    int64_t n = SW_NUMEL_OF(buffers[3]);
+    for (int64_t r = 0; r < n; r++) loss[r * ls] = logf(se[r * ss]) + mx[r * ms] - tgt[r * ts];
+}
+
+/* buffers: logits (RW), mx (R), se (R), targets (R) */
+static void ce_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    float *x = SW_F32_OF(buffers[0]);
+    int64_t n = SW_ROWS_OF(buffers[0]), vb = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    int64_t nv = valid_cols(vb, a.vocab0, a.vocab);
+    const float *mx = SW_F32_OF(buffers[1]), *se = SW_F32_OF(buffers[2]);
+    const int32_t *t = SW_I32_OF(buffers[3]);
+    int64_t ms = vec_stride(buffers[1]), ss = vec_stride(buffers[2]), tstr = vec_stride(buffers[3]);
+    for (int64_t r = 0; r < n; r++) {
+        float *row = x + r * ld;
+        float m = mx[r * ms], k = a.scale / se[r * ss];
+        for (int64_t c = 0; c < nv; c++) row[c] = k * expf(row[c] - m);
+        for (int64_t c = nv; c < vb; c++) row[c] = 0.0f;
+        int64_t tc = (int64_t)t[r * tstr] - a.vocab0;
+        if (tc >= 0 && tc < nv) row[tc] -= a.scale;
+    }
+}
+
+SW_PERFMODEL(ce_max_model, "sw_ce_max");
+SW_PERFMODEL(ce_target_model, "sw_ce_target");
+SW_PERFMODEL(ce_sumexp_model, "sw_ce_sumexp");
+SW_PERFMODEL(ce_loss_model, "sw_ce_loss");
+SW_PERFMODEL(ce_bwd_model, "sw_ce_bwd");
+
+static struct starpu_codelet ce_max_cl = {
+    .cpu_funcs = {ce_max_cpu},
+    .cpu_funcs_name = {"ce_max_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &ce_max_model,
+    .name = "ce_max",
+};
+
+static struct starpu_codelet ce_target_cl = {
+    .cpu_funcs = {ce_target_cpu},
+    .cpu_funcs_name = {"ce_target_cpu"},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &ce_target_model,
+    .name = "ce_target",
+};
+
+static struct starpu_codelet ce_sumexp_cl = {
+    .cpu_funcs = {ce_sumexp_cpu},
+    .cpu_funcs_name = {"ce_sumexp_cpu"},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &ce_sumexp_model,
+    .name = "ce_sumexp",
+};
+
+static struct starpu_codelet ce_loss_cl = {
+    .cpu_funcs = {ce_loss_cpu},
+    .cpu_funcs_name = {"ce_loss_cpu"},
+    .nbuffers = 4,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
+    .model = &ce_loss_model,
+    .name = "ce_loss",
+};
+
+static struct starpu_codelet ce_bwd_cl = {
+    .cpu_funcs = {ce_bwd_cpu},
+    .cpu_funcs_name = {"ce_bwd_cpu"},
+    .nbuffers = 4,
+    .modes = {STARPU_RW, STARPU_R, STARPU_R, STARPU_R},
+    .model = &ce_bwd_model,
+    .name = "ce_bwd",
+};
+
+void sw_ce_max(starpu_data_handle_t logits, starpu_data_handle_t mx, int64_t vocab0, int64_t vocab)
+{
+    struct ce_args a = {vocab0, vocab, 0.0f};
+    SW_INSERT(&ce_max_cl, STARPU_R, logits, STARPU_W, mx, STARPU_VALUE, &a, sizeof a);
+}
+
+void sw_ce_target(starpu_data_handle_t logits, starpu_data_handle_t targets,
+                  starpu_data_handle_t tgt, int64_t vocab0)
+{
+    struct ce_args a = {vocab0, 0, 0.0f};
+    SW_INSERT(&ce_target_cl, STARPU_R, logits, STARPU_R, targets, STARPU_W, tgt, STARPU_VALUE, &a,
+              sizeof a);
+}
+
+void sw_ce_sumexp(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
+                  int64_t vocab0, int64_t vocab)
+{
+    struct ce_args a = {vocab0, vocab, 0.0f};
+    SW_INSERT(&ce_sumexp_cl, STARPU_R, logits, STARPU_R, mx, STARPU_W, se, STARPU_VALUE, &a, sizeof a);
+}
+
+void sw_ce_loss(starpu_data_handle_t mx, starpu_data_handle_t tgt, starpu_data_handle_t se,
+                starpu_data_handle_t loss)
+{
+    SW_INSERT(&ce_loss_cl, STARPU_R, mx, STARPU_R, tgt, STARPU_R, se, STARPU_W, loss);
+}
+
+void sw_ce_bwd(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
+               starpu_data_handle_t targets, int64_t vocab0, int64_t vocab, float scale)
+{
+    struct ce_args a = {vocab0, vocab, scale};
+    SW_INSERT(&ce_bwd_cl, STARPU_RW, logits, STARPU_R, mx, STARPU_R, se, STARPU_R, targets,
+              STARPU_VALUE, &a, sizeof a);
+}

@@ -1,0 +1,111 @@
+/* Token + position embedding, forward and backward (scatter-add).
+ * Rows are tokens in [s, b] order: global row g = row0 + r has position
+ * pos0 + g / batch. Token ids outside [vocab0, vocab0 + rows(wte)) take no
+ * wte row (vocab-parallel shard); the position embedding is added to every
+ * row regardless, and its gradient is scattered from every row. */
+#include <string.h>
+
+#include "codelet_util.h"
+#include "starweave/ops.h"
+
+struct emb_args {
+    int64_t row0, pos0, vocab0;
+    int batch, zero_wpe;
+};
+
+/* Element stride of a [n,1] or [1,n] vector handle (a column tile is strided). */
+static int64_t vec_stride(void *buf)
+{
+    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
+}
+
+/* buffers: tokens[n,1] (R), wte[V,C] (R), wpe[P,C] (R), x[n,C] (W) */
+static void emb_fwd_cpu(void *buffers[], void *cl_arg)
+{
+    struct emb_args e;
+    starpu_codelet_unpack_args(cl_arg, &e);
+    const int32_t *tok = SW_I32_OF(buffers[0]);
+    int64_t ts = vec_stride(buffers[0]);
+    const float *wte = SW_F32_OF(buffers[1]), *wpe = SW_F32_OF(buffers[2]);
+    float *x = SW_F32_OF(buffers[3]);
+    int64_t nv = SW_ROWS_OF(buffers[1]), ldte = SW_LD_OF(buffers[1]), ldpe = SW_LD_OF(buffers[2]);
+    int64_t n = SW_ROWS_OF(buffers[3]), c = SW_COLS_OF(buffers[3]), ldx = SW_LD_OF(buffers[3]);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t pos = e.pos0 + (e.row0 + r) / e.batch;
+        int64_t id = (int64_t)tok[r * ts] - e.vocab0;
+        const float *pe = wpe + pos * ldpe;
+        float *xr = x + r * ldx;
+        if (id >= 0 && id < nv) {
+            const float *te = wte + id * ldte;
+            for (int64_t j = 0; j < c; j++) xr[j] = te[j] + pe[j];
+        } else {
+            for (int64_t j = 0; j < c; j++) xr[j] = pe[j];
+        }
+    }
+}
+
+/* buffers: tokens (R), dx[n,C] (R), dwte[V,C] (RW), dwpe[P,C] (W or RW) */
+static void emb_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    struct emb_args e;
+    starpu_codelet_unpack_args(cl_arg, &e);
+    const int32_t *tok = SW_I32_OF(buffers[0]);
+    int64_t ts = vec_stride(buffers[0]);
+    const float *dx = SW_F32_OF(buffers[1]);
+    float *dwte = SW_F32_OF(buffers[2]), *dwpe = SW_F32_OF(buffers[3]);
+    int64_t n = SW_ROWS_OF(buffers[1]), c = SW_COLS_OF(buffers[1]), ldx = SW_LD_OF(buffers[1]);
+    int64_t nv = SW_ROWS_OF(buffers[2]), ldte = SW_LD_OF(buffers[2]);
+    int64_t np = SW_ROWS_OF(buffers[3]), cp = SW_COLS_OF(buffers[3]), ldpe = SW_LD_OF(buffers[3]);
+    if (e.zero_wpe)
+        for (int64_t p = 0; p < np; p++) memset(dwpe + p * ldpe, 0, sizeof(float) * (size_t)cp);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t pos = e.pos0 + (e.row0 + r) / e.batch;
+        int64_t id = (int64_t)tok[r * ts] - e.vocab0;
+        const float *g = dx + r * ldx;
+        float *pe = dwpe + pos * ldpe;
+        for (int64_t j = 0; j < c; j++) pe[j] += g[j];
+        if (id >= 0 && id < nv) {
+            float *te = dwte + id * ldte;
+            for (int64_t j = 0; j < c; j++) te[j] += g[j];
+        }
+    }
+}
+
+SW_PERFMODEL(emb_fwd_model, "sw_embedding_fwd");
+SW_PERFMODEL(emb_bwd_model, "sw_embedding_bwd");
+
+static struct starpu_codelet emb_fwd_cl = {
+    .cpu_funcs = {emb_fwd_cpu},
+    .cpu_funcs_name = {"emb_fwd_cpu"},
+    .nbuffers = 4,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
+    .model = &emb_fwd_model,
+    .name = "embedding_fwd",
+};
+
+/* dwpe's mode depends on zero_wpe: modes come from each insert call. */
+static struct starpu_codelet emb_bwd_cl = {
+    .cpu_funcs = {emb_bwd_cpu},
+    .cpu_funcs_name = {"emb_bwd_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &emb_bwd_model,
+    .name = "embedding_bwd",
+};
+
+void sw_embedding_fwd(starpu_data_handle_t tokens, starpu_data_handle_t wte,
+                      starpu_data_handle_t wpe, starpu_data_handle_t x,
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0)
+{
+    struct emb_args e = {row0, pos0, vocab0, batch, 0};
+    SW_INSERT(&emb_fwd_cl, STARPU_R, tokens, STARPU_R, wte, STARPU_R, wpe, STARPU_W, x,
+              STARPU_VALUE, &e, sizeof e);
+}
+
+void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
+                      starpu_data_handle_t dwte, starpu_data_handle_t dwpe,
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero_wpe)
+{
+    struct emb_args e = {row0, pos0, vocab0, batch, zero_wpe ? 1 : 0};
+    SW_INSERT(&emb_bwd_cl, STARPU_R, tokens, STARPU_R, dx, STARPU_RW, dwte,
+              zero_wpe ? STARPU_W : STARPU_RW, dwpe, STARPU_VALUE, &e, sizeof e);
+}

@@ -1,0 +1,203 @@
+/* LayerNorm over the columns of each row.
+ *   fwd: x[r,c], w[c], b[c] -> y[r,c], mean[r], rstd[r]
+ *   bwd: dy[r,c], x, w, mean, rstd -> dx[r,c] (= or +=), dw_part[c], db_part[c]
+ * Row reductions use SW_LN_LANES independent float partial sums, a shape
+ * GCC vectorises without -ffast-math; the weight-gradient column sums over
+ * the tile's rows accumulate in double. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "codelet_util.h"
+#include "starweave/ops.h"
+
+#define SW_LN_LANES 16
+
+/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
+static int64_t vec_inc(void *buf)
+{
+    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
+                      "a vector must be [1,n], [n,1] or contiguous");
+    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
+}
+
+/* Read-only vector as a contiguous array: the buffer itself, or a gathered
+ * copy in *tmp (free it) when the vector is strided. */
+static const float *vec_in(void *buf, float **tmp)
+{
+    int64_t inc = vec_inc(buf), n = SW_NUMEL_OF(buf);
+    const float *p = SW_F32_OF(buf);
+    *tmp = NULL;
+    if (inc == 1) return p;
+    float *t = malloc(sizeof(float) * (size_t)n);
+    STARPU_ASSERT_MSG(t, "out of memory");
+    for (int64_t i = 0; i < n; i++) t[i] = p[i * inc];
+    *tmp = t;
+    return t;
+}
+
+static float lanes_sum(const float *a)
+{
+    float s[SW_LN_LANES / 2];
+    for (int j = 0; j < SW_LN_LANES / 2; j++) s[j] = a[j] + a[j + SW_LN_LANES / 2];
+    for (int w = SW_LN_LANES / 4; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) s[j] += s[j + w];
+    return s[0];
+}
+
+/* buffers: x, w, b, y, mean, rstd */
+static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
+{
+    float eps;
+    starpu_codelet_unpack_args(cl_arg, &eps);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[3]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C && SW_NUMEL_OF(buffers[2]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[3]) == R && SW_COLS_OF(buffers[3]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[4]) == R && SW_NUMEL_OF(buffers[5]) == R);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[3]), *mean = SW_F32_OF(buffers[4]), *rstd = SW_F32_OF(buffers[5]);
+    const int64_t incm = vec_inc(buffers[4]), incr = vec_inc(buffers[5]);
+    float *tw, *tb;
+    const float *w = vec_in(buffers[1], &tw), *b = vec_in(buffers[2], &tb);
+    const float invC = 1.0f / (float)C;
+
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        float acc[SW_LN_LANES] = {0};
+        int64_t c = 0;
+        for (; c + SW_LN_LANES <= C; c += SW_LN_LANES)
+            for (int j = 0; j < SW_LN_LANES; j++) acc[j] += xr[c + j];
+        for (int j = 0; c + j < C; j++) acc[j] += xr[c + j];
+        const float m = lanes_sum(acc) * invC;
+        /* two passes: the variance of the centred values does not cancel */
+        float sq[SW_LN_LANES] = {0};
+        for (c = 0; c + SW_LN_LANES <= C; c += SW_LN_LANES)
+            for (int j = 0; j < SW_LN_LANES; j++) {
+                float d = xr[c + j] - m;
+                sq[j] += d * d;
+            }
+        for (int j = 0; c + j < C; j++) {
+            float d = xr[c + j] - m;
+            sq[j] += d * d;
+        }
+        const float s = 1.0f / sqrtf(lanes_sum(sq) * invC + eps);
+        for (c = 0; c < C; c++) yr[c] = (xr[c] - m) * s * w[c] + b[c];
+        mean[r * incm] = m;
+        rstd[r * incr] = s;
+    }
+    free(tw);
+    free(tb);
+}
+
+struct ln_bwd_args {
+    int accumulate;
+};
+
+/* buffers: dy, x, w, mean, rstd, dx, dw_part, db_part */
+static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    struct ln_bwd_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[1]), C = SW_COLS_OF(buffers[1]);
+    const int64_t lddy = SW_LD_OF(buffers[0]), ldx = SW_LD_OF(buffers[1]), lddx = SW_LD_OF(buffers[5]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[5]) == R && SW_COLS_OF(buffers[5]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[2]) == C && SW_NUMEL_OF(buffers[6]) == C &&
+                  SW_NUMEL_OF(buffers[7]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R && SW_NUMEL_OF(buffers[4]) == R);
+    const float *dy = SW_F32_OF(buffers[0]), *x = SW_F32_OF(buffers[1]);
+    const float *mean = SW_F32_OF(buffers[3]), *rstd = SW_F32_OF(buffers[4]);
+    const int64_t incm = vec_inc(buffers[3]), incr = vec_inc(buffers[4]);
+    float *dx = SW_F32_OF(buffers[5]);
+    float *tw;
+    const float *w = vec_in(buffers[2], &tw);
+    double *dw = calloc((size_t)(2 * C), sizeof(double));
+    STARPU_ASSERT_MSG(dw, "out of memory");
+    double *db = dw + C;
+    const float invC = 1.0f / (float)C;
+
+    for (int64_t r = 0; r < R; r++) {
+        const float *dyr = dy + r * lddy, *xr = x + r * ldx;
+        float *dxr = dx + r * lddx;
+        const float m = mean[r * incm], s = rstd[r * incr];
+        /* g = dy * w; dx = s * (g - mean(g) - xhat * mean(g * xhat)) */
+        float a1[SW_LN_LANES] = {0}, a2[SW_LN_LANES] = {0};
+        int64_t c = 0;
+        for (; c + SW_LN_LANES <= C; c += SW_LN_LANES)
+            for (int j = 0; j < SW_LN_LANES; j++) {
+                float xh = (xr[c + j] - m) * s, g = dyr[c + j] * w[c + j];
+                a1[j] += g;
+                a2[j] += g * xh;
+            }
+        for (int j = 0; c + j < C; j++) {
+            float xh = (xr[c + j] - m) * s, g = dyr[c + j] * w[c + j];
+            a1[j] += g;
+            a2[j] += g * xh;
+        }
+        const float mg = lanes_sum(a1) * invC, mgx = lanes_sum(a2) * invC;
+        if (a.accumulate) {
+            for (c = 0; c < C; c++) {
+                float xh = (xr[c] - m) * s;
+                dxr[c] += s * (dyr[c] * w[c] - mg - xh * mgx);
+                dw[c] += (double)(dyr[c] * xh);
+                db[c] += (double)dyr[c];
+            }
+        } else {
+            for (c = 0; c < C; c++) {
+                float xh = (xr[c] - m) * s;
+                dxr[c] = s * (dyr[c] * w[c] - mg - xh * mgx);
+                dw[c] += (double)(dyr[c] * xh);
+                db[c] += (double)dyr[c];
+            }
+        }
+    }
+    float *dwp = SW_F32_OF(buffers[6]), *dbp = SW_F32_OF(buffers[7]);
+    const int64_t incw = vec_inc(buffers[6]), incb = vec_inc(buffers[7]);
+    for (int64_t c = 0; c < C; c++) {
+        dwp[c * incw] = (float)dw[c];
+        dbp[c * incb] = (float)db[c];
+    }
+    free(dw);
+    free(tw);
+}
+
+SW_PERFMODEL(layernorm_fwd_model, "sw_layernorm_fwd");
+SW_PERFMODEL(layernorm_bwd_model, "sw_layernorm_bwd");
+
+static struct starpu_codelet layernorm_fwd_cl = {
+    .cpu_funcs = {layernorm_fwd_cpu},
+    .cpu_funcs_name = {"layernorm_fwd_cpu"},
+    .nbuffers = 6,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W},
+    .model = &layernorm_fwd_model,
+    .name = "layernorm_fwd",
+};
+
+/* dx is W or RW depending on accumulate: modes come from the insert call. */
+static struct starpu_codelet layernorm_bwd_cl = {
+    .cpu_funcs = {layernorm_bwd_cpu},
+    .cpu_funcs_name = {"layernorm_bwd_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &layernorm_bwd_model,
+    .name = "layernorm_bwd",
+};
+
+void sw_layernorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t b,
+                      starpu_data_handle_t y, starpu_data_handle_t mean, starpu_data_handle_t rstd,
+                      float eps)
+{
+    SW_INSERT(&layernorm_fwd_cl, STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y, STARPU_W, mean,
+              STARPU_W, rstd, STARPU_VALUE, &eps, sizeof eps);
+}
+
+void sw_layernorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_data_handle_t w,
+                      starpu_data_handle_t mean, starpu_data_handle_t rstd,
+                      starpu_data_handle_t dx, starpu_data_handle_t dw_part,
+                      starpu_data_handle_t db_part, int accumulate)
+{
+    struct ln_bwd_args a = {accumulate != 0};
+    SW_INSERT(&layernorm_bwd_cl, STARPU_R, dy, STARPU_R, x, STARPU_R, w, STARPU_R, mean, STARPU_R, rstd,
+              a.accumulate ? STARPU_RW : STARPU_W, dx, STARPU_W, dw_part, STARPU_W, db_part, STARPU_VALUE,
+              &a, sizeof a);
+}

@@ -1,0 +1,168 @@
+/* RMSNorm over the columns of each row, y = w * x * rstd,
+ * rstd = 1 / sqrt(mean(x^2) + eps), computed in fp32.
+ *   fwd: x[r,c], w[c] -> y[r,c], rstd[r]
+ *   bwd: dy[r,c], x, w, rstd -> dx[r,c] (= or +=), dw_part[c]
+ * Row reductions use SW_RMS_LANES independent float partial sums (a shape
+ * GCC vectorises without -ffast-math); dw_part accumulates in double. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "codelet_util.h"
+#include "starweave/ops.h"
+
+#define SW_RMS_LANES 16
+
+/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
+static int64_t vec_inc(void *buf)
+{
+    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
+                      "a vector must be [1,n], [n,1] or contiguous");
+    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
+}
+
+/* Read-only vector as a contiguous array: the buffer itself, or a gathered
+ * copy in *tmp (free it) when the vector is strided. */
+static const float *vec_in(void *buf, float **tmp)
+{
+    int64_t inc = vec_inc(buf), n = SW_NUMEL_OF(buf);
+    const float *p = SW_F32_OF(buf);
+    *tmp = NULL;
+    if (inc == 1) return p;
+    float *t = malloc(sizeof(float) * (size_t)n);
+    STARPU_ASSERT_MSG(t, "out of memory");
+    for (int64_t i = 0; i < n; i++) t[i] = p[i * inc];
+    *tmp = t;
+    return t;
+}
+
+static float lanes_sum(const float *a)
+{
+    float s[SW_RMS_LANES / 2];
+    for (int j = 0; j < SW_RMS_LANES / 2; j++) s[j] = a[j] + a[j + SW_RMS_LANES / 2];
+    for (int w = SW_RMS_LANES / 4; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) s[j] += s[j + w];
+    return s[0];
+}
+
+/* buffers: x, w, y, rstd */
+static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
+{
+    float eps;
+    starpu_codelet_unpack_args(cl_arg, &eps);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[2]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[2]) == R && SW_COLS_OF(buffers[2]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[2]), *rstd = SW_F32_OF(buffers[3]);
+    const int64_t incr = vec_inc(buffers[3]);
+    float *tw;
+    const float *w = vec_in(buffers[1], &tw);
+    const float invC = 1.0f / (float)C;
+
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        float sq[SW_RMS_LANES] = {0};
+        int64_t c = 0;
+        for (; c + SW_RMS_LANES <= C; c += SW_RMS_LANES)
+            for (int j = 0; j < SW_RMS_LANES; j++) sq[j] += xr[c + j] * xr[c + j];
+        for (int j = 0; c + j < C; j++) sq[j] += xr[c + j] * xr[c + j];
+        const float s = 1.0f / sqrtf(lanes_sum(sq) * invC + eps);
+        for (c = 0; c < C; c++) yr[c] = w[c] * (xr[c] * s);
+        rstd[r * incr] = s;
+    }
+    free(tw);
+}
+
+struct rms_bwd_args {
+    int accumulate;
+};
+
+/* buffers: dy, x, w, rstd, dx, dw_part */
+static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
+{
+    struct rms_bwd_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[1]), C = SW_COLS_OF(buffers[1]);
+    const int64_t lddy = SW_LD_OF(buffers[0]), ldx = SW_LD_OF(buffers[1]), lddx = SW_LD_OF(buffers[4]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[4]) == R && SW_COLS_OF(buffers[4]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[2]) == C && SW_NUMEL_OF(buffers[5]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
+    const float *dy = SW_F32_OF(buffers[0]), *x = SW_F32_OF(buffers[1]), *rstd = SW_F32_OF(buffers[3]);
+    const int64_t incr = vec_inc(buffers[3]);
+    float *dx = SW_F32_OF(buffers[4]);
+    float *tw;
+    const float *w = vec_in(buffers[2], &tw);
+    double *dw = calloc((size_t)C, sizeof(double));
+    STARPU_ASSERT_MSG(dw, "out of memory");
+    const float invC = 1.0f / (float)C;
+
+    for (int64_t r = 0; r < R; r++) {
+        const float *dyr = dy + r * lddy, *xr = x + r * ldx;
+        float *dxr = dx + r * lddx;
+        const float s = rstd[r * incr];
+        /* g = dy * w; dx = s * g - x * s^3 * mean(g * x) */
+        float acc[SW_RMS_LANES] = {0};
+        int64_t c = 0;
+        for (; c + SW_RMS_LANES <= C; c += SW_RMS_LANES)
+            for (int j = 0; j < SW_RMS_LANES; j++) acc[j] += dyr[c + j] * w[c + j] * xr[c + j];
+        for (int j = 0; c + j < C; j++) acc[j] += dyr[c + j] * w[c + j] * xr[c + j];
+        const float k = s * s * s * lanes_sum(acc) * invC;
+        if (a.accumulate) {
+            for (c = 0; c < C; c++) {
+                dxr[c] += s * dyr[c] * w[c] - k * xr[c];
+                dw[c] += (double)(dyr[c] * xr[c] * s);
+            }
+        } else {
+            for (c = 0; c < C; c++) {
+                dxr[c] = s * dyr[c] * w[c] - k * xr[c];
+                dw[c] += (double)(dyr[c] * xr[c] * s);
+            }
+        }
+    }
+    float *dwp = SW_F32_OF(buffers[5]);
+    const int64_t incw = vec_inc(buffers[5]);
+    for (int64_t c = 0; c < C; c++) dwp[c * incw] = (float)dw[c];
+    free(dw);
+    free(tw);
+}
+
+SW_PERFMODEL(rmsnorm_fwd_model, "sw_rmsnorm_fwd");
+SW_PERFMODEL(rmsnorm_bwd_model, "sw_rmsnorm_bwd");
+
+static struct starpu_codelet rmsnorm_fwd_cl = {
+    .cpu_funcs = {rmsnorm_fwd_cpu},
+    .cpu_funcs_name = {"rmsnorm_fwd_cpu"},
+    .nbuffers = 4,
+    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_W},
+    .model = &rmsnorm_fwd_model,
+    .name = "rmsnorm_fwd",
+};
+
+/* dx is W or RW depending on accumulate: modes come from the insert call. */
+static struct starpu_codelet rmsnorm_bwd_cl = {
+    .cpu_funcs = {rmsnorm_bwd_cpu},
+    .cpu_funcs_name = {"rmsnorm_bwd_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &rmsnorm_bwd_model,
+    .name = "rmsnorm_bwd",
+};
+
+void sw_rmsnorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t y,
+                    starpu_data_handle_t rstd, float eps)
+{
+    SW_INSERT(&rmsnorm_fwd_cl, STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_W, rstd, STARPU_VALUE, &eps,
+              sizeof eps);
+}
+
+void sw_rmsnorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_data_handle_t w,
+                    starpu_data_handle_t rstd, starpu_data_handle_t dx,
+                    starpu_data_handle_t dw_part, int accumulate)
+{
+    struct rms_bwd_args a = {accumulate != 0};
+    SW_INSERT(&rmsnorm_bwd_cl, STARPU_R, dy, STARPU_R, x, STARPU_R, w, STARPU_R, rstd,
+              a.accumulate ? STARPU_RW : STARPU_W, dx, STARPU_W, dw_part, STARPU_VALUE, &a, sizeof a);
+}

@@ -1,0 +1,45 @@
+/* Plain serial double-precision reference of the starweave GPT-2 model
+ * (graphs/gpt.c, include/starweave/graphs.h), for the model tests.
+ * No StarPU, no threads: straight loops, llm.c style forward/backward pairs.
+ *
+ * Model: tokens/targets [T = seq*batch] in [s, b] order (row = pos*batch + b).
+ * x = drop(wte[tok] + wpe[pos]) (layer 0xFFFF, op 0, index row*h + col);
+ * per layer l: a = LN1(x); qkv = a qkv_w^T + qkv_b; causal attention per
+ * (b, head), scale 1/sqrt(d), softmax, dropout on the probabilities (layer l,
+ * op 1, index ((b*heads + j)*seq + qpos)*seq + kpos); x += drop(o proj_w^T +
+ * proj_b) (op 2); x += drop(gelu_tanh(LN2(x) fc_w^T + fc_b) fc2_w^T + fc2_b)
+ * (op 3); logits = LNf(x) wte^T over [T, Vp]; loss = mean cross-entropy over
+ * the real vocabulary columns. Masks: sw_dropout_keep(seed, step, layer, op,
+ * idx, p), kept values scaled by 1/(1-p). AdamW with PyTorch semantics on
+ * every parameter. Parameters in graphs.h order (ref_gpt_param_numel). */
+#ifndef STARWEAVE_REF_GPT_H
+#define STARWEAVE_REF_GPT_H
+
+#include <stdint.h>
+#include "starweave/graphs.h"
+
+/* Number of parameter tensors (2 + 12 * layers + 2) and their sizes, with
+ * cfg->vocab_padded as the rows of wte. */
+int ref_gpt_num_params(const sw_gpt_config *cfg);
+int64_t ref_gpt_param_numel(const sw_gpt_config *cfg, int index);
+
+/* Saved activations of one forward, consumed by the backward. */
+typedef struct ref_gpt_acts ref_gpt_acts;
+ref_gpt_acts *ref_gpt_acts_new(const sw_gpt_config *cfg);
+void ref_gpt_acts_free(ref_gpt_acts *a);
+
+/* Forward of training step `step` (1-based, keys the dropout masks): returns
+ * the mean loss and saves the activations in acts. */
+double ref_gpt_forward(const sw_gpt_config *cfg, double *const *params, const int32_t *tokens,
+                       const int32_t *targets, int step, ref_gpt_acts *acts);
+/* Gradients of the loss of the last forward on acts (same params, tokens,
+ * targets and step) into grads[i] (overwritten, sizes ref_gpt_param_numel). */
+void ref_gpt_backward(const sw_gpt_config *cfg, double *const *params, const int32_t *tokens,
+                      const int32_t *targets, int step, ref_gpt_acts *acts, double **grads);
+/* One AdamW step (PyTorch torch.optim.AdamW semantics, cfg->weight_decay on
+ * every parameter): p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps). */
+void ref_gpt_adamw(const sw_gpt_config *cfg, double **params, double *const *grads, double **m,
+                   double **v, int step);
+
+#endif

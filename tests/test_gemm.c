@@ -1,0 +1,188 @@
+/* sw_gemm / sw_gemm_bias against a double-precision reference: all four
+ * transpose combinations, beta 0 (C write-only: NaN contents ignored) and
+ * beta 1, odd sizes, and strided column blocks of A, B and C. */
+#include <string.h>
+
+#include "testutil.h"
+
+enum { M = 37, N = 53, K = 29 };
+
+static double maxabs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* C = alpha op(A) op(B) + beta C0 (C0 ignored when beta == 0); A is stored
+ * [k,m] when ta else [m,k], B [n,k] when tb else [k,n], all contiguous. */
+static void ref_gemm(const float *A, int ta, const float *B, int tb, const float *C0, double alpha,
+                     double beta, double *C, int m, int n, int k)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) {
+                double a = ta ? A[l * m + i] : A[i * k + l];
+                double b = tb ? B[j * k + l] : B[l * n + j];
+                s += a * b;
+            }
+            C[i * n + j] = alpha * s + (beta != 0 ? beta * C0[i * n + j] : 0.0);
+        }
+}
+
+static void check(const char *what, sw_tensor *C, const double *ref)
+{
+    float *got = tu_read(C);
+    int64_t n = sw_tensor_numel(C);
+    tu_close(what, got, ref, n, 1e-5, 1e-5 * maxabs(ref, n));
+    free(got);
+}
+
+static float *rnd(int64_t n, uint64_t seed)
+{
+    float *x = malloc(sizeof(float) * (size_t)n);
+    if (!x) exit(99);
+    tu_rand(x, n, seed, 1.0f);
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    float *a = rnd(M * K, 1), *b = rnd(K * N, 2), *c0 = rnd(M * N, 3), *bias = rnd(N, 4);
+    double *ref = malloc(sizeof(double) * M * N);
+    char what[128];
+
+    /* whole matrices: every transpose combination, beta 0 and 1 */
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int beta = 0; beta < 2; beta++) {
+                sw_tensor *A = tu_tensor("A", ta ? K : M, ta ? M : K, a);
+                sw_tensor *B = tu_tensor("B", tb ? N : K, tb ? K : N, b);
+                sw_tensor *C = tu_tensor("C", M, N, beta ? c0 : NULL);
+                if (!beta) sw_tensor_fill(C, NAN);
+                sw_gemm(sw_tensor_whole(A, STARPU_R), ta, sw_tensor_whole(B, STARPU_R), tb,
+                        sw_tensor_whole(C, beta ? STARPU_RW : STARPU_W), 0.75f, (float)beta);
+                ref_gemm(a, ta, b, tb, c0, 0.75, beta, ref, M, N, K);
+                snprintf(what, sizeof what, "gemm %dx%dx%d transA=%d transB=%d alpha=0.75 beta=%d", M, N, K,
+                         ta, tb, beta);
+                check(what, C, ref);
+                sw_tensor_free(A);
+                sw_tensor_free(B);
+                sw_tensor_free(C);
+            }
+
+    /* C = sum_i A[:, Ki] B[Ki, :]: strided column blocks of A, beta 0 then 1 */
+    {
+        sw_tensor *A = tu_tensor("A", M, K, a), *B = tu_tensor("B", K, N, b), *C = tu_tensor("C", M, N, NULL);
+        sw_tensor_fill(C, NAN);
+        starpu_data_handle_t *Ac = sw_tensor_tiles(A, SW_COLS, 2, STARPU_R);
+        starpu_data_handle_t *Br = sw_tensor_tiles(B, SW_ROWS, 2, STARPU_R);
+        for (int i = 0; i < 2; i++)
+            sw_gemm(Ac[i], 0, Br[i], 0, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
+        ref_gemm(a, 0, b, 0, NULL, 1, 0, ref, M, N, K);
+        check("gemm: C = sum of strided A column blocks x B row blocks (beta 0, 1)", C, ref);
+        sw_tensor_free(A);
+        sw_tensor_free(B);
+        sw_tensor_free(C);
+    }
+    /* C[:, Nj] = A B[:, Nj]: strided B and C column blocks */
+    {
+        sw_tensor *A = tu_tensor("A", M, K, a), *B = tu_tensor("B", K, N, b), *C = tu_tensor("C", M, N, NULL);
+        sw_tensor_fill(C, NAN);
+        starpu_data_handle_t *Bc = sw_tensor_tiles(B, SW_COLS, 3, STARPU_R);
+        starpu_data_handle_t *Cc = sw_tensor_tiles(C, SW_COLS, 3, STARPU_W);
+        for (int j = 0; j < 3; j++) sw_gemm(sw_tensor_whole(A, STARPU_R), 0, Bc[j], 0, Cc[j], 1.0f, 0.0f);
+        ref_gemm(a, 0, b, 0, NULL, 1, 0, ref, M, N, K);
+        check("gemm: strided C column blocks = A x strided B column blocks", C, ref);
+        sw_tensor_free(A);
+        sw_tensor_free(B);
+        sw_tensor_free(C);
+    }
+    /* C[Mi, :] = (At[:, Mi])^T B + C0[Mi, :]: transA on strided column blocks, beta 1 */
+    {
+        sw_tensor *At = tu_tensor("At", K, M, a), *B = tu_tensor("B", K, N, b), *C = tu_tensor("C", M, N, c0);
+        starpu_data_handle_t *Ac = sw_tensor_tiles(At, SW_COLS, 3, STARPU_R);
+        starpu_data_handle_t *Cr = sw_tensor_tiles(C, SW_ROWS, 3, STARPU_RW);
+        for (int i = 0; i < 3; i++) sw_gemm(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, Cr[i], -0.5f, 1.0f);
+        ref_gemm(a, 1, b, 0, c0, -0.5, 1, ref, M, N, K);
+        check("gemm: C row blocks += -0.5 strided At column blocks^T x B (transA, beta 1)", C, ref);
+        sw_tensor_free(At);
+        sw_tensor_free(B);
+        sw_tensor_free(C);
+    }
+    /* C = sum_i A[:, Ki] (Bt[:, Ki])^T: transB on strided column blocks */
+    {
+        sw_tensor *A = tu_tensor("A", M, K, a), *Bt = tu_tensor("Bt", N, K, b), *C = tu_tensor("C", M, N, NULL);
+        sw_tensor_fill(C, NAN);
+        starpu_data_handle_t *Ac = sw_tensor_tiles(A, SW_COLS, 2, STARPU_R);
+        starpu_data_handle_t *Bc = sw_tensor_tiles(Bt, SW_COLS, 2, STARPU_R);
+        for (int i = 0; i < 2; i++)
+            sw_gemm(Ac[i], 0, Bc[i], 1, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
+        ref_gemm(a, 0, b, 1, NULL, 1, 0, ref, M, N, K);
+        check("gemm: C = sum of strided A column blocks x strided Bt column blocks^T (transB)", C, ref);
+        sw_tensor_free(A);
+        sw_tensor_free(Bt);
+        sw_tensor_free(C);
+    }
+    /* both transposed: strided C column blocks C[:, Nj] = 2 At^T (Bt[Nj, :])^T */
+    {
+        sw_tensor *At = tu_tensor("At", K, M, a), *Bt = tu_tensor("Bt", N, K, b), *C = tu_tensor("C", M, N, NULL);
+        sw_tensor_fill(C, NAN);
+        starpu_data_handle_t *Br = sw_tensor_tiles(Bt, SW_ROWS, 2, STARPU_R);
+        starpu_data_handle_t *Cc = sw_tensor_tiles(C, SW_COLS, 2, STARPU_W);
+        for (int j = 0; j < 2; j++) sw_gemm(sw_tensor_whole(At, STARPU_R), 1, Br[j], 1, Cc[j], 2.0f, 0.0f);
+        ref_gemm(a, 1, b, 1, NULL, 2, 0, ref, M, N, K);
+        check("gemm: strided C column blocks = 2 At^T x (Bt row blocks)^T (both transposed)", C, ref);
+        sw_tensor_free(At);
+        sw_tensor_free(Bt);
+        sw_tensor_free(C);
+    }
+
+    /* gemm_bias: whole, and strided column blocks with bias blocks (transB 0 and 1) */
+    for (int tb = 0; tb < 2; tb++)
+        for (int tiles = 1; tiles <= 3; tiles += 2) {
+            sw_tensor *A = tu_tensor("A", M, K, a), *B = tu_tensor("B", tb ? N : K, tb ? K : N, b);
+            sw_tensor *bs = tu_tensor("bias", 1, N, bias), *C = tu_tensor("C", M, N, NULL);
+            sw_tensor_fill(C, NAN);
+            starpu_data_handle_t *Bt = sw_tensor_tiles(B, tb ? SW_ROWS : SW_COLS, tiles, STARPU_R);
+            starpu_data_handle_t *bt = sw_tensor_tiles(bs, SW_COLS, tiles, STARPU_R);
+            starpu_data_handle_t *Ct = sw_tensor_tiles(C, SW_COLS, tiles, STARPU_W);
+            for (int j = 0; j < tiles; j++) sw_gemm_bias(sw_tensor_whole(A, STARPU_R), 0, Bt[j], tb, bt[j], Ct[j]);
+            ref_gemm(a, 0, b, tb, NULL, 1, 0, ref, M, N, K);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) ref[i * N + j] += bias[j];
+            snprintf(what, sizeof what, "gemm_bias: %d column tile(s), transB=%d", tiles, tb);
+            check(what, C, ref);
+            sw_tensor_free(A);
+            sw_tensor_free(B);
+            sw_tensor_free(bs);
+            sw_tensor_free(C);
+        }
+    /* gemm_bias with transA and row tiles of C (bias whole) */
+    {
+        sw_tensor *At = tu_tensor("At", K, M, a), *B = tu_tensor("B", K, N, b);
+        sw_tensor *bs = tu_tensor("bias", 1, N, bias), *C = tu_tensor("C", M, N, NULL);
+        sw_tensor_fill(C, NAN);
+        starpu_data_handle_t *Ac = sw_tensor_tiles(At, SW_COLS, 2, STARPU_R);
+        starpu_data_handle_t *Cr = sw_tensor_tiles(C, SW_ROWS, 2, STARPU_W);
+        for (int i = 0; i < 2; i++)
+            sw_gemm_bias(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, sw_tensor_whole(bs, STARPU_R), Cr[i]);
+        ref_gemm(a, 1, b, 0, NULL, 1, 0, ref, M, N, K);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) ref[i * N + j] += bias[j];
+        check("gemm_bias: transA on strided column blocks, C row tiles", C, ref);
+        sw_tensor_free(At);
+        sw_tensor_free(B);
+        sw_tensor_free(bs);
+        sw_tensor_free(C);
+    }
+
+    free(a);
+    free(b);
+    free(c0);
+    free(bias);
+    free(ref);
+    return tu_finish();
+}

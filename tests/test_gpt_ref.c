@@ -1,0 +1,370 @@
+/* Model test: the GPT-2 graph (graphs.h) against the serial double-precision
+ * reference (ref_gpt.c), with dropout 0 and 0.1:
+ *   - the reference itself against central finite differences (tiny model);
+ *   - step-1 loss and every parameter gradient;
+ *   - 5 training steps (forward, backward, AdamW): the loss of every forward
+ *     (steps 1..6, the 6th after the 5th update) and the final parameters.
+ *
+ * Tolerances (fp32 library vs double reference; not loosened to pass):
+ *   loss: |loss - ref| <= 1e-5 |ref| (SPEC: relative 1e-5 for losses).
+ *   gradients, per tensor:   max_i |g_i - ref_i| <= 1e-5 * max_i |ref_i|;
+ *     and per element: |g_i - ref_i| <= 1e-4 |ref_i| + 1e-6 max_j |ref_j|.
+ *     A gradient element is a sum over the T token rows of products whose
+ *     size is set by the tensor's scale, not by the element's own value, so a
+ *     small element is allowed an absolute error of 1e-6 of the tensor's
+ *     largest (about 16 fp32 ulps of it); elements of ordinary size must agree
+ *     to relative 1e-4 (SPEC's gradient tolerance).
+ *   final parameters after 5 AdamW steps: |p - ref| <= 1e-6 |ref| + 1e-2 * lr * 5.
+ *     Each AdamW update is lr * mhat / (sqrt(vhat) + eps); the fp32 rounding
+ *     of the parameter itself is about 1e-7 |p| per step, and the update
+ *     direction mhat/(sqrt(vhat)+eps) reacts to a gradient error dg by about
+ *     dg / max(|g|, eps). The test uses adam_eps = 1e-6, of the order of the
+ *     small gradients, so that elements whose gradient is zero in exact
+ *     arithmetic (the key bias: softmax is shift-invariant) or at the level of
+ *     fp32 noise (~1e-9 here) have a well-conditioned update (error <= ~1e-3 lr);
+ *     with eps = 1e-8 their update would be sign(noise) * lr and no tolerance
+ *     below lr could be justified. We allow 1 % of lr per step.
+ *   losses after updates: relative 1e-5.
+ *
+ * --export DIR (dropout 0 case): writes DIR/config.txt, DIR/index.txt and raw
+ * little-endian float32 (int32 for tokens/targets) files: initial parameters,
+ * tokens, targets, the step-1 loss and gradients, and the losses of the
+ * forwards after each of the 5 updates, for tests/torch_gpt.py. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "philox.h"
+#include "ref_gpt.h"
+#include "testutil.h"
+
+enum { NSTEPS = 5 };
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) { perror("malloc"); exit(99); }
+    return p;
+}
+
+static void fill_tokens(const sw_gpt_config *c, int32_t *tok, int32_t *tgt, uint64_t seed)
+{
+    int64_t T = (int64_t)c->seq * c->batch;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
+    for (int64_t t = 0; t < T; t++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        tok[t] = (int32_t)((s >> 20) % (uint64_t)c->vocab);
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        tgt[t] = (int32_t)((s >> 20) % (uint64_t)c->vocab);
+    }
+    /* the extreme ids appear at least once */
+    tok[0] = 0;
+    tok[T - 1] = c->vocab - 1;
+    tgt[1] = c->vocab - 1;
+    tgt[2] = 0;
+}
+
+static double max_abs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* Gradient criterion (see the top of the file). */
+static int check_grad(const char *what, const float *g, const double *ref, int64_t n)
+{
+    double scale = max_abs(ref, n), worst = 0;
+    int64_t wi = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)g[i] - ref[i]);
+        if (!(e <= worst)) { worst = e; wi = i; }
+    }
+    int ok = worst <= 1e-5 * scale;
+    if (ok) tu_passed++; else tu_failed++;
+    printf("%s %s: max|g-ref| %.3g at %lld (got %.9g ref %.9g), max|ref| %.3g, ratio %.3g (limit 1e-5)\n",
+           ok ? "PASS" : "FAIL", what, worst, (long long)wi, n ? g[wi] : 0.0, n ? ref[wi] : 0.0, scale,
+           scale > 0 ? worst / scale : worst);
+    char buf[320];
+    snprintf(buf, sizeof buf, "%s per element", what);
+    return tu_close(buf, g, ref, n, 1e-4, 1e-6 * scale) && ok;
+}
+
+/* ---- reference self-check by central finite differences ---- */
+static void check_reference_fd(void)
+{
+    sw_gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.layers = 2; c.hidden = 8; c.heads = 2; c.vocab = 11; c.vocab_padded = 16; c.max_pos = 6;
+    c.seq = 5; c.batch = 2; c.dropout = 0.1f; c.ln_eps = 1e-5f; c.seed = 77;
+    int n = ref_gpt_num_params(&c);
+    double **P = xmalloc((size_t)n * sizeof *P), **G = xmalloc((size_t)n * sizeof *G);
+    for (int i = 0; i < n; i++) {
+        int64_t k = ref_gpt_param_numel(&c, i);
+        float *f = xmalloc((size_t)k * sizeof *f);
+        tu_rand(f, k, 1000 + (uint64_t)i, 0.3f);
+        P[i] = xmalloc((size_t)k * sizeof(double));
+        G[i] = xmalloc((size_t)k * sizeof(double));
+        int ln_w = (i >= 2 && i < n - 2 && ((i - 2) % 12 == 0 || (i - 2) % 12 == 6)) || i == n - 2;
+        for (int64_t j = 0; j < k; j++) P[i][j] = f[j] + (ln_w ? 1.0 : 0.0);
+        free(f);
+    }
+    int64_t T = (int64_t)c.seq * c.batch;
+    int32_t tok[10], tgt[10];
+    fill_tokens(&c, tok, tgt, 5);
+    ref_gpt_acts *a = ref_gpt_acts_new(&c);
+    const int step = 3;
+    ref_gpt_forward(&c, P, tok, tgt, step, a);
+    ref_gpt_backward(&c, P, tok, tgt, step, a, G);
+    /* dropout must actually drop something in this configuration */
+    int dropped = 0;
+    for (int64_t i = 0; i < T * c.hidden; i++)
+        dropped += !sw_dropout_keep(c.seed, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, (uint64_t)i, c.dropout);
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t k = ref_gpt_param_numel(&c, i);
+        double gmax = 0, emax = 0;
+        for (int64_t j = 0; j < k; j++) {
+            const double h = 1e-5, o = P[i][j];
+            P[i][j] = o + h;
+            double lp = ref_gpt_forward(&c, P, tok, tgt, step, a);
+            P[i][j] = o - h;
+            double lm = ref_gpt_forward(&c, P, tok, tgt, step, a);
+            P[i][j] = o;
+            double e = fabs((lp - lm) / (2 * h) - G[i][j]);
+            if (e > emax) emax = e;
+            if (fabs(G[i][j]) > gmax) gmax = fabs(G[i][j]);
+        }
+        double r = emax / (gmax > 1e-3 ? gmax : 1e-3);
+        if (r > worst) worst = r;
+    }
+    char buf[200];
+    snprintf(buf, sizeof buf,
+             "reference vs finite differences (tiny model, dropout 0.1, %d embedding elements dropped): "
+             "worst max|fd-g|/max|g| %.3g (limit 1e-6)", dropped, worst);
+    tu_true(buf, worst <= 1e-6 && dropped > 0);
+    ref_gpt_acts_free(a);
+    for (int i = 0; i < n; i++) { free(P[i]); free(G[i]); }
+    free(P);
+    free(G);
+}
+
+/* ---- export for tests/torch_gpt.py ---- */
+static FILE *export_index;
+static const char *export_dir;
+
+static void export_raw(const char *kind, int idx, const char *name, const char *dtype, int64_t rows,
+                       int64_t cols, const void *data, size_t elsize)
+{
+    char file[128], path[4096];
+    snprintf(file, sizeof file, "%s_%03d.bin", kind, idx);
+    snprintf(path, sizeof path, "%s/%s", export_dir, file);
+    FILE *f = fopen(path, "wb");
+    size_t n = (size_t)(rows * cols);
+    if (!f || fwrite(data, elsize, n, f) != n || fclose(f) != 0) {
+        fprintf(stderr, "FAIL export: cannot write %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    fprintf(export_index, "%s %d %s %s %lld %lld %s\n", kind, idx, name, dtype, (long long)rows,
+            (long long)cols, file);
+}
+
+static void export_begin(const sw_gpt_config *c)
+{
+    char path[4096];
+    if (mkdir(export_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "FAIL export: mkdir %s: %s\n", export_dir, strerror(errno));
+        exit(1);
+    }
+    snprintf(path, sizeof path, "%s/config.txt", export_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "FAIL export: %s: %s\n", path, strerror(errno)); exit(1); }
+    fprintf(f, "layers %d\nhidden %d\nheads %d\nvocab %d\nvocab_padded %d\nmax_pos %d\nseq %d\nbatch %d\n",
+            c->layers, c->hidden, c->heads, c->vocab, c->vocab_padded, c->max_pos, c->seq, c->batch);
+    fprintf(f, "dropout %.9g\nln_eps %.9g\nlr %.9g\nbeta1 %.9g\nbeta2 %.9g\nadam_eps %.9g\nweight_decay %.9g\n",
+            (double)c->dropout, (double)c->ln_eps, (double)c->lr, (double)c->beta1, (double)c->beta2,
+            (double)c->adam_eps, (double)c->weight_decay);
+    fprintf(f, "steps %d\nnparams %d\n", NSTEPS, ref_gpt_num_params(c));
+    if (fclose(f) != 0) { fprintf(stderr, "FAIL export: %s\n", path); exit(1); }
+    snprintf(path, sizeof path, "%s/index.txt", export_dir);
+    export_index = fopen(path, "w");
+    if (!export_index) { fprintf(stderr, "FAIL export: %s: %s\n", path, strerror(errno)); exit(1); }
+    fprintf(export_index, "# kind index name dtype rows cols file (raw little-endian, row-major)\n");
+}
+
+static void export_end(void)
+{
+    if (fclose(export_index) != 0) { fprintf(stderr, "FAIL export: index.txt\n"); exit(1); }
+    export_index = NULL;
+}
+
+/* ---- one configuration ---- */
+static void run_case(float dropout, int do_export)
+{
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.layers = 2; c.hidden = 48; c.heads = 4; c.vocab = 83; c.max_pos = 32;
+    c.seq = 16; c.batch = 3; c.tiles = 3;
+    c.dropout = dropout; c.ln_eps = 1e-5f; c.seed = 20240601u;
+    c.lr = 1e-3f; c.beta1 = 0.9f; c.beta2 = 0.95f; c.adam_eps = 1e-6f; c.weight_decay = 0.1f;
+    char msg[256] = "", what[256];
+    printf("# case dropout %.2f\n", (double)dropout);
+    if (!tu_true("config accepted", sw_gpt_config_check(&c, msg, sizeof msg) == 0)) {
+        printf("  %s\n", msg);
+        return;
+    }
+    tu_true("vocab padded to a multiple of 128", c.vocab_padded >= c.vocab && c.vocab_padded % 128 == 0 &&
+                                                     c.vocab_padded - c.vocab < 128);
+    int n = ref_gpt_num_params(&c);
+    if (!tu_true("parameter count matches graphs.h order", sw_gpt_num_params(&c) == n)) return;
+    char (*names)[64] = xmalloc((size_t)n * sizeof *names);
+    int shapes_ok = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t r, co;
+        sw_gpt_param_shape(&c, i, &r, &co, names[i], sizeof names[i]);
+        for (char *p = names[i]; *p; p++) if (*p == ' ') *p = '_';
+        if (r * co != ref_gpt_param_numel(&c, i)) {
+            printf("  parameter %d (%s): %lld x %lld, reference expects %lld elements\n", i, names[i],
+                   (long long)r, (long long)co, (long long)ref_gpt_param_numel(&c, i));
+            shapes_ok = 0;
+        }
+    }
+    if (!tu_true("parameter shapes match graphs.h", shapes_ok)) { free(names); return; }
+
+    sw_gpt *m = sw_gpt_create(&c);
+    int64_t T = (int64_t)c.seq * c.batch, C = c.hidden;
+
+    /* initial parameters: the library's init, with LayerNorm weights and all
+     * biases perturbed so that they are not the trivial 1/0 */
+    float **pf = xmalloc((size_t)n * sizeof *pf);
+    double **P = xmalloc((size_t)n * sizeof *P), **G = xmalloc((size_t)n * sizeof *G);
+    double **M = xmalloc((size_t)n * sizeof *M), **V = xmalloc((size_t)n * sizeof *V);
+    int pad_zero = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t k = ref_gpt_param_numel(&c, i);
+        pf[i] = tu_read(sw_gpt_param(m, i));
+        if (i == 0)
+            for (int64_t j = (int64_t)c.vocab * C; j < k; j++) pad_zero &= pf[0][j] == 0.0f;
+        if (i >= 2) {
+            int kind = i >= n - 2 ? (i == n - 2 ? 6 : 7) : (i - 2) % 12;
+            int is_ln_w = kind == 0 || kind == 6, is_bias = kind == 1 || kind == 3 || kind == 5 || kind == 7 ||
+                                                        kind == 9 || kind == 11;
+            if (is_ln_w || is_bias) {
+                float *r = xmalloc((size_t)k * sizeof *r);
+                tu_rand(r, k, 500 + (uint64_t)i, is_ln_w ? 0.2f : 0.05f);
+                for (int64_t j = 0; j < k; j++) pf[i][j] = (is_ln_w ? 1.0f : 0.0f) + r[j];
+                free(r);
+                sw_tensor_write_host(sw_gpt_param(m, i), pf[i]);
+            }
+        }
+        P[i] = xmalloc((size_t)k * sizeof(double));
+        G[i] = xmalloc((size_t)k * sizeof(double));
+        M[i] = calloc((size_t)k, sizeof(double));
+        V[i] = calloc((size_t)k, sizeof(double));
+        if (!M[i] || !V[i]) { perror("calloc"); exit(99); }
+        for (int64_t j = 0; j < k; j++) P[i][j] = pf[i][j];
+    }
+    tu_true("padding rows of wte are zero after init", pad_zero);
+
+    int32_t *tok = xmalloc((size_t)T * sizeof *tok), *tgt = xmalloc((size_t)T * sizeof *tgt);
+    fill_tokens(&c, tok, tgt, 11);
+    sw_tensor_write_host(sw_gpt_tokens(m), tok);
+    sw_tensor_write_host(sw_gpt_targets(m), tgt);
+
+    if (do_export) {
+        export_begin(&c);
+        for (int i = 0; i < n; i++) {
+            int64_t r, co;
+            char nm[64];
+            sw_gpt_param_shape(&c, i, &r, &co, nm, sizeof nm);
+            export_raw("param", i, names[i], "f32", r, co, pf[i], sizeof(float));
+        }
+        export_raw("tokens", 0, "tokens", "i32", T, 1, tok, sizeof(int32_t));
+        export_raw("targets", 0, "targets", "i32", T, 1, tgt, sizeof(int32_t));
+    }
+
+    ref_gpt_acts *acts = ref_gpt_acts_new(&c);
+    float losses[NSTEPS + 1];
+    double ref_losses[NSTEPS + 1];
+    for (int step = 1; step <= NSTEPS + 1; step++) {
+        sw_gpt_forward(m, step);
+        ref_losses[step - 1] = ref_gpt_forward(&c, P, tok, tgt, step, acts);
+        if (step <= NSTEPS) {
+            sw_gpt_backward(m, step);
+            ref_gpt_backward(&c, P, tok, tgt, step, acts, G);
+        }
+        losses[step - 1] = sw_gpt_read_loss(m);
+        if (step == 1) {
+            snprintf(what, sizeof what, "step-1 loss (dropout %.2f): got %.9g ref %.9g, rel err %.3g (limit 1e-5)",
+                     (double)dropout, (double)losses[0], ref_losses[0],
+                     fabs(losses[0] - ref_losses[0]) / fabs(ref_losses[0]));
+            tu_true(what, fabs(losses[0] - ref_losses[0]) <= 1e-5 * fabs(ref_losses[0]));
+            if (do_export) export_raw("loss", 0, "loss1", "f32", 1, 1, &losses[0], sizeof(float));
+            for (int i = 0; i < n; i++) {
+                int64_t k = ref_gpt_param_numel(&c, i);
+                float *g = tu_read(sw_gpt_grad(m, i));
+                snprintf(what, sizeof what, "grad %d %s (dropout %.2f)", i, names[i], (double)dropout);
+                check_grad(what, g, G[i], k);
+                if (do_export) {
+                    int64_t r, co;
+                    char nm[64];
+                    sw_gpt_param_shape(&c, i, &r, &co, nm, sizeof nm);
+                    export_raw("grad", i, names[i], "f32", r, co, g, sizeof(float));
+                }
+                free(g);
+            }
+        }
+        if (step <= NSTEPS) {
+            sw_gpt_update(m, step);
+            ref_gpt_adamw(&c, P, G, M, V, step);
+        }
+    }
+    for (int step = 1; step <= NSTEPS + 1; step++) {
+        double rel = fabs(losses[step - 1] - ref_losses[step - 1]) / fabs(ref_losses[step - 1]);
+        snprintf(what, sizeof what, "loss of step %d%s (dropout %.2f): got %.9g ref %.9g, rel err %.3g (limit 1e-5)",
+                 step, step == NSTEPS + 1 ? " (forward only)" : "", (double)dropout, (double)losses[step - 1],
+                 ref_losses[step - 1], rel);
+        tu_true(what, rel <= 1e-5);
+    }
+    tu_true("training lowers the loss (reference)", ref_losses[NSTEPS] < ref_losses[0]);
+    if (do_export) {
+        export_raw("losses", 0, "losses_after_update", "f32", NSTEPS, 1, &losses[1], sizeof(float));
+        export_end();
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t k = ref_gpt_param_numel(&c, i);
+        float *p = tu_read(sw_gpt_param(m, i));
+        snprintf(what, sizeof what, "param %d %s after %d AdamW steps (dropout %.2f)", i, names[i], NSTEPS,
+                 (double)dropout);
+        tu_close(what, p, P[i], k, 1e-6, 1e-2 * (double)c.lr * NSTEPS);
+        free(p);
+    }
+
+    ref_gpt_acts_free(acts);
+    for (int i = 0; i < n; i++) { free(pf[i]); free(P[i]); free(G[i]); free(M[i]); free(V[i]); }
+    free(pf); free(P); free(G); free(M); free(V);
+    free(tok); free(tgt); free(names);
+    sw_gpt_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--export") == 0 && i + 1 < argc) {
+            export_dir = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--export DIR]\n", argv[0]);
+            sw_shutdown();
+            return 2;
+        }
+    }
+    check_reference_fd();
+    run_case(0.0f, export_dir != NULL);
+    run_case(0.1f, 0);
+    return tu_finish();
+}
