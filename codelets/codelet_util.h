@@ -18,6 +18,7 @@
     static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym}
 
 /* Submit a task through starpu_task_insert, aborting with file:line on failure. */
-#define SW_INSERT(cl, ...) SW_CHECK(starpu_task_insert((cl), __VA_ARGS__, 0))
+#define SW_INSERT(cl, ...) \
+    SW_CHECK(starpu_task_insert((cl), __VA_ARGS__, STARPU_CALLBACK, sw_stats_hook(), 0))
 
 #endif

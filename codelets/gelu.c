@@ -70,12 +70,17 @@ static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
         const float *xr = x + r * ldx;
         float *gr = g + r * ldg;
         for (int64_t c = 0; c < C; c++) {
-            float v = xr[c];
+            /* beyond |x| = 20, gelu' is 0 or 1 in fp32; clamping keeps
+             * x du finite where sg (1 - sg) is 0 */
+            float v = xr[c] < -20.0f ? -20.0f : (xr[c] > 20.0f ? 20.0f : xr[c]);
             float u = GELU_K0 * (v + GELU_K1 * v * v * v);
             float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * v * v);
-            float sg = 1.0f / (1.0f + gelu_expf(-2.0f * u));
+            float e = gelu_expf(-2.0f * u);
+            float sg = 1.0f / (1.0f + e);
+            /* 1 - sg = e sg, without cancellation when sg is near 1 */
+            float oms = e < 1.0f ? e * sg : 1.0f - sg;
             /* d/dx [x sg(2u)] = sg + x * 2 sg (1 - sg) du */
-            gr[c] *= sg + 2.0f * v * sg * (1.0f - sg) * du;
+            gr[c] *= sg + 2.0f * v * sg * oms * du;
         }
     }
 }

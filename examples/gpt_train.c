@@ -18,6 +18,7 @@ typedef struct train_opts {
     const char *data;
     const char *log;
     int quiet;
+    int profile;
 } train_opts;
 
 static void usage(FILE *f)
@@ -47,6 +48,7 @@ static void usage(FILE *f)
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
+            "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -88,8 +90,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
             usage(stdout);
             exit(0);
         }
-        if (!strcmp(a, "--quiet")) {
-            o->quiet = 1;
+        if (!strcmp(a, "--quiet") || !strcmp(a, "--profile")) {
+            *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
@@ -196,6 +198,28 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Task time per codelet over steps 2..N, against the workers' wall time. */
+static void print_profile(double wall_ms)
+{
+    sw_stat st[64];
+    int n = sw_stats_get(st, 64);
+    double busy = 0, gemm = 0;
+    long tasks = 0;
+    for (int i = 0; i < n; i++) {
+        busy += st[i].total_us;
+        tasks += st[i].count;
+        if (!strncmp(st[i].name, "gemm", 4)) gemm += st[i].total_us;
+    }
+    double capacity_us = wall_ms * 1e3 * sw_ncpus();
+    printf("profile: %-16s %8s %12s %10s %8s\n", "codelet", "tasks", "total ms", "mean us", "share");
+    for (int i = 0; i < n; i++)
+        printf("profile: %-16s %8ld %12.1f %10.1f %7.1f%%\n", st[i].name, st[i].count, st[i].total_us / 1e3,
+               st[i].total_us / st[i].count, 100.0 * st[i].total_us / capacity_us);
+    printf("profile: %ld tasks, workers busy %.1f%% of %d x wall; GEMM share of step time %.1f%% "
+           "(of task time %.1f%%)\n",
+           tasks, 100.0 * busy / capacity_us, sw_ncpus(), 100.0 * gemm / capacity_us, 100.0 * gemm / busy);
+}
+
 int main(int argc, char **argv)
 {
     train_opts o;
@@ -257,7 +281,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "gpt_train: loss is %g at step %d\n", loss, step);
             return 1;
         }
-        if (step == 1) first = loss;
+        if (step == 1) {
+            first = loss;
+            if (o.profile) sw_stats_enable(1); /* step 1 warms up allocations and perf models */
+        }
         if (step > 1) total_ms += ms;
         fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
         if (!o.quiet)
@@ -268,6 +295,7 @@ int main(int argc, char **argv)
     double avg = o.steps > 1 ? total_ms / (o.steps - 1) : 0;
     printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps 2..%d), %.2f GFLOP/s; log: %s\n",
            first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
+    if (o.profile) print_profile(total_ms);
     fclose(log);
     free(tok);
     free(tgt);

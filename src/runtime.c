@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <starpu_mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -105,6 +106,64 @@ void sw_shutdown(void)
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
+}
+
+/* ---- per-codelet statistics ---- */
+#define SW_MAX_STATS 64
+static struct {
+    int on;
+    pthread_mutex_t lock;
+    int n;
+    sw_stat s[SW_MAX_STATS];
+} sw_stats = {0, PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+
+static void stats_task_done(void *arg)
+{
+    (void)arg;
+    struct starpu_task *t = starpu_task_get_current();
+    if (!t || !t->cl || !t->profiling_info) return;
+    double us = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
+    const char *name = t->cl->name ? t->cl->name : "?";
+    pthread_mutex_lock(&sw_stats.lock);
+    int i = 0;
+    while (i < sw_stats.n && strcmp(sw_stats.s[i].name, name) != 0) i++;
+    if (i < SW_MAX_STATS) {
+        if (i == sw_stats.n) sw_stats.s[sw_stats.n++] = (sw_stat){name, 0, 0.0};
+        sw_stats.s[i].count++;
+        sw_stats.s[i].total_us += us;
+    }
+    pthread_mutex_unlock(&sw_stats.lock);
+}
+
+void (*sw_stats_hook(void))(void *) { return sw_stats.on ? stats_task_done : NULL; }
+
+void sw_stats_enable(int on)
+{
+    sw_stats.on = on;
+    starpu_profiling_status_set(on ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+}
+
+void sw_stats_reset(void)
+{
+    pthread_mutex_lock(&sw_stats.lock);
+    sw_stats.n = 0;
+    pthread_mutex_unlock(&sw_stats.lock);
+}
+
+static int by_total_desc(const void *a, const void *b)
+{
+    double x = ((const sw_stat *)a)->total_us, y = ((const sw_stat *)b)->total_us;
+    return (x < y) - (x > y);
+}
+
+int sw_stats_get(sw_stat *out, int max)
+{
+    pthread_mutex_lock(&sw_stats.lock);
+    int n = sw_stats.n < max ? sw_stats.n : max;
+    memcpy(out, sw_stats.s, sizeof(sw_stat) * (size_t)n);
+    pthread_mutex_unlock(&sw_stats.lock);
+    qsort(out, (size_t)n, sizeof *out, by_total_desc);
+    return n;
 }
 
 int sw_rank(void) { return sw_rt.rank; }

@@ -27,6 +27,21 @@ int sw_rank(void);
 int sw_world_size(void);
 int sw_ncpus(void);
 
+/* Per-codelet execution statistics from StarPU's profiling API (off by
+ * default: enabling turns StarPU profiling on and adds a completion
+ * callback to every task). */
+typedef struct sw_stat {
+    const char *name;     /* codelet name */
+    long count;
+    double total_us;      /* sum of task execution times */
+} sw_stat;
+void sw_stats_enable(int on);
+void sw_stats_reset(void);
+/* Fills up to max entries, sorted by total time; returns how many. */
+int sw_stats_get(sw_stat *out, int max);
+/* Completion callback that codelet submission passes to StarPU (NULL when off). */
+void (*sw_stats_hook(void))(void *);
+
 /* Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
  * file:line and the call text, then abort every rank. */
 void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));

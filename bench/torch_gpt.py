@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""PyTorch timing peer for the starweave GPT-2 benchmark (W124 by default).
+
+Same architecture as graphs/gpt.c: learned positions, pre-LN blocks, fused
+qkv projection, causal attention, 4h tanh-GELU MLP, tied LM head over the
+vocabulary padded to a multiple of 128, mean cross-entropy over the real
+vocabulary, AdamW on every parameter; fp32 on the CPU. Tokens are synthetic.
+
+Prints one line per step ("step k loss L ms T") and finally
+"torch_ms_per_step <median over the steps after the first>".
+
+Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--vocab 50257]
+                    [--max-pos 1024] [--seq 64] [--batch 4] [--steps 6]
+                    [--threads 2] [--dropout 0.0] [--seed 1234]
+"""
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def build_params(a, vp, gen):
+    C, L = a.hidden, a.layers
+
+    def normal(*shape, std=0.02):
+        return torch.empty(*shape).normal_(0.0, std, generator=gen)
+
+    wte = normal(vp, C)
+    wte[a.vocab:] = 0.0
+    P = [wte, normal(a.max_pos, C)]
+    rstd = 0.02 / math.sqrt(2 * L)
+    for _ in range(L):
+        P += [torch.ones(C), torch.zeros(C),
+              normal(3 * C, C), torch.zeros(3 * C),
+              normal(C, C, std=rstd), torch.zeros(C),
+              torch.ones(C), torch.zeros(C),
+              normal(4 * C, C), torch.zeros(4 * C),
+              normal(C, 4 * C, std=rstd), torch.zeros(C)]
+    P += [torch.ones(C), torch.zeros(C)]
+    return [p.requires_grad_(True) for p in P]
+
+
+def forward(a, P, tokens, targets, mask, pos):
+    C, NH, S, B, L = a.hidden, a.heads, a.seq, a.batch, a.layers
+    D, T, p = C // NH, S * B, a.dropout
+    wte, wpe = P[0], P[1]
+    x = F.dropout(wte[tokens] + wpe[pos], p, training=p > 0)
+    for l in range(L):
+        (ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b,
+         ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b) = P[2 + 12 * l: 2 + 12 * (l + 1)]
+        h = F.layer_norm(x, (C,), ln1_w, ln1_b, a.ln_eps)
+        qkv = F.linear(h, qkv_w, qkv_b)                                    # [T, 3C], rows [s, b]
+        q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(S, B, NH, D).permute(1, 2, 0, 3) for i in range(3))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        att = F.dropout(att, p, training=p > 0)
+        o = (att @ v).permute(2, 0, 1, 3).reshape(T, C)
+        x = x + F.dropout(F.linear(o, proj_w, proj_b), p, training=p > 0)
+        h = F.layer_norm(x, (C,), ln2_w, ln2_b, a.ln_eps)
+        h = F.gelu(F.linear(h, fc_w, fc_b), approximate="tanh")
+        x = x + F.dropout(F.linear(h, fc2_w, fc2_b), p, training=p > 0)
+    x = F.layer_norm(x, (C,), P[-2], P[-1], a.ln_eps)
+    logits = x @ wte.t()
+    return F.cross_entropy(logits[:, :a.vocab], targets)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--hidden", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--max-pos", dest="max_pos", type=int, default=1024)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dropout", type=float, default=0.0)
+    ap.add_argument("--ln-eps", dest="ln_eps", type=float, default=1e-5)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--weight-decay", dest="weight_decay", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    if a.hidden % a.heads or a.seq > a.max_pos or a.steps < 2:
+        print("torch_gpt.py: need hidden % heads == 0, seq <= max_pos, steps >= 2", file=sys.stderr)
+        return 2
+    torch.set_num_threads(a.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    vp = (a.vocab + 127) // 128 * 128
+    gen = torch.Generator().manual_seed(a.seed)
+    P = build_params(a, vp, gen)
+    nparams = sum(p.numel() for p in P)
+    T = a.seq * a.batch
+    tokens = torch.randint(0, a.vocab, (T,), generator=gen)
+    targets = torch.randint(0, a.vocab, (T,), generator=gen)
+    mask = torch.tril(torch.ones(a.seq, a.seq, dtype=torch.bool))
+    pos = torch.arange(T) // a.batch
+    opt = torch.optim.AdamW(P, lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=a.weight_decay)
+    print("torch %s threads %d: layers %d hidden %d heads %d vocab %d (padded %d) seq %d batch %d params %.1fM"
+          % (torch.__version__, torch.get_num_threads(), a.layers, a.hidden, a.heads, a.vocab, vp, a.seq, a.batch,
+             nparams / 1e6), flush=True)
+    times = []
+    for step in range(1, a.steps + 1):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = forward(a, P, tokens, targets, mask, pos)
+        loss.backward()
+        opt.step()
+        ms = (time.perf_counter() - t0) * 1e3
+        times.append(ms)
+        print("step %d loss %.6f ms %.1f" % (step, loss.item(), ms), flush=True)
+    print("torch_ms_per_step %.1f" % statistics.median(times[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

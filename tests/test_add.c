@@ -1,0 +1,150 @@
+/* sw_add, sw_axpy, sw_bias_add, sw_colsum against double references: whole,
+ * row tiles and strided column tiles; colsum with beta 0 (y write-only, NaN
+ * contents ignored) and beta 1, accumulated over row tiles, and into a
+ * strided [C,1] vector. These ops are linear: no backward codelets. */
+#include <string.h>
+
+#include "testutil.h"
+
+enum { R = 37, C = 53, N = R * C };
+
+static double maxabs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+struct tiling {
+    sw_split split;
+    int nt;
+    const char *name;
+};
+static const struct tiling tilings[] = {
+    {SW_ROWS, 1, "whole"}, {SW_ROWS, 3, "3 row tiles"}, {SW_COLS, 2, "2 strided column tiles"},
+    {SW_COLS, 4, "4 strided column tiles"}};
+enum { NTILINGS = sizeof tilings / sizeof tilings[0] };
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    static float x[N], y[N], bias[C], y0[C];
+    static double ref[N];
+    tu_rand(x, N, 41, 1.0f);
+    tu_rand(y, N, 42, 3.0f);
+    tu_rand(bias, C, 43, 2.0f);
+    tu_rand(y0, C, 44, 1.0f);
+    char what[160];
+
+    for (int t = 0; t < NTILINGS; t++) {
+        const struct tiling *tl = &tilings[t];
+        /* z = x + y */
+        sw_tensor *X = tu_tensor("x", R, C, x), *Y = tu_tensor("y", R, C, y), *Z = tu_tensor("z", R, C, NULL);
+        sw_tensor_fill(Z, NAN);
+        starpu_data_handle_t *xt = sw_tensor_tiles(X, tl->split, tl->nt, STARPU_R);
+        starpu_data_handle_t *yt = sw_tensor_tiles(Y, tl->split, tl->nt, STARPU_R);
+        starpu_data_handle_t *zt = sw_tensor_tiles(Z, tl->split, tl->nt, STARPU_W);
+        for (int i = 0; i < tl->nt; i++) sw_add(xt[i], yt[i], zt[i]);
+        float *got = tu_read(Z);
+        for (int i = 0; i < N; i++) ref[i] = (double)x[i] + y[i];
+        snprintf(what, sizeof what, "add z = x + y, %dx%d, %s", R, C, tl->name);
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        free(got);
+
+        /* y += -0.6 x */
+        yt = sw_tensor_tiles(Y, tl->split, tl->nt, STARPU_RW);
+        for (int i = 0; i < tl->nt; i++) sw_axpy(-0.6f, xt[i], yt[i]);
+        got = tu_read(Y);
+        for (int i = 0; i < N; i++) ref[i] = (double)y[i] - 0.6 * x[i];
+        snprintf(what, sizeof what, "axpy y += -0.6 x, %s", tl->name);
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        free(got);
+
+        /* x[r,c] += bias[c]: bias whole for row tiles, bias column tiles for column tiles */
+        sw_tensor *Bs = tu_tensor("bias", 1, C, bias);
+        xt = sw_tensor_tiles(X, tl->split, tl->nt, STARPU_RW);
+        starpu_data_handle_t *bt = tl->split == SW_COLS ? sw_tensor_tiles(Bs, SW_COLS, tl->nt, STARPU_R) : NULL;
+        for (int i = 0; i < tl->nt; i++) sw_bias_add(xt[i], bt ? bt[i] : sw_tensor_whole(Bs, STARPU_R));
+        got = tu_read(X);
+        for (int i = 0; i < N; i++) ref[i] = (double)x[i] + bias[i % C];
+        snprintf(what, sizeof what, "bias_add x += bias[1,c], %s", tl->name);
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        free(got);
+
+        sw_tensor_free(X);
+        sw_tensor_free(Y);
+        sw_tensor_free(Z);
+        sw_tensor_free(Bs);
+    }
+
+    /* colsum: y[1,c] = beta y + alpha sum_r x[r,c] */
+    static double cs[C];
+    for (int c = 0; c < C; c++) {
+        cs[c] = 0;
+        for (int r = 0; r < R; r++) cs[c] += x[r * C + c];
+    }
+    for (int t = 0; t < NTILINGS; t++) {
+        const struct tiling *tl = &tilings[t];
+        for (int beta = 0; beta < 2; beta++) {
+            sw_tensor *X = tu_tensor("x", R, C, x), *Y = tu_tensor("colsum", 1, C, beta ? y0 : NULL);
+            if (!beta) sw_tensor_fill(Y, NAN);
+            starpu_data_handle_t *xt = sw_tensor_tiles(X, tl->split, tl->nt, STARPU_R);
+            if (tl->split == SW_COLS) {
+                starpu_data_handle_t *yt = sw_tensor_tiles(Y, SW_COLS, tl->nt, beta ? STARPU_RW : STARPU_W);
+                for (int i = 0; i < tl->nt; i++) sw_colsum(xt[i], yt[i], 0.5f, (float)beta);
+            } else {
+                /* row tiles: the first tile sets (or scales) y, the others add */
+                starpu_data_handle_t yh = sw_tensor_whole(Y, STARPU_RW);
+                for (int i = 0; i < tl->nt; i++) sw_colsum(xt[i], yh, 0.5f, i == 0 ? (float)beta : 1.0f);
+            }
+            float *got = tu_read(Y);
+            for (int c = 0; c < C; c++) ref[c] = 0.5 * cs[c] + (beta ? (double)y0[c] : 0.0);
+            snprintf(what, sizeof what, "colsum y = %d y + 0.5 sum_r x, %s", beta, tl->name);
+            tu_close(what, got, ref, C, 1e-6, 1e-6 * maxabs(ref, C));
+            free(got);
+            sw_tensor_free(X);
+            sw_tensor_free(Y);
+        }
+    }
+    /* colsum into a strided [C,1] vector (column 1 of a [C,2] tensor), beta 1 */
+    {
+        float y2[2 * C];
+        for (int c = 0; c < C; c++) {
+            y2[2 * c] = -7.0f;
+            y2[2 * c + 1] = y0[c];
+        }
+        sw_tensor *X = tu_tensor("x", R, C, x), *Y = tu_tensor("y2", C, 2, y2);
+        starpu_data_handle_t *yc = sw_tensor_tiles(Y, SW_COLS, 2, STARPU_RW);
+        sw_colsum(sw_tensor_whole(X, STARPU_R), yc[1], -2.0f, 1.0f);
+        float *got = tu_read(Y), col[C];
+        int other_ok = 1;
+        for (int c = 0; c < C; c++) {
+            col[c] = got[2 * c + 1];
+            ref[c] = y0[c] - 2.0 * cs[c];
+            other_ok &= got[2 * c] == -7.0f;
+        }
+        tu_close("colsum into a strided [C,1] vector, alpha -2, beta 1", col, ref, C, 1e-6, 1e-6 * maxabs(ref, C));
+        tu_true("colsum into a strided vector leaves the other column alone", other_ok);
+        free(got);
+        sw_tensor_free(X);
+        sw_tensor_free(Y);
+    }
+    /* bias_add with a strided [C,1] bias */
+    {
+        float b2[2 * C];
+        for (int c = 0; c < C; c++) {
+            b2[2 * c] = bias[c];
+            b2[2 * c + 1] = NAN;
+        }
+        sw_tensor *X = tu_tensor("x", R, C, x), *Bs = tu_tensor("b2", C, 2, b2);
+        starpu_data_handle_t *bc = sw_tensor_tiles(Bs, SW_COLS, 2, STARPU_R);
+        sw_bias_add(sw_tensor_whole(X, STARPU_RW), bc[0]);
+        float *got = tu_read(X);
+        for (int i = 0; i < N; i++) ref[i] = (double)x[i] + bias[i % C];
+        tu_close("bias_add with a strided [C,1] bias", got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        free(got);
+        sw_tensor_free(X);
+        sw_tensor_free(Bs);
+    }
+    return tu_finish();
+}
