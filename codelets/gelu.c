@@ -72,7 +72,9 @@ static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
         for (int64_t c = 0; c < C; c++) {
             /* beyond |x| = 20, gelu' is 0 or 1 in fp32; clamping keeps
              * x du finite where sg (1 - sg) is 0 */
-            float v = xr[c] < -20.0f ? -20.0f : (xr[c] > 20.0f ? 20.0f : xr[c]);
+            float v = xr[c];
+            v = v < -20.0f ? -20.0f : v;
+            v = v > 20.0f ? 20.0f : v;
             float u = GELU_K0 * (v + GELU_K1 * v * v * v);
             float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * v * v);
             float e = gelu_expf(-2.0f * u);

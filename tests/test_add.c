@@ -106,6 +106,25 @@ int main(int argc, char **argv)
             sw_tensor_free(Y);
         }
     }
+    /* colsum wider than one block of accumulated columns */
+    {
+        enum { RW = 7, CW = 1100 };
+        static float xw[RW * CW];
+        static double rw[CW];
+        tu_rand(xw, RW * CW, 45, 1.0f);
+        for (int c = 0; c < CW; c++) {
+            rw[c] = 0;
+            for (int r = 0; r < RW; r++) rw[c] += xw[r * CW + c];
+        }
+        sw_tensor *X = tu_tensor("xw", RW, CW, xw), *Y = tu_tensor("yw", 1, CW, NULL);
+        sw_tensor_fill(Y, NAN);
+        sw_colsum(sw_tensor_whole(X, STARPU_R), sw_tensor_whole(Y, STARPU_W), 1.0f, 0.0f);
+        float *got = tu_read(Y);
+        tu_close("colsum 7x1100 (several column blocks), beta 0", got, rw, CW, 1e-6, 1e-6 * maxabs(rw, CW));
+        free(got);
+        sw_tensor_free(X);
+        sw_tensor_free(Y);
+    }
     /* colsum into a strided [C,1] vector (column 1 of a [C,2] tensor), beta 1 */
     {
         float y2[2 * C];

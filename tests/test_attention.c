@@ -19,6 +19,20 @@ static const uint16_t LAYER = 3, OP = 2;
 
 /* ---------------- reference ---------------- */
 
+/* The reference work runs on the host while StarPU's idle workers would
+ * poll for tasks: pause them (nothing is in flight) so the test stays fast
+ * on machines with few cores. */
+static void host_begin(void)
+{
+    starpu_task_wait_for_all();
+    starpu_pause();
+}
+
+static void host_end(void)
+{
+    starpu_resume();
+}
+
 typedef struct ref_cfg {
     int nh, d;          /* heads (all of them), head dim */
     int causal;
@@ -54,11 +68,14 @@ static double ref_slice(const ref_cfg *c, const double *Q, const double *K, cons
         double l = -INFINITY;
         if (any) {
             double sum = 0;
-            for (int j = 0; j < nk; j++) sum += sc[j] == -INFINITY ? 0.0 : exp(sc[j] - mx);
+            for (int j = 0; j < nk; j++) {
+                sc[j] = sc[j] == -INFINITY ? 0.0 : exp(sc[j] - mx);
+                sum += sc[j];
+            }
             l = mx + log(sum);
             for (int j = 0; j < nk; j++) {
-                if (sc[j] == -INFINITY) continue;
-                double pj = exp(sc[j] - mx) / sum;
+                if (sc[j] == 0.0) continue;
+                double pj = sc[j] / sum;
                 if (c->p > 0) {
                     uint64_t idx = (((uint64_t)b * (uint64_t)c->nh + (uint64_t)h) * (uint64_t)c->seq_total +
                                     (uint64_t)qpos) * (uint64_t)c->seq_total + (uint64_t)(kp0 + j);
@@ -79,8 +96,10 @@ static double ref_slice(const ref_cfg *c, const double *Q, const double *K, cons
 static void ref_fwd(const ref_cfg *c, const double *Q, const double *K, const double *V, int nq, int64_t qp0,
                     int nk, int64_t kp0, double *O, double *lse)
 {
+    host_begin();
     for (int b = 0; b < B; b++)
         for (int h = 0; h < c->nh; h++) ref_slice(c, Q, K, V, NULL, b, h, nq, qp0, nk, kp0, O, lse);
+    host_end();
 }
 
 /* ---------------- helpers ---------------- */
@@ -185,23 +204,27 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
     if (which == 0) {
         np = -1;
     } else {
-        const int cand[] = {0, 1, 17, 31, 32, 33, 63, 64, 65, s / 2, s - 2, s - 1};
+        const int cand[] = {0, 1, 31, 32, 63, 64, 65, s / 2, s - 1};
         for (unsigned i = 0; i < sizeof cand / sizeof cand[0]; i++) {
             int dup = cand[i] < 0 || cand[i] >= s;
             for (int j = 0; j < np; j++) dup |= pos[j] == cand[i];
             if (!dup) pos[np++] = cand[i];
         }
     }
-    const int nrows = which == 0 ? s : np;
-    const int64_t n = (int64_t)nrows * B * ld;
+    /* dq: every element; dk, dv: the sampled positions, one batch element
+     * each (alternating) */
+    const int nrows = which == 0 ? s : np, nb = which == 0 ? B : 1;
+    const int64_t n = (int64_t)nrows * nb * ld;
     float *got = xmalloc(sizeof(float) * (size_t)n);
     double *ref = xmalloc(sizeof(double) * (size_t)n);
     const double eps = 1e-4;
     int64_t e = 0;
+    host_begin();
     for (int pi = 0; pi < nrows; pi++) {
         const int p = which == 0 ? pi : pos[pi];
-        for (int b = 0; b < B; b++)
+        for (int bi = 0; bi < nb; bi++)
             for (int col = 0; col < ld; col++, e++) {
+                const int b = which == 0 ? bi : pi % B;
                 const int h = col / d;
                 const int64_t row = (int64_t)p * B + b;
                 double *xp = X + row * ld + col, x0 = *xp, lp, lm;
@@ -222,6 +245,7 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
                 got[e] = grad[row * ldg + gcol0 + col];
             }
     }
+    host_end();
     check_f(what, got, ref, n, 1e-3, 1e-4);
     free(got);
     free(ref);
@@ -413,13 +437,11 @@ static void ring_case(int d, int s, int s1, int causal, float p, uint64_t seed)
     snprintf(what, sizeof what, "ring bwd: dk, dv of key block 2 accumulated = start + one call (%s)", tag);
     check_f(what, dkv2, e, (int64_t)(s - s1) * B * 2 * W, 1e-4, 1e-5);
     free(e);
-    /* and the one call itself against finite differences (dq all, dk/dv sampled) */
+    /* the one call's dq against finite differences (cheap: row-local; the
+     * one-call dk/dv are checked the same way in run_case) */
     double *R = to_double(r, T * W);
-    static const char *nm[3] = {"dq", "dk", "dv"};
-    for (int w = 0; w < 3; w++) {
-        snprintf(what, sizeof what, "ring bwd: one-call %s vs finite differences (%s)", nm[w], tag);
-        fd_check(what, &c, Q, K, V, R, s, w, dqkv, C3, w * W);
-    }
+    snprintf(what, sizeof what, "ring bwd: one-call dq vs finite differences (%s)", tag);
+    fd_check(what, &c, Q, K, V, R, s, 0, dqkv, C3, 0);
 
     /* query block at q_pos0 = s1 (rows of positions s1..s-1) over all keys */
     {
