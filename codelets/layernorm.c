@@ -1,16 +1,32 @@
 /* LayerNorm over the columns of each row.
  *   fwd: x[r,c], w[c], b[c] -> y[r,c], mean[r], rstd[r]
  *   bwd: dy[r,c], x, w, mean, rstd -> dx[r,c] (= or +=), dw_part[c], db_part[c]
- * Row reductions use SW_LN_LANES independent float partial sums, a shape
- * GCC vectorises without -ffast-math; the weight-gradient column sums over
- * the tile's rows accumulate in double. */
+ * Row statistics in fp32 (two passes for the variance); the weight-gradient
+ * column sums over the tile's rows accumulate in double. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
 
-#define SW_LN_LANES 16
+/* Row reductions in GNU C vector extensions: GCC lowers them to the widest
+ * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
+ * reduction loop is not vectorised without -ffast-math. Vectors are only
+ * handled through pointers and locals, never passed by value (-Wpsabi). */
+#define SW_VL 16
+typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
+#define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
+
+/* pairwise sum of the lanes */
+static float vsum(const sw_vf *v)
+{
+    float t[SW_VL];
+    memcpy(t, v, sizeof t);
+    for (int w = SW_VL / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) t[j] += t[j + w];
+    return t[0];
+}
 
 /* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
 static int64_t vec_inc(void *buf)
@@ -35,15 +51,6 @@ static const float *vec_in(void *buf, float **tmp)
     return t;
 }
 
-static float lanes_sum(const float *a)
-{
-    float s[SW_LN_LANES / 2];
-    for (int j = 0; j < SW_LN_LANES / 2; j++) s[j] = a[j] + a[j + SW_LN_LANES / 2];
-    for (int w = SW_LN_LANES / 4; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) s[j] += s[j + w];
-    return s[0];
-}
-
 /* buffers: x, w, b, y, mean, rstd */
 static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
 {
@@ -64,24 +71,25 @@ static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
     for (int64_t r = 0; r < R; r++) {
         const float *xr = x + r * ldx;
         float *yr = y + r * ldy;
-        float acc[SW_LN_LANES] = {0};
+        sw_vf acc = {0}, v;
         int64_t c = 0;
-        for (; c + SW_LN_LANES <= C; c += SW_LN_LANES)
-            for (int j = 0; j < SW_LN_LANES; j++) acc[j] += xr[c + j];
-        for (int j = 0; c + j < C; j++) acc[j] += xr[c + j];
-        const float m = lanes_sum(acc) * invC;
-        /* two passes: the variance of the centred values does not cancel */
-        float sq[SW_LN_LANES] = {0};
-        for (c = 0; c + SW_LN_LANES <= C; c += SW_LN_LANES)
-            for (int j = 0; j < SW_LN_LANES; j++) {
-                float d = xr[c + j] - m;
-                sq[j] += d * d;
-            }
-        for (int j = 0; c + j < C; j++) {
-            float d = xr[c + j] - m;
-            sq[j] += d * d;
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(v, xr + c);
+            acc += v;
         }
-        const float s = 1.0f / sqrtf(lanes_sum(sq) * invC + eps);
+        float sum = vsum(&acc);
+        for (; c < C; c++) sum += xr[c];
+        const float m = sum * invC;
+        /* two passes: the variance of the centred values does not cancel */
+        sw_vf sq = {0};
+        for (c = 0; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(v, xr + c);
+            v -= m;
+            sq += v * v;
+        }
+        float ss = vsum(&sq);
+        for (; c < C; c++) ss += (xr[c] - m) * (xr[c] - m);
+        const float s = 1.0f / sqrtf(ss * invC + eps);
         for (c = 0; c < C; c++) yr[c] = (xr[c] - m) * s * w[c] + b[c];
         mean[r * incm] = m;
         rstd[r * incr] = s;
@@ -122,20 +130,23 @@ static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
         float *dxr = dx + r * lddx;
         const float m = mean[r * incm], s = rstd[r * incr];
         /* g = dy * w; dx = s * (g - mean(g) - xhat * mean(g * xhat)) */
-        float a1[SW_LN_LANES] = {0}, a2[SW_LN_LANES] = {0};
+        sw_vf a1 = {0}, a2 = {0}, vx, vdy, vw;
         int64_t c = 0;
-        for (; c + SW_LN_LANES <= C; c += SW_LN_LANES)
-            for (int j = 0; j < SW_LN_LANES; j++) {
-                float xh = (xr[c + j] - m) * s, g = dyr[c + j] * w[c + j];
-                a1[j] += g;
-                a2[j] += g * xh;
-            }
-        for (int j = 0; c + j < C; j++) {
-            float xh = (xr[c + j] - m) * s, g = dyr[c + j] * w[c + j];
-            a1[j] += g;
-            a2[j] += g * xh;
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(vx, xr + c);
+            SW_VLOAD(vdy, dyr + c);
+            SW_VLOAD(vw, w + c);
+            sw_vf g = vdy * vw;
+            a1 += g;
+            a2 += g * ((vx - m) * s);
         }
-        const float mg = lanes_sum(a1) * invC, mgx = lanes_sum(a2) * invC;
+        float t1 = vsum(&a1), t2 = vsum(&a2);
+        for (; c < C; c++) {
+            float g = dyr[c] * w[c];
+            t1 += g;
+            t2 += g * ((xr[c] - m) * s);
+        }
+        const float mg = t1 * invC, mgx = t2 * invC;
         if (a.accumulate) {
             for (c = 0; c < C; c++) {
                 float xh = (xr[c] - m) * s;

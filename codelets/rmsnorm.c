@@ -2,15 +2,31 @@
  * rstd = 1 / sqrt(mean(x^2) + eps), computed in fp32.
  *   fwd: x[r,c], w[c] -> y[r,c], rstd[r]
  *   bwd: dy[r,c], x, w, rstd -> dx[r,c] (= or +=), dw_part[c]
- * Row reductions use SW_RMS_LANES independent float partial sums (a shape
- * GCC vectorises without -ffast-math); dw_part accumulates in double. */
+ * dw_part, the column sum over the tile's rows, accumulates in double. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
 
-#define SW_RMS_LANES 16
+/* Row reductions in GNU C vector extensions: GCC lowers them to the widest
+ * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
+ * reduction loop is not vectorised without -ffast-math. Vectors are only
+ * handled through pointers and locals, never passed by value (-Wpsabi). */
+#define SW_VL 16
+typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
+#define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
+
+/* pairwise sum of the lanes */
+static float vsum(const sw_vf *v)
+{
+    float t[SW_VL];
+    memcpy(t, v, sizeof t);
+    for (int w = SW_VL / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) t[j] += t[j + w];
+    return t[0];
+}
 
 /* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
 static int64_t vec_inc(void *buf)
@@ -35,15 +51,6 @@ static const float *vec_in(void *buf, float **tmp)
     return t;
 }
 
-static float lanes_sum(const float *a)
-{
-    float s[SW_RMS_LANES / 2];
-    for (int j = 0; j < SW_RMS_LANES / 2; j++) s[j] = a[j] + a[j + SW_RMS_LANES / 2];
-    for (int w = SW_RMS_LANES / 4; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) s[j] += s[j + w];
-    return s[0];
-}
-
 /* buffers: x, w, y, rstd */
 static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
 {
@@ -64,12 +71,15 @@ static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
     for (int64_t r = 0; r < R; r++) {
         const float *xr = x + r * ldx;
         float *yr = y + r * ldy;
-        float sq[SW_RMS_LANES] = {0};
+        sw_vf sq = {0}, v;
         int64_t c = 0;
-        for (; c + SW_RMS_LANES <= C; c += SW_RMS_LANES)
-            for (int j = 0; j < SW_RMS_LANES; j++) sq[j] += xr[c + j] * xr[c + j];
-        for (int j = 0; c + j < C; j++) sq[j] += xr[c + j] * xr[c + j];
-        const float s = 1.0f / sqrtf(lanes_sum(sq) * invC + eps);
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(v, xr + c);
+            sq += v * v;
+        }
+        float ss = vsum(&sq);
+        for (; c < C; c++) ss += xr[c] * xr[c];
+        const float s = 1.0f / sqrtf(ss * invC + eps);
         for (c = 0; c < C; c++) yr[c] = w[c] * (xr[c] * s);
         rstd[r * incr] = s;
     }
@@ -105,12 +115,17 @@ static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
         float *dxr = dx + r * lddx;
         const float s = rstd[r * incr];
         /* g = dy * w; dx = s * g - x * s^3 * mean(g * x) */
-        float acc[SW_RMS_LANES] = {0};
+        sw_vf acc = {0}, vx, vdy, vw;
         int64_t c = 0;
-        for (; c + SW_RMS_LANES <= C; c += SW_RMS_LANES)
-            for (int j = 0; j < SW_RMS_LANES; j++) acc[j] += dyr[c + j] * w[c + j] * xr[c + j];
-        for (int j = 0; c + j < C; j++) acc[j] += dyr[c + j] * w[c + j] * xr[c + j];
-        const float k = s * s * s * lanes_sum(acc) * invC;
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(vx, xr + c);
+            SW_VLOAD(vdy, dyr + c);
+            SW_VLOAD(vw, w + c);
+            acc += vdy * vw * vx;
+        }
+        float t = vsum(&acc);
+        for (; c < C; c++) t += dyr[c] * w[c] * xr[c];
+        const float k = s * s * s * t * invC;
         if (a.accumulate) {
             for (c = 0; c < C; c++) {
                 dxr[c] += s * dyr[c] * w[c] - k * xr[c];

@@ -1,16 +1,32 @@
 /* Softmax over the columns of each row.
  *   fwd: x[r,c] -> y[r,c];  bwd: y[r,c], dy[r,c] -> dx = y * (dy - rowsum(dy * y))
- * Row reductions use SW_SM_LANES independent partial results (a shape GCC
- * vectorises without -ffast-math) and the exponential is inlined (Cephes
- * expf) because libm's expf is a scalar call. A row that is all -inf gives
- * y = 0. */
+ * The exponential is inlined (Cephes expf) because libm's expf is a scalar
+ * call without -ffast-math. A row that is all -inf gives y = 0. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
 
-#define SW_SM_LANES 16
+/* Row reductions in GNU C vector extensions: GCC lowers them to the widest
+ * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
+ * reduction loop is not vectorised without -ffast-math. Vectors are only
+ * handled through pointers and locals, never passed by value (-Wpsabi). */
+#define SW_VL 16
+typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
+typedef int32_t sw_vi __attribute__((vector_size(SW_VL * sizeof(int32_t))));
+#define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
+
+/* pairwise sum of the lanes */
+static float vsum(const sw_vf *v)
+{
+    float t[SW_VL];
+    memcpy(t, v, sizeof t);
+    for (int w = SW_VL / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) t[j] += t[j + w];
+    return t[0];
+}
 
 /* exp(x) within ~2 ulp on [-86.6, 88.72]; 0 below (true value < 2.4e-38),
  * +inf above, NaN for NaN. Branch-free so that GCC vectorises callers. */
@@ -36,15 +52,6 @@ static inline float softmax_expf(float x)
     return x > hi ? INFINITY : e;
 }
 
-static float lanes_sum(const float *a)
-{
-    float s[SW_SM_LANES / 2];
-    for (int j = 0; j < SW_SM_LANES / 2; j++) s[j] = a[j] + a[j + SW_SM_LANES / 2];
-    for (int w = SW_SM_LANES / 4; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) s[j] += s[j + w];
-    return s[0];
-}
-
 /* buffers: x, y */
 static void softmax_fwd_cpu(void *buffers[], void *cl_arg)
 {
@@ -57,29 +64,28 @@ static void softmax_fwd_cpu(void *buffers[], void *cl_arg)
     for (int64_t r = 0; r < R; r++) {
         const float *xr = x + r * ldx;
         float *yr = y + r * ldy;
-        float mx[SW_SM_LANES];
-        for (int j = 0; j < SW_SM_LANES; j++) mx[j] = -INFINITY;
+        /* row max; NaN compares false and is left to propagate through exp */
+        sw_vf vm, v;
+        for (int j = 0; j < SW_VL; j++) vm[j] = -INFINITY;
         int64_t c = 0;
-        for (; c + SW_SM_LANES <= C; c += SW_SM_LANES)
-            for (int j = 0; j < SW_SM_LANES; j++) mx[j] = xr[c + j] > mx[j] ? xr[c + j] : mx[j];
-        for (int j = 0; c + j < C; j++) mx[j] = xr[c + j] > mx[j] ? xr[c + j] : mx[j];
-        float m = mx[0];
-        for (int j = 1; j < SW_SM_LANES; j++) m = mx[j] > m ? mx[j] : m;
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(v, xr + c);
+            sw_vi gt = v > vm;
+            vm = (sw_vf)(((sw_vi)v & gt) | ((sw_vi)vm & ~gt));
+        }
+        float m = -INFINITY;
+        for (int j = 0; j < SW_VL; j++) m = vm[j] > m ? vm[j] : m;
+        for (; c < C; c++) m = xr[c] > m ? xr[c] : m;
         if (m == -INFINITY) m = 0.0f; /* all masked: every exp is 0 */
 
-        float acc[SW_SM_LANES] = {0};
-        for (c = 0; c + SW_SM_LANES <= C; c += SW_SM_LANES)
-            for (int j = 0; j < SW_SM_LANES; j++) {
-                float e = softmax_expf(xr[c + j] - m);
-                yr[c + j] = e;
-                acc[j] += e;
-            }
-        for (int j = 0; c + j < C; j++) {
-            float e = softmax_expf(xr[c + j] - m);
-            yr[c + j] = e;
-            acc[j] += e;
+        for (c = 0; c < C; c++) yr[c] = softmax_expf(xr[c] - m);
+        sw_vf acc = {0};
+        for (c = 0; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(v, yr + c);
+            acc += v;
         }
-        const float sum = lanes_sum(acc);
+        float sum = vsum(&acc);
+        for (; c < C; c++) sum += yr[c];
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         for (c = 0; c < C; c++) yr[c] *= inv;
     }
@@ -98,12 +104,15 @@ static void softmax_bwd_cpu(void *buffers[], void *cl_arg)
     for (int64_t r = 0; r < R; r++) {
         const float *yr = y + r * ldy, *dyr = dy + r * lddy;
         float *dxr = dx + r * lddx;
-        float acc[SW_SM_LANES] = {0};
+        sw_vf acc = {0}, vy, vdy;
         int64_t c = 0;
-        for (; c + SW_SM_LANES <= C; c += SW_SM_LANES)
-            for (int j = 0; j < SW_SM_LANES; j++) acc[j] += dyr[c + j] * yr[c + j];
-        for (int j = 0; c + j < C; j++) acc[j] += dyr[c + j] * yr[c + j];
-        const float d = lanes_sum(acc);
+        for (; c + SW_VL <= C; c += SW_VL) {
+            SW_VLOAD(vy, yr + c);
+            SW_VLOAD(vdy, dyr + c);
+            acc += vdy * vy;
+        }
+        float d = vsum(&acc);
+        for (; c < C; c++) d += dyr[c] * yr[c];
         for (c = 0; c < C; c++) dxr[c] = yr[c] * (dyr[c] - d);
     }
 }

@@ -75,6 +75,9 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         conf.ncpus = opt.ncpus;
     else if (getenv("STARPU_NCPU") == NULL) /* StarPU-MPI would otherwise reserve a core */
         conf.ncpus = ncores / local_size > 0 ? (int)(ncores / local_size) : 1;
+    /* starpu_conf_init already read the environment; what sw_options sets
+     * explicitly (--ncpus, --sched) wins over it */
+    conf.precedence_over_environment_variables = 1;
     conf.ncuda = 0;
     conf.nopencl = 0;
     if (opt.sched) conf.sched_policy_name = opt.sched;

@@ -204,17 +204,17 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
     if (which == 0) {
         np = -1;
     } else {
-        const int cand[] = {0, 1, 31, 32, 63, 64, 65, s / 2, s - 1};
+        const int cand[] = {0, 1, 31, 32, 33, 63, 64, 65, s / 2, s - 2, s - 1};
         for (unsigned i = 0; i < sizeof cand / sizeof cand[0]; i++) {
             int dup = cand[i] < 0 || cand[i] >= s;
             for (int j = 0; j < np; j++) dup |= pos[j] == cand[i];
             if (!dup) pos[np++] = cand[i];
         }
     }
-    /* dq: every element; dk, dv: the sampled positions, one batch element
-     * each (alternating) */
-    const int nrows = which == 0 ? s : np, nb = which == 0 ? B : 1;
-    const int64_t n = (int64_t)nrows * nb * ld;
+    /* dq: every element; dk, dv: the sampled positions, each with one batch
+     * element and one head (cycling through them) */
+    const int nrows = which == 0 ? s : np, nb = which == 0 ? B : 1, ncol = which == 0 ? ld : d;
+    const int64_t n = (int64_t)nrows * nb * ncol;
     float *got = xmalloc(sizeof(float) * (size_t)n);
     double *ref = xmalloc(sizeof(double) * (size_t)n);
     const double eps = 1e-4;
@@ -223,8 +223,9 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
     for (int pi = 0; pi < nrows; pi++) {
         const int p = which == 0 ? pi : pos[pi];
         for (int bi = 0; bi < nb; bi++)
-            for (int col = 0; col < ld; col++, e++) {
+            for (int ci = 0; ci < ncol; ci++, e++) {
                 const int b = which == 0 ? bi : pi % B;
+                const int col = which == 0 ? ci : (pi % c->nh) * d + ci;
                 const int h = col / d;
                 const int64_t row = (int64_t)p * B + b;
                 double *xp = X + row * ld + col, x0 = *xp, lp, lm;

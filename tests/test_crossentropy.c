@@ -1,0 +1,230 @@
+/* Cross-entropy pieces (sw_ce_max, sw_ce_target, sw_ce_sumexp, sw_ce_loss,
+ * sw_ce_bwd) against a double-precision reference: padding columns (ids >=
+ * vocab) ignored even when they hold huge values; a closed-form case (all
+ * logits equal: loss = log(vocab)); two vocabulary blocks combined (max of
+ * the block maxes, sumexp with the combined max, target summed) equal one
+ * block; a block of padding only (max -inf, sumexp 0); the backward
+ * against central finite differences of the reference loss. */
+#include <string.h>
+
+#include "testutil.h"
+
+enum { N = 6, VP = 48 }; /* rows, padded vocabulary (columns) */
+
+static double maxabs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+/* loss of row r over the first vocab columns */
+static double ref_row_loss(const double *x, int vocab, int target)
+{
+    double mx = -INFINITY, s = 0;
+    for (int c = 0; c < vocab; c++) mx = x[c] > mx ? x[c] : mx;
+    for (int c = 0; c < vocab; c++) s += exp(x[c] - mx);
+    return log(s) + mx - x[target];
+}
+
+static void check(const char *what, const float *got, const double *ref, int64_t n, double rtol)
+{
+    tu_close(what, got, ref, n, rtol, 1e-6 * (1 + maxabs(ref, n)));
+}
+
+typedef struct ce_t {
+    sw_tensor *L, *T, *mx, *tgt, *se, *loss;
+} ce_t;
+
+static starpu_data_handle_t wr(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
+static starpu_data_handle_t ww(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
+
+/* One case: logits x[N, VP] (padding columns hold junk), vocab, targets. */
+static void run(const char *tag, const float *x, int vocab, const int32_t *tg, float scale)
+{
+    char what[256];
+    double xd[N * VP], mx[N], tgt[N], se[N], loss[N], g[N * VP];
+    for (int i = 0; i < N * VP; i++) xd[i] = x[i];
+    for (int r = 0; r < N; r++) {
+        const double *row = xd + r * VP;
+        mx[r] = -INFINITY;
+        for (int c = 0; c < vocab; c++) mx[r] = row[c] > mx[r] ? row[c] : mx[r];
+        tgt[r] = row[tg[r]];
+        se[r] = 0;
+        for (int c = 0; c < vocab; c++) se[r] += exp(row[c] - mx[r]);
+        loss[r] = log(se[r]) + mx[r] - tgt[r];
+    }
+    /* d (scale * sum_r loss_r) / d x, central differences; padding: 0 */
+    const double eps = 1e-4;
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < VP; c++) {
+            double *row = xd + r * VP, x0 = row[c];
+            row[c] = x0 + eps;
+            double lp = ref_row_loss(row, vocab, tg[r]);
+            row[c] = x0 - eps;
+            double lm = ref_row_loss(row, vocab, tg[r]);
+            row[c] = x0;
+            g[r * VP + c] = scale * (lp - lm) / (2 * eps);
+        }
+
+    sw_tensor *L = tu_tensor("logits", N, VP, x), *T = sw_tensor_new2d("targets", SW_I32, N, 1);
+    sw_tensor_write_host(T, tg);
+    sw_tensor *MX = tu_tensor("mx", N, 1, NULL), *TG = tu_tensor("tgt", N, 1, NULL), *SE = tu_tensor("se", N, 1, NULL);
+    sw_tensor *LOSS = tu_tensor("loss", N, 1, NULL);
+    sw_tensor_fill(MX, NAN);
+    sw_tensor_fill(TG, NAN);
+    sw_tensor_fill(SE, NAN);
+    sw_tensor_fill(LOSS, NAN);
+
+    /* one block */
+    sw_ce_max(wr(L), ww(MX), 0, vocab);
+    sw_ce_target(wr(L), wr(T), ww(TG), 0);
+    sw_ce_sumexp(wr(L), wr(MX), ww(SE), 0, vocab);
+    sw_ce_loss(wr(MX), wr(TG), wr(SE), ww(LOSS));
+    float *gmx = tu_read(MX), *gtg = tu_read(TG), *gse = tu_read(SE), *gl = tu_read(LOSS);
+    snprintf(what, sizeof what, "ce one block: max (%s)", tag);
+    check(what, gmx, mx, N, 1e-6);
+    snprintf(what, sizeof what, "ce one block: target logit (%s)", tag);
+    check(what, gtg, tgt, N, 1e-6);
+    snprintf(what, sizeof what, "ce one block: sumexp (%s)", tag);
+    check(what, gse, se, N, 1e-5);
+    snprintf(what, sizeof what, "ce one block: loss (%s)", tag);
+    check(what, gl, loss, N, 1e-5);
+    sw_ce_bwd(sw_tensor_whole(L, STARPU_RW), wr(MX), wr(SE), wr(T), 0, vocab, scale);
+    float *gg = tu_read(L);
+    snprintf(what, sizeof what, "ce one block: bwd vs finite differences, padding 0 (%s)", tag);
+    check(what, gg, g, N * VP, 1e-3);
+    free(gmx); free(gtg); free(gse); free(gl); free(gg);
+
+    /* two vocabulary blocks of VP/2 columns (strided column tiles); the
+     * per-block pieces go to strided column tiles of [N, 2] tensors */
+    sw_tensor_write_host(L, x);
+    sw_tensor *MXP = tu_tensor("mx_parts", N, 2, NULL), *TGP = tu_tensor("tgt_parts", N, 2, NULL);
+    sw_tensor *SEP = tu_tensor("se_parts", N, 2, NULL);
+    sw_tensor_fill(MXP, NAN);
+    sw_tensor_fill(TGP, NAN);
+    sw_tensor_fill(SEP, NAN);
+    const int64_t vb = VP / 2;
+    for (int j = 0; j < 2; j++) {
+        starpu_data_handle_t lj = sw_tensor_tiles(L, SW_COLS, 2, STARPU_R)[j];
+        sw_ce_max(lj, sw_tensor_tiles(MXP, SW_COLS, 2, STARPU_W)[j], j * vb, vocab);
+        sw_ce_target(lj, wr(T), sw_tensor_tiles(TGP, SW_COLS, 2, STARPU_W)[j], j * vb);
+    }
+    float *pm = tu_read(MXP), *pt = tu_read(TGP);
+    /* combine on the host: max of maxes, sum of targets */
+    float cm[N], ct[N];
+    double bm[2 * N];
+    for (int r = 0; r < N; r++) {
+        cm[r] = pm[2 * r] > pm[2 * r + 1] ? pm[2 * r] : pm[2 * r + 1];
+        ct[r] = pt[2 * r] + pt[2 * r + 1];
+        for (int j = 0; j < 2; j++) {
+            double m = -INFINITY;
+            for (int c = (int)(j * vb); c < (int)((j + 1) * vb) && c < vocab; c++)
+                m = xd[r * VP + c] > m ? xd[r * VP + c] : m;
+            bm[2 * r + j] = m;
+        }
+    }
+    {
+        int ok = 1;
+        for (int i = 0; i < 2 * N; i++) ok &= bm[i] == -INFINITY ? pm[i] == -INFINITY : pm[i] == (float)bm[i];
+        snprintf(what, sizeof what, "ce two blocks: block maxes (-inf for a block of padding only) (%s)", tag);
+        tu_true(what, ok);
+        ok = 1;
+        for (int r = 0; r < N; r++)
+            for (int j = 0; j < 2; j++) {
+                int in = tg[r] >= j * vb && tg[r] < (j + 1) * vb;
+                ok &= pt[2 * r + j] == (in ? x[r * VP + tg[r]] : 0.0f);
+            }
+        snprintf(what, sizeof what, "ce two blocks: block target logits (0 outside the block) (%s)", tag);
+        tu_true(what, ok);
+    }
+    sw_tensor_write_host(MX, cm);
+    sw_tensor_write_host(TG, ct);
+    for (int j = 0; j < 2; j++)
+        sw_ce_sumexp(sw_tensor_tiles(L, SW_COLS, 2, STARPU_R)[j], wr(MX), sw_tensor_tiles(SEP, SW_COLS, 2, STARPU_W)[j],
+                     j * vb, vocab);
+    float *ps = tu_read(SEP), cs[N];
+    for (int r = 0; r < N; r++) cs[r] = ps[2 * r] + ps[2 * r + 1];
+    if (vocab <= vb) {
+        int ok = 1;
+        for (int r = 0; r < N; r++) ok &= ps[2 * r + 1] == 0.0f;
+        snprintf(what, sizeof what, "ce two blocks: sumexp of a block of padding only is 0 (%s)", tag);
+        tu_true(what, ok);
+    }
+    sw_tensor_write_host(SE, cs);
+    sw_ce_loss(wr(MX), wr(TG), wr(SE), ww(LOSS));
+    gl = tu_read(LOSS);
+    snprintf(what, sizeof what, "ce two blocks combined: loss = one block (%s)", tag);
+    check(what, gl, loss, N, 1e-5);
+    for (int j = 0; j < 2; j++)
+        sw_ce_bwd(sw_tensor_tiles(L, SW_COLS, 2, STARPU_RW)[j], wr(MX), wr(SE), wr(T), j * vb, vocab, scale);
+    gg = tu_read(L);
+    snprintf(what, sizeof what, "ce two blocks: bwd vs finite differences, padding 0 (%s)", tag);
+    check(what, gg, g, N * VP, 1e-3);
+    free(pm); free(pt); free(ps); free(gl); free(gg);
+
+    sw_tensor_free(L); sw_tensor_free(T); sw_tensor_free(MX); sw_tensor_free(TG); sw_tensor_free(SE);
+    sw_tensor_free(LOSS); sw_tensor_free(MXP); sw_tensor_free(TGP); sw_tensor_free(SEP);
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    float x[N * VP];
+    int32_t tg[N];
+
+    /* closed form: all (valid) logits equal -> loss = log(vocab); padding huge */
+    {
+        const int vocab = 45;
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < VP; c++) x[r * VP + c] = c < vocab ? 0.7f : 1e4f;
+        for (int r = 0; r < N; r++) tg[r] = (r * 11) % vocab;
+        tg[N - 1] = vocab - 1;
+        sw_tensor *L = tu_tensor("logits", N, VP, x), *T = sw_tensor_new2d("targets", SW_I32, N, 1);
+        sw_tensor_write_host(T, tg);
+        sw_tensor *MX = tu_tensor("mx", N, 1, NULL), *TG = tu_tensor("tgt", N, 1, NULL);
+        sw_tensor *SE = tu_tensor("se", N, 1, NULL), *LOSS = tu_tensor("loss", N, 1, NULL);
+        sw_ce_max(wr(L), ww(MX), 0, vocab);
+        sw_ce_target(wr(L), wr(T), ww(TG), 0);
+        sw_ce_sumexp(wr(L), wr(MX), ww(SE), 0, vocab);
+        sw_ce_loss(wr(MX), wr(TG), wr(SE), ww(LOSS));
+        float *gl = tu_read(LOSS);
+        double e[N];
+        for (int r = 0; r < N; r++) e[r] = log(45.0);
+        check("ce closed form: all logits equal, 3 padding columns of 1e4: loss = log(45)", gl, e, N, 1e-6);
+        sw_ce_bwd(sw_tensor_whole(L, STARPU_RW), wr(MX), wr(SE), wr(T), 0, vocab, 0.5f);
+        float *gg = tu_read(L);
+        double ge[N * VP];
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < VP; c++)
+                ge[r * VP + c] = c < vocab ? 0.5 * (1.0 / 45.0 - (c == tg[r])) : 0.0;
+        check("ce closed form: bwd = 0.5 (1/45 - onehot), padding 0", gg, ge, N * VP, 1e-5);
+        free(gl);
+        free(gg);
+        sw_tensor_free(L); sw_tensor_free(T); sw_tensor_free(MX); sw_tensor_free(TG); sw_tensor_free(SE);
+        sw_tensor_free(LOSS);
+    }
+
+    /* random logits, padding columns holding values that would dominate */
+    tu_rand(x, N * VP, 7, 4.0f);
+    for (int r = 0; r < N; r++)
+        for (int c = 45; c < VP; c++) x[r * VP + c] = 1e4f;
+    for (int r = 0; r < N; r++) tg[r] = (r * 13 + 5) % 45;
+    tg[0] = 0;
+    tg[1] = 44;
+    tg[2] = 23;
+    tg[3] = 24;
+    run("vocab 45 in 48 columns, blocks of 24", x, 45, tg, 1.0f / N);
+    /* vocabulary smaller than a block: the second block is padding only */
+    tu_rand(x, N * VP, 8, 3.0f);
+    for (int r = 0; r < N; r++)
+        for (int c = 20; c < VP; c++) x[r * VP + c] = 50.0f + (float)c;
+    for (int r = 0; r < N; r++) tg[r] = (r * 7 + 2) % 20;
+    run("vocab 20 in 48 columns: block 2 is padding only", x, 20, tg, 0.25f);
+    /* no padding at all */
+    tu_rand(x, N * VP, 9, 2.0f);
+    for (int r = 0; r < N; r++) tg[r] = (r * 17 + 3) % VP;
+    tg[0] = VP - 1;
+    run("vocab 48, no padding", x, VP, tg, 1.0f);
+    return tu_finish();
+}
