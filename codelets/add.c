@@ -4,15 +4,8 @@
 #include <stdlib.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "starweave/ops.h"
-
-/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
-static int64_t vec_inc(void *buf)
-{
-    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
-                      "a vector must be [1,n], [n,1] or contiguous");
-    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
-}
 
 static void same_shape(void *a, void *b)
 {
@@ -63,7 +56,7 @@ static void bias_add_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
     float *x = SW_F32_OF(buffers[0]);
     const float *b = SW_F32_OF(buffers[1]);
-    const int64_t inc = vec_inc(buffers[1]);
+    const int64_t inc = sw_vec_inc(buffers[1]);
     if (inc == 1) {
         for (int64_t r = 0; r < R; r++) {
             float *xr = x + r * ldx;
@@ -94,7 +87,7 @@ static void colsum_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
     const float *x = SW_F32_OF(buffers[0]);
     float *y = SW_F32_OF(buffers[1]);
-    const int64_t inc = vec_inc(buffers[1]);
+    const int64_t inc = sw_vec_inc(buffers[1]);
     double acc[SW_COLSUM_BLOCK];
     for (int64_t c0 = 0; c0 < C; c0 += SW_COLSUM_BLOCK) {
         const int64_t nc = C - c0 < SW_COLSUM_BLOCK ? C - c0 : SW_COLSUM_BLOCK;

@@ -8,31 +8,8 @@
 #include <stdint.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "starweave/ops.h"
-
-/* exp(x) within ~2 ulp on [-86.6, 88.72]; 0 below (true value < 2.4e-38),
- * +inf above, NaN for NaN. Branch-free so that GCC vectorises callers. */
-static inline float gelu_expf(float x)
-{
-    const float lo = -86.6f, hi = 88.72f;
-    float xc = x < lo ? lo : (x > hi ? hi : x);
-    /* n = round(xc / ln 2) by the 1.5 * 2^23 trick: the low mantissa bits of t are n */
-    union { float f; uint32_t u; } t = {xc * 1.44269504088896341f + 12582912.0f};
-    float n = t.f - 12582912.0f;
-    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    /* 2^n as 2^(n-1) * 2 so that n = 128 (x near 88.7) stays finite; n >= -125 */
-    union { uint32_t u; float f; } s = {(t.u - 0x4B400000u + 126u) << 23};
-    float e = p * s.f * 2.0f;
-    e = x < lo ? 0.0f : e;
-    return x > hi ? INFINITY : e;
-}
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
@@ -52,7 +29,7 @@ static void gelu_fwd_cpu(void *buffers[], void *cl_arg)
         for (int64_t c = 0; c < C; c++) {
             float v = xr[c];
             float u = GELU_K0 * (v + GELU_K1 * v * v * v);
-            yr[c] = v / (1.0f + gelu_expf(-2.0f * u));
+            yr[c] = v / (1.0f + sw_expf(-2.0f * u));
         }
     }
 }
@@ -77,7 +54,7 @@ static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
             v = v > 20.0f ? 20.0f : v;
             float u = GELU_K0 * (v + GELU_K1 * v * v * v);
             float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * v * v);
-            float e = gelu_expf(-2.0f * u);
+            float e = sw_expf(-2.0f * u);
             float sg = 1.0f / (1.0f + e);
             /* 1 - sg = e sg, without cancellation when sg is near 1 */
             float oms = e < 1.0f ? e * sg : 1.0f - sg;

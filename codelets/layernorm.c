@@ -8,48 +8,8 @@
 #include <string.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "starweave/ops.h"
-
-/* Row reductions in GNU C vector extensions: GCC lowers them to the widest
- * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
- * reduction loop is not vectorised without -ffast-math. Vectors are only
- * handled through pointers and locals, never passed by value (-Wpsabi). */
-#define SW_VL 16
-typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
-#define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
-
-/* pairwise sum of the lanes */
-static float vsum(const sw_vf *v)
-{
-    float t[SW_VL];
-    memcpy(t, v, sizeof t);
-    for (int w = SW_VL / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) t[j] += t[j + w];
-    return t[0];
-}
-
-/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
-static int64_t vec_inc(void *buf)
-{
-    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
-                      "a vector must be [1,n], [n,1] or contiguous");
-    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
-}
-
-/* Read-only vector as a contiguous array: the buffer itself, or a gathered
- * copy in *tmp (free it) when the vector is strided. */
-static const float *vec_in(void *buf, float **tmp)
-{
-    int64_t inc = vec_inc(buf), n = SW_NUMEL_OF(buf);
-    const float *p = SW_F32_OF(buf);
-    *tmp = NULL;
-    if (inc == 1) return p;
-    float *t = malloc(sizeof(float) * (size_t)n);
-    STARPU_ASSERT_MSG(t, "out of memory");
-    for (int64_t i = 0; i < n; i++) t[i] = p[i * inc];
-    *tmp = t;
-    return t;
-}
 
 /* buffers: x, w, b, y, mean, rstd */
 static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
@@ -63,9 +23,9 @@ static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[4]) == R && SW_NUMEL_OF(buffers[5]) == R);
     const float *x = SW_F32_OF(buffers[0]);
     float *y = SW_F32_OF(buffers[3]), *mean = SW_F32_OF(buffers[4]), *rstd = SW_F32_OF(buffers[5]);
-    const int64_t incm = vec_inc(buffers[4]), incr = vec_inc(buffers[5]);
+    const int64_t incm = sw_vec_inc(buffers[4]), incr = sw_vec_inc(buffers[5]);
     float *tw, *tb;
-    const float *w = vec_in(buffers[1], &tw), *b = vec_in(buffers[2], &tb);
+    const float *w = sw_vec_in(buffers[1], &tw), *b = sw_vec_in(buffers[2], &tb);
     const float invC = 1.0f / (float)C;
 
     for (int64_t r = 0; r < R; r++) {
@@ -77,7 +37,7 @@ static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
             SW_VLOAD(v, xr + c);
             acc += v;
         }
-        float sum = vsum(&acc);
+        float sum = sw_vsum(&acc);
         for (; c < C; c++) sum += xr[c];
         const float m = sum * invC;
         /* two passes: the variance of the centred values does not cancel */
@@ -87,7 +47,7 @@ static void layernorm_fwd_cpu(void *buffers[], void *cl_arg)
             v -= m;
             sq += v * v;
         }
-        float ss = vsum(&sq);
+        float ss = sw_vsum(&sq);
         for (; c < C; c++) ss += (xr[c] - m) * (xr[c] - m);
         const float s = 1.0f / sqrtf(ss * invC + eps);
         for (c = 0; c < C; c++) yr[c] = (xr[c] - m) * s * w[c] + b[c];
@@ -116,10 +76,10 @@ static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R && SW_NUMEL_OF(buffers[4]) == R);
     const float *dy = SW_F32_OF(buffers[0]), *x = SW_F32_OF(buffers[1]);
     const float *mean = SW_F32_OF(buffers[3]), *rstd = SW_F32_OF(buffers[4]);
-    const int64_t incm = vec_inc(buffers[3]), incr = vec_inc(buffers[4]);
+    const int64_t incm = sw_vec_inc(buffers[3]), incr = sw_vec_inc(buffers[4]);
     float *dx = SW_F32_OF(buffers[5]);
     float *tw;
-    const float *w = vec_in(buffers[2], &tw);
+    const float *w = sw_vec_in(buffers[2], &tw);
     double *dw = calloc((size_t)(2 * C), sizeof(double));
     STARPU_ASSERT_MSG(dw, "out of memory");
     double *db = dw + C;
@@ -140,7 +100,7 @@ static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
             a1 += g;
             a2 += g * ((vx - m) * s);
         }
-        float t1 = vsum(&a1), t2 = vsum(&a2);
+        float t1 = sw_vsum(&a1), t2 = sw_vsum(&a2);
         for (; c < C; c++) {
             float g = dyr[c] * w[c];
             t1 += g;
@@ -164,7 +124,7 @@ static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
         }
     }
     float *dwp = SW_F32_OF(buffers[6]), *dbp = SW_F32_OF(buffers[7]);
-    const int64_t incw = vec_inc(buffers[6]), incb = vec_inc(buffers[7]);
+    const int64_t incw = sw_vec_inc(buffers[6]), incb = sw_vec_inc(buffers[7]);
     for (int64_t c = 0; c < C; c++) {
         dwp[c * incw] = (float)dw[c];
         dbp[c * incb] = (float)db[c];

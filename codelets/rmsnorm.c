@@ -8,48 +8,8 @@
 #include <string.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "starweave/ops.h"
-
-/* Row reductions in GNU C vector extensions: GCC lowers them to the widest
- * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
- * reduction loop is not vectorised without -ffast-math. Vectors are only
- * handled through pointers and locals, never passed by value (-Wpsabi). */
-#define SW_VL 16
-typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
-#define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
-
-/* pairwise sum of the lanes */
-static float vsum(const sw_vf *v)
-{
-    float t[SW_VL];
-    memcpy(t, v, sizeof t);
-    for (int w = SW_VL / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) t[j] += t[j + w];
-    return t[0];
-}
-
-/* Element i of a [1,n] or [n,1] matrix buffer is at p[i * inc]. */
-static int64_t vec_inc(void *buf)
-{
-    STARPU_ASSERT_MSG(SW_ROWS_OF(buf) == 1 || SW_COLS_OF(buf) == 1 || SW_LD_OF(buf) == SW_COLS_OF(buf),
-                      "a vector must be [1,n], [n,1] or contiguous");
-    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
-}
-
-/* Read-only vector as a contiguous array: the buffer itself, or a gathered
- * copy in *tmp (free it) when the vector is strided. */
-static const float *vec_in(void *buf, float **tmp)
-{
-    int64_t inc = vec_inc(buf), n = SW_NUMEL_OF(buf);
-    const float *p = SW_F32_OF(buf);
-    *tmp = NULL;
-    if (inc == 1) return p;
-    float *t = malloc(sizeof(float) * (size_t)n);
-    STARPU_ASSERT_MSG(t, "out of memory");
-    for (int64_t i = 0; i < n; i++) t[i] = p[i * inc];
-    *tmp = t;
-    return t;
-}
 
 /* buffers: x, w, y, rstd */
 static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
@@ -63,9 +23,9 @@ static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
     const float *x = SW_F32_OF(buffers[0]);
     float *y = SW_F32_OF(buffers[2]), *rstd = SW_F32_OF(buffers[3]);
-    const int64_t incr = vec_inc(buffers[3]);
+    const int64_t incr = sw_vec_inc(buffers[3]);
     float *tw;
-    const float *w = vec_in(buffers[1], &tw);
+    const float *w = sw_vec_in(buffers[1], &tw);
     const float invC = 1.0f / (float)C;
 
     for (int64_t r = 0; r < R; r++) {
@@ -77,7 +37,7 @@ static void rmsnorm_fwd_cpu(void *buffers[], void *cl_arg)
             SW_VLOAD(v, xr + c);
             sq += v * v;
         }
-        float ss = vsum(&sq);
+        float ss = sw_vsum(&sq);
         for (; c < C; c++) ss += xr[c] * xr[c];
         const float s = 1.0f / sqrtf(ss * invC + eps);
         for (c = 0; c < C; c++) yr[c] = w[c] * (xr[c] * s);
@@ -102,10 +62,10 @@ static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT(SW_NUMEL_OF(buffers[2]) == C && SW_NUMEL_OF(buffers[5]) == C);
     STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
     const float *dy = SW_F32_OF(buffers[0]), *x = SW_F32_OF(buffers[1]), *rstd = SW_F32_OF(buffers[3]);
-    const int64_t incr = vec_inc(buffers[3]);
+    const int64_t incr = sw_vec_inc(buffers[3]);
     float *dx = SW_F32_OF(buffers[4]);
     float *tw;
-    const float *w = vec_in(buffers[2], &tw);
+    const float *w = sw_vec_in(buffers[2], &tw);
     double *dw = calloc((size_t)C, sizeof(double));
     STARPU_ASSERT_MSG(dw, "out of memory");
     const float invC = 1.0f / (float)C;
@@ -123,7 +83,7 @@ static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
             SW_VLOAD(vw, w + c);
             acc += vdy * vw * vx;
         }
-        float t = vsum(&acc);
+        float t = sw_vsum(&acc);
         for (; c < C; c++) t += dyr[c] * w[c] * xr[c];
         const float k = s * s * s * t * invC;
         if (a.accumulate) {
@@ -139,7 +99,7 @@ static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
         }
     }
     float *dwp = SW_F32_OF(buffers[5]);
-    const int64_t incw = vec_inc(buffers[5]);
+    const int64_t incw = sw_vec_inc(buffers[5]);
     for (int64_t c = 0; c < C; c++) dwp[c * incw] = (float)dw[c];
     free(dw);
     free(tw);

@@ -531,6 +531,12 @@ void sw_gpt_backward(sw_gpt *m, int step)
     }
     sw_embedding_bwd(whole_r(m->tokens), whole_r(demb), sw_tensor_whole(m->grad[0], STARPU_RW),
                      sw_tensor_whole(m->grad[1], STARPU_W), 0, c->batch, 0, 0, 1);
+
+    /* the scratch gradients are dead until the next backward: StarPU may
+     * drop every copy instead of keeping (or writing back) them */
+    sw_tensor *scratch[] = {m->logits, m->tmp, m->dy, m->dres, m->dln, m->datt, m->dqkv, m->dfc,
+                            m->part_w, m->part_b};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) sw_tensor_invalidate(scratch[i]);
 }
 
 /* --------------------------------------------------------------- AdamW */

@@ -438,6 +438,42 @@ static void ring_case(int d, int s, int s1, int causal, float p, uint64_t seed)
     snprintf(what, sizeof what, "ring bwd: dk, dv of key block 2 accumulated = start + one call (%s)", tag);
     check_f(what, dkv2, e, (int64_t)(s - s1) * B * 2 * W, 1e-4, 1e-5);
     free(e);
+    /* both key blocks with accumulate=1, every gradient starting from random
+     * values: start + one-call gradients */
+    {
+        const int64_t nq = T * W, n1 = (int64_t)s1 * B * 2 * W, n2 = (int64_t)(s - s1) * B * 2 * W;
+        float *h0 = xmalloc(sizeof(float) * (size_t)nq), *h1 = xmalloc(sizeof(float) * (size_t)n1);
+        tu_rand(h0, nq, seed + 21, 1.0f);
+        tu_rand(h1, n1, seed + 22, 1.0f);
+        sw_tensor_write_host(DQ, h0);
+        sw_tensor_write_host(DKV1, h1);
+        sw_tensor_write_host(DKV2, g2);
+        a = make_args(nh, d, s, s1, 0, 0, causal, p, 0, nh, s, 0, 1);
+        sw_attn_bwd(QT(0), KV1T(0), KV1T(1), WH(Oa, STARPU_R), WH(La, STARPU_R), WH(DO, STARPU_R),
+                    WH(DQ, STARPU_RW), sw_tensor_tiles(DKV1, SW_COLS, 2, STARPU_RW)[0],
+                    sw_tensor_tiles(DKV1, SW_COLS, 2, STARPU_RW)[1], &a);
+        a = make_args(nh, d, s, s - s1, 0, s1, causal, p, 0, nh, s, 0, 1);
+        sw_attn_bwd(QT(0), KV2T(0), KV2T(1), WH(Oa, STARPU_R), WH(La, STARPU_R), WH(DO, STARPU_R),
+                    WH(DQ, STARPU_RW), sw_tensor_tiles(DKV2, SW_COLS, 2, STARPU_RW)[0],
+                    sw_tensor_tiles(DKV2, SW_COLS, 2, STARPU_RW)[1], &a);
+        float *x0 = tu_read(DQ), *x1 = tu_read(DKV1), *x2 = tu_read(DKV2);
+        e = cols_to_double(dqkv, T, C3, 0, W);
+        for (int64_t i = 0; i < nq; i++) e[i] += h0[i];
+        snprintf(what, sizeof what, "ring bwd, accumulate=1 twice: dq = start + one call (%s)", tag);
+        check_f(what, x0, e, nq, 1e-4, 1e-5);
+        free(e);
+        e = cols_to_double(dqkv, (int64_t)s1 * B, C3, W, 2 * W);
+        for (int64_t i = 0; i < n1; i++) e[i] += h1[i];
+        snprintf(what, sizeof what, "ring bwd, accumulate=1 twice: dk, dv of block 1 = start + one call (%s)", tag);
+        check_f(what, x1, e, n1, 1e-4, 1e-5);
+        free(e);
+        e = cols_to_double(dqkv + (int64_t)s1 * B * C3, (int64_t)(s - s1) * B, C3, W, 2 * W);
+        for (int64_t i = 0; i < n2; i++) e[i] += g2[i];
+        snprintf(what, sizeof what, "ring bwd, accumulate=1 twice: dk, dv of block 2 = start + one call (%s)", tag);
+        check_f(what, x2, e, n2, 1e-4, 1e-5);
+        free(e);
+        free(h0); free(h1); free(x0); free(x1); free(x2);
+    }
     /* the one call's dq against finite differences (cheap: row-local; the
      * one-call dk/dv are checked the same way in run_case) */
     double *R = to_double(r, T * W);
