@@ -48,6 +48,7 @@ struct sw_gpt {
     sw_tensor *dres, *dln, *datt;         /* [T,h] residual gradient, LN input grads, attention output grad */
     sw_tensor *dqkv, *dfc;                /* [T,3h], [T,4h] */
     sw_tensor *part_w, *part_b;           /* [P,h] per-tile LayerNorm parameter gradients */
+    sw_tensor *lm_part;                   /* [P*T,h] partial sums of dlnf over vocabulary tiles */
 };
 
 /* ---------------------------------------------------------------- config */
@@ -101,8 +102,10 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
     RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
          "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
-#undef RULE
     c->vocab_padded = (c->vocab + 127) / 128 * 128;
+    RULE(c->tiles <= c->vocab_padded, "tiles (%d) must not exceed the padded vocabulary (%d)", c->tiles,
+         c->vocab_padded);
+#undef RULE
     return 0;
 }
 
@@ -264,6 +267,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg)
     m->dfc = act("dfc", -1, T, 4 * h);
     m->part_w = act("ln_part_w", -1, m->P, h);
     m->part_b = act("ln_part_b", -1, m->P, h);
+    m->lm_part = act("lm_part", -1, (int64_t)m->P * T, h);
     return m;
 }
 
@@ -285,7 +289,7 @@ void sw_gpt_destroy(sw_gpt *m)
     }
     sw_tensor *rest[] = {m->tokens, m->targets, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                          m->ce_max, m->ce_tgt, m->ce_sumexp, m->ce_rows, m->loss, m->tmp, m->dy,
-                         m->dres, m->dln, m->datt, m->dqkv, m->dfc, m->part_w, m->part_b};
+                         m->dres, m->dln, m->datt, m->dqkv, m->dfc, m->part_w, m->part_b, m->lm_part};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) sw_tensor_free(rest[i]);
     free(m->param);
     free(m->grad);
@@ -346,14 +350,21 @@ static void layernorm_backward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *mean, 
     sw_colsum(whole_r(m->part_b), sw_tensor_whole(m->grad[w + 1], STARPU_W), 1.0f, 0.0f);
 }
 
-/* y[T,out] = x[T,in] W^T + b, W [out,in] */
-static void linear_forward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *y)
+/* GEMM tiling: OpenBLAS packs both operands of every call, so a task split
+ * along one output dimension re-packs the whole other operand. Activations
+ * ([T, *], T = seq*batch, small) are re-packed; weights never are: every
+ * task gets its own slice of the weight. */
+
+/* y[T,out] = x[T,in] W^T + b, W [out,in]: split over out (ntiles column tiles of y) */
+static void linear_forward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *y, int ntiles)
 {
-    for (int i = 0; i < m->P; i++)
-        sw_gemm_bias(rows_r(m, x, i), 0, whole_r(m->param[w]), 1, whole_r(m->param[w + 1]), rows_w(m, y, i));
+    for (int j = 0; j < ntiles; j++)
+        sw_gemm_bias(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, ntiles, STARPU_R)[j], 1,
+                     sw_tensor_tiles(m->param[w + 1], SW_COLS, ntiles, STARPU_R)[j],
+                     sw_tensor_tiles(y, SW_COLS, ntiles, STARPU_W)[j]);
 }
 
-/* dx[T,in] = dy W; dW[out,in] = dy^T x (split over out); db = colsum(dy) */
+/* dW[out,in] = dy^T x (split over out), db = colsum(dy), dx[T,in] = dy W (split over in) */
 static void linear_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_tensor *dx)
 {
     for (int j = 0; j < m->P; j++) {
@@ -361,8 +372,9 @@ static void linear_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_te
                 1.0f, 0.0f);
         sw_colsum(cols_r(m, dy, j), cols_w(m, m->grad[w + 1], j), 1.0f, 0.0f);
     }
-    for (int i = 0; i < m->P; i++)
-        sw_gemm(rows_r(m, dy, i), 0, whole_r(m->param[w]), 0, rows_w(m, dx, i), 1.0f, 0.0f);
+    for (int j = 0; j < m->P; j++)
+        sw_gemm(whole_r(dy), 0, sw_tensor_tiles(m->param[w], SW_COLS, m->P, STARPU_R)[j], 0, cols_w(m, dx, j),
+                1.0f, 0.0f);
 }
 
 static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
@@ -458,22 +470,24 @@ void sw_gpt_forward(sw_gpt *m, int step)
     for (int l = 0; l < c->layers; l++) {
         block_acts *A = &m->acts[l];
         layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
-        linear_forward(m, A->ln1, block_param(l, QKV_W), A->qkv);
+        linear_forward(m, A->ln1, block_param(l, QKV_W), A->qkv, 3 * m->G); /* = attention's tiles */
         attention_forward(m, step, l);
-        linear_forward(m, A->att, block_param(l, PROJ_W), m->dy); /* dy: forward scratch here */
+        linear_forward(m, A->att, block_param(l, PROJ_W), m->dy, P); /* dy: forward scratch here */
         residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], m->dy, A->x_mid);
         layernorm_forward(m, A->x_mid, block_param(l, LN2_W), A->ln2, A->ln2_mean, A->ln2_rstd);
-        linear_forward(m, A->ln2, block_param(l, FC_W), A->fc);
-        for (int i = 0; i < P; i++) sw_gelu_fwd(rows_r(m, A->fc, i), rows_w(m, A->fc_gelu, i));
-        linear_forward(m, A->fc_gelu, block_param(l, FC2_W), m->dy);
+        linear_forward(m, A->ln2, block_param(l, FC_W), A->fc, P);
+        for (int j = 0; j < P; j++) sw_gelu_fwd(cols_r(m, A->fc, j), cols_w(m, A->fc_gelu, j));
+        linear_forward(m, A->fc_gelu, block_param(l, FC2_W), m->dy, P);
         residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, m->dy, m->x[l + 1]);
     }
 
     int lnf = sw_gpt_num_params(c) - 2;
     layernorm_forward(m, m->x[c->layers], lnf, m->lnf, m->lnf_mean, m->lnf_rstd);
     /* logits[T,Vp] = lnf wte^T (tied head) and the cross-entropy pieces */
+    for (int j = 0; j < P; j++)
+        sw_gemm(whole_r(m->lnf), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 1, cols_w(m, m->logits, j),
+                1.0f, 0.0f);
     for (int i = 0; i < P; i++) {
-        sw_gemm(rows_r(m, m->lnf, i), 0, whole_r(m->param[0]), 1, rows_w(m, m->logits, i), 1.0f, 0.0f);
         starpu_data_handle_t lg = rows_r(m, m->logits, i);
         sw_ce_max(lg, rows_w(m, m->ce_max, i), 0, c->vocab);
         sw_ce_target(lg, rows_r(m, m->targets, i), rows_w(m, m->ce_tgt, i), 0);
@@ -500,8 +514,17 @@ void sw_gpt_backward(sw_gpt *m, int step)
     for (int j = 0; j < P; j++)
         sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnf), 0,
                 sw_tensor_tiles(m->grad[0], SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
-    for (int i = 0; i < P; i++)
-        sw_gemm(rows_r(m, m->logits, i), 0, whole_r(m->param[0]), 0, rows_w(m, m->dln, i), 1.0f, 0.0f);
+    /* dlnf = dlogits wte, split over the vocabulary (the reduction dimension:
+     * neither 51 MB operand is re-packed) into partial sums, then added */
+    if (P == 1) {
+        sw_gemm(whole_r(m->logits), 0, whole_r(m->param[0]), 0, sw_tensor_whole(m->dln, STARPU_W), 1.0f, 0.0f);
+    } else {
+        for (int j = 0; j < P; j++)
+            sw_gemm(cols_r(m, m->logits, j), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 0,
+                    rows_w(m, m->lm_part, j), 1.0f, 0.0f);
+        sw_add(rows_r(m, m->lm_part, 0), rows_r(m, m->lm_part, 1), sw_tensor_whole(m->dln, STARPU_W));
+        for (int j = 2; j < P; j++) sw_axpy(1.0f, rows_r(m, m->lm_part, j), sw_tensor_whole(m->dln, STARPU_RW));
+    }
     layernorm_backward(m, m->x[c->layers], lnf, m->lnf_mean, m->lnf_rstd, 0);
 
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -509,7 +532,8 @@ void sw_gpt_backward(sw_gpt *m, int step)
         /* MLP: x[l+1] = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
         sw_tensor *dz = residual_backward(m, step, l, SW_DROP_MLP_OUT);
         linear_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
-        for (int i = 0; i < P; i++) sw_gelu_bwd(rows_r(m, A->fc, i), rows_rw(m, m->dfc, i));
+        for (int j = 0; j < P; j++)
+            sw_gelu_bwd(cols_r(m, A->fc, j), sw_tensor_tiles(m->dfc, SW_COLS, P, STARPU_RW)[j]);
         linear_backward(m, m->dfc, A->ln2, block_param(l, FC_W), m->dln);
         layernorm_backward(m, A->x_mid, block_param(l, LN2_W), A->ln2_mean, A->ln2_rstd, 1);
         /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
@@ -535,7 +559,7 @@ void sw_gpt_backward(sw_gpt *m, int step)
     /* the scratch gradients are dead until the next backward: StarPU may
      * drop every copy instead of keeping (or writing back) them */
     sw_tensor *scratch[] = {m->logits, m->tmp, m->dy, m->dres, m->dln, m->datt, m->dqkv, m->dfc,
-                            m->part_w, m->part_b};
+                            m->part_w, m->part_b, m->lm_part};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) sw_tensor_invalidate(scratch[i]);
 }
 
