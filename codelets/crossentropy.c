@@ -14,12 +14,6 @@ struct ce_args {
     float scale;
 };
 
-/* Element stride of a [n,1] or [1,n] vector handle (a column tile is strided). */
-static int64_t vec_stride(void *buf)
-{
-    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
-}
-
 /* Number of valid (non-padding) columns of the block. */
 static int64_t valid_cols(int64_t cols, int64_t vocab0, int64_t vocab)
 {
@@ -37,7 +31,7 @@ static void ce_max_cpu(void *buffers[], void *cl_arg)
     int64_t n = SW_ROWS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
     int64_t nv = valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab);
     float *mx = SW_F32_OF(buffers[1]);
-    int64_t ms = vec_stride(buffers[1]);
+    int64_t ms = sw_vec_inc(buffers[1]);
     for (int64_t r = 0; r < n; r++) {
         const float *row = x + r * ld;
         float m = -INFINITY;
@@ -54,9 +48,9 @@ static void ce_target_cpu(void *buffers[], void *cl_arg)
     const float *x = SW_F32_OF(buffers[0]);
     int64_t n = SW_ROWS_OF(buffers[0]), vb = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
     const int32_t *t = SW_I32_OF(buffers[1]);
-    int64_t tstr = vec_stride(buffers[1]);
+    int64_t tstr = sw_vec_inc(buffers[1]);
     float *tgt = SW_F32_OF(buffers[2]);
-    int64_t gs = vec_stride(buffers[2]);
+    int64_t gs = sw_vec_inc(buffers[2]);
     for (int64_t r = 0; r < n; r++) {
         int64_t c = (int64_t)t[r * tstr] - a.vocab0;
         tgt[r * gs] = (c >= 0 && c < vb) ? x[r * ld + c] : 0.0f;
@@ -93,9 +87,9 @@ static void ce_sumexp_cpu(void *buffers[], void *cl_arg)
     int64_t n = SW_ROWS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
     int64_t nv = valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab);
     const float *mx = SW_F32_OF(buffers[1]);
-    int64_t ms = vec_stride(buffers[1]);
+    int64_t ms = sw_vec_inc(buffers[1]);
     float *se = SW_F32_OF(buffers[2]);
-    int64_t ss = vec_stride(buffers[2]);
+    int64_t ss = sw_vec_inc(buffers[2]);
     for (int64_t r = 0; r < n; r++) {
         const float *row = x + r * ld;
         float m = mx[r * ms];
@@ -109,8 +103,8 @@ static void ce_loss_cpu(void *buffers[], void *cl_arg)
     (void)cl_arg;
     const float *mx = SW_F32_OF(buffers[0]), *tgt = SW_F32_OF(buffers[1]), *se = SW_F32_OF(buffers[2]);
     float *loss = SW_F32_OF(buffers[3]);
-    int64_t ms = vec_stride(buffers[0]), ts = vec_stride(buffers[1]), ss = vec_stride(buffers[2]),
-            ls = vec_stride(buffers[3]);
+    int64_t ms = sw_vec_inc(buffers[0]), ts = sw_vec_inc(buffers[1]), ss = sw_vec_inc(buffers[2]),
+            ls = sw_vec_inc(buffers[3]);
     int64_t n = SW_NUMEL_OF(buffers[3]);
     for (int64_t r = 0; r < n; r++) loss[r * ls] = logf(se[r * ss]) + mx[r * ms] - tgt[r * ts];
 }
@@ -125,7 +119,7 @@ static void ce_bwd_cpu(void *buffers[], void *cl_arg)
     int64_t nv = valid_cols(vb, a.vocab0, a.vocab);
     const float *mx = SW_F32_OF(buffers[1]), *se = SW_F32_OF(buffers[2]);
     const int32_t *t = SW_I32_OF(buffers[3]);
-    int64_t ms = vec_stride(buffers[1]), ss = vec_stride(buffers[2]), tstr = vec_stride(buffers[3]);
+    int64_t ms = sw_vec_inc(buffers[1]), ss = sw_vec_inc(buffers[2]), tstr = sw_vec_inc(buffers[3]);
     for (int64_t r = 0; r < n; r++) {
         float *row = x + r * ld;
         float m = mx[r * ms], k = a.scale / se[r * ss];

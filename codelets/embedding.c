@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "starweave/ops.h"
 
 struct emb_args {
@@ -13,19 +14,13 @@ struct emb_args {
     int batch, zero_wpe;
 };
 
-/* Element stride of a [n,1] or [1,n] vector handle (a column tile is strided). */
-static int64_t vec_stride(void *buf)
-{
-    return (SW_COLS_OF(buf) == 1 && SW_ROWS_OF(buf) > 1) ? SW_LD_OF(buf) : 1;
-}
-
 /* buffers: tokens[n,1] (R), wte[V,C] (R), wpe[P,C] (R), x[n,C] (W) */
 static void emb_fwd_cpu(void *buffers[], void *cl_arg)
 {
     struct emb_args e;
     starpu_codelet_unpack_args(cl_arg, &e);
     const int32_t *tok = SW_I32_OF(buffers[0]);
-    int64_t ts = vec_stride(buffers[0]);
+    int64_t ts = sw_vec_inc(buffers[0]);
     const float *wte = SW_F32_OF(buffers[1]), *wpe = SW_F32_OF(buffers[2]);
     float *x = SW_F32_OF(buffers[3]);
     int64_t nv = SW_ROWS_OF(buffers[1]), ldte = SW_LD_OF(buffers[1]), ldpe = SW_LD_OF(buffers[2]);
@@ -50,7 +45,7 @@ static void emb_bwd_cpu(void *buffers[], void *cl_arg)
     struct emb_args e;
     starpu_codelet_unpack_args(cl_arg, &e);
     const int32_t *tok = SW_I32_OF(buffers[0]);
-    int64_t ts = vec_stride(buffers[0]);
+    int64_t ts = sw_vec_inc(buffers[0]);
     const float *dx = SW_F32_OF(buffers[1]);
     float *dwte = SW_F32_OF(buffers[2]), *dwpe = SW_F32_OF(buffers[3]);
     int64_t n = SW_ROWS_OF(buffers[1]), c = SW_COLS_OF(buffers[1]), ldx = SW_LD_OF(buffers[1]);
