@@ -3,6 +3,7 @@
 #define STARWEAVE_H
 #include "starweave/runtime.h"
 #include "starweave/tensor.h"
+#include "starweave/mesh.h"
 #include "starweave/ops.h"
 #include "starweave/graphs.h"
 #endif

@@ -83,7 +83,19 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     if (opt.sched) conf.sched_policy_name = opt.sched;
     else if (getenv("STARPU_SCHED") == NULL) conf.sched_policy_name = "lws";
 
-    int rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
+    /* MPI is started here at MPI_THREAD_MULTIPLE (StarPU-MPI would ask for
+     * SERIALIZED), so that the mesh and the benchmarks' plain-MPI baselines
+     * may call MPI while StarPU-MPI has requests in flight. */
+    int mpi_inited = 0, provided = 0;
+    SW_CHECK(MPI_Initialized(&mpi_inited));
+    if (!mpi_inited) SW_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    else SW_CHECK(MPI_Query_thread(&provided));
+    if (provided < MPI_THREAD_SERIALIZED) {
+        fprintf(stderr, "starweave: the MPI library gives thread level %d, StarPU-MPI needs at least "
+                        "MPI_THREAD_SERIALIZED (%d)\n", provided, MPI_THREAD_SERIALIZED);
+        return -ENOTSUP;
+    }
+    int rc = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (rc != 0) {
         fprintf(stderr, "starweave: starpu_mpi_init_conf failed: %s (%d)\n",
                 rc == -ENODEV ? "no worker available" : strerror(-rc), rc);
@@ -205,11 +217,6 @@ void sw_usage_error(const char *fmt, ...)
         va_end(ap);
         fflush(stderr);
     }
-    if (sw_rt.started) {
-        starpu_task_wait_for_all();
-        starpu_mpi_shutdown();
-        sw_rt.started = 0;
-        MPI_Finalize();
-    }
+    sw_shutdown();
     exit(2);
 }

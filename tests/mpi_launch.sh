@@ -1,0 +1,30 @@
+#!/bin/sh
+# Launch an MPI test: tests/mpi_launch.sh NP PROGRAM ARGS...
+# Oversubscribed (ranks may outnumber cores), one unbound StarPU CPU worker
+# per rank (Debian's StarPU workers spin when idle and, bound, would pile up
+# on the same cores), killed after $SW_TEST_TIMEOUT seconds (default 300).
+# Exit status: the program's (mpirun passes on the first non-zero one), 124
+# on timeout.
+if [ $# -lt 2 ]; then
+  echo "usage: $0 NP PROGRAM [ARGS...]" >&2
+  exit 99
+fi
+np=$1; shift
+limit=${SW_TEST_TIMEOUT:-300}
+STARPU_NCPU=${STARPU_NCPU:-1}
+STARPU_WORKERS_NOBIND=${STARPU_WORKERS_NOBIND:-1}
+STARPU_MPI_NOBIND=${STARPU_MPI_NOBIND:-1}
+export STARPU_NCPU STARPU_WORKERS_NOBIND STARPU_MPI_NOBIND
+if [ "$(id -u)" = 0 ]; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
+fi
+# stdin from /dev/null: mpirun forwards stdin, and timeout runs it in a
+# process group of its own, where reading a terminal would stop it.
+timeout -k 10 "$limit" ${MPIRUN:-mpirun} --oversubscribe -np "$np" \
+  -x STARPU_NCPU -x STARPU_WORKERS_NOBIND -x STARPU_MPI_NOBIND "$@" < /dev/null
+rc=$?
+case $rc in
+  124|137) echo "mpi_launch: $* on $np rank(s) timed out after ${limit} s" >&2; rc=124 ;;
+esac
+exit $rc
