@@ -4,6 +4,7 @@
 #include "starweave/runtime.h"
 #include "starweave/tensor.h"
 #include "starweave/mesh.h"
+#include "starweave/comm.h"
 #include "starweave/ops.h"
 #include "starweave/graphs.h"
 #endif

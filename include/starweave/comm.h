@@ -1,0 +1,87 @@
+/* Collectives as task-graph nodes (CPU backend on StarPU-MPI).
+ *
+ * Every collective only submits: StarPU-MPI detached point-to-point
+ * requests on data handles (the tensor's tiles, or temporaries registered
+ * with home node -1 and released with starpu_data_unregister_submit) plus
+ * reduction tasks. Nothing waits, no codelet calls MPI; StarPU orders the
+ * requests after the tasks that produce their data and the tasks that use
+ * the results after the requests, so compute on one chunk may start as soon
+ * as that chunk is there.
+ *
+ * Tags are deterministic: each group of the mesh has a sequence counter in
+ * the sw_comm context, advanced by the same amount by the same calls on
+ * every rank, and wrapped below the communicator's MPI_TAG_UB. Hence the
+ * rule: collectives on one group are called in the same order on every
+ * member of that group (different groups may interleave freely), and one
+ * mesh is used through a single sw_comm. Submission is single-threaded
+ * (one thread submits through a given sw_comm).
+ *
+ * Tensors are fp32 (SW_F32); shapes are written [rows, cols] (the tensor's
+ * matrix view). */
+#ifndef STARWEAVE_COMM_H
+#define STARWEAVE_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "starweave/mesh.h"
+#include "starweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { SW_SUM = 0, SW_MAX = 1 } sw_reduce_op;
+
+/* All-reduce algorithm. RING: reduce-scatter then all-gather around the
+ * group, 2(p-1) steps on p row (or column) chunks, bandwidth-optimal.
+ * DIRECT: every rank sends its whole buffer to every other rank and one
+ * task reduces the p buffers in rank order, one step (latency-friendly).
+ * AUTO: RING from the small-message threshold up, DIRECT below. A tensor
+ * with fewer rows and fewer columns than the group size always uses DIRECT. */
+typedef enum { SW_ALGO_AUTO = 0, SW_ALGO_RING = 1, SW_ALGO_DIRECT = 2 } sw_comm_algo;
+
+/* Default AUTO threshold (bytes): all-reduces below it use DIRECT. */
+#define SW_COMM_SMALL_BYTES ((size_t)64 * 1024)
+
+typedef struct sw_comm sw_comm;
+
+/* Context for the collectives on the groups of m (m must outlive it).
+ * Local, no communication; call it on every rank. Never returns NULL. */
+sw_comm *sw_comm_create(const sw_mesh *m);
+/* Frees the context (submitted requests do not refer to it). NULL: no-op. */
+void sw_comm_destroy(sw_comm *c);
+/* Algorithm choice for sw_allreduce, and AUTO's threshold: must be the same
+ * on every rank of a group. */
+void sw_comm_set_algo(sw_comm *c, sw_comm_algo algo);
+void sw_comm_set_small_bytes(sw_comm *c, size_t bytes);
+const sw_mesh *sw_comm_mesh(const sw_comm *c);
+/* Tag bookkeeping, for tests: set the bound under which g's tags wrap (the
+ * communicator's MPI_TAG_UB unless lowered; a value above it is clamped)
+ * and restart g's tags at 0 -- on every member, with no collective of g in
+ * flight; and the first tag of g's next collective. */
+void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub);
+int64_t sw_comm_next_tag(const sw_comm *c, sw_group g);
+
+/* t[rows, cols] (RW) becomes op over the group of every member's t; every
+ * member gets bit-identical values. Same shape on every member. */
+void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op);
+
+/* Along rows (dim 0 of the matrix view), with N rows in all and group size p:
+ * member i holds rows [first_i, first_i + n_i) where sw_tile_range(N, p, i,
+ * &first_i, &n_i) (StarPU's block split: sizes differ by at most one), so
+ * N >= p.
+ * all-gather: in[n_me, cols] (R) -> out[N, cols] (W), the members' in
+ * stacked in rank order. */
+void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out);
+/* reduce-scatter: in[N, cols] (R) -> out[n_me, cols] (W) = op over the
+ * group of rows [first_me, first_me + n_me) of every member's in. */
+void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op);
+
+/* t (same shape everywhere) takes the value of root's t (root: rank in g). */
+void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

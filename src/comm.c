@@ -1,0 +1,384 @@
+/* Collectives as graph nodes: StarPU-MPI detached point-to-point requests
+ * on tiles and temporaries, plus reduction tasks (see comm.h).
+ *
+ * The reduction codelets live here rather than in codelets/: they exist
+ * only to serve the collectives' decomposition (op chosen at run time,
+ * variable number of buffers) and are not ops a graph builder submits. */
+#include "starweave/comm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <starpu_mpi.h>
+
+#include "codelet_util.h"
+#include "starweave/runtime.h"
+
+struct sw_comm {
+    const sw_mesh *mesh;
+    sw_comm_algo algo;
+    size_t small_bytes;
+    int64_t next_tag[SW_GROUP_COUNT]; /* first tag of the next collective */
+    int64_t tag_ub[SW_GROUP_COUNT];   /* wrap bound: <= the communicator's MPI_TAG_UB */
+    int64_t mpi_tag_ub[SW_GROUP_COUNT];
+};
+
+sw_comm *sw_comm_create(const sw_mesh *m)
+{
+    sw_comm *c = calloc(1, sizeof *c);
+    if (!c) sw_fail(__FILE__, __LINE__, "calloc(sw_comm)", -ENOMEM);
+    c->mesh = m;
+    c->algo = SW_ALGO_AUTO;
+    c->small_bytes = SW_COMM_SMALL_BYTES;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        MPI_Comm comm = sw_mesh_comm(m, (sw_group)g);
+        int *ub = NULL, flag = 0;
+        SW_CHECK(MPI_Comm_get_attr(comm, MPI_TAG_UB, &ub, &flag));
+        /* Open MPI caches MPI_TAG_UB on MPI_COMM_WORLD only, not on split
+         * communicators; the bound is the same for every communicator */
+        if (!flag || !ub) SW_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag));
+        /* the standard guarantees at least 32767 */
+        c->mpi_tag_ub[g] = c->tag_ub[g] = (flag && ub) ? *ub : 32767;
+        c->next_tag[g] = 0;
+    }
+    return c;
+}
+
+void sw_comm_destroy(sw_comm *c) { free(c); }
+void sw_comm_set_algo(sw_comm *c, sw_comm_algo algo) { c->algo = algo; }
+void sw_comm_set_small_bytes(sw_comm *c, size_t bytes) { c->small_bytes = bytes; }
+const sw_mesh *sw_comm_mesh(const sw_comm *c) { return c->mesh; }
+
+void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub)
+{
+    if ((unsigned)g >= SW_GROUP_COUNT || ub < 0) sw_fail(__FILE__, __LINE__, "sw_comm_set_tag_ub", -EINVAL);
+    c->tag_ub[g] = ub < c->mpi_tag_ub[g] ? ub : c->mpi_tag_ub[g];
+    c->next_tag[g] = 0;
+}
+
+int64_t sw_comm_next_tag(const sw_comm *c, sw_group g)
+{
+    return (unsigned)g < SW_GROUP_COUNT ? c->next_tag[g] : -1;
+}
+
+/* n consecutive tags for one collective on g; wraps to 0 before passing the
+ * upper bound. Every member advances the same way, so tags match; a wrapped
+ * tag is reused only after 2^31 (or TAG_UB) later tags, long after its
+ * message was received. */
+static int64_t take_tags(sw_comm *c, sw_group g, int64_t n)
+{
+    if (n > c->tag_ub[g] + 1) sw_fail(__FILE__, __LINE__, "collective needs more tags than MPI_TAG_UB", -ERANGE);
+    if (c->next_tag[g] + n - 1 > c->tag_ub[g]) c->next_tag[g] = 0;
+    int64_t base = c->next_tag[g];
+    c->next_tag[g] += n;
+    return base;
+}
+
+static int mod(int a, int p) { return ((a % p) + p) % p; }
+
+/* ---------------- reduction codelets ---------------- */
+
+static inline float apply(int op, float a, float b)
+{
+    return op == SW_MAX ? (b > a ? b : a) : a + b;
+}
+
+/* buffers: x (R), y (RW): y = op(y, x) */
+static void reduce2_cpu(void *buffers[], void *cl_arg)
+{
+    int op;
+    starpu_codelet_unpack_args(cl_arg, &op);
+    const int64_t R = SW_ROWS_OF(buffers[1]), C = SW_COLS_OF(buffers[1]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[1]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        float *yr = y + r * ldy;
+        if (op == SW_MAX)
+            for (int64_t i = 0; i < C; i++) yr[i] = apply(SW_MAX, yr[i], xr[i]);
+        else
+            for (int64_t i = 0; i < C; i++) yr[i] += xr[i];
+    }
+}
+
+/* buffers: x (R), y (R), z (W): z = op(x, y) */
+static void reduce3_cpu(void *buffers[], void *cl_arg)
+{
+    int op;
+    starpu_codelet_unpack_args(cl_arg, &op);
+    const int64_t R = SW_ROWS_OF(buffers[2]), C = SW_COLS_OF(buffers[2]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]), ldz = SW_LD_OF(buffers[2]);
+    const float *x = SW_F32_OF(buffers[0]), *y = SW_F32_OF(buffers[1]);
+    float *z = SW_F32_OF(buffers[2]);
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx, *yr = y + r * ldy;
+        float *zr = z + r * ldz;
+        for (int64_t i = 0; i < C; i++) zr[i] = apply(op, xr[i], yr[i]);
+    }
+}
+
+struct reducen_args {
+    int op, me, p;
+};
+
+/* buffers: local (RW), then the p-1 other members' buffers (R) in rank
+ * order without me: local = op over ranks 0..p-1, left to right, so every
+ * member performs the same operations on the same values. */
+static void reducen_cpu(void *buffers[], void *cl_arg)
+{
+    struct reducen_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const float *src[a.p];
+    int64_t ld[a.p];
+    for (int k = 0, b = 1; k < a.p; k++) {
+        void *buf = buffers[k == a.me ? 0 : b++];
+        STARPU_ASSERT(SW_ROWS_OF(buf) == R && SW_COLS_OF(buf) == C);
+        src[k] = SW_F32_OF(buf);
+        ld[k] = SW_LD_OF(buf);
+    }
+    float *y = SW_F32_OF(buffers[0]);
+    const int64_t ldy = SW_LD_OF(buffers[0]);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t i = 0; i < C; i++) {
+            float s = src[0][r * ld[0] + i];
+            for (int k = 1; k < a.p; k++) s = apply(a.op, s, src[k][r * ld[k] + i]);
+            y[r * ldy + i] = s;
+        }
+}
+
+SW_PERFMODEL(reduce2_model, "sw_comm_reduce2");
+SW_PERFMODEL(reduce3_model, "sw_comm_reduce3");
+SW_PERFMODEL(reducen_model, "sw_comm_reducen");
+
+static struct starpu_codelet reduce2_cl = {
+    .cpu_funcs = {reduce2_cpu},
+    .cpu_funcs_name = {"reduce2_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_RW},
+    .model = &reduce2_model,
+    .name = "comm_reduce2",
+};
+
+static struct starpu_codelet reduce3_cl = {
+    .cpu_funcs = {reduce3_cpu},
+    .cpu_funcs_name = {"reduce3_cpu"},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &reduce3_model,
+    .name = "comm_reduce3",
+};
+
+static struct starpu_codelet reducen_cl = {
+    .cpu_funcs = {reducen_cpu},
+    .cpu_funcs_name = {"reducen_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &reducen_model,
+    .name = "comm_reducen",
+};
+
+/* ---------------- helpers ---------------- */
+
+static void check_f32(const sw_tensor *t, const char *what)
+{
+    if (t->dtype != SW_F32) {
+        fprintf(stderr, "starweave: %s: tensor %s is not fp32\n", what, t->name);
+        sw_fail(__FILE__, __LINE__, what, -EINVAL);
+    }
+}
+
+/* Temporary with StarPU-allocated storage, shaped like matrix handle h. */
+static starpu_data_handle_t temp_like(starpu_data_handle_t h)
+{
+    starpu_data_handle_t t;
+    uint32_t nx = starpu_matrix_get_nx(h), ny = starpu_matrix_get_ny(h);
+    starpu_matrix_data_register(&t, -1, 0, nx, nx, ny, sizeof(float));
+    return t;
+}
+
+static void isend(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
+{
+    SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
+}
+
+static void irecv(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm)
+{
+    SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
+}
+
+static void reduce2(starpu_data_handle_t x, starpu_data_handle_t y, int op)
+{
+    SW_INSERT(&reduce2_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &op, sizeof op);
+}
+
+static void reduce3(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z, int op)
+{
+    SW_INSERT(&reduce3_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z, STARPU_VALUE, &op, sizeof op);
+}
+
+/* ---------------- all-reduce ---------------- */
+
+/* Ring on p chunks ch[0..p-1]: reduce-scatter (after step s, the chunk
+ * received is r-s-2; after p-1 steps rank r holds chunk r fully reduced),
+ * then all-gather (step s sends chunk r-s, receives r-s-1). Every message
+ * goes to the right neighbour, so (source, tag) is unique per step. */
+static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int op)
+{
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int right = mod(r + 1, p), left = mod(r - 1, p);
+    const int64_t base = take_tags(c, g, 2 * (int64_t)(p - 1));
+    for (int s = 0; s < p - 1; s++) {
+        starpu_data_handle_t cs = ch[mod(r - s - 1, p)], cr = ch[mod(r - s - 2, p)];
+        isend(cs, right, base + s, comm);
+        starpu_data_handle_t tmp = temp_like(cr);
+        irecv(tmp, left, base + s, comm);
+        reduce2(tmp, cr, op);
+        starpu_data_unregister_submit(tmp);
+    }
+    for (int s = 0; s < p - 1; s++) {
+        isend(ch[mod(r - s, p)], right, base + (p - 1) + s, comm);
+        irecv(ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm);
+    }
+}
+
+/* Every member sends its whole buffer to every other member; one task
+ * reduces the p buffers in rank order. */
+static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
+{
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int64_t tag = take_tags(c, g, 1);
+    starpu_data_handle_t h = sw_tensor_whole(t, STARPU_RW);
+    struct starpu_data_descr *d = malloc(sizeof *d * (size_t)p);
+    if (!d) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+    d[0].handle = h;
+    d[0].mode = STARPU_RW;
+    for (int k = 1; k < p; k++) { /* sends first: peers' receives can match at once */
+        int q = mod(r + k, p);
+        isend(h, q, tag, comm);
+    }
+    for (int q = 0, b = 1; q < p; q++) {
+        if (q == r) continue;
+        d[b].handle = temp_like(h);
+        d[b].mode = STARPU_R;
+        irecv(d[b].handle, q, tag, comm);
+        b++;
+    }
+    struct reducen_args a = {op, r, p};
+    SW_INSERT(&reducen_cl, STARPU_DATA_MODE_ARRAY, d, p, STARPU_VALUE, &a, sizeof a);
+    for (int b = 1; b < p; b++) starpu_data_unregister_submit(d[b].handle);
+    free(d);
+}
+
+void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
+{
+    check_f32(t, "sw_allreduce");
+    const int p = sw_mesh_size(c->mesh, g);
+    if (p < 1) sw_fail(__FILE__, __LINE__, "sw_allreduce: group out of range", -EINVAL);
+    if (p == 1) return;
+    int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && sw_tensor_bytes(t) >= c->small_bytes);
+    if (ring && t->rows >= p)
+        allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op);
+    else if (ring && t->cols >= p) /* column chunks: strided, which MPI and the codelet handle */
+        allreduce_ring(c, g, sw_tensor_tiles(t, SW_COLS, p, STARPU_RW), (int)op);
+    else
+        allreduce_direct(c, g, t, (int)op);
+}
+
+/* ---------------- all-gather, reduce-scatter (rows) ---------------- */
+
+static void check_rows(const char *what, sw_comm *c, sw_group g, const sw_tensor *full, const sw_tensor *part)
+{
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p < 1) sw_fail(__FILE__, __LINE__, what, -EINVAL);
+    int64_t first, count;
+    if (full->rows < p) {
+        fprintf(stderr, "starweave: %s: %s has %lld rows, fewer than the group size %d\n", what, full->name,
+                (long long)full->rows, p);
+        sw_fail(__FILE__, __LINE__, what, -EINVAL);
+    }
+    sw_tile_range(full->rows, p, r, &first, &count);
+    if (part->rows != count || part->cols != full->cols) {
+        fprintf(stderr, "starweave: %s: %s is [%lld, %lld], expected [%lld, %lld] (rows %lld..%lld of %s)\n",
+                what, part->name, (long long)part->rows, (long long)part->cols, (long long)count,
+                (long long)full->cols, (long long)first, (long long)(first + count - 1), full->name);
+        sw_fail(__FILE__, __LINE__, what, -EINVAL);
+    }
+}
+
+void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
+{
+    check_f32(in, "sw_allgather");
+    check_f32(out, "sw_allgather");
+    check_rows("sw_allgather", c, g, out, in);
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    starpu_data_handle_t src = sw_tensor_whole(in, STARPU_R);
+    if (p == 1) {
+        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), src, 1, NULL, NULL));
+        return;
+    }
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int right = mod(r + 1, p), left = mod(r - 1, p);
+    const int64_t base = take_tags(c, g, p - 1);
+    starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
+    SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
+    for (int s = 0; s < p - 1; s++) {
+        isend(o[mod(r - s, p)], right, base + s, comm);
+        irecv(o[mod(r - s - 1, p)], left, base + s, comm);
+    }
+}
+
+void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)
+{
+    check_f32(in, "sw_reduce_scatter");
+    check_f32(out, "sw_reduce_scatter");
+    check_rows("sw_reduce_scatter", c, g, in, out);
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p == 1) {
+        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R), 1, NULL, NULL));
+        return;
+    }
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int right = mod(r + 1, p), left = mod(r - 1, p);
+    const int64_t base = take_tags(c, g, p - 1);
+    starpu_data_handle_t dst_final = sw_tensor_whole(out, STARPU_W);
+    starpu_data_handle_t *it = sw_tensor_tiles(in, SW_ROWS, p, STARPU_R);
+    /* Same schedule as the all-reduce's first half, except that in stays
+     * untouched: the partial sums travel in temporaries. */
+    starpu_data_handle_t acc = NULL;
+    for (int s = 0; s < p - 1; s++) {
+        starpu_data_handle_t cr = it[mod(r - s - 2, p)];
+        isend(s == 0 ? it[mod(r - s - 1, p)] : acc, right, base + s, comm);
+        starpu_data_handle_t tmp = temp_like(cr);
+        irecv(tmp, left, base + s, comm);
+        starpu_data_handle_t dst = s == p - 2 ? dst_final : temp_like(cr);
+        reduce3(cr, tmp, dst, (int)op);
+        starpu_data_unregister_submit(tmp);
+        if (acc) starpu_data_unregister_submit(acc);
+        acc = dst;
+    }
+}
+
+/* ---------------- broadcast ---------------- */
+
+void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
+{
+    check_f32(t, "sw_broadcast");
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p < 1 || root < 0 || root >= p) sw_fail(__FILE__, __LINE__, "sw_broadcast: bad group or root", -EINVAL);
+    if (p == 1) return;
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int64_t tag = take_tags(c, g, 1);
+    if (r == root) {
+        starpu_data_handle_t h = sw_tensor_whole(t, STARPU_R);
+        for (int k = 1; k < p; k++) isend(h, mod(root + k, p), tag, comm);
+    } else {
+        irecv(sw_tensor_whole(t, STARPU_W), root, tag, comm);
+    }
+}

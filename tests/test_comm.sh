@@ -1,0 +1,23 @@
+#!/bin/sh
+# Collectives as graph nodes under mpirun with 2, 3 and 4 ranks (tests/test_comm.c:
+# every collective against the plain MPI collective, then a stress test),
+# and the stress test alone under every StarPU scheduler at 3 and 4 ranks:
+# it must finish, correct, within the launcher's timeout (no deadlock).
+. "${top_srcdir:-.}/tests/common.sh"
+LAUNCH="$top_srcdir/tests/mpi_launch.sh"
+PROG="$top_builddir/tests/test_comm"
+for np in 2 3 4; do
+  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-240} sh "$LAUNCH" "$np" "$PROG" > "$TMPD/out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/out"
+  check "np=$np: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1) (exit $rc)" [ "$rc" = 0 ]
+done
+for sched in eager lws ws dmda random; do
+  for np in 3 4; do
+    STARPU_SCHED=$sched SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-120} sh "$LAUNCH" "$np" "$PROG" --stress > "$TMPD/out" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || cat "$TMPD/out"
+    check "stress np=$np sched=$sched: $(grep -E '^PASS stress' "$TMPD/out" | sed 's/.*in \([0-9]* ms\).*/\1/') (exit $rc)" [ "$rc" = 0 ]
+  done
+done
+finish
