@@ -382,3 +382,92 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
         irecv(sw_tensor_whole(t, STARPU_W), root, tag, comm);
     }
 }
+
+/* ---------------- ring shift ---------------- */
+
+static void shape_fail(const char *what, const sw_tensor *a, const sw_tensor *b, const char *rule)
+{
+    fprintf(stderr, "starweave: %s: %s [%lld, %lld] and %s [%lld, %lld]: %s\n", what, a->name, (long long)a->rows,
+            (long long)a->cols, b->name, (long long)b->rows, (long long)b->cols, rule);
+    sw_fail(__FILE__, __LINE__, what, -EINVAL);
+}
+
+void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift)
+{
+    check_f32(send, "sw_ring_shift");
+    check_f32(recv, "sw_ring_shift");
+    if (send->rows != recv->rows || send->cols != recv->cols)
+        shape_fail("sw_ring_shift", send, recv, "shapes differ");
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p < 1) sw_fail(__FILE__, __LINE__, "sw_ring_shift: group out of range", -EINVAL);
+    const int k = mod(shift, p);
+    if (k == 0) {
+        if (send != recv)
+            SW_CHECK(starpu_data_cpy(sw_tensor_whole(recv, STARPU_W), sw_tensor_whole(send, STARPU_R), 1, NULL, NULL));
+        return;
+    }
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int64_t tag = take_tags(c, g, 1);
+    starpu_data_handle_t src = sw_tensor_whole(send, STARPU_R), tmp = NULL;
+    if (send == recv) {
+        /* the receive must not wait for the send to leave (a cycle around
+         * the ring): send from a copy */
+        tmp = temp_like(src);
+        SW_CHECK(starpu_data_cpy(tmp, src, 1, NULL, NULL));
+        src = tmp;
+    }
+    isend(src, mod(r + k, p), tag, comm);
+    irecv(sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
+    if (tmp) starpu_data_unregister_submit(tmp);
+}
+
+/* ---------------- all-to-all ---------------- */
+
+void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim)
+{
+    static const char *dn[2] = {"rows", "cols"};
+    check_f32(in, "sw_alltoall");
+    check_f32(out, "sw_alltoall");
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
+    if ((scatter_dim != 0 && scatter_dim != 1) || (gather_dim != 0 && gather_dim != 1)) {
+        fprintf(stderr, "starweave: sw_alltoall: scatter_dim %d and gather_dim %d must be 0 (rows) or 1 (cols)\n",
+                scatter_dim, gather_dim);
+        sw_fail(__FILE__, __LINE__, "sw_alltoall", -EINVAL);
+    }
+    if (in == out) shape_fail("sw_alltoall", in, out, "in and out must be different tensors");
+    const int64_t split = scatter_dim == 0 ? in->rows : in->cols;
+    if (split % p != 0) {
+        fprintf(stderr, "starweave: sw_alltoall: %s [%lld, %lld]: its %lld %s (scatter_dim %d) are not divisible by "
+                "the group size %d (%s)\n", in->name, (long long)in->rows, (long long)in->cols, (long long)split,
+                dn[scatter_dim], scatter_dim, p, sw_group_name(g));
+        sw_fail(__FILE__, __LINE__, "sw_alltoall: split dim not divisible by the group size", -EINVAL);
+    }
+    const int64_t pr = scatter_dim == 0 ? in->rows / p : in->rows, pc = scatter_dim == 1 ? in->cols / p : in->cols;
+    const int64_t orows = gather_dim == 0 ? pr * p : pr, ocols = gather_dim == 1 ? pc * p : pc;
+    if (out->rows != orows || out->cols != ocols) {
+        fprintf(stderr, "starweave: sw_alltoall: %s is [%lld, %lld], expected [%lld, %lld] (%s [%lld, %lld], "
+                "scatter %s, gather %s, group size %d)\n", out->name, (long long)out->rows, (long long)out->cols,
+                (long long)orows, (long long)ocols, in->name, (long long)in->rows, (long long)in->cols,
+                dn[scatter_dim], dn[gather_dim], p);
+        sw_fail(__FILE__, __LINE__, "sw_alltoall: out has the wrong shape", -EINVAL);
+    }
+    if (p == 1) {
+        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R), 1, NULL, NULL));
+        return;
+    }
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int64_t tag = take_tags(c, g, 1);
+    starpu_data_handle_t *it = sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R);
+    starpu_data_handle_t *ot = sw_tensor_tiles(out, gather_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_W);
+    /* one message per (source, destination) pair: (source, tag) is unique */
+    for (int k = 1; k < p; k++) {
+        int q = mod(r + k, p);
+        isend(it[q], q, tag, comm);
+    }
+    for (int k = 1; k < p; k++) {
+        int q = mod(r - k, p);
+        irecv(ot[q], q, tag, comm);
+    }
+    SW_CHECK(starpu_data_cpy(ot[r], it[r], 1, NULL, NULL));
+}

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Collectives as graph nodes under mpirun with 2, 3 and 4 ranks (tests/test_comm.c:
 # every collective against the plain MPI collective, then a stress test),
-# and the stress test alone under every StarPU scheduler at 3 and 4 ranks:
+# an all-to-all on a dim the group size does not divide (clear message,
+# non-zero exit, no hang), and the stress test alone under every StarPU
+# scheduler at 3 and 4 ranks:
 # it must finish, correct, within the launcher's timeout (no deadlock).
 . "${top_srcdir:-.}/tests/common.sh"
 LAUNCH="$top_srcdir/tests/mpi_launch.sh"
@@ -12,6 +14,14 @@ for np in 2 3 4; do
   [ "$rc" = 0 ] || cat "$TMPD/out"
   check "np=$np: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1) (exit $rc)" [ "$rc" = 0 ]
 done
+# an all-to-all whose split dim the group size does not divide: every rank stops, with a message
+SW_TEST_TIMEOUT=60 sh "$LAUNCH" 3 "$PROG" --bad-alltoall > "$TMPD/out" 2>&1
+rc=$?
+msg=$(grep -m 1 'not divisible by the group size' "$TMPD/out")
+ok=0
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ -n "$msg" ] && ok=1
+[ "$ok" = 1 ] || cat "$TMPD/out"
+check "bad all-to-all np=3: exit $rc, ${msg:-no message}" [ "$ok" = 1 ]
 for sched in eager lws ws dmda random; do
   for np in 3 4; do
     STARPU_SCHED=$sched SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-120} sh "$LAUNCH" "$np" "$PROG" --stress > "$TMPD/out" 2>&1

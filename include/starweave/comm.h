@@ -81,6 +81,26 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
 /* t (same shape everywhere) takes the value of root's t (root: rank in g). */
 void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root);
 
+/* Ring shift (Ring attention's K/V rotation): send goes to the member
+ * (me + shift) mod p of g and recv (W) receives from (me - shift) mod p.
+ * send and recv have the same shape on every member; send == recv is
+ * allowed (the outgoing value is copied to a temporary first). A shift
+ * that is 0 mod p, or p == 1, copies send into recv locally (a task). One
+ * tag per call. */
+void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift);
+
+/* All-to-all on the matrix view, dims 0 (rows) and 1 (cols): in (R) is split
+ * along scatter_dim into p equal parts, part j goes to member j, and the p
+ * parts received are concatenated in rank order along gather_dim in out (W).
+ * With in [R, C] and scatter cols: parts [R, C/p]; scatter rows: [R/p, C];
+ * out is [p * part rows, part cols] for gather rows and [part rows, p * part
+ * cols] for gather cols. The Ulysses exchange is [s/p, h] -> [s, h/p]
+ * (scatter cols, gather rows) and back [s, h/p] -> [s/p, h] (scatter rows,
+ * gather cols). The split dim of in must be divisible by p (abort with a
+ * message otherwise); in != out. The parts are tiles of in and out (column
+ * tiles are strided), the local part is copied by a task. One tag per call. */
+void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim);
+
 #ifdef __cplusplus
 }
 #endif
