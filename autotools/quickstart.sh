@@ -9,7 +9,7 @@ mode=${1:-run}
 [ $# -gt 0 ] && shift
 case "$mode" in
   run|check) ;;
-  -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
   *) echo "quickstart: unknown mode '$mode' (expected: run or check)" >&2; exit 2 ;;
 esac
 top=$(cd "$(dirname "$0")/.." && pwd)
