@@ -33,10 +33,7 @@ static void ce_max_cpu(void *buffers[], void *cl_arg)
     float *mx = SW_F32_OF(buffers[1]);
     int64_t ms = sw_vec_inc(buffers[1]);
     for (int64_t r = 0; r < n; r++) {
-        const float *row = x + r * ld;
-        float m = -INFINITY;
-        for (int64_t c = 0; c < nv; c++) m = row[c] > m ? row[c] : m;
-        mx[r * ms] = m;
+        mx[r * ms] = sw_row_max(x + r * ld, nv);
     }
 }
 

@@ -53,6 +53,24 @@ static inline const float *sw_vec_in(void *buf, float **tmp)
 
 typedef int32_t sw_vi __attribute__((vector_size(SW_VL * sizeof(int32_t))));
 
+/* max of x[0..n-1], -inf for n == 0; a NaN compares false and is skipped
+ * (as in the scalar m = x > m ? x : m) */
+static inline float sw_row_max(const float *x, int64_t n)
+{
+    sw_vf vm, v;
+    for (int j = 0; j < SW_VL; j++) vm[j] = -INFINITY;
+    int64_t c = 0;
+    for (; c + SW_VL <= n; c += SW_VL) {
+        SW_VLOAD(v, x + c);
+        sw_vi gt = v > vm;
+        vm = (sw_vf)(((sw_vi)v & gt) | ((sw_vi)vm & ~gt));
+    }
+    float m = -INFINITY;
+    for (int j = 0; j < SW_VL; j++) m = vm[j] > m ? vm[j] : m;
+    for (; c < n; c++) m = x[c] > m ? x[c] : m;
+    return m;
+}
+
 /* exp(x) within ~2 ulp on [-86.6, 88.72]; 0 below (true value < 2.4e-38),
  * +inf above, NaN for NaN. Branch-free so that GCC vectorises callers. */
 static inline float sw_expf(float x)

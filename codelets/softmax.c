@@ -23,21 +23,12 @@ static void softmax_fwd_cpu(void *buffers[], void *cl_arg)
         const float *xr = x + r * ldx;
         float *yr = y + r * ldy;
         /* row max; NaN compares false and is left to propagate through exp */
-        sw_vf vm, v;
-        for (int j = 0; j < SW_VL; j++) vm[j] = -INFINITY;
-        int64_t c = 0;
-        for (; c + SW_VL <= C; c += SW_VL) {
-            SW_VLOAD(v, xr + c);
-            sw_vi gt = v > vm;
-            vm = (sw_vf)(((sw_vi)v & gt) | ((sw_vi)vm & ~gt));
-        }
-        float m = -INFINITY;
-        for (int j = 0; j < SW_VL; j++) m = vm[j] > m ? vm[j] : m;
-        for (; c < C; c++) m = xr[c] > m ? xr[c] : m;
+        float m = sw_row_max(xr, C);
         if (m == -INFINITY) m = 0.0f; /* all masked: every exp is 0 */
 
+        int64_t c;
         for (c = 0; c < C; c++) yr[c] = sw_expf(xr[c] - m);
-        sw_vf acc = {0};
+        sw_vf acc = {0}, v;
         for (c = 0; c + SW_VL <= C; c += SW_VL) {
             SW_VLOAD(v, yr + c);
             acc += v;
