@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "codelet_util.h"
+#include "simd.h"
 #include "philox.h"
 #include "starweave/ops.h"
 
@@ -132,12 +133,9 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
                         for (int jj = 1; jj < nv; jj++) bm = s[jj] > bm ? s[jj] : bm;
                         const float mnew = bm > m[i] ? bm : m[i];
                         const float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
+                        for (int jj = 0; jj < nv; jj++) s[jj] = sw_expf(s[jj] - mnew);
                         float sum = 0.0f;
-                        for (int jj = 0; jj < nv; jj++) {
-                            float e = expf(s[jj] - mnew);
-                            s[jj] = e;
-                            sum += e;
-                        }
+                        for (int jj = 0; jj < nv; jj++) sum += s[jj];
                         l[i] = l[i] * alpha + sum;
                         m[i] = mnew;
                         if (drop) {
@@ -252,7 +250,7 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                         float *s = S + i * ATT_BK, *dp = P2 + i * ATT_BK;
                         const uint64_t base = drop ? drop_index(&a, b, h, qpos, kb) : 0;
                         for (int jj = 0; jj < nv; jj++) {
-                            const float p = expf(scale * s[jj] - li);
+                            const float p = sw_expf(scale * s[jj] - li);
                             float z = 1.0f;
                             if (drop)
                                 z = sw_dropout_keep(a.key.seed, a.key.step, a.key.layer, a.key.op,
