@@ -34,33 +34,14 @@ static void ref_fwd(const struct ln_ref *p, double *y, double *mean, double *rst
     }
 }
 
-static double ref_loss(const struct ln_ref *p)
+static double ref_loss(const void *ctx)
 {
+    const struct ln_ref *p = ctx;
     static double y[R * C];
     ref_fwd(p, y, NULL, NULL);
     double l = 0;
     for (int i = 0; i < R * C; i++) l += y[i] * p->r[i];
     return l;
-}
-
-/* central differences of ref_loss with respect to v[0..n) */
-static void fd_grad(struct ln_ref *p, double *v, int n, double *g)
-{
-    const double h = 1e-5;
-    for (int i = 0; i < n; i++) {
-        double s = v[i];
-        v[i] = s + h;
-        double lp = ref_loss(p);
-        v[i] = s - h;
-        double lm = ref_loss(p);
-        v[i] = s;
-        g[i] = (lp - lm) / (2 * h);
-    }
-}
-
-static void to_double(double *d, const float *f, int n)
-{
-    for (int i = 0; i < n; i++) d[i] = f[i];
 }
 
 int main(int argc, char **argv)
@@ -76,15 +57,15 @@ int main(int argc, char **argv)
     tu_rand(d0, R * C, 15, 1.0f);
 
     static struct ln_ref p;
-    to_double(p.x, x, R * C);
-    to_double(p.w, w, C);
-    to_double(p.b, b, C);
-    to_double(p.r, r, R * C);
+    tu_to_double(p.x, x, R * C);
+    tu_to_double(p.w, w, C);
+    tu_to_double(p.b, b, C);
+    tu_to_double(p.r, r, R * C);
     static double y_ref[R * C], mean_ref[R], rstd_ref[R], dx_ref[R * C], dw_ref[C], db_ref[C], tmp[R * C];
     ref_fwd(&p, y_ref, mean_ref, rstd_ref);
-    fd_grad(&p, p.x, R * C, dx_ref);
-    fd_grad(&p, p.w, C, dw_ref);
-    fd_grad(&p, p.b, C, db_ref);
+    tu_fd_grad(ref_loss, &p, p.x, R * C, dx_ref);
+    tu_fd_grad(ref_loss, &p, p.w, C, dw_ref);
+    tu_fd_grad(ref_loss, &p, p.b, C, db_ref);
     const double ymax = maxabs(y_ref, R * C), dxmax = maxabs(dx_ref, R * C);
     const double dwmax = maxabs(dw_ref, C), dbmax = maxabs(db_ref, C);
     char what[160];

@@ -73,6 +73,27 @@ static inline int tu_true(const char *what, int cond)
     return cond;
 }
 
+/* Central differences: g[i] = d loss(ctx) / d v[i] for i < n, where v is
+ * part of what loss reads through ctx. */
+static inline void tu_fd_grad(double (*loss)(const void *), const void *ctx, double *v, int64_t n, double *g)
+{
+    const double h = 1e-5;
+    for (int64_t i = 0; i < n; i++) {
+        double s = v[i];
+        v[i] = s + h;
+        double lp = loss(ctx);
+        v[i] = s - h;
+        double lm = loss(ctx);
+        v[i] = s;
+        g[i] = (lp - lm) / (2 * h);
+    }
+}
+
+static inline void tu_to_double(double *d, const float *f, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+}
+
 static inline int tu_finish(void)
 {
     printf("%d passed, %d failed\n", tu_passed, tu_failed);
