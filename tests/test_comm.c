@@ -552,10 +552,5 @@ int main(int argc, char **argv)
     sw_mesh_destroy(grid);
     sw_mesh_destroy(flat);
 
-    int local[2] = {tu_passed, tu_failed}, total[2];
-    SW_CHECK(MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-    if (me == 0) printf("%d passed, %d failed (all ranks)\n", total[0], total[1]);
-    fflush(stdout);
-    sw_shutdown();
-    return total[1] ? 1 : 0;
+    return tu_finish_all();
 }

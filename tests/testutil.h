@@ -4,6 +4,7 @@
 #define STARWEAVE_TESTUTIL_H
 
 #include <math.h>
+#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,18 @@ static inline int tu_finish(void)
     printf("%d passed, %d failed\n", tu_passed, tu_failed);
     sw_shutdown();
     return tu_failed ? 1 : 0;
+}
+
+/* For MPI tests: one verdict summed over every rank, printed by rank 0. */
+static inline int tu_finish_all(void)
+{
+    int local[2] = {tu_passed, tu_failed}, total[2], me;
+    SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    SW_CHECK(MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    if (me == 0) printf("%d passed, %d failed (all ranks)\n", total[0], total[1]);
+    fflush(stdout);
+    sw_shutdown();
+    return total[1] ? 1 : 0;
 }
 
 #endif
