@@ -61,8 +61,8 @@ size_t sw_tensor_bytes(const sw_tensor *t) { return (size_t)sw_tensor_numel(t) *
 
 static void unpartition(sw_tensor *t, int p)
 {
-    starpu_data_unpartition_submit(t->handle, (unsigned)t->plans[p].nparts, t->plans[p].children,
-                                   -1);
+    starpu_data_unpartition_submit(t->handle, (unsigned)(t->plans[p].nr * t->plans[p].nc),
+                                   t->plans[p].children, -1);
 }
 
 /* Back to "parent valid, nothing partitioned" for a writer, or to "parent
@@ -91,38 +91,98 @@ starpu_data_handle_t sw_tensor_whole(sw_tensor *t, enum starpu_data_access_mode 
     return t->handle;
 }
 
-static int find_plan(sw_tensor *t, sw_split split, int nparts)
+/* Block (id / nc, id % nc) of the plan passed in filter_arg_ptr. */
+static void filter_grid(void *father_interface, void *child_interface, struct starpu_data_filter *f, unsigned id,
+                        unsigned nchunks)
 {
-    for (int p = 0; p < t->nplans; p++)
-        if (t->plans[p].split == split && t->plans[p].nparts == nparts) return p;
+    (void)nchunks;
+    const sw_plan *pl = f->filter_arg_ptr;
+    struct starpu_matrix_interface *father = father_interface, *child = child_interface;
+    int i = (int)id / pl->nc, j = (int)id % pl->nc;
+    size_t es = father->elemsize;
+    child->id = father->id;
+    child->nx = (uint32_t)(pl->cb[j + 1] - pl->cb[j]); /* StarPU's x axis is our column axis */
+    child->ny = (uint32_t)(pl->rb[i + 1] - pl->rb[i]);
+    child->elemsize = es;
+    child->allocsize = (size_t)child->nx * child->ny * es;
+    if (father->dev_handle) {
+        size_t offset = ((size_t)pl->rb[i] * father->ld + (size_t)pl->cb[j]) * es;
+        if (father->ptr) child->ptr = father->ptr + offset;
+        child->ld = father->ld;
+        child->dev_handle = father->dev_handle;
+        child->offset = father->offset + offset;
+    }
+}
+
+/* boundaries of n blocks over extent: sizes given, or StarPU's block split */
+static int64_t *bounds(const char *name, int64_t extent, int n, const int64_t *sizes)
+{
+    if (n < 1 || n > extent) {
+        fprintf(stderr, "starweave: tensor %s: %d tiles of extent %lld\n", name, n, (long long)extent);
+        abort();
+    }
+    int64_t *b = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    if (!b) { perror("starweave: malloc"); abort(); }
+    b[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t first, count = 0;
+        if (sizes) count = sizes[i];
+        else sw_tile_range(extent, n, i, &first, &count);
+        if (count < 1) {
+            fprintf(stderr, "starweave: tensor %s: tile %d of %d has size %lld\n", name, i, n, (long long)count);
+            abort();
+        }
+        b[i + 1] = b[i] + count;
+    }
+    if (b[n] != extent) {
+        fprintf(stderr, "starweave: tensor %s: tile sizes sum to %lld, extent is %lld\n", name, (long long)b[n],
+                (long long)extent);
+        abort();
+    }
+    return b;
+}
+
+static int same_bounds(const int64_t *a, const int64_t *b, int n)
+{
+    return memcmp(a, b, sizeof(int64_t) * (size_t)(n + 1)) == 0;
+}
+
+static int find_plan(sw_tensor *t, int nr, const int64_t *rsizes, int nc, const int64_t *csizes)
+{
+    int64_t *rb = bounds(t->name, t->rows, nr, rsizes), *cb = bounds(t->name, t->cols, nc, csizes);
+    for (int p = 0; p < t->nplans; p++) {
+        sw_plan *pl = &t->plans[p];
+        if (pl->nr == nr && pl->nc == nc && same_bounds(pl->rb, rb, nr) && same_bounds(pl->cb, cb, nc)) {
+            free(rb);
+            free(cb);
+            return p;
+        }
+    }
     if (t->nplans == SW_MAX_PLANS) {
         fprintf(stderr, "starweave: tensor %s: more than %d tilings\n", t->name, SW_MAX_PLANS);
         abort();
     }
-    int64_t extent = split == SW_ROWS ? t->rows : t->cols;
-    if (nparts < 1 || nparts > extent) {
-        fprintf(stderr, "starweave: tensor %s: %d tiles of %lld %s\n", t->name, nparts,
-                (long long)extent, split == SW_ROWS ? "rows" : "columns");
-        abort();
-    }
     sw_plan *pl = &t->plans[t->nplans];
-    pl->split = split;
-    pl->nparts = nparts;
-    pl->children = malloc(sizeof(starpu_data_handle_t) * (size_t)nparts);
+    pl->nr = nr;
+    pl->nc = nc;
+    pl->rb = rb;
+    pl->cb = cb;
+    pl->children = malloc(sizeof(starpu_data_handle_t) * (size_t)(nr * nc));
     if (!pl->children) { perror("starweave: malloc"); abort(); }
     struct starpu_data_filter f;
     memset(&f, 0, sizeof f);
-    /* StarPU's x axis is our column axis (nx = cols). */
-    f.filter_func = split == SW_ROWS ? starpu_matrix_filter_vertical_block : starpu_matrix_filter_block;
-    f.nchildren = (unsigned)nparts;
+    f.filter_func = filter_grid;
+    f.nchildren = (unsigned)(nr * nc);
+    f.filter_arg_ptr = pl;
     starpu_data_partition_plan(t->handle, &f, pl->children);
     return t->nplans++;
 }
 
-starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
-                                      enum starpu_data_access_mode mode)
+static int nchildren(const sw_tensor *t, int p) { return t->plans[p].nr * t->plans[p].nc; }
+
+static starpu_data_handle_t *tiles_of_plan(sw_tensor *t, int p, enum starpu_data_access_mode mode)
 {
-    int p = find_plan(t, split, nparts);
+    unsigned n = (unsigned)nchildren(t, p);
     if (t->rw_plan == p) return t->plans[p].children;
     if (t->rw_plan >= 0) {
         unpartition(t, t->rw_plan);
@@ -130,7 +190,7 @@ starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
     }
     if (!is_write(mode)) {
         if (!(t->ro_mask & (1u << p))) {
-            starpu_data_partition_readonly_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+            starpu_data_partition_readonly_submit(t->handle, n, t->plans[p].children);
             t->ro_mask |= 1u << p;
         }
         return t->plans[p].children;
@@ -138,12 +198,30 @@ starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
     for (int q = 0; q < t->nplans; q++)
         if (q != p && (t->ro_mask & (1u << q))) unpartition(t, q);
     if (t->ro_mask & (1u << p))
-        starpu_data_partition_readwrite_upgrade_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+        starpu_data_partition_readwrite_upgrade_submit(t->handle, n, t->plans[p].children);
     else
-        starpu_data_partition_submit(t->handle, (unsigned)nparts, t->plans[p].children);
+        starpu_data_partition_submit(t->handle, n, t->plans[p].children);
     t->ro_mask = 0;
     t->rw_plan = p;
     return t->plans[p].children;
+}
+
+starpu_data_handle_t *sw_tensor_split(sw_tensor *t, sw_split split, int nparts, const int64_t *sizes,
+                                      enum starpu_data_access_mode mode)
+{
+    int p = split == SW_ROWS ? find_plan(t, nparts, sizes, 1, NULL) : find_plan(t, 1, NULL, nparts, sizes);
+    return tiles_of_plan(t, p, mode);
+}
+
+starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, int nc, enum starpu_data_access_mode mode)
+{
+    return tiles_of_plan(t, find_plan(t, nr, NULL, nc, NULL), mode);
+}
+
+starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
+                                      enum starpu_data_access_mode mode)
+{
+    return sw_tensor_split(t, split, nparts, NULL, mode);
 }
 
 void sw_tile_range(int64_t n, int nparts, int i, int64_t *first, int64_t *count)
@@ -160,8 +238,10 @@ static void release_plans(sw_tensor *t)
 {
     make_parent_valid(t, 1);
     for (int p = 0; p < t->nplans; p++) {
-        starpu_data_partition_clean(t->handle, (unsigned)t->plans[p].nparts, t->plans[p].children);
+        starpu_data_partition_clean(t->handle, (unsigned)(t->plans[p].nr * t->plans[p].nc), t->plans[p].children);
         free(t->plans[p].children);
+        free(t->plans[p].rb);
+        free(t->plans[p].cb);
     }
     t->nplans = 0;
 }

@@ -28,14 +28,6 @@
 
 static int me, world;
 
-static void check(const char *what, int cond)
-{
-    if (cond) tu_passed++; else tu_failed++;
-    if (!cond) printf("FAIL rank %d: %s\n", me, what);
-    else if (me == 0) printf("PASS %s\n", what);
-    fflush(stdout);
-}
-
 static void quiesce(void)
 {
     SW_CHECK(starpu_mpi_wait_for_all(MPI_COMM_WORLD));
@@ -104,7 +96,7 @@ static void test_allreduce(sw_comm *c, sw_group g, int64_t rows, int64_t cols, s
              op == SW_MAX ? "max" : "sum", algo_name(algo), sw_group_name(g), sw_mesh_size(m, g), (long long)rows,
              (long long)cols, ok ? "matches MPI_Allreduce" : "DIFFERS from MPI_Allreduce",
              op == SW_MAX ? "abs err" : "err/limit", worst, same ? "yes" : "NO");
-    check(what, ok && same);
+    tu_check_ranks(what, ok && same);
     free(x); free(ref); free(mag); free(abs_x); free(first); free(got);
 }
 
@@ -138,7 +130,7 @@ static void test_allgather(sw_comm *c, sw_group g, int64_t N, int64_t cols, uint
     snprintf(what, sizeof what, "allgather over %s (size %d) [%lld,%lld] (this rank %lld rows): %s", sw_group_name(g),
              p, (long long)N, (long long)cols, (long long)count,
              ok ? "equals MPI_Allgatherv" : "DIFFERS from MPI_Allgatherv");
-    check(what, ok);
+    tu_check_ranks(what, ok);
     free(x); free(ref); free(counts); free(displs); free(got);
 }
 
@@ -178,7 +170,7 @@ static void test_reduce_scatter(sw_comm *c, sw_group g, int64_t N, int64_t cols,
              op == SW_MAX ? "max" : "sum", sw_group_name(g), p, (long long)N, (long long)cols, (long long)count,
              ok ? "matches MPI_Reduce_scatter" : "DIFFERS from MPI_Reduce_scatter", worst,
              untouched ? "untouched" : "MODIFIED");
-    check(what, ok && untouched);
+    tu_check_ranks(what, ok && untouched);
     free(x); free(abs_x); free(ref); free(mag); free(counts); free(got); free(in_after);
 }
 
@@ -199,7 +191,7 @@ static void test_broadcast(sw_comm *c, sw_group g, int64_t rows, int64_t cols, i
     char what[256];
     snprintf(what, sizeof what, "broadcast from %d over %s (size %d) [%lld,%lld]: %s", root, sw_group_name(g),
              sw_mesh_size(m, g), (long long)rows, (long long)cols, ok ? "equals MPI_Bcast" : "DIFFERS from MPI_Bcast");
-    check(what, ok);
+    tu_check_ranks(what, ok);
     free(x); free(got);
 }
 
@@ -252,7 +244,7 @@ static void test_alltoall(sw_comm *c, sw_group g, int64_t pr, int64_t pc, int sd
              "back: %s, input %s", sw_group_name(g), p, (long long)R, (long long)C, (long long)OR, (long long)OC,
              dim_name(sd), dim_name(gd), ok ? "equals MPI_Alltoall" : "DIFFERS from MPI_Alltoall",
              round ? "original" : "NOT the original", untouched ? "untouched" : "MODIFIED");
-    check(what, ok && round && untouched);
+    tu_check_ranks(what, ok && round && untouched);
     free(x); free(sbuf); free(rbuf); free(ref); free(got); free(got_back); free(in_after);
 }
 
@@ -292,7 +284,7 @@ static void test_ring_shift(sw_comm *c, sw_group g, int64_t rows, int64_t cols, 
              shift, inplace ? " in place" : "", sw_group_name(g), p, (long long)rows, (long long)cols,
              ok ? "equals MPI_Sendrecv" : "DIFFERS from MPI_Sendrecv", send_state, p,
              full ? "come back" : "DO NOT come back");
-    check(what, ok && untouched && full);
+    tu_check_ranks(what, ok && untouched && full);
     free(x); free(ref); free(got); free(a_after); free(turn);
 }
 
@@ -369,7 +361,7 @@ static void test_tags(sw_comm *c, uint64_t *seed)
     char what[160];
     snprintf(what, sizeof what, "tags wrap below a lowered bound %lld and stay in [0, %lld]; MPI_TAG_UB is %d",
              (long long)ub, (long long)ub, flag && mpi_ub ? *mpi_ub : -1);
-    check(what, ok);
+    tu_check_ranks(what, ok);
 }
 
 /* 100 all-reduces alternating groups g1 and g2, each fed by a compute task
@@ -494,7 +486,7 @@ static void stress(sw_comm *c, sw_group g1, sw_group g2)
     snprintf(what, sizeof what, "stress (sched %s): %d all-reduces, %d ring shifts, %d all-to-all pairs alternating %s and %s "
              "with compute tasks in %.0f ms: results %s, consumers %s", sched ? sched : "default", N, N / 4, N / 4, sw_group_name(g1), sw_group_name(g2), ms,
              ok ? "equal MPI_Allreduce" : "DIFFER", acc_ok ? "correct" : "WRONG");
-    check(what, ok && acc_ok);
+    tu_check_ranks(what, ok && acc_ok);
     free(ref_acc_s); free(ref_acc_l); free(got_acc_s); free(got_acc_l);
     sw_tensor_free(ones_s); sw_tensor_free(ones_l); sw_tensor_free(acc_s); sw_tensor_free(acc_l);
     sw_comm_set_small_bytes(c, SW_COMM_SMALL_BYTES);

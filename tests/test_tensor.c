@@ -44,6 +44,22 @@ int main(int argc, char **argv)
         starpu_data_handle_t h = sw_tensor_tiles(u, SW_COLS, 4, STARPU_W)[j];
         tu_true("column tile has ld = full row", starpu_matrix_get_local_ld(h) == (uint32_t)C || j > 0);
     }
+    /* explicit column sizes (a q | k | v split) and a grid: u = t + t block
+     * by block through the split, then u += t through a 3 x 2 grid */
+    sw_tensor_write_host(t, a);
+    const int64_t qkv[3] = {C - 4, 2, 2};
+    starpu_data_handle_t *ts = sw_tensor_split(t, SW_COLS, 3, qkv, STARPU_R);
+    for (int j = 0; j < 3; j++) {
+        starpu_data_handle_t h = sw_tensor_split(u, SW_COLS, 3, qkv, STARPU_W)[j];
+        if (j == 1) tu_true("split tile 1 is 2 columns at offset C-4",
+                            starpu_matrix_get_nx(h) == 2 && starpu_matrix_get_ny(h) == (uint32_t)R);
+        sw_add(ts[j], ts[j], h);
+    }
+    starpu_data_handle_t *tg = sw_tensor_grid(t, 3, 2, STARPU_R);
+    for (int k = 0; k < 6; k++) sw_axpy(1.0f, tg[k], sw_tensor_grid(u, 3, 2, STARPU_RW)[k]);
+    sw_tensor_read_host(u, b);
+    for (int64_t i = 0; i < R * C; i++) ref[i] = 3.0 * a[i];
+    tu_close("explicit-size column split then a 3x2 grid", b, ref, R * C, 1e-6, 0);
     sw_tensor_free(t);
     sw_tensor_free(u);
     free(a); free(b); free(ref);

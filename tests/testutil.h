@@ -102,6 +102,19 @@ static inline int tu_finish(void)
     return tu_failed ? 1 : 0;
 }
 
+/* For MPI tests: a check made on every rank; PASS printed by rank 0, FAIL
+ * by every rank that fails. */
+static inline int tu_check_ranks(const char *what, int cond)
+{
+    int me;
+    SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
+    if (cond) tu_passed++; else tu_failed++;
+    if (!cond) printf("FAIL rank %d: %s\n", me, what);
+    else if (me == 0) printf("PASS %s\n", what);
+    fflush(stdout);
+    return cond;
+}
+
 /* For MPI tests: one verdict summed over every rank, printed by rank 0. */
 static inline int tu_finish_all(void)
 {

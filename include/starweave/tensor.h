@@ -14,11 +14,13 @@ typedef enum { SW_F32 = 0, SW_I32 = 1 } sw_dtype;
 typedef enum { SW_ROWS = 0, SW_COLS = 1 } sw_split;
 
 #define SW_MAX_DIMS 4
-#define SW_MAX_PLANS 4
+#define SW_MAX_PLANS 6
 
+/* A tiling: nr x nc blocks, row block i = rows [rb[i], rb[i+1]), column
+ * block j = columns [cb[j], cb[j+1]); children in row-major block order. */
 typedef struct sw_plan {
-    sw_split split;
-    int nparts;
+    int nr, nc;
+    int64_t *rb, *cb;
     starpu_data_handle_t *children;
 } sw_plan;
 
@@ -58,6 +60,14 @@ starpu_data_handle_t sw_tensor_whole(sw_tensor *t, enum starpu_data_access_mode 
  * several splits may be live together; a write invalidates the others. */
 starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
                                       enum starpu_data_access_mode mode);
+/* Tiles of explicit sizes along one dim (sizes[0..nparts-1], summing to
+ * the extent), e.g. the q | k | v column blocks of a grouped-query
+ * projection. */
+starpu_data_handle_t *sw_tensor_split(sw_tensor *t, sw_split split, int nparts, const int64_t *sizes,
+                                      enum starpu_data_access_mode mode);
+/* nr x nc grid of equal blocks (StarPU's block split on each dim); block
+ * (i, j) is element i * nc + j. */
+starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, int nc, enum starpu_data_access_mode mode);
 /* First row (SW_ROWS) or column (SW_COLS) of tile i, and its extent. */
 void sw_tile_range(int64_t n, int nparts, int i, int64_t *first, int64_t *count);
 
