@@ -11,7 +11,7 @@
 
 struct emb_args {
     int64_t row0, pos0, vocab0;
-    int batch, zero_wpe;
+    int batch, zero_wpe, with_wpe;
 };
 
 /* buffers: tokens[n,1] (R), wte[V,C] (R), wpe[P,C] (R), x[n,C] (W) */
@@ -30,12 +30,12 @@ static void emb_fwd_cpu(void *buffers[], void *cl_arg)
         int64_t id = (int64_t)tok[r * ts] - e.vocab0;
         const float *pe = wpe + pos * ldpe;
         float *xr = x + r * ldx;
-        if (id >= 0 && id < nv) {
-            const float *te = wte + id * ldte;
-            for (int64_t j = 0; j < c; j++) xr[j] = te[j] + pe[j];
-        } else {
-            for (int64_t j = 0; j < c; j++) xr[j] = pe[j];
-        }
+        int in_range = id >= 0 && id < nv;
+        const float *te = in_range ? wte + id * ldte : NULL;
+        if (in_range && e.with_wpe) for (int64_t j = 0; j < c; j++) xr[j] = te[j] + pe[j];
+        else if (in_range) for (int64_t j = 0; j < c; j++) xr[j] = te[j];
+        else if (e.with_wpe) for (int64_t j = 0; j < c; j++) xr[j] = pe[j];
+        else for (int64_t j = 0; j < c; j++) xr[j] = 0.0f;
     }
 }
 
@@ -89,9 +89,9 @@ static struct starpu_codelet emb_bwd_cl = {
 
 void sw_embedding_fwd(starpu_data_handle_t tokens, starpu_data_handle_t wte,
                       starpu_data_handle_t wpe, starpu_data_handle_t x,
-                      int64_t row0, int batch, int64_t pos0, int64_t vocab0)
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int with_wpe)
 {
-    struct emb_args e = {row0, pos0, vocab0, batch, 0};
+    struct emb_args e = {row0, pos0, vocab0, batch, 0, with_wpe ? 1 : 0};
     SW_INSERT(&emb_fwd_cl, STARPU_R, tokens, STARPU_R, wte, STARPU_R, wpe, STARPU_W, x,
               STARPU_VALUE, &e, sizeof e);
 }
@@ -100,7 +100,7 @@ void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
                       starpu_data_handle_t dwte, starpu_data_handle_t dwpe,
                       int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero_wpe)
 {
-    struct emb_args e = {row0, pos0, vocab0, batch, zero_wpe ? 1 : 0};
+    struct emb_args e = {row0, pos0, vocab0, batch, zero_wpe ? 1 : 0, 1};
     SW_INSERT(&emb_bwd_cl, STARPU_R, tokens, STARPU_R, dx, STARPU_RW, dwte,
               zero_wpe ? STARPU_W : STARPU_RW, dwpe, STARPU_VALUE, &e, sizeof e);
 }

@@ -253,7 +253,7 @@ int main(int argc, char **argv)
     if (!log) sw_usage_error("cannot write log '%s': %s", o.log, strerror(errno));
     fprintf(log, "step,loss,ms,tokens_per_s\n");
 
-    sw_gpt *m = sw_gpt_create(&o.cfg);
+    sw_gpt *m = sw_gpt_create(&o.cfg, NULL);
     const sw_gpt_config *c = sw_gpt_get_config(m);
     int64_t T = (int64_t)c->seq * c->batch;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "philox.h"
+#include "tp_mappings.h"
 #include "starweave/graphs.h"
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
@@ -22,33 +23,50 @@
 /* parameter slots of one block, in graphs.h order */
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B };
 
-/* what one block keeps from forward to backward */
+/* What one block keeps from forward to backward. "l" rows: this rank's
+ * residual-stream rows (T/tp with sp, else T); full rows: T. */
 typedef struct block_acts {
-    sw_tensor *ln1, *ln1_mean, *ln1_rstd; /* [T,h], [T,1], [T,1] */
-    sw_tensor *qkv;                       /* [T,3h] */
-    sw_tensor *att, *lse;                 /* [T,h], [T,heads] */
-    sw_tensor *x_mid;                     /* [T,h] residual stream after attention */
-    sw_tensor *ln2, *ln2_mean, *ln2_rstd;
-    sw_tensor *fc, *fc_gelu;              /* [T,4h] before / after GeLU */
+    sw_tensor *ln1, *ln1_mean, *ln1_rstd; /* [l,h], [l,1], [l,1] */
+    sw_tensor *ln1g;                      /* [T,h] ln1 gathered (sp; = ln1 without sp, shared scratch with tp_recompute_allgather) */
+    sw_tensor *qkv;                       /* [T,(aq+2ak)d]: local q | k | v heads */
+    sw_tensor *att, *lse;                 /* [T,aq d], [T,aq] */
+    sw_tensor *x_mid;                     /* [l,h] residual stream after attention */
+    sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
+    sw_tensor *fc, *fc_gelu;              /* [T,4h/tp] before / after GeLU */
 } block_acts;
 
 struct sw_gpt {
     sw_gpt_config c;
-    int T, P, G;            /* tokens, row tiles, attention head groups */
+    sw_tp tp;
+    int T, Tl, row0;        /* tokens, local residual rows and the first of them */
+    int P;                  /* row tiles of the local rows; column tiles of the GEMMs */
+    int aq, ak, kv0, d;     /* local query heads, local K/V heads, first global K/V head, head dim */
+    int G, Gk;              /* attention tasks (query-head groups) and K/V column tiles */
+    int64_t *qkv_sizes;     /* G + 2 Gk column sizes of qkv: q groups | k tiles | v tiles */
+    int Vl;                 /* local vocabulary rows */
     int nparams;
     sw_tensor **param, **grad, **adam_m, **adam_v;
     sw_tensor *tokens, *targets;          /* [T,1] int32 */
-    sw_tensor **x;                        /* x[0] embedding output .. x[L] last block output, [T,h] */
+    sw_tensor **x;                        /* x[0] embedding output .. x[L] last block output, [l,h] */
     block_acts *acts;
-    sw_tensor *lnf, *lnf_mean, *lnf_rstd; /* [T,h], [T,1], [T,1] */
-    sw_tensor *logits;                    /* [T,Vp]; holds dlogits after backward */
+    sw_tensor *lnf, *lnf_mean, *lnf_rstd, *lnfg; /* [l,h], [l,1], [l,1], [T,h] */
+    sw_tensor *logits;                    /* [T,Vl]; holds dlogits after backward */
     sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows, *loss; /* [T,1] x4, [1,1] */
     /* scratch shared by all layers (StarPU orders the reuse) */
-    sw_tensor *tmp, *dy;                  /* [T,h] */
-    sw_tensor *dres, *dln, *datt;         /* [T,h] residual gradient, LN input grads, attention output grad */
-    sw_tensor *dqkv, *dfc;                /* [T,3h], [T,4h] */
+    sw_tensor *emb;                       /* [T,h] vocab-parallel embedding partial */
+    sw_tensor *part;                      /* [T,h] partial sums of a row-parallel output / of an input gradient */
+    sw_tensor *gath;                      /* [T,h] re-gathered norm output (tp_recompute_allgather) */
+    sw_tensor *red, *tmp, *dy;            /* [l,h] */
+    sw_tensor *dres, *dln;                /* [l,h] residual gradient, reduced input gradient */
+    sw_tensor *dfull;                     /* [T,h] gathered branch gradient (sp) */
+    sw_tensor *datt, *dqkv, *dfc;         /* [T,aq d], [T,(aq+2ak)d], [T,4h/tp] */
     sw_tensor *part_w, *part_b;           /* [P,h] per-tile LayerNorm parameter gradients */
     sw_tensor *lm_part;                   /* [P*T,h] partial sums of dlnf over vocabulary tiles */
+    /* K/V heads replicated over tp / kv_heads ranks: their weight gradients
+     * are partial sums; gathered over TP and added up among the sharers */
+    int kv_replicated;
+    sw_tensor *kvw_mine, *kvw_all;        /* [2d,h], [tp*2d,h] */
+    sw_tensor *kvb_mine, *kvb_all;        /* [1,2d], [tp,2d] */
 };
 
 /* ---------------------------------------------------------------- config */
@@ -72,6 +90,7 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->beta2 = 0.999f;
     c->adam_eps = 1e-8f;
     c->weight_decay = 0.0f;
+    c->tp = 1;
 }
 
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
@@ -87,24 +106,39 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->hidden > 0, "hidden must be positive (hidden = %d)", c->hidden);
     RULE(c->heads > 0, "heads must be positive (heads = %d)", c->heads);
     RULE(c->hidden % c->heads == 0, "hidden (%d) must be divisible by heads (%d)", c->hidden, c->heads);
+    if (c->kv_heads == 0) c->kv_heads = c->heads;
+    RULE(c->kv_heads > 0, "kv-heads must be positive (kv-heads = %d)", c->kv_heads);
+    RULE(c->heads % c->kv_heads == 0, "heads (%d) must be divisible by kv-heads (%d)", c->heads, c->kv_heads);
+    RULE(c->tp > 0, "tp must be at least 1 (tp = %d)", c->tp);
+    RULE(c->heads % c->tp == 0, "heads (%d) must be divisible by tp (%d)", c->heads, c->tp);
+    RULE(c->kv_heads < c->tp || c->kv_heads % c->tp == 0,
+         "kv-heads (%d) must be divisible by tp (%d) when kv-heads >= tp (K/V heads split)", c->kv_heads, c->tp);
+    RULE(c->kv_heads >= c->tp || c->tp % c->kv_heads == 0,
+         "tp (%d) must be divisible by kv-heads (%d) when kv-heads < tp (K/V heads replicated)", c->tp, c->kv_heads);
     RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
     RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
     RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
     RULE(c->max_pos > 0, "max-pos must be positive (max-pos = %d)", c->max_pos);
     RULE(c->seq <= c->max_pos, "seq (%d) must not exceed the positions of the model (max-pos = %d)", c->seq,
          c->max_pos);
+    RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
+         c->tp);
+    RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
-    RULE(c->tiles > 0, "tiles must be positive (tiles = %d)", c->tiles);
-    RULE(c->tiles <= c->seq * c->batch, "tiles (%d) must not exceed seq*batch (%d)", c->tiles,
-         c->seq * c->batch);
-    RULE(c->tiles <= c->hidden, "tiles (%d) must not exceed hidden (%d)", c->tiles, c->hidden);
+    RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
+    int local_rows = c->seq * c->batch / (c->sp ? c->tp : 1);
+    RULE(c->tiles <= local_rows, "tiles (%d) must not exceed the rows of a rank, seq*batch%s (%d)", c->tiles,
+         c->sp ? "/tp" : "", local_rows);
+    int head_cols = c->hidden / c->tp; /* columns of the local attention output */
+    RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
     RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
     RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
     RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
          "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
-    c->vocab_padded = (c->vocab + 127) / 128 * 128;
-    RULE(c->tiles <= c->vocab_padded, "tiles (%d) must not exceed the padded vocabulary (%d)", c->tiles,
-         c->vocab_padded);
+    int pad = 128 * c->tp;
+    c->vocab_padded = (c->vocab + pad - 1) / pad * pad;
+    RULE(c->tiles <= c->vocab_padded / c->tp, "tiles (%d) must not exceed the padded vocabulary per rank (%d)",
+         c->tiles, c->vocab_padded / c->tp);
 #undef RULE
     return 0;
 }
@@ -135,16 +169,102 @@ void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_
         snprintf(name, namelen, index == last ? "lnf_w" : "lnf_b");
     } else {
         int l = (index - 2) / SW_GPT_LAYER_PARAMS, k = (index - 2) % SW_GPT_LAYER_PARAMS;
-        static const int64_t out[SW_GPT_LAYER_PARAMS] = {1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 1, 1};
+        int kv = c->kv_heads ? c->kv_heads : c->heads;
+        int64_t qkv = h + 2 * (int64_t)kv * (h / c->heads);
+        const int64_t out[SW_GPT_LAYER_PARAMS] = {h, h, qkv, qkv, h, h, h, h, 4 * h, 4 * h, h, h};
         *rows = 1;
-        *cols = out[k] * h;
-        if (k == QKV_W || k == PROJ_W || k == FC_W) *rows = out[k] * h, *cols = h;
+        *cols = out[k];
+        if (k == QKV_W || k == PROJ_W || k == FC_W) *rows = out[k], *cols = h;
         if (k == FC2_W) *rows = h, *cols = 4 * h;
         snprintf(name, namelen, "h%d.%s", l, block_names[k]);
     }
 }
 
 static int block_param(int layer, int k) { return 2 + SW_GPT_LAYER_PARAMS * layer + k; }
+
+/* ---------------------------------------------------------------- shards */
+
+/* A shard is up to three blocks of the global [rows, cols] tensor, stacked
+ * along the split dim: rows [start, start + count) (dim 0) or columns
+ * (dim 1). n == 0: replicated. */
+typedef struct shard {
+    int n, dim;
+    int64_t start[3], count[3];
+} shard;
+
+static int kv_heads_of(const sw_gpt_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
+
+/* first global K/V head used by TP rank r, and how many it holds */
+static void kv_range(const sw_gpt_config *c, int r, int *kv0, int *ak)
+{
+    int kv = kv_heads_of(c), aq = c->heads / c->tp;
+    if (kv >= c->tp) *ak = kv / c->tp, *kv0 = r * *ak;
+    else *ak = 1, *kv0 = r * aq / (c->heads / kv); /* replicated: the head of my query heads */
+}
+
+static shard shard_of(const sw_gpt_config *c, int r, int index)
+{
+    shard s = {0, 0, {0}, {0}};
+    int t = c->tp;
+    if (t == 1) return s;
+    int64_t h = c->hidden, d = h / c->heads, aq = c->heads / t, f = 4 * h / t;
+    int last = 2 + SW_GPT_LAYER_PARAMS * c->layers;
+    if (index == 0) { /* wte: vocabulary rows */
+        int64_t vl = c->vocab_padded / t;
+        s = (shard){1, 0, {r * vl}, {vl}};
+    } else if (index >= 2 && index < last) {
+        int k = (index - 2) % SW_GPT_LAYER_PARAMS, kv0, ak;
+        kv_range(c, r, &kv0, &ak);
+        int64_t kvd = (int64_t)kv_heads_of(c) * d;
+        switch (k) {
+        case QKV_W: case QKV_B: /* my query heads, my K/V heads */
+            s = (shard){3, k == QKV_W ? 0 : 1, {r * aq * d, h + kv0 * d, h + kvd + kv0 * d}, {aq * d, ak * d, ak * d}};
+            break;
+        case PROJ_W: s = (shard){1, 1, {r * aq * d}, {aq * d}}; break; /* row-parallel: input columns */
+        case FC_W: s = (shard){1, 0, {r * f}, {f}}; break;
+        case FC_B: s = (shard){1, 1, {r * f}, {f}}; break;
+        case FC2_W: s = (shard){1, 1, {r * f}, {f}}; break;
+        default: break; /* norms, row-parallel biases: replicated */
+        }
+    }
+    return s;
+}
+
+void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols)
+{
+    char name[64];
+    sw_gpt_param_shape(c, index, rows, cols, name, sizeof name);
+    shard s = shard_of(c, tp_rank, index);
+    if (s.n == 0) return;
+    int64_t n = 0;
+    for (int i = 0; i < s.n; i++) n += s.count[i];
+    if (s.dim == 0) *rows = n;
+    else *cols = n;
+}
+
+void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local)
+{
+    int64_t rows, cols;
+    char name[64];
+    sw_gpt_param_shape(c, index, &rows, &cols, name, sizeof name);
+    shard s = shard_of(c, tp_rank, index);
+    if (s.n == 0) {
+        memcpy(local, global, sizeof(float) * (size_t)(rows * cols));
+        return;
+    }
+    if (s.dim == 0) {
+        for (int i = 0; i < s.n; i++, local += s.count[i - 1] * cols)
+            memcpy(local, global + s.start[i] * cols, sizeof(float) * (size_t)(s.count[i] * cols));
+        return;
+    }
+    int64_t lc = 0;
+    for (int i = 0; i < s.n; i++) lc += s.count[i];
+    for (int64_t row = 0; row < rows; row++) {
+        float *dst = local + row * lc;
+        for (int i = 0; i < s.n; i++, dst += s.count[i - 1])
+            memcpy(dst, global + row * cols + s.start[i], sizeof(float) * (size_t)s.count[i]);
+    }
+}
 
 /* GPT-2 init: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), LN weights 1, biases 0. */
 static void init_param(const sw_gpt_config *c, int index, float *p, int64_t rows, int64_t cols)
@@ -181,15 +301,22 @@ static sw_tensor *act(const char *what, int layer, int64_t rows, int64_t cols)
     return sw_tensor_new2d(name, SW_F32, rows, cols);
 }
 
-/* largest divisor of heads not above the number of tiles */
-static int head_groups(const sw_gpt_config *c)
+/* Attention tasks: G query-head groups, G the largest divisor of the local
+ * query heads not above the number of tiles such that every group reads one
+ * K/V column tile (G divides the local K/V heads, or they divide G). */
+static void attention_groups(sw_gpt *m)
 {
-    int g = c->tiles < c->heads ? c->tiles : c->heads;
-    while (c->heads % g) g--;
-    return g;
+    int g = m->c.tiles < m->aq ? m->c.tiles : m->aq;
+    while (m->aq % g || (m->ak % g && g % m->ak)) g--;
+    m->G = g;
+    m->Gk = g < m->ak ? g : m->ak;
+    m->qkv_sizes = malloc(sizeof(int64_t) * (size_t)(m->G + 2 * m->Gk));
+    if (!m->qkv_sizes) { perror("starweave: malloc"); abort(); }
+    for (int i = 0; i < m->G; i++) m->qkv_sizes[i] = (int64_t)m->aq * m->d / m->G;
+    for (int i = 0; i < 2 * m->Gk; i++) m->qkv_sizes[m->G + i] = (int64_t)m->ak * m->d / m->Gk;
 }
 
-sw_gpt *sw_gpt_create(const sw_gpt_config *cfg)
+sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = calloc(1, sizeof *m);
     if (!m) { perror("starweave: calloc"); abort(); }
@@ -197,10 +324,22 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg)
     char msg[256];
     if (sw_gpt_config_check(&m->c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     const sw_gpt_config *c = &m->c;
+    int tp_size = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_TP) : 1;
+    if (tp_size != c->tp)
+        sw_usage_error("tp (%d) must equal the tensor-parallel degree of the mesh (%d)", c->tp, tp_size);
+    m->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_TP) : 0, c->sp};
     int64_t T = (int64_t)c->seq * c->batch, h = c->hidden;
     m->T = (int)T;
+    m->Tl = c->sp ? (int)(T / c->tp) : (int)T;
+    m->row0 = c->sp ? m->tp.rank * m->Tl : 0;
     m->P = c->tiles;
-    m->G = head_groups(c);
+    m->d = c->hidden / c->heads;
+    m->aq = c->heads / c->tp;
+    kv_range(c, m->tp.rank, &m->kv0, &m->ak);
+    m->kv_replicated = kv_heads_of(c) < c->tp;
+    attention_groups(m);
+    m->Vl = c->vocab_padded / c->tp;
+    int64_t Tl = m->Tl, hf = 4 * h / c->tp, qkv_cols = (int64_t)(m->aq + 2 * m->ak) * m->d;
     m->nparams = sw_gpt_num_params(c);
     m->param = calloc((size_t)m->nparams, sizeof(sw_tensor *));
     m->grad = calloc((size_t)m->nparams, sizeof(sw_tensor *));
@@ -213,61 +352,81 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg)
         abort();
     }
     for (int i = 0; i < m->nparams; i++) {
-        int64_t rows, cols;
+        int64_t rows, cols, lrows, lcols;
         char name[64], gname[72];
         sw_gpt_param_shape(c, i, &rows, &cols, name, sizeof name);
-        m->param[i] = sw_tensor_new2d(name, SW_F32, rows, cols);
+        sw_gpt_local_shape(c, m->tp.rank, i, &lrows, &lcols);
+        m->param[i] = sw_tensor_new2d(name, SW_F32, lrows, lcols);
         snprintf(gname, sizeof gname, "d.%s", name);
-        m->grad[i] = sw_tensor_new2d(gname, SW_F32, rows, cols);
+        m->grad[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
         snprintf(gname, sizeof gname, "m.%s", name);
-        m->adam_m[i] = sw_tensor_new2d(gname, SW_F32, rows, cols);
+        m->adam_m[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
         snprintf(gname, sizeof gname, "v.%s", name);
-        m->adam_v[i] = sw_tensor_new2d(gname, SW_F32, rows, cols);
+        m->adam_v[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
+        /* the global values, whatever the sharding */
         float *host = malloc(sizeof(float) * (size_t)(rows * cols));
-        if (!host) { perror("starweave: malloc"); abort(); }
+        float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
+        if (!host || !local) { perror("starweave: malloc"); abort(); }
         init_param(c, i, host, rows, cols);
-        sw_tensor_write_host(m->param[i], host);
+        sw_gpt_shard(c, m->tp.rank, i, host, local);
+        sw_tensor_write_host(m->param[i], local);
         free(host);
+        free(local);
         sw_tensor_fill(m->adam_m[i], 0.0f);
         sw_tensor_fill(m->adam_v[i], 0.0f);
     }
     m->tokens = sw_tensor_new2d("tokens", SW_I32, T, 1);
     m->targets = sw_tensor_new2d("targets", SW_I32, T, 1);
-    for (int l = 0; l <= c->layers; l++) m->x[l] = act("x", l, T, h);
+    for (int l = 0; l <= c->layers; l++) m->x[l] = act("x", l, Tl, h);
+    int gathered = c->tp > 1 && c->sp;
+    if (gathered && c->tp_recompute_allgather) m->gath = act("gathered", -1, T, h);
     for (int l = 0; l < c->layers; l++) {
         block_acts *a = &m->acts[l];
-        a->ln1 = act("ln1", l, T, h);
-        a->ln1_mean = act("ln1_mean", l, T, 1);
-        a->ln1_rstd = act("ln1_rstd", l, T, 1);
-        a->qkv = act("qkv", l, T, 3 * h);
-        a->att = act("att", l, T, h);
-        a->lse = act("lse", l, T, c->heads);
-        a->x_mid = act("x_mid", l, T, h);
-        a->ln2 = act("ln2", l, T, h);
-        a->ln2_mean = act("ln2_mean", l, T, 1);
-        a->ln2_rstd = act("ln2_rstd", l, T, 1);
-        a->fc = act("fc", l, T, 4 * h);
-        a->fc_gelu = act("fc_gelu", l, T, 4 * h);
+        a->ln1 = act("ln1", l, Tl, h);
+        a->ln1_mean = act("ln1_mean", l, Tl, 1);
+        a->ln1_rstd = act("ln1_rstd", l, Tl, 1);
+        a->ln1g = !gathered ? a->ln1 : m->gath ? m->gath : act("ln1_gathered", l, T, h);
+        a->qkv = act("qkv", l, T, qkv_cols);
+        a->att = act("att", l, T, (int64_t)m->aq * m->d);
+        a->lse = act("lse", l, T, m->aq);
+        a->x_mid = act("x_mid", l, Tl, h);
+        a->ln2 = act("ln2", l, Tl, h);
+        a->ln2_mean = act("ln2_mean", l, Tl, 1);
+        a->ln2_rstd = act("ln2_rstd", l, Tl, 1);
+        a->ln2g = !gathered ? a->ln2 : m->gath ? m->gath : act("ln2_gathered", l, T, h);
+        a->fc = act("fc", l, T, hf);
+        a->fc_gelu = act("fc_gelu", l, T, hf);
     }
-    m->lnf = act("lnf", -1, T, h);
-    m->lnf_mean = act("lnf_mean", -1, T, 1);
-    m->lnf_rstd = act("lnf_rstd", -1, T, 1);
-    m->logits = act("logits", -1, T, c->vocab_padded);
+    m->lnf = act("lnf", -1, Tl, h);
+    m->lnf_mean = act("lnf_mean", -1, Tl, 1);
+    m->lnf_rstd = act("lnf_rstd", -1, Tl, 1);
+    m->lnfg = gathered ? act("lnf_gathered", -1, T, h) : m->lnf;
+    m->logits = act("logits", -1, T, m->Vl);
     m->ce_max = act("ce_max", -1, T, 1);
     m->ce_tgt = act("ce_target", -1, T, 1);
     m->ce_sumexp = act("ce_sumexp", -1, T, 1);
     m->ce_rows = act("ce_rows", -1, T, 1);
     m->loss = act("loss", -1, 1, 1);
-    m->tmp = act("tmp", -1, T, h);
-    m->dy = act("dy", -1, T, h);
-    m->dres = act("dres", -1, T, h);
-    m->dln = act("dln", -1, T, h);
-    m->datt = act("datt", -1, T, h);
-    m->dqkv = act("dqkv", -1, T, 3 * h);
-    m->dfc = act("dfc", -1, T, 4 * h);
+    m->emb = act("emb", -1, T, h);
+    m->part = act("part", -1, T, h);
+    m->red = act("red", -1, Tl, h);
+    m->tmp = act("tmp", -1, Tl, h);
+    m->dy = act("dy", -1, Tl, h);
+    m->dres = act("dres", -1, Tl, h);
+    m->dln = act("dln", -1, Tl, h);
+    m->dfull = act("dfull", -1, T, h);
+    m->datt = act("datt", -1, T, (int64_t)m->aq * m->d);
+    m->dqkv = act("dqkv", -1, T, qkv_cols);
+    m->dfc = act("dfc", -1, T, hf);
     m->part_w = act("ln_part_w", -1, m->P, h);
     m->part_b = act("ln_part_b", -1, m->P, h);
     m->lm_part = act("lm_part", -1, (int64_t)m->P * T, h);
+    if (m->kv_replicated) {
+        m->kvw_mine = act("kv_grad_w", -1, 2 * m->d, h);
+        m->kvw_all = act("kv_grad_w_all", -1, (int64_t)c->tp * 2 * m->d, h);
+        m->kvb_mine = act("kv_grad_b", -1, 1, 2 * m->d);
+        m->kvb_all = act("kv_grad_b_all", -1, c->tp, 2 * m->d);
+    }
     return m;
 }
 
@@ -286,11 +445,17 @@ void sw_gpt_destroy(sw_gpt *m)
         sw_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->lse,
                             a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+        /* gathered norm outputs: the norm output itself, the shared scratch, or our own */
+        if (a->ln1g != a->ln1 && a->ln1g != m->gath) sw_tensor_free(a->ln1g);
+        if (a->ln2g != a->ln2 && a->ln2g != m->gath) sw_tensor_free(a->ln2g);
     }
+    if (m->lnfg != m->lnf) sw_tensor_free(m->lnfg);
     sw_tensor *rest[] = {m->tokens, m->targets, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
-                         m->ce_max, m->ce_tgt, m->ce_sumexp, m->ce_rows, m->loss, m->tmp, m->dy,
-                         m->dres, m->dln, m->datt, m->dqkv, m->dfc, m->part_w, m->part_b, m->lm_part};
+                         m->ce_max, m->ce_tgt, m->ce_sumexp, m->ce_rows, m->loss, m->emb, m->part, m->gath,
+                         m->red, m->tmp, m->dy, m->dres, m->dln, m->dfull, m->datt, m->dqkv, m->dfc,
+                         m->part_w, m->part_b, m->lm_part, m->kvw_mine, m->kvw_all, m->kvb_mine, m->kvb_all};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) sw_tensor_free(rest[i]);
+    free(m->qkv_sizes);
     free(m->param);
     free(m->grad);
     free(m->adam_m);
@@ -315,23 +480,29 @@ static starpu_data_handle_t rows_rw(sw_gpt *m, sw_tensor *t, int i) { return sw_
 static starpu_data_handle_t cols_r(sw_gpt *m, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, m->P, STARPU_R)[i]; }
 static starpu_data_handle_t cols_w(sw_gpt *m, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, m->P, STARPU_W)[i]; }
 static starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
+static starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
 
-static int64_t tile_row0(sw_gpt *m, int i)
+/* first row of row tile i of a tensor with n rows */
+static int64_t tile_row0(sw_gpt *m, int64_t n, int i)
 {
     int64_t first, count;
-    sw_tile_range(m->T, m->P, i, &first, &count);
+    sw_tile_range(n, m->P, i, &first, &count);
     return first;
 }
 
-static sw_rng_key drop_key(sw_gpt *m, int step, unsigned layer, unsigned op, int64_t row0)
+/* dropout key of row tile i of the local residual rows: global row index */
+static sw_rng_key drop_key(sw_gpt *m, int step, unsigned layer, unsigned op, int i)
 {
-    sw_rng_key k = {m->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, row0, 0, m->c.hidden};
+    sw_rng_key k = {m->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, m->row0 + tile_row0(m, m->Tl, i), 0,
+                    m->c.hidden};
     return k;
 }
 
+static int tp_on(const sw_gpt *m) { return m->tp.t > 1; }
+
 /* ------------------------------------------------------- layer builders */
 
-/* y[T,h] = LayerNorm(x) with saved mean/rstd [T,1] */
+/* y[l,h] = LayerNorm(x) with saved mean/rstd [l,1] */
 static void layernorm_forward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *y, sw_tensor *mean, sw_tensor *rstd)
 {
     for (int i = 0; i < m->P; i++)
@@ -339,42 +510,105 @@ static void layernorm_forward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *y, sw_t
                          rows_w(m, mean, i), rows_w(m, rstd, i), m->c.ln_eps);
 }
 
-/* dres[T,h] += LayerNorm'(dln); d(w), d(b) = sums of per-tile partials */
-static void layernorm_backward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *mean, sw_tensor *rstd, int accumulate)
+/* dres[l,h] (+)= LayerNorm'(dy); d(w), d(b) = sums of per-tile partials
+ * (over the local rows: summed over TP with sp) */
+static void layernorm_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_tensor *mean, sw_tensor *rstd,
+                               int accumulate)
 {
     for (int i = 0; i < m->P; i++)
-        sw_layernorm_bwd(rows_r(m, m->dln, i), rows_r(m, x, i), whole_r(m->param[w]), rows_r(m, mean, i),
+        sw_layernorm_bwd(rows_r(m, dy, i), rows_r(m, x, i), whole_r(m->param[w]), rows_r(m, mean, i),
                          rows_r(m, rstd, i), accumulate ? rows_rw(m, m->dres, i) : rows_w(m, m->dres, i),
                          rows_w(m, m->part_w, i), rows_w(m, m->part_b, i), accumulate);
-    sw_colsum(whole_r(m->part_w), sw_tensor_whole(m->grad[w], STARPU_W), 1.0f, 0.0f);
-    sw_colsum(whole_r(m->part_b), sw_tensor_whole(m->grad[w + 1], STARPU_W), 1.0f, 0.0f);
+    sw_colsum(whole_r(m->part_w), whole_w(m->grad[w]), 1.0f, 0.0f);
+    sw_colsum(whole_r(m->part_b), whole_w(m->grad[w + 1]), 1.0f, 0.0f);
+    sw_tp_sum_replicated_grad(&m->tp, m->grad[w]);
+    sw_tp_sum_replicated_grad(&m->tp, m->grad[w + 1]);
 }
 
 /* GEMM tiling: OpenBLAS packs both operands of every call, so a task split
  * along one output dimension re-packs the whole other operand. Activations
  * ([T, *], T = seq*batch, small) are re-packed; weights never are: every
- * task gets its own slice of the weight. */
+ * task gets its own slice of the weight. Output features are split into n
+ * tiles (sizes: NULL for equal tiles). */
 
-/* y[T,out] = x[T,in] W^T + b, W [out,in]: split over out (ntiles column tiles of y) */
-static void linear_forward(sw_gpt *m, sw_tensor *x, int w, sw_tensor *y, int ntiles)
+/* column-parallel y[T,out] = x[T,in] W^T + b, W [out,in]. With sp, x_full
+ * is being all-gathered: row block i of y is computed from rank i's chunk
+ * as soon as that chunk is there, this rank's own chunk first, straight
+ * from x_local (no wait on the gather). */
+static void column_forward(sw_gpt *m, sw_tensor *x_local, sw_tensor *x_full, int w, sw_tensor *y, int n,
+                           const int64_t *sizes)
 {
-    for (int j = 0; j < ntiles; j++)
-        sw_gemm_bias(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, ntiles, STARPU_R)[j], 1,
-                     sw_tensor_tiles(m->param[w + 1], SW_COLS, ntiles, STARPU_R)[j],
-                     sw_tensor_tiles(y, SW_COLS, ntiles, STARPU_W)[j]);
+    starpu_data_handle_t *W = sw_tensor_split(m->param[w], SW_ROWS, n, sizes, STARPU_R);
+    starpu_data_handle_t *B = sw_tensor_split(m->param[w + 1], SW_COLS, n, sizes, STARPU_R);
+    if (x_full == x_local) {
+        for (int j = 0; j < n; j++)
+            sw_gemm_bias(whole_r(x_full), 0, W[j], 1, B[j], sw_tensor_split(y, SW_COLS, n, sizes, STARPU_W)[j]);
+        return;
+    }
+    int t = m->tp.t;
+    for (int k = 0; k < t; k++) {
+        int i = (m->tp.rank - k + t) % t; /* the ring all-gather's arrival order */
+        starpu_data_handle_t src = i == m->tp.rank ? whole_r(x_local) : sw_tensor_tiles(x_full, SW_ROWS, t, STARPU_R)[i];
+        for (int j = 0; j < n; j++)
+            sw_gemm_bias(src, 0, W[j], 1, B[j], sw_tensor_grid(y, t, NULL, n, sizes, STARPU_W)[i * n + j]);
+    }
 }
 
-/* dW[out,in] = dy^T x (split over out), db = colsum(dy), dx[T,in] = dy W (split over in) */
-static void linear_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_tensor *dx)
+/* dW[out,in] = dy^T x (split over out), db = colsum(dy) (bias != 0),
+ * dx[T,in] = dy W (split over in, P tiles) */
+static void linear_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, int bias, sw_tensor *dx, int n,
+                            const int64_t *sizes)
 {
-    for (int j = 0; j < m->P; j++) {
-        sw_gemm(cols_r(m, dy, j), 1, whole_r(x), 0, sw_tensor_tiles(m->grad[w], SW_ROWS, m->P, STARPU_W)[j],
-                1.0f, 0.0f);
-        sw_colsum(cols_r(m, dy, j), cols_w(m, m->grad[w + 1], j), 1.0f, 0.0f);
+    for (int j = 0; j < n; j++) {
+        starpu_data_handle_t dyj = sw_tensor_split(dy, SW_COLS, n, sizes, STARPU_R)[j];
+        sw_gemm(dyj, 1, whole_r(x), 0, sw_tensor_split(m->grad[w], SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+        if (bias) sw_colsum(dyj, sw_tensor_split(m->grad[w + 1], SW_COLS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
     }
     for (int j = 0; j < m->P; j++)
         sw_gemm(whole_r(dy), 0, sw_tensor_tiles(m->param[w], SW_COLS, m->P, STARPU_R)[j], 0, cols_w(m, dx, j),
                 1.0f, 0.0f);
+}
+
+/* backward of a column-parallel linear whose input was x_local (gathered
+ * into x_full with sp): weight gradients, then the input gradient through
+ * f's backward; returns the tensor holding it ([l,h]) */
+static sw_tensor *column_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_full, int w, int n,
+                                  const int64_t *sizes)
+{
+    if (m->c.tp_recompute_allgather) x_full = sw_tp_f_forward(&m->tp, x_local, m->gath); /* gather again */
+    linear_backward(m, dy, x_full, w, 1, m->part, n, sizes);
+    return sw_tp_f_backward(&m->tp, m->part, m->dln);
+}
+
+/* row-parallel y[l,h] = g(x[T,in] W^T) + b: the bias is added once, after
+ * the reduction; returns the tensor holding y */
+static sw_tensor *row_forward(sw_gpt *m, sw_tensor *x, int w)
+{
+    if (!tp_on(m)) {
+        for (int j = 0; j < m->P; j++)
+            sw_gemm_bias(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, m->P, STARPU_R)[j], 1,
+                         cols_r(m, m->param[w + 1], j), cols_w(m, m->part, j));
+        return m->part;
+    }
+    for (int j = 0; j < m->P; j++)
+        sw_gemm(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, m->P, STARPU_R)[j], 1, cols_w(m, m->part, j),
+                1.0f, 0.0f);
+    sw_tensor *y = sw_tp_g_forward(&m->tp, m->part, m->red);
+    for (int i = 0; i < m->P; i++) sw_bias_add(rows_rw(m, y, i), whole_r(m->param[w + 1]));
+    return y;
+}
+
+/* backward of a row-parallel linear: dy [l,h] local; the bias gradient
+ * from the local rows, the rest from dy gathered by g's backward */
+static void row_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_tensor *dx)
+{
+    if (!tp_on(m)) {
+        linear_backward(m, dy, x, w, 1, dx, m->P, NULL);
+        return;
+    }
+    sw_colsum(whole_r(dy), whole_w(m->grad[w + 1]), 1.0f, 0.0f);
+    sw_tp_sum_replicated_grad(&m->tp, m->grad[w + 1]);
+    linear_backward(m, sw_tp_g_backward(&m->tp, dy, m->dfull), x, w, 0, dx, m->P, NULL);
 }
 
 static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
@@ -383,28 +617,33 @@ static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
     sw_attn_args a;
     memset(&a, 0, sizeof a);
     a.batch = c->batch;
-    a.nh = c->heads / m->G;
-    a.d = c->hidden / c->heads;
+    a.nh = m->aq / m->G;
+    a.nkv = m->ak / m->Gk;
+    a.d = m->d;
     a.sq = a.sk = c->seq;
     a.causal = 1;
     a.scale = 1.0f / sqrtf((float)a.d);
     a.dropout = c->dropout;
-    a.key = drop_key(m, step, (unsigned)layer, SW_DROP_ATTN_PROBS, 0);
-    a.head0 = group * a.nh;
+    a.key = (sw_rng_key){c->seed, (uint32_t)step, (uint16_t)layer, SW_DROP_ATTN_PROBS, 0, 0, c->hidden};
+    a.head0 = m->tp.rank * m->aq + group * a.nh;
     a.heads_total = c->heads;
     a.seq_total = c->seq;
+    /* groups sharing a K/V tile add their dk, dv after the first one */
+    a.kv_accumulate = group % (m->G / m->Gk) != 0;
     return a;
 }
 
-/* att[T,h], lse[T,heads] = causal attention of qkv[T,3h], one task per head group */
+/* att[T,aq d], lse[T,aq] = causal attention of qkv, one task per query-head
+ * group; qkv columns: G query groups | Gk key tiles | Gk value tiles */
 static void attention_forward(sw_gpt *m, int step, int layer)
 {
     block_acts *A = &m->acts[layer];
-    int G = m->G;
+    int G = m->G, Gk = m->Gk, n = G + 2 * Gk;
     for (int g = 0; g < G; g++) {
-        starpu_data_handle_t *qkv = sw_tensor_tiles(A->qkv, SW_COLS, 3 * G, STARPU_R);
+        starpu_data_handle_t *qkv = sw_tensor_split(A->qkv, SW_COLS, n, m->qkv_sizes, STARPU_R);
+        int kv = g * Gk / G;
         sw_attn_args a = attn_args(m, step, layer, g);
-        sw_attn_fwd(qkv[g], qkv[G + g], qkv[2 * G + g], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_W)[g],
+        sw_attn_fwd(qkv[g], qkv[G + kv], qkv[G + Gk + kv], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_W)[g],
                     sw_tensor_tiles(A->lse, SW_COLS, G, STARPU_W)[g], &a);
     }
 }
@@ -412,25 +651,49 @@ static void attention_forward(sw_gpt *m, int step, int layer)
 static void attention_backward(sw_gpt *m, int step, int layer)
 {
     block_acts *A = &m->acts[layer];
-    int G = m->G;
+    int G = m->G, Gk = m->Gk, n = G + 2 * Gk;
     for (int g = 0; g < G; g++) {
-        starpu_data_handle_t *qkv = sw_tensor_tiles(A->qkv, SW_COLS, 3 * G, STARPU_R);
-        starpu_data_handle_t *dqkv = sw_tensor_tiles(m->dqkv, SW_COLS, 3 * G, STARPU_W);
+        starpu_data_handle_t *qkv = sw_tensor_split(A->qkv, SW_COLS, n, m->qkv_sizes, STARPU_R);
+        starpu_data_handle_t *dqkv = sw_tensor_split(m->dqkv, SW_COLS, n, m->qkv_sizes, STARPU_W);
+        int kv = g * Gk / G;
         sw_attn_args a = attn_args(m, step, layer, g);
-        sw_attn_bwd(qkv[g], qkv[G + g], qkv[2 * G + g], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_R)[g],
+        sw_attn_bwd(qkv[g], qkv[G + kv], qkv[G + Gk + kv], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_R)[g],
                     sw_tensor_tiles(A->lse, SW_COLS, G, STARPU_R)[g],
-                    sw_tensor_tiles(m->datt, SW_COLS, G, STARPU_R)[g], dqkv[g], dqkv[G + g], dqkv[2 * G + g], &a);
+                    sw_tensor_tiles(m->datt, SW_COLS, G, STARPU_R)[g], dqkv[g], dqkv[G + kv], dqkv[G + Gk + kv], &a);
     }
 }
 
-/* out = res + dropout(branch) */
+/* K/V heads replicated over tp / kv_heads ranks: each rank's K/V weight
+ * gradients cover only its own query heads. Gather every rank's over TP and
+ * add up those of the ranks sharing this rank's K/V head, in rank order, so
+ * that the sharers hold the same bits. */
+static void sum_replicated_kv_grads(sw_gpt *m, int layer)
+{
+    if (!m->kv_replicated) return;
+    int t = m->tp.t, per = t / kv_heads_of(&m->c), first = m->kv0 * per;
+    int64_t wsz[2] = {(int64_t)m->aq * m->d, 2 * (int64_t)m->d};
+    sw_tensor *grads[2] = {m->grad[block_param(layer, QKV_W)], m->grad[block_param(layer, QKV_B)]};
+    sw_tensor *mine[2] = {m->kvw_mine, m->kvb_mine}, *all[2] = {m->kvw_all, m->kvb_all};
+    for (int k = 0; k < 2; k++) {
+        sw_split split = k == 0 ? SW_ROWS : SW_COLS;
+        SW_CHECK(starpu_data_cpy(whole_w(mine[k]), sw_tensor_split(grads[k], split, 2, wsz, STARPU_R)[1], 1, NULL,
+                                 NULL));
+        sw_allgather(m->tp.comm, SW_GROUP_TP, mine[k], all[k]);
+        starpu_data_handle_t *from = sw_tensor_tiles(all[k], SW_ROWS, t, STARPU_R);
+        SW_CHECK(starpu_data_cpy(sw_tensor_split(grads[k], split, 2, wsz, STARPU_W)[1], from[first], 1, NULL, NULL));
+        for (int s = first + 1; s < first + per; s++)
+            sw_axpy(1.0f, from[s], sw_tensor_split(grads[k], split, 2, wsz, STARPU_RW)[1]);
+    }
+}
+
+/* out[l,h] = res + dropout(branch) */
 static void residual_forward(sw_gpt *m, int step, int layer, int op, sw_tensor *res, sw_tensor *branch,
                              sw_tensor *out)
 {
     for (int i = 0; i < m->P; i++) {
         starpu_data_handle_t b = rows_r(m, branch, i);
         if (m->c.dropout > 0.0f) {
-            sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, tile_row0(m, i));
+            sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, i);
             sw_dropout_fwd(b, rows_w(m, m->tmp, i), m->c.dropout, &k);
             b = rows_r(m, m->tmp, i);
         }
@@ -444,7 +707,7 @@ static sw_tensor *residual_backward(sw_gpt *m, int step, int layer, int op)
 {
     if (m->c.dropout == 0.0f) return m->dres;
     for (int i = 0; i < m->P; i++) {
-        sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, tile_row0(m, i));
+        sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, i);
         sw_dropout_fwd(rows_r(m, m->dres, i), rows_w(m, m->dy, i), m->c.dropout, &k);
     }
     return m->dy;
@@ -452,115 +715,161 @@ static sw_tensor *residual_backward(sw_gpt *m, int step, int layer, int op)
 
 /* ------------------------------------------------------------- forward */
 
-void sw_gpt_forward(sw_gpt *m, int step)
+/* x[0][l,h] = dropout(wte[tokens] + wpe[pos]): the vocab-parallel lookup
+ * over all T rows (wpe added by TP rank 0 only), reduced by g */
+static void embedding_forward(sw_gpt *m, int step)
+{
+    const sw_gpt_config *c = &m->c;
+    sw_tensor *e = tp_on(m) ? m->emb : c->dropout > 0.0f ? m->tmp : m->x[0];
+    for (int i = 0; i < m->P; i++)
+        sw_embedding_fwd(rows_r(m, m->tokens, i), whole_r(m->param[0]), whole_r(m->param[1]), rows_w(m, e, i),
+                         tile_row0(m, m->T, i), c->batch, 0, (int64_t)m->tp.rank * m->Vl, m->tp.rank == 0);
+    sw_tensor *x0 = tp_on(m) ? sw_tp_g_forward(&m->tp, m->emb, m->red) : e;
+    for (int i = 0; i < m->P && x0 != m->x[0]; i++) {
+        if (c->dropout > 0.0f) {
+            sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i);
+            sw_dropout_fwd(rows_r(m, x0, i), rows_w(m, m->x[0], i), c->dropout, &k);
+        } else {
+            SW_CHECK(starpu_data_cpy(rows_w(m, m->x[0], i), rows_r(m, x0, i), 1, NULL, NULL));
+        }
+    }
+}
+
+/* loss = mean cross-entropy of logits[T,Vl] = f(lnf) wte^T: the vocabulary
+ * is split over TP, so the row max, the target logit and the sum of exps
+ * are all-reduced ([T,1] each); every rank gets the loss */
+static void lm_head_forward(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
     int P = m->P;
-    /* x[0] = wte[tokens] + wpe[pos] (+ dropout) */
-    sw_tensor *emb = c->dropout > 0.0f ? m->tmp : m->x[0];
-    for (int i = 0; i < P; i++)
-        sw_embedding_fwd(rows_r(m, m->tokens, i), whole_r(m->param[0]), whole_r(m->param[1]), rows_w(m, emb, i),
-                         tile_row0(m, i), c->batch, 0, 0);
-    if (c->dropout > 0.0f)
-        for (int i = 0; i < P; i++) {
-            sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, tile_row0(m, i));
-            sw_dropout_fwd(rows_r(m, m->tmp, i), rows_w(m, m->x[0], i), c->dropout, &k);
-        }
-
-    for (int l = 0; l < c->layers; l++) {
-        block_acts *A = &m->acts[l];
-        layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
-        linear_forward(m, A->ln1, block_param(l, QKV_W), A->qkv, 3 * m->G); /* = attention's tiles */
-        attention_forward(m, step, l);
-        linear_forward(m, A->att, block_param(l, PROJ_W), m->dy, P); /* dy: forward scratch here */
-        residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], m->dy, A->x_mid);
-        layernorm_forward(m, A->x_mid, block_param(l, LN2_W), A->ln2, A->ln2_mean, A->ln2_rstd);
-        linear_forward(m, A->ln2, block_param(l, FC_W), A->fc, P);
-        for (int j = 0; j < P; j++) sw_gelu_fwd(cols_r(m, A->fc, j), cols_w(m, A->fc_gelu, j));
-        linear_forward(m, A->fc_gelu, block_param(l, FC2_W), m->dy, P);
-        residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, m->dy, m->x[l + 1]);
-    }
-
-    int lnf = sw_gpt_num_params(c) - 2;
-    layernorm_forward(m, m->x[c->layers], lnf, m->lnf, m->lnf_mean, m->lnf_rstd);
-    /* logits[T,Vp] = lnf wte^T (tied head) and the cross-entropy pieces */
+    int64_t vocab0 = (int64_t)m->tp.rank * m->Vl;
+    sw_tensor *lnf = sw_tp_f_forward(&m->tp, m->lnf, m->lnfg);
     for (int j = 0; j < P; j++)
-        sw_gemm(whole_r(m->lnf), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 1, cols_w(m, m->logits, j),
+        sw_gemm(whole_r(lnf), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 1, cols_w(m, m->logits, j),
                 1.0f, 0.0f);
     for (int i = 0; i < P; i++) {
-        starpu_data_handle_t lg = rows_r(m, m->logits, i);
-        sw_ce_max(lg, rows_w(m, m->ce_max, i), 0, c->vocab);
-        sw_ce_target(lg, rows_r(m, m->targets, i), rows_w(m, m->ce_tgt, i), 0);
-        sw_ce_sumexp(lg, rows_r(m, m->ce_max, i), rows_w(m, m->ce_sumexp, i), 0, c->vocab);
+        sw_ce_max(rows_r(m, m->logits, i), rows_w(m, m->ce_max, i), vocab0, c->vocab);
+        sw_ce_target(rows_r(m, m->logits, i), rows_r(m, m->targets, i), rows_w(m, m->ce_tgt, i), vocab0);
+    }
+    if (tp_on(m)) {
+        sw_allreduce(m->tp.comm, SW_GROUP_TP, m->ce_max, SW_MAX);
+        sw_allreduce(m->tp.comm, SW_GROUP_TP, m->ce_tgt, SW_SUM);
+    }
+    for (int i = 0; i < P; i++)
+        sw_ce_sumexp(rows_r(m, m->logits, i), rows_r(m, m->ce_max, i), rows_w(m, m->ce_sumexp, i), vocab0, c->vocab);
+    if (tp_on(m)) sw_allreduce(m->tp.comm, SW_GROUP_TP, m->ce_sumexp, SW_SUM);
+    for (int i = 0; i < P; i++)
         sw_ce_loss(rows_r(m, m->ce_max, i), rows_r(m, m->ce_tgt, i), rows_r(m, m->ce_sumexp, i),
                    rows_w(m, m->ce_rows, i));
+    sw_colsum(whole_r(m->ce_rows), whole_w(m->loss), 1.0f / (float)m->T, 0.0f);
+}
+
+void sw_gpt_forward(sw_gpt *m, int step)
+{
+    const sw_gpt_config *c = &m->c;
+    int P = m->P, nqkv = m->G + 2 * m->Gk;
+    embedding_forward(m, step);
+    for (int l = 0; l < c->layers; l++) {
+        block_acts *A = &m->acts[l];
+        /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
+        layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
+        sw_tensor *ln1 = sw_tp_f_forward(&m->tp, A->ln1, A->ln1g);
+        column_forward(m, A->ln1, ln1, block_param(l, QKV_W), A->qkv, nqkv, m->qkv_sizes);
+        attention_forward(m, step, l);
+        sw_tensor *proj = row_forward(m, A->att, block_param(l, PROJ_W));
+        residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], proj, A->x_mid);
+        /* MLP: x[l+1] = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
+        layernorm_forward(m, A->x_mid, block_param(l, LN2_W), A->ln2, A->ln2_mean, A->ln2_rstd);
+        sw_tensor *ln2 = sw_tp_f_forward(&m->tp, A->ln2, A->ln2g);
+        column_forward(m, A->ln2, ln2, block_param(l, FC_W), A->fc, P, NULL);
+        for (int j = 0; j < P; j++) sw_gelu_fwd(cols_r(m, A->fc, j), cols_w(m, A->fc_gelu, j));
+        sw_tensor *fc2 = row_forward(m, A->fc_gelu, block_param(l, FC2_W));
+        residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, fc2, m->x[l + 1]);
     }
-    sw_colsum(whole_r(m->ce_rows), sw_tensor_whole(m->loss, STARPU_W), 1.0f / (float)m->T, 0.0f);
+    int lnf = sw_gpt_num_params(c) - 2;
+    layernorm_forward(m, m->x[c->layers], lnf, m->lnf, m->lnf_mean, m->lnf_rstd);
+    lm_head_forward(m);
 }
 
 /* ------------------------------------------------------------ backward */
 
-void sw_gpt_backward(sw_gpt *m, int step)
+/* dlogits = (softmax - onehot) / T on the local vocabulary (no
+ * communication); returns the gradient of lnf ([l,h], through f) */
+static sw_tensor *lm_head_backward(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
     int P = m->P;
-    int lnf = sw_gpt_num_params(c) - 2;
-
-    /* dlogits = (softmax - onehot) / T, in place */
+    int64_t vocab0 = (int64_t)m->tp.rank * m->Vl;
     for (int i = 0; i < P; i++)
         sw_ce_bwd(rows_rw(m, m->logits, i), rows_r(m, m->ce_max, i), rows_r(m, m->ce_sumexp, i),
-                  rows_r(m, m->targets, i), 0, c->vocab, 1.0f / (float)m->T);
-    /* dwte = dlogits^T lnf (split over the vocabulary), dlnf = dlogits wte */
+                  rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / (float)m->T);
+    /* dwte = dlogits^T lnf (split over the vocabulary) */
     for (int j = 0; j < P; j++)
-        sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnf), 0,
+        sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnfg), 0,
                 sw_tensor_tiles(m->grad[0], SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
     /* dlnf = dlogits wte, split over the vocabulary (the reduction dimension:
-     * neither 51 MB operand is re-packed) into partial sums, then added */
+     * neither large operand is re-packed) into partial sums, then added */
     if (P == 1) {
-        sw_gemm(whole_r(m->logits), 0, whole_r(m->param[0]), 0, sw_tensor_whole(m->dln, STARPU_W), 1.0f, 0.0f);
+        sw_gemm(whole_r(m->logits), 0, whole_r(m->param[0]), 0, whole_w(m->part), 1.0f, 0.0f);
     } else {
         for (int j = 0; j < P; j++)
             sw_gemm(cols_r(m, m->logits, j), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 0,
-                    rows_w(m, m->lm_part, j), 1.0f, 0.0f);
-        sw_add(rows_r(m, m->lm_part, 0), rows_r(m, m->lm_part, 1), sw_tensor_whole(m->dln, STARPU_W));
-        for (int j = 2; j < P; j++) sw_axpy(1.0f, rows_r(m, m->lm_part, j), sw_tensor_whole(m->dln, STARPU_RW));
+                    sw_tensor_tiles(m->lm_part, SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+        starpu_data_handle_t *lp = sw_tensor_tiles(m->lm_part, SW_ROWS, P, STARPU_R);
+        sw_add(lp[0], lp[1], whole_w(m->part));
+        for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(m->part, STARPU_RW));
     }
-    layernorm_backward(m, m->x[c->layers], lnf, m->lnf_mean, m->lnf_rstd, 0);
+    return sw_tp_f_backward(&m->tp, m->part, m->dln);
+}
+
+void sw_gpt_backward(sw_gpt *m, int step)
+{
+    const sw_gpt_config *c = &m->c;
+    int P = m->P, nqkv = m->G + 2 * m->Gk;
+    int lnf = sw_gpt_num_params(c) - 2;
+
+    sw_tensor *dlnf = lm_head_backward(m);
+    layernorm_backward(m, dlnf, m->x[c->layers], lnf, m->lnf_mean, m->lnf_rstd, 0);
 
     for (int l = c->layers - 1; l >= 0; l--) {
         block_acts *A = &m->acts[l];
-        /* MLP: x[l+1] = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
+        /* MLP */
         sw_tensor *dz = residual_backward(m, step, l, SW_DROP_MLP_OUT);
-        linear_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
+        row_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
         for (int j = 0; j < P; j++)
             sw_gelu_bwd(cols_r(m, A->fc, j), sw_tensor_tiles(m->dfc, SW_COLS, P, STARPU_RW)[j]);
-        linear_backward(m, m->dfc, A->ln2, block_param(l, FC_W), m->dln);
-        layernorm_backward(m, A->x_mid, block_param(l, LN2_W), A->ln2_mean, A->ln2_rstd, 1);
-        /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
+        sw_tensor *dln2 = column_backward(m, m->dfc, A->ln2, A->ln2g, block_param(l, FC_W), P, NULL);
+        layernorm_backward(m, dln2, A->x_mid, block_param(l, LN2_W), A->ln2_mean, A->ln2_rstd, 1);
+        /* attention */
         sw_tensor *dproj = residual_backward(m, step, l, SW_DROP_ATTN_OUT);
-        linear_backward(m, dproj, A->att, block_param(l, PROJ_W), m->datt);
+        row_backward(m, dproj, A->att, block_param(l, PROJ_W), m->datt);
         attention_backward(m, step, l);
-        linear_backward(m, m->dqkv, A->ln1, block_param(l, QKV_W), m->dln);
-        layernorm_backward(m, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
+        sw_tensor *dln1 = column_backward(m, m->dqkv, A->ln1, A->ln1g, block_param(l, QKV_W), nqkv, m->qkv_sizes);
+        sum_replicated_kv_grads(m, l);
+        layernorm_backward(m, dln1, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
     }
 
-    /* embedding: dwte += scatter(dx0), dwpe = scatter(dx0) */
+    /* embedding: dwte += scatter(dx0) over all T rows (g's backward gathers
+     * them), dwpe = scatter(dx0) (full on every rank: wpe was added once) */
     sw_tensor *demb = m->dres;
     if (c->dropout > 0.0f) {
         for (int i = 0; i < P; i++) {
-            sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, tile_row0(m, i));
+            sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i);
             sw_dropout_fwd(rows_r(m, m->dres, i), rows_w(m, m->dy, i), c->dropout, &k);
         }
         demb = m->dy;
     }
-    sw_embedding_bwd(whole_r(m->tokens), whole_r(demb), sw_tensor_whole(m->grad[0], STARPU_RW),
-                     sw_tensor_whole(m->grad[1], STARPU_W), 0, c->batch, 0, 0, 1);
+    demb = sw_tp_g_backward(&m->tp, demb, m->dfull);
+    sw_embedding_bwd(whole_r(m->tokens), whole_r(demb), sw_tensor_whole(m->grad[0], STARPU_RW), whole_w(m->grad[1]),
+                     0, c->batch, 0, (int64_t)m->tp.rank * m->Vl, 1);
 
-    /* the scratch gradients are dead until the next backward: StarPU may
-     * drop every copy instead of keeping (or writing back) them */
-    sw_tensor *scratch[] = {m->logits, m->tmp, m->dy, m->dres, m->dln, m->datt, m->dqkv, m->dfc,
-                            m->part_w, m->part_b, m->lm_part};
-    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) sw_tensor_invalidate(scratch[i]);
+    /* the scratch is dead until the next step: StarPU may drop every copy
+     * instead of keeping (or writing back) it */
+    sw_tensor *scratch[] = {m->logits, m->emb, m->part, m->gath, m->red, m->tmp, m->dy, m->dres, m->dln,
+                            m->dfull, m->datt, m->dqkv, m->dfc, m->part_w, m->part_b, m->lm_part,
+                            m->kvw_mine, m->kvw_all, m->kvb_mine, m->kvb_all};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+        if (scratch[i]) sw_tensor_invalidate(scratch[i]);
 }
 
 /* --------------------------------------------------------------- AdamW */

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     /* forward, whole */
     sw_tensor_fill(X, NAN);
     sw_embedding_fwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_whole(WTE, STARPU_R), sw_tensor_whole(WPE, STARPU_R),
-                     sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0);
+                     sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0, 1);
     float *x = tu_read(X);
     check("embedding fwd, whole (vocab0=15, ids outside the shard, pos0=2)", x, xref, T * C);
     free(x);
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
         sw_tile_range(T, 3, i, &first, &count);
         sw_embedding_fwd(sw_tensor_tiles(TOK, SW_ROWS, 3, STARPU_R)[i], sw_tensor_whole(WTE, STARPU_R),
                          sw_tensor_whole(WPE, STARPU_R), sw_tensor_tiles(X, SW_ROWS, 3, STARPU_W)[i], first, B, POS0,
-                         VOCAB0);
+                         VOCAB0, 1);
     }
     x = tu_read(X);
     check("embedding fwd, 3 row tiles (row0 = 0, 7, 14)", x, xref, T * C);
@@ -114,7 +114,7 @@ int main(int argc, char **argv)
     /* forward, tokens as a strided column tile of an int32 [T, 2] */
     sw_tensor_fill(X, NAN);
     sw_embedding_fwd(sw_tensor_tiles(TOK2, SW_COLS, 2, STARPU_R)[1], sw_tensor_whole(WTE, STARPU_R),
-                     sw_tensor_whole(WPE, STARPU_R), sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0);
+                     sw_tensor_whole(WPE, STARPU_R), sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0, 1);
     x = tu_read(X);
     check("embedding fwd, tokens a strided column tile", x, xref, T * C);
     free(x);
@@ -123,9 +123,18 @@ int main(int argc, char **argv)
     for (int j = 0; j < 2; j++)
         sw_embedding_fwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_tiles(WTE, SW_COLS, 2, STARPU_R)[j],
                          sw_tensor_tiles(WPE, SW_COLS, 2, STARPU_R)[j], sw_tensor_tiles(X, SW_COLS, 2, STARPU_W)[j], 0,
-                         B, POS0, VOCAB0);
+                         B, POS0, VOCAB0, 1);
     x = tu_read(X);
     check("embedding fwd, strided column tiles of wte, wpe and x", x, xref, T * C);
+    free(x);
+    /* forward without wpe (vocab-parallel ranks but one): x + wpe[pos] = the reference */
+    sw_tensor_fill(X, NAN);
+    sw_embedding_fwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_whole(WTE, STARPU_R), sw_tensor_whole(WPE, STARPU_R),
+                     sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0, 0);
+    x = tu_read(X);
+    for (int64_t row = 0; row < T; row++)
+        for (int64_t j = 0; j < C; j++) x[row * C + j] += wpe[(POS0 + row / B) * C + j];
+    check("embedding fwd without wpe, plus wpe[pos] afterwards", x, xref, T * C);
     free(x);
 
     /* backward, whole: dwte = g0 + grad (RW), dwpe = grad (zero_wpe 1, NaN before) */

@@ -235,7 +235,7 @@ static void run_case(float dropout, int do_export)
     }
     if (!tu_true("parameter shapes match graphs.h", shapes_ok)) { free(names); return; }
 
-    sw_gpt *m = sw_gpt_create(&c);
+    sw_gpt *m = sw_gpt_create(&c, NULL);
     int64_t T = (int64_t)c.seq * c.batch, C = c.hidden;
 
     /* initial parameters: the library's init, with LayerNorm weights and all

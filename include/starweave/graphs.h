@@ -3,7 +3,9 @@
 #ifndef STARWEAVE_GRAPHS_H
 #define STARWEAVE_GRAPHS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include "starweave/comm.h"
 #include "starweave/tensor.h"
 
 #ifdef __cplusplus
@@ -11,9 +13,19 @@ extern "C" {
 #endif
 
 /* GPT-2: learned positions, pre-LN blocks, 4h GeLU MLP, tied LM head,
- * vocabulary padded to a multiple of 128 (rows >= vocab of wte stay 0). */
+ * vocabulary padded to a multiple of 128 * tp (rows >= vocab of wte stay
+ * 0); optional grouped-query attention (kv_heads < heads).
+ *
+ * Tensor parallelism (Megatron-LM) over the mesh's TP group: QKV and fc are
+ * column-parallel (heads and the 4h dimension split), proj and fc2
+ * row-parallel (bias added once, after the reduction), embedding and LM
+ * head vocab-parallel, cross-entropy from three [T,1] all-reduces. K/V
+ * heads are split when kv_heads >= tp and replicated (tp / kv_heads copies)
+ * otherwise. With sp, norms, dropout and residual adds run on the T/tp rows
+ * of this rank (the f/g operators of graphs/tp_mappings.h). */
 typedef struct sw_gpt_config {
     int layers, hidden, heads;
+    int kv_heads;           /* K/V heads; 0: = heads */
     int vocab;              /* real vocabulary */
     int vocab_padded;       /* set by sw_gpt_config_check */
     int max_pos;            /* rows of wpe; seq <= max_pos */
@@ -23,6 +35,9 @@ typedef struct sw_gpt_config {
     uint64_t seed;          /* parameter init and dropout masks */
     int tiles;              /* row/column tiles per op (fixed, so results do not depend on workers) */
     float lr, beta1, beta2, adam_eps, weight_decay;
+    int tp;                 /* tensor-parallel degree (1: none) */
+    int sp;                 /* sequence parallelism (needs seq % tp == 0) */
+    int tp_recompute_allgather; /* sp: keep only the local norm outputs, gather them again in backward */
 } sw_gpt_config;
 
 void sw_gpt_config_default(sw_gpt_config *c);
@@ -32,14 +47,21 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t msglen);
 
 /* Parameters in a fixed order (export, checkpoints, tests):
  * wte [Vp,h], wpe [max_pos,h], then per layer l:
- * ln1_w [h], ln1_b [h], qkv_w [3h,h], qkv_b [3h], proj_w [h,h], proj_b [h],
+ * ln1_w [h], ln1_b [h], qkv_w [(a+2k)d,h], qkv_b [(a+2k)d], proj_w [h,h], proj_b [h],
  * ln2_w [h], ln2_b [h], fc_w [4h,h], fc_b [4h], fc2_w [h,4h], fc2_b [h];
- * then lnf_w [h], lnf_b [h]. Linear weights are [out, in]: y = x W^T + b.
- * qkv output columns: [q | k | v], head j at columns j*d .. j*d+d-1 of each. */
+ * then lnf_w [h], lnf_b [h] (a heads, k kv heads, d = h/a). Linear weights
+ * are [out, in]: y = x W^T + b. qkv output columns: [q (a*d) | k (k*d) |
+ * v (k*d)], head j at columns j*d .. j*d+d-1 of each; query head j uses
+ * K/V head j / (a/k). These are the global shapes (tp = 1). */
 enum { SW_GPT_LAYER_PARAMS = 12 };
 int sw_gpt_num_params(const sw_gpt_config *c);
 void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name,
                         size_t namelen);
+/* This TP rank's shard of parameter `index`: its shape, and extraction from
+ * the global tensor (row-major, global shape). Replicated parameters are
+ * the global tensor itself. */
+void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols);
+void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local);
 
 /* Dropout op ids in the RNG key (layer = block index; embedding uses layer 0xFFFF). */
 enum { SW_DROP_EMBED = 0, SW_DROP_ATTN_PROBS = 1, SW_DROP_ATTN_OUT = 2, SW_DROP_MLP_OUT = 3 };
@@ -49,13 +71,17 @@ typedef struct sw_gpt sw_gpt;
 
 /* Creates the model and its tensors; parameters initialised as GPT-2
  * (normal(0, 0.02), residual projections 0.02/sqrt(2L), LN 1/0, biases 0)
- * from the seed; AdamW moments 0. Blocking (writes host data). */
-sw_gpt *sw_gpt_create(const sw_gpt_config *c);
+ * from the seed, the same global values for every tp (each rank keeps its
+ * shard); AdamW moments 0. Blocking (writes host data). comm: the
+ * collectives context of a mesh whose TP degree is c->tp (NULL when tp is
+ * 1). A configuration that breaks a rule stops every rank with exit 2. */
+sw_gpt *sw_gpt_create(const sw_gpt_config *c, sw_comm *comm);
 void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
-/* tokens / targets: [seq*batch] int32 in [s, b] order (row = pos*batch + b). */
+/* tokens / targets: [seq*batch] int32 in [s, b] order (row = pos*batch + b),
+ * the whole batch on every TP rank. */
 sw_tensor *sw_gpt_tokens(sw_gpt *m);
 sw_tensor *sw_gpt_targets(sw_gpt *m);
 /* [1,1] mean cross-entropy of the last forward; acquire it to read. */

@@ -80,18 +80,21 @@ void sw_dropout_bwd(starpu_data_handle_t grad, float p, const sw_rng_key *key);
 /* ---- token + position embedding (codelets/embedding.c) ----
  * Rows are tokens in [s, b] order: global row g = row0 + r has position
  * pos0 + g / batch. tokens[n,1] int32 are the ids of the tile's n rows.
- * Ids outside [vocab0, vocab0 + wte rows) contribute zero (vocab-parallel). */
+ * Ids outside [vocab0, vocab0 + wte rows) contribute zero (vocab-parallel).
+ * with_wpe == 0: x = wte part only (wpe is not read; the vocab-parallel
+ * ranks but one, so that the sum over ranks adds wpe once). */
 void sw_embedding_fwd(starpu_data_handle_t tokens, starpu_data_handle_t wte,
                       starpu_data_handle_t wpe, starpu_data_handle_t x,
-                      int64_t row0, int batch, int64_t pos0, int64_t vocab0);
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int with_wpe);
 /* dwte += scatter(dx) (RW); dwpe: zero_wpe ? = scatter(dx) (W) : += (RW). */
 void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
                       starpu_data_handle_t dwte, starpu_data_handle_t dwpe,
                       int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero_wpe);
 
 /* ---- flash-style causal attention tile (codelets/attention.c) ----
- * q[sq*batch, nh*d], k,v[sk*batch, nh*d]: rows in [s, b] order, head j in
+ * q[sq*batch, nh*d], k,v[sk*batch, nkv*d]: rows in [s, b] order, head j in
  * columns j*d..j*d+d-1 (the handles may be column blocks of a wider matrix).
+ * Grouped-query attention: query head j uses K/V head j / (nh / nkv).
  * o[sq*batch, nh*d], lse[sq*batch, nh] (natural-log log-sum-exp of the
  * scaled scores). Query row i has global position q_pos0 + i, key row j
  * k_pos0 + j; causal masks kpos > qpos. Fully masked rows: o = 0, lse = -inf.
@@ -111,6 +114,11 @@ typedef struct sw_attn_args {
     int64_t seq_total;
     int merge;              /* forward: merge into o/lse */
     int accumulate;         /* backward: dq, dk, dv += (RW) instead of = (W) */
+    int nkv;                /* K/V heads in the k, v tiles (grouped-query attention); 0 means nh.
+                               nh % nkv == 0; query head j of the tile uses K/V head j / (nh / nkv) */
+    int kv_accumulate;      /* backward: dk, dv += (RW) even when accumulate == 0 (query-head groups
+                               that share K/V heads write the same dk, dv one after the other);
+                               dq follows accumulate only */
 } sw_attn_args;
 void sw_attn_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,
                  starpu_data_handle_t o, starpu_data_handle_t lse, const sw_attn_args *a);

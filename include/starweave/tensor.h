@@ -65,9 +65,10 @@ starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,
  * projection. */
 starpu_data_handle_t *sw_tensor_split(sw_tensor *t, sw_split split, int nparts, const int64_t *sizes,
                                       enum starpu_data_access_mode mode);
-/* nr x nc grid of equal blocks (StarPU's block split on each dim); block
- * (i, j) is element i * nc + j. */
-starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, int nc, enum starpu_data_access_mode mode);
+/* nr x nc grid of blocks, block (i, j) is element i * nc + j; sizes of the
+ * row / column blocks given, or NULL for StarPU's equal block split. */
+starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, const int64_t *row_sizes, int nc,
+                                     const int64_t *col_sizes, enum starpu_data_access_mode mode);
 /* First row (SW_ROWS) or column (SW_COLS) of tile i, and its extent. */
 void sw_tile_range(int64_t n, int nparts, int i, int64_t *first, int64_t *count);
 
