@@ -213,9 +213,10 @@ starpu_data_handle_t *sw_tensor_split(sw_tensor *t, sw_split split, int nparts, 
     return tiles_of_plan(t, p, mode);
 }
 
-starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, int nc, enum starpu_data_access_mode mode)
+starpu_data_handle_t *sw_tensor_grid(sw_tensor *t, int nr, const int64_t *row_sizes, int nc,
+                                     const int64_t *col_sizes, enum starpu_data_access_mode mode)
 {
-    return tiles_of_plan(t, find_plan(t, nr, NULL, nc, NULL), mode);
+    return tiles_of_plan(t, find_plan(t, nr, row_sizes, nc, col_sizes), mode);
 }
 
 starpu_data_handle_t *sw_tensor_tiles(sw_tensor *t, sw_split split, int nparts,

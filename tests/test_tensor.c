@@ -55,8 +55,8 @@ int main(int argc, char **argv)
                             starpu_matrix_get_nx(h) == 2 && starpu_matrix_get_ny(h) == (uint32_t)R);
         sw_add(ts[j], ts[j], h);
     }
-    starpu_data_handle_t *tg = sw_tensor_grid(t, 3, 2, STARPU_R);
-    for (int k = 0; k < 6; k++) sw_axpy(1.0f, tg[k], sw_tensor_grid(u, 3, 2, STARPU_RW)[k]);
+    starpu_data_handle_t *tg = sw_tensor_grid(t, 3, NULL, 2, NULL, STARPU_R);
+    for (int k = 0; k < 6; k++) sw_axpy(1.0f, tg[k], sw_tensor_grid(u, 3, NULL, 2, NULL, STARPU_RW)[k]);
     sw_tensor_read_host(u, b);
     for (int64_t i = 0; i < R * C; i++) ref[i] = 3.0 * a[i];
     tu_close("explicit-size column split then a 3x2 grid", b, ref, R * C, 1e-6, 0);
