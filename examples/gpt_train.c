@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "  --layers N        transformer blocks (2)\n"
             "  --hidden N        hidden size (128)\n"
             "  --heads N         attention heads, must divide hidden (4)\n"
-            "  --vocab N         vocabulary, padded to a multiple of 128 (256)\n"
+            "  --kv-heads N      K/V heads (grouped-query attention), must divide heads (= heads)\n"
+            "  --vocab N         vocabulary, padded to a multiple of 128*tp (256)\n"
             "  --max-pos N       learned positions (default: seq)\n"
             "  --dropout P       dropout probability (0)\n"
             "training:\n"
@@ -43,6 +44,11 @@ static void usage(FILE *f)
             "  --weight-decay X  AdamW weight decay (0)\n"
             "  --seed N          seed of the init, the data order and dropout (1234)\n"
             "  --data FILE       train on the bytes of FILE (default: synthetic corpus)\n"
+            "parallelism (launch with mpirun -np <product of the degrees>):\n"
+            "  --tp N            tensor-parallel degree (1): heads, MLP and vocabulary split\n"
+            "  --sp              sequence parallelism: norms, dropout, residuals on seq/tp rows\n"
+            "  --tp-recompute-allgather  with --sp, gather the norm outputs again in backward\n"
+            "                    instead of keeping them\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
@@ -94,12 +100,18 @@ static void parse_args(int argc, char **argv, train_opts *o)
             *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
             continue;
         }
+        if (!strcmp(a, "--sp") || !strcmp(a, "--tp-recompute-allgather")) {
+            *(a[3] == 'p' ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
         if (i + 1 >= argc) sw_usage_error("%s needs a value (see --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--layers")) parse_int(a, v, &o->cfg.layers);
         else if (!strcmp(a, "--hidden")) parse_int(a, v, &o->cfg.hidden);
         else if (!strcmp(a, "--heads")) parse_int(a, v, &o->cfg.heads);
+        else if (!strcmp(a, "--kv-heads")) parse_int(a, v, &o->cfg.kv_heads);
+        else if (!strcmp(a, "--tp")) parse_int(a, v, &o->cfg.tp);
         else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
         else if (!strcmp(a, "--max-pos")) parse_int(a, v, &o->cfg.max_pos);
         else if (!strcmp(a, "--dropout")) parse_float(a, v, &o->cfg.dropout);
@@ -249,20 +261,29 @@ int main(int argc, char **argv)
     ropt.quiet = o.quiet;
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
 
-    FILE *log = fopen(o.log, "w");
-    if (!log) sw_usage_error("cannot write log '%s': %s", o.log, strerror(errno));
-    fprintf(log, "step,loss,ms,tokens_per_s\n");
+    /* every rank checks the mesh against the world size before any collective */
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, 1, 1, 1, 1});
+    sw_comm *comm = sw_comm_create(mesh);
+    int me = sw_rank();
+    if (me != 0) o.quiet = 1;
+    FILE *log = NULL;
+    if (me == 0) {
+        log = fopen(o.log, "w");
+        if (!log) sw_usage_error("cannot write log '%s': %s", o.log, strerror(errno));
+        fprintf(log, "step,loss,ms,tokens_per_s\n");
+    }
 
-    sw_gpt *m = sw_gpt_create(&o.cfg, NULL);
+    sw_gpt *m = sw_gpt_create(&o.cfg, o.cfg.tp > 1 ? comm : NULL);
     const sw_gpt_config *c = sw_gpt_get_config(m);
     int64_t T = (int64_t)c->seq * c->batch;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
-        printf("gpt_train: layers %d hidden %d heads %d vocab %d (padded %d) seq %d batch %d, %d CPU workers, "
-               "%.1f GFLOP/step, data %s (%zu bytes)\n",
-               c->layers, c->hidden, c->heads, c->vocab, c->vocab_padded, c->seq, c->batch, sw_ncpus(),
-               sw_gpt_step_flops(c) / 1e9, o.data ? o.data : "synthetic", n);
+        printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
+               "%d rank(s), tp %d%s, %d CPU workers per rank, %.1f GFLOP/step, data %s (%zu bytes)\n",
+               c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
+               sw_world_size(), c->tp, c->sp ? " + sp" : "", sw_ncpus(), sw_gpt_step_flops(c) / 1e9,
+               o.data ? o.data : "synthetic", n);
 
     float first = 0, loss = 0;
     double total_ms = 0;
@@ -286,21 +307,24 @@ int main(int argc, char **argv)
             if (o.profile) sw_stats_enable(1); /* step 1 warms up allocations and perf models */
         }
         if (step > 1) total_ms += ms;
-        fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
+        if (log) fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
         if (!o.quiet)
             printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
                    T / (ms / 1e3));
         fflush(stdout);
     }
     double avg = o.steps > 1 ? total_ms / (o.steps - 1) : 0;
-    printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps 2..%d), %.2f GFLOP/s; log: %s\n",
-           first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
-    if (o.profile) print_profile(total_ms);
-    fclose(log);
+    if (me == 0)
+        printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps 2..%d), %.2f GFLOP/s; log: %s\n",
+               first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
+    if (o.profile && me == 0) print_profile(total_ms);
+    if (log) fclose(log);
     free(tok);
     free(tgt);
     free(data);
     sw_gpt_destroy(m);
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
     sw_shutdown();
     return 0;
 }
