@@ -2,14 +2,16 @@
 """PyTorch timing peer for the starweave GPT-2 benchmark (W124 by default).
 
 Same architecture as graphs/gpt.c: learned positions, pre-LN blocks, fused
-qkv projection, causal attention, 4h tanh-GELU MLP, tied LM head over the
+qkv projection (columns [q | k | v]), causal attention (grouped-query with
+--kv-heads < --heads: K/V heads repeat_interleave'd to the query heads), 4h
+tanh-GELU MLP, tied LM head over the
 vocabulary padded to a multiple of 128, mean cross-entropy over the real
 vocabulary, AdamW on every parameter; fp32 on the CPU. Tokens are synthetic.
 
 Prints one line per step ("step k loss L ms T") and finally
 "torch_ms_per_step <median over the steps after the first>".
 
-Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--vocab 50257]
+Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--kv-heads 0] [--vocab 50257]
                     [--max-pos 1024] [--seq 64] [--batch 4] [--steps 6]
                     [--threads 2] [--dropout 0.0] [--seed 1234]
 """
@@ -25,6 +27,7 @@ import torch.nn.functional as F
 
 def build_params(a, vp, gen):
     C, L = a.hidden, a.layers
+    CQ = (a.heads + 2 * a.kv_heads) * (C // a.heads)                      # qkv width; 3C without GQA
 
     def normal(*shape, std=0.02):
         return torch.empty(*shape).normal_(0.0, std, generator=gen)
@@ -35,7 +38,7 @@ def build_params(a, vp, gen):
     rstd = 0.02 / math.sqrt(2 * L)
     for _ in range(L):
         P += [torch.ones(C), torch.zeros(C),
-              normal(3 * C, C), torch.zeros(3 * C),
+              normal(CQ, C), torch.zeros(CQ),
               normal(C, C, std=rstd), torch.zeros(C),
               torch.ones(C), torch.zeros(C),
               normal(4 * C, C), torch.zeros(4 * C),
@@ -45,7 +48,7 @@ def build_params(a, vp, gen):
 
 
 def forward(a, P, tokens, targets, mask, pos):
-    C, NH, S, B, L = a.hidden, a.heads, a.seq, a.batch, a.layers
+    C, NH, KV, S, B, L = a.hidden, a.heads, a.kv_heads, a.seq, a.batch, a.layers
     D, T, p = C // NH, S * B, a.dropout
     wte, wpe = P[0], P[1]
     x = F.dropout(wte[tokens] + wpe[pos], p, training=p > 0)
@@ -53,8 +56,12 @@ def forward(a, P, tokens, targets, mask, pos):
         (ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b,
          ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b) = P[2 + 12 * l: 2 + 12 * (l + 1)]
         h = F.layer_norm(x, (C,), ln1_w, ln1_b, a.ln_eps)
-        qkv = F.linear(h, qkv_w, qkv_b)                                    # [T, 3C], rows [s, b]
-        q, k, v = (qkv[:, i * C:(i + 1) * C].reshape(S, B, NH, D).permute(1, 2, 0, 3) for i in range(3))
+        qkv = F.linear(h, qkv_w, qkv_b)                                    # [T, (NH + 2 KV) D], rows [s, b]
+        q = qkv[:, :C].reshape(S, B, NH, D).permute(1, 2, 0, 3)
+        k, v = (qkv[:, C + i * KV * D:C + (i + 1) * KV * D].reshape(S, B, KV, D).permute(1, 2, 0, 3)
+                for i in range(2))
+        if KV != NH:                                                       # query head j: K/V head j // (NH/KV)
+            k, v = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         att = F.dropout(att, p, training=p > 0)
@@ -73,6 +80,7 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--hidden", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=0, help="K/V heads (0: = heads)")
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--max-pos", dest="max_pos", type=int, default=1024)
     ap.add_argument("--seq", type=int, default=64)
@@ -85,8 +93,10 @@ def main():
     ap.add_argument("--weight-decay", dest="weight_decay", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
-    if a.hidden % a.heads or a.seq > a.max_pos or a.steps < 2:
-        print("torch_gpt.py: need hidden % heads == 0, seq <= max_pos, steps >= 2", file=sys.stderr)
+    a.kv_heads = a.kv_heads or a.heads
+    if a.hidden % a.heads or a.heads % a.kv_heads or a.seq > a.max_pos or a.steps < 2:
+        print("torch_gpt.py: need hidden % heads == 0, heads % kv_heads == 0, seq <= max_pos, steps >= 2",
+              file=sys.stderr)
         return 2
     torch.set_num_threads(a.threads)
     try:
@@ -103,9 +113,10 @@ def main():
     mask = torch.tril(torch.ones(a.seq, a.seq, dtype=torch.bool))
     pos = torch.arange(T) // a.batch
     opt = torch.optim.AdamW(P, lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=a.weight_decay)
-    print("torch %s threads %d: layers %d hidden %d heads %d vocab %d (padded %d) seq %d batch %d params %.1fM"
-          % (torch.__version__, torch.get_num_threads(), a.layers, a.hidden, a.heads, a.vocab, vp, a.seq, a.batch,
-             nparams / 1e6), flush=True)
+    gqa = " kv_heads %d" % a.kv_heads if a.kv_heads != a.heads else ""
+    print("torch %s threads %d: layers %d hidden %d heads %d%s vocab %d (padded %d) seq %d batch %d params %.1fM"
+          % (torch.__version__, torch.get_num_threads(), a.layers, a.hidden, a.heads, gqa, a.vocab, vp, a.seq,
+             a.batch, nparams / 1e6), flush=True)
     times = []
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()

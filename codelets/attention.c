@@ -3,8 +3,12 @@
  *
  * Layout: rows in [s, b] order (row = pos * batch + b); head j of the tile
  * in columns j*d .. j*d+d-1 of q/k/v/o (handles may be strided column
- * tiles); lse[sq*batch, nh] (may be strided). For each (batch, head) the
- * q, k, v slices are packed into contiguous buffers (K and V also
+ * tiles); lse[sq*batch, nh] (may be strided). Grouped-query attention: k, v
+ * hold nkv heads and query head j reads K/V head j / (nh / nkv). The query
+ * heads of a group are consecutive, so each K/V slice is packed once, at
+ * the group's first head (and, backward, dK/dV are summed over the group in
+ * the packed buffers and written back once, after its last). For each (batch,
+ * head) the q, k, v slices are packed into contiguous buffers (K and V also
  * transposed where the inner loop runs over keys), then the queries are
  * processed in blocks of ATT_BQ rows against key blocks of ATT_BK keys:
  * at most an ATT_BQ x ATT_BK block of scores exists at a time.
@@ -82,6 +86,18 @@ static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
     return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
 }
 
+/* K/V heads of the tile (0 means nh), checked against the k, v buffers. */
+static int kv_heads(const sw_attn_args *a, void *kbuf, void *vbuf)
+{
+    const int nkv = a->nkv > 0 ? a->nkv : a->nh;
+    STARPU_ASSERT_MSG(nkv > 0 && a->nh % nkv == 0, "attention: nh %% nkv != 0 (nh=%d nkv=%d)", a->nh, nkv);
+    STARPU_ASSERT_MSG(SW_COLS_OF(kbuf) == (int64_t)nkv * a->d && SW_COLS_OF(vbuf) == (int64_t)nkv * a->d,
+                      "attention: k, v tiles must have nkv*d = %d columns (k %d, v %d)", nkv * a->d,
+                      (int)SW_COLS_OF(kbuf), (int)SW_COLS_OF(vbuf));
+    return nkv;
+}
+
+/* The dropout index is per query head (head0 + h), whatever K/V head it reads. */
 static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t qpos, int64_t kpos)
 {
     uint64_t hb = (uint64_t)b * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
@@ -98,6 +114,7 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
     const int64_t ldq = SW_LD_OF(buffers[0]), ldk = SW_LD_OF(buffers[1]), ldv = SW_LD_OF(buffers[2]),
                   ldo = SW_LD_OF(buffers[3]), ldl = SW_LD_OF(buffers[4]);
     const int B = a.batch, d = a.d, sq = a.sq, sk = a.sk;
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]), grp = a.nh / nkv;
     const int drop = a.dropout > 0.0f;
     const float inv_keep = drop ? 1.0f / (1.0f - a.dropout) : 1.0f;
 
@@ -108,9 +125,12 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d;
+            if (h % grp == 0) { /* first query head of a K/V group */
+                const int64_t kvcol = (int64_t)(h / grp) * d;
+                pack_trans(KT, k, ldk, sk, B, b, kvcol, d);
+                pack_rows(V, v, ldv, sk, B, b, kvcol, d, 1.0f);
+            }
             pack_rows(Q, q, ldq, sq, B, b, col, d, a.scale);
-            pack_trans(KT, k, ldk, sk, B, b, col, d);
-            pack_rows(V, v, ldv, sk, B, b, col, d, 1.0f);
             for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
                 const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
                 const int64_t qlast = a.q_pos0 + i0 + nq - 1;
@@ -192,7 +212,8 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
     free(acc);
 }
 
-/* buffers: q, k, v, o, lse, dout (R); dq, dk, dv (W, or RW when accumulate) */
+/* buffers: q, k, v, o, lse, dout (R); dq (W, or RW when accumulate); dk, dv (W, or RW when
+ * accumulate or kv_accumulate) */
 static void attn_bwd_cpu(void *buffers[], void *cl_arg)
 {
     sw_attn_args a;
@@ -204,6 +225,8 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                   ldo = SW_LD_OF(buffers[3]), ldl = SW_LD_OF(buffers[4]), lddo = SW_LD_OF(buffers[5]),
                   lddq = SW_LD_OF(buffers[6]), lddk = SW_LD_OF(buffers[7]), lddv = SW_LD_OF(buffers[8]);
     const int B = a.batch, d = a.d, sq = a.sq, sk = a.sk;
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]), grp = a.nh / nkv;
+    const int kv_add = a.accumulate || a.kv_accumulate;
     const int drop = a.dropout > 0.0f;
     const float inv_keep = drop ? 1.0f / (1.0f - a.dropout) : 1.0f;
     const float scale = a.scale;
@@ -217,12 +240,16 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
-            const int64_t col = (int64_t)h * d;
+            const int64_t col = (int64_t)h * d, kvcol = (int64_t)(h / grp) * d;
+            if (h % grp == 0) { /* first query head of a K/V group: dK, dV sum over the group */
+                pack_rows(K, k, ldk, sk, B, b, kvcol, d, 1.0f);
+                pack_trans(KT, k, ldk, sk, B, b, kvcol, d);
+                pack_trans(VT, v, ldv, sk, B, b, kvcol, d);
+                memset(dK, 0, sizeof(float) * nkd);
+                memset(dV, 0, sizeof(float) * nkd);
+            }
             pack_rows(Q, q, ldq, sq, B, b, col, d, 1.0f);
             pack_rows(dO, dout, lddo, sq, B, b, col, d, 1.0f);
-            pack_rows(K, k, ldk, sk, B, b, col, d, 1.0f);
-            pack_trans(KT, k, ldk, sk, B, b, col, d);
-            pack_trans(VT, v, ldv, sk, B, b, col, d);
             for (int i = 0; i < sq; i++) {
                 const int64_t row = (int64_t)i * B + b;
                 const float *orow = o + row * ldo + col, *g = dO + (int64_t)i * d;
@@ -232,8 +259,6 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                 L[i] = lse[row * ldl + h];
             }
             memset(dQ, 0, sizeof(float) * nqd);
-            memset(dK, 0, sizeof(float) * nkd);
-            memset(dV, 0, sizeof(float) * nkd);
             for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
                 const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
                 const int64_t qlast = a.q_pos0 + i0 + nq - 1;
@@ -283,11 +308,12 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                 if (a.accumulate) for (int c = 0; c < d; c++) r[c] += g[c];
                 else for (int c = 0; c < d; c++) r[c] = g[c];
             }
+            if (h % grp != grp - 1) continue; /* dK, dV: after the group's last query head */
             for (int j = 0; j < sk; j++) {
-                float *rk = dk + ((int64_t)j * B + b) * lddk + col;
-                float *rv = dv + ((int64_t)j * B + b) * lddv + col;
+                float *rk = dk + ((int64_t)j * B + b) * lddk + kvcol;
+                float *rv = dv + ((int64_t)j * B + b) * lddv + kvcol;
                 const float *gk = dK + (int64_t)j * d, *gv = dV + (int64_t)j * d;
-                if (a.accumulate) {
+                if (kv_add) {
                     for (int c = 0; c < d; c++) rk[c] += gk[c];
                     for (int c = 0; c < d; c++) rv[c] += gv[c];
                 } else {
@@ -312,7 +338,7 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
 SW_PERFMODEL(attn_fwd_model, "sw_attn_fwd");
 SW_PERFMODEL(attn_bwd_model, "sw_attn_bwd");
 
-/* o/lse (forward) and dq/dk/dv (backward) modes depend on merge/accumulate. */
+/* o/lse (forward) and dq/dk/dv (backward) modes depend on merge/accumulate/kv_accumulate. */
 static struct starpu_codelet attn_fwd_cl = {
     .cpu_funcs = {attn_fwd_cpu},
     .cpu_funcs_name = {"attn_fwd_cpu"},
@@ -329,6 +355,13 @@ static struct starpu_codelet attn_bwd_cl = {
     .name = "attn_bwd",
 };
 
+/* Caught at submission, where the caller's stack still says who passed them. */
+static void check_args(const sw_attn_args *a)
+{
+    STARPU_ASSERT_MSG(a->nh > 0 && a->nkv >= 0 && (a->nkv == 0 || a->nh % a->nkv == 0),
+                      "sw_attn: nh (%d) must be a positive multiple of nkv (%d)", a->nh, a->nkv);
+}
+
 static double attn_flops(const sw_attn_args *a, double per)
 {
     double f = per * a->batch * a->nh * (double)a->sq * a->sk * a->d;
@@ -339,6 +372,7 @@ void sw_attn_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_han
                  starpu_data_handle_t o, starpu_data_handle_t lse, const sw_attn_args *a)
 {
     sw_attn_args args = *a;
+    check_args(a);
     enum starpu_data_access_mode out = a->merge ? STARPU_RW : STARPU_W;
     SW_INSERT(&attn_fwd_cl, STARPU_R, q, STARPU_R, k, STARPU_R, v, out, o, out, lse, STARPU_VALUE, &args,
               sizeof args, STARPU_FLOPS, attn_flops(a, 4.0));
@@ -350,8 +384,10 @@ void sw_attn_bwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_han
                  const sw_attn_args *a)
 {
     sw_attn_args args = *a;
-    enum starpu_data_access_mode out = a->accumulate ? STARPU_RW : STARPU_W;
+    check_args(a);
+    enum starpu_data_access_mode qout = a->accumulate ? STARPU_RW : STARPU_W;
+    enum starpu_data_access_mode kvout = a->accumulate || a->kv_accumulate ? STARPU_RW : STARPU_W;
     SW_INSERT(&attn_bwd_cl, STARPU_R, q, STARPU_R, k, STARPU_R, v, STARPU_R, o, STARPU_R, lse, STARPU_R,
-              dout, out, dq, out, dk, out, dv, STARPU_VALUE, &args, sizeof args, STARPU_FLOPS,
+              dout, qout, dq, kvout, dk, kvout, dv, STARPU_VALUE, &args, sizeof args, STARPU_FLOPS,
               attn_flops(a, 10.0));
 }

@@ -1,6 +1,7 @@
 /* Serial double-precision reference of the GPT-2 model (see ref_gpt.h).
  * Notation: T = seq*batch rows in [s, b] order, C = hidden, NH = heads,
- * D = C/NH, S = seq, B = batch, Vp = padded vocabulary, V = real vocabulary. */
+ * D = C/NH, KV = K/V heads, CQ = (NH + 2 KV) D = width of qkv, S = seq,
+ * B = batch, Vp = padded vocabulary, V = real vocabulary. */
 #include "ref_gpt.h"
 
 #include <math.h>
@@ -24,6 +25,13 @@ enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_PROJW, P_PROJB, P_LN2W, P_LN2B, P_FCW, 
 
 int ref_gpt_num_params(const sw_gpt_config *c) { return 2 + 12 * c->layers + 2; }
 
+/* K/V heads (kv_heads 0: one per query head) and the width of qkv. */
+static int kv_heads(const sw_gpt_config *c) { return c->kv_heads > 0 ? c->kv_heads : c->heads; }
+static int64_t qkv_width(const sw_gpt_config *c)
+{
+    return (int64_t)(c->heads + 2 * kv_heads(c)) * (c->hidden / c->heads);
+}
+
 int64_t ref_gpt_param_numel(const sw_gpt_config *c, int i)
 {
     int64_t C = c->hidden;
@@ -32,8 +40,8 @@ int64_t ref_gpt_param_numel(const sw_gpt_config *c, int i)
     if (i == 1) return (int64_t)c->max_pos * C;
     if (i >= n - 2) return C;
     switch ((i - 2) % 12) {
-    case P_QKVW: return 3 * C * C;
-    case P_QKVB: return 3 * C;
+    case P_QKVW: return qkv_width(c) * C;
+    case P_QKVB: return qkv_width(c);
     case P_PROJW: return C * C;
     case P_FCW: case P_FC2W: return 4 * C * C;
     case P_FCB: return 4 * C;
@@ -50,7 +58,7 @@ struct ref_gpt_acts {
     double *encoded;              /* [T,C] before embedding dropout */
     double **x;                   /* L+1 x [T,C]: residual stream entering layer l (x[L]: final) */
     double **ln1, **ln1_mean, **ln1_rstd;  /* [T,C], [T], [T] */
-    double **qkv;                 /* [T,3C] */
+    double **qkv;                 /* [T,CQ] */
     double **att;                 /* [B,NH,S,S] softmax probabilities (before dropout) */
     double **atto;                /* [T,C] attention output */
     double **xmid;                /* [T,C] residual after the attention block */
@@ -83,7 +91,7 @@ ref_gpt_acts *ref_gpt_acts_new(const sw_gpt_config *c)
     a->encoded = dalloc(T * C);
     a->x = dalloc_n(L + 1, T * C);
     a->ln1 = dalloc_n(L, T * C); a->ln1_mean = dalloc_n(L, T); a->ln1_rstd = dalloc_n(L, T);
-    a->qkv = dalloc_n(L, T * 3 * C);
+    a->qkv = dalloc_n(L, T * qkv_width(c));
     a->att = dalloc_n(L, att);
     a->atto = dalloc_n(L, T * C);
     a->xmid = dalloc_n(L, T * C);
@@ -213,23 +221,26 @@ static void matmul_backward(double *dinp, double *dw, double *dbias, const doubl
         }
 }
 
-/* attention: qkv[T,3C] -> out[T,C], att[B,NH,S,S] probabilities before dropout;
- * causal, scale 1/sqrt(D), dropout on the probabilities (op 1). */
+/* attention: qkv[T,CQ] = [q (NH heads) | k (KV heads) | v (KV heads)] ->
+ * out[T,C], att[B,NH,S,S] probabilities before dropout; query head h uses
+ * K/V head h / (NH/KV); causal, scale 1/sqrt(D), dropout on the
+ * probabilities (op 1, indexed by the query head). */
 static void attention_forward(double *out, double *att, const double *qkv, const sw_gpt_config *c, int step,
                               int layer)
 {
-    int B = c->batch, S = c->seq, NH = c->heads;
-    int64_t C = c->hidden, D = C / NH, C3 = 3 * C;
+    int B = c->batch, S = c->seq, NH = c->heads, KV = kv_heads(c);
+    int64_t C = c->hidden, D = C / NH, CQ = qkv_width(c);
     double scale = 1.0 / sqrt((double)D);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int qp = 0; qp < S; qp++) {
-                const double *q = qkv + ((int64_t)qp * B + b) * C3 + h * D;
+                const int64_t kcol = C + (int64_t)(h / (NH / KV)) * D, vcol = kcol + KV * D;
+                const double *q = qkv + ((int64_t)qp * B + b) * CQ + h * D;
                 double *p = att + (((int64_t)b * NH + h) * S + qp) * S;
                 double mx = -INFINITY;
                 for (int kp = 0; kp < S; kp++) {
                     if (kp > qp) { p[kp] = 0; continue; }
-                    const double *k = qkv + ((int64_t)kp * B + b) * C3 + C + h * D;
+                    const double *k = qkv + ((int64_t)kp * B + b) * CQ + kcol;
                     double s = 0;
                     for (int64_t i = 0; i < D; i++) s += q[i] * k[i];
                     p[kp] = s * scale;
@@ -243,32 +254,34 @@ static void attention_forward(double *out, double *att, const double *qkv, const
                 uint64_t base = (((uint64_t)b * NH + h) * S + qp) * S;
                 for (int kp = 0; kp <= qp; kp++) {
                     double pd = p[kp] * drop_mul(c, step, (uint32_t)layer, SW_DROP_ATTN_PROBS, base + kp);
-                    const double *v = qkv + ((int64_t)kp * B + b) * C3 + 2 * C + h * D;
+                    const double *v = qkv + ((int64_t)kp * B + b) * CQ + vcol;
                     for (int64_t i = 0; i < D; i++) o[i] += pd * v[i];
                 }
             }
 }
-/* attention backward: dqkv[T,3C] += from dout[T,C] */
+/* attention backward: dqkv[T,CQ] += from dout[T,C] (dk, dv summed over the
+ * query heads of each K/V head) */
 static void attention_backward(double *dqkv, const double *dout, const double *qkv, const double *att,
                                const sw_gpt_config *c, int step, int layer)
 {
-    int B = c->batch, S = c->seq, NH = c->heads;
-    int64_t C = c->hidden, D = C / NH, C3 = 3 * C;
+    int B = c->batch, S = c->seq, NH = c->heads, KV = kv_heads(c);
+    int64_t C = c->hidden, D = C / NH, CQ = qkv_width(c);
     double scale = 1.0 / sqrt((double)D);
     double *dp = dalloc(S);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int qp = 0; qp < S; qp++) {
+                const int64_t kcol = C + (int64_t)(h / (NH / KV)) * D, vcol = kcol + KV * D;
                 const double *p = att + (((int64_t)b * NH + h) * S + qp) * S;
                 const double *dov = dout + ((int64_t)qp * B + b) * C + h * D;
-                const double *q = qkv + ((int64_t)qp * B + b) * C3 + h * D;
-                double *dq = dqkv + ((int64_t)qp * B + b) * C3 + h * D;
+                const double *q = qkv + ((int64_t)qp * B + b) * CQ + h * D;
+                double *dq = dqkv + ((int64_t)qp * B + b) * CQ + h * D;
                 uint64_t base = (((uint64_t)b * NH + h) * S + qp) * S;
                 double dot = 0;
                 for (int kp = 0; kp <= qp; kp++) {
                     double mul = drop_mul(c, step, (uint32_t)layer, SW_DROP_ATTN_PROBS, base + kp);
-                    const double *v = qkv + ((int64_t)kp * B + b) * C3 + 2 * C + h * D;
-                    double *dv = dqkv + ((int64_t)kp * B + b) * C3 + 2 * C + h * D;
+                    const double *v = qkv + ((int64_t)kp * B + b) * CQ + vcol;
+                    double *dv = dqkv + ((int64_t)kp * B + b) * CQ + vcol;
                     double dpd = 0;
                     for (int64_t i = 0; i < D; i++) { dpd += dov[i] * v[i]; dv[i] += p[kp] * mul * dov[i]; }
                     dp[kp] = dpd * mul;
@@ -276,8 +289,8 @@ static void attention_backward(double *dqkv, const double *dout, const double *q
                 }
                 for (int kp = 0; kp <= qp; kp++) {
                     double ds = p[kp] * (dp[kp] - dot) * scale;
-                    const double *k = qkv + ((int64_t)kp * B + b) * C3 + C + h * D;
-                    double *dk = dqkv + ((int64_t)kp * B + b) * C3 + C + h * D;
+                    const double *k = qkv + ((int64_t)kp * B + b) * CQ + kcol;
+                    double *dk = dqkv + ((int64_t)kp * B + b) * CQ + kcol;
                     for (int64_t i = 0; i < D; i++) { dq[i] += ds * k[i]; dk[i] += ds * q[i]; }
                 }
             }
@@ -346,7 +359,7 @@ double ref_gpt_forward(const sw_gpt_config *c, double *const *P, const int32_t *
     for (int l = 0; l < L; l++) {
         layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], a->x[l], LP(P, l, P_LN1W), LP(P, l, P_LN1B), T,
                           C, eps);
-        matmul_forward(a->qkv[l], a->ln1[l], LP(P, l, P_QKVW), LP(P, l, P_QKVB), T, C, 3 * C);
+        matmul_forward(a->qkv[l], a->ln1[l], LP(P, l, P_QKVW), LP(P, l, P_QKVB), T, C, qkv_width(c));
         attention_forward(a->atto[l], a->att[l], a->qkv[l], c, step, l);
         matmul_forward(tmp, a->atto[l], LP(P, l, P_PROJW), LP(P, l, P_PROJB), T, C, C);
         dropout_forward(tmp, tmp, T * C, c, step, (uint32_t)l, SW_DROP_ATTN_OUT);
@@ -376,7 +389,7 @@ void ref_gpt_backward(const sw_gpt_config *c, double *const *P, const int32_t *t
     for (int i = 0; i < n; i++) memset(G[i], 0, (size_t)ref_gpt_param_numel(c, i) * sizeof(double));
 
     double *dlogits = dalloc(T * Vp), *dx = dalloc(T * C), *dxf = dalloc(T * C), *dt = dalloc(T * C);
-    double *dqkv = dalloc(T * 3 * C), *dfc = dalloc(T * 4 * C), *dln = dalloc(T * C);
+    double *dqkv = dalloc(T * qkv_width(c)), *dfc = dalloc(T * 4 * C), *dln = dalloc(T * C);
 
     crossentropy_backward(dlogits, a->probs, targets, T, Vp);
     matmul_backward(dxf, G[0], NULL, dlogits, a->lnf, P[0], T, C, Vp);
@@ -398,10 +411,11 @@ void ref_gpt_backward(const sw_gpt_config *c, double *const *P, const int32_t *t
         dropout_forward(dt, dt, T * C, c, step, (uint32_t)l, SW_DROP_ATTN_OUT);
         memset(dln, 0, (size_t)(T * C) * sizeof(double));
         matmul_backward(dln, LP(G, l, P_PROJW), LP(G, l, P_PROJB), dt, a->atto[l], LP(P, l, P_PROJW), T, C, C);
-        memset(dqkv, 0, (size_t)(T * 3 * C) * sizeof(double));
+        memset(dqkv, 0, (size_t)(T * qkv_width(c)) * sizeof(double));
         attention_backward(dqkv, dln, a->qkv[l], a->att[l], c, step, l);
         memset(dln, 0, (size_t)(T * C) * sizeof(double));
-        matmul_backward(dln, LP(G, l, P_QKVW), LP(G, l, P_QKVB), dqkv, a->ln1[l], LP(P, l, P_QKVW), T, C, 3 * C);
+        matmul_backward(dln, LP(G, l, P_QKVW), LP(G, l, P_QKVB), dqkv, a->ln1[l], LP(P, l, P_QKVW), T, C,
+                        qkv_width(c));
         layernorm_backward(dx, LP(G, l, P_LN1W), LP(G, l, P_LN1B), dln, a->x[l], LP(P, l, P_LN1W), a->ln1_mean[l],
                            a->ln1_rstd[l], T, C);
     }

@@ -4,9 +4,11 @@
  *
  * Model: tokens/targets [T = seq*batch] in [s, b] order (row = pos*batch + b).
  * x = drop(wte[tok] + wpe[pos]) (layer 0xFFFF, op 0, index row*h + col);
- * per layer l: a = LN1(x); qkv = a qkv_w^T + qkv_b; causal attention per
- * (b, head), scale 1/sqrt(d), softmax, dropout on the probabilities (layer l,
- * op 1, index ((b*heads + j)*seq + qpos)*seq + kpos); x += drop(o proj_w^T +
+ * per layer l: a = LN1(x); qkv = a qkv_w^T + qkv_b, columns [q (heads*d) |
+ * k (kv*d) | v (kv*d)] with kv = kv_heads (0: heads); causal attention per
+ * (b, query head j) with K/V head j / (heads/kv), scale 1/sqrt(d), softmax,
+ * dropout on the probabilities (layer l, op 1, index
+ * ((b*heads + j)*seq + qpos)*seq + kpos); x += drop(o proj_w^T +
  * proj_b) (op 2); x += drop(gelu_tanh(LN2(x) fc_w^T + fc_b) fc2_w^T + fc2_b)
  * (op 3); logits = LNf(x) wte^T over [T, Vp]; loss = mean cross-entropy over
  * the real vocabulary columns. Masks: sw_dropout_keep(seed, step, layer, op,

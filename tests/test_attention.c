@@ -6,7 +6,9 @@
  * tensor; two head groups (two tasks); the Ring case (keys in two blocks
  * via k_pos0, merge 0 then 1, backward accumulated over the blocks); fully
  * masked rows (lse -inf, merging them changes nothing); query blocks with
- * q_pos0 > 0. */
+ * q_pos0 > 0. Grouped-query attention (nkv < nh K/V heads): the same checks,
+ * query heads in tasks that hold whole K/V groups or share a K/V head
+ * (kv_accumulate on the later ones), and the Ring case. */
 #include <string.h>
 
 #include "philox.h"
@@ -39,16 +41,21 @@ typedef struct ref_cfg {
     double scale;
     float p;
     int64_t seq_total;
+    int nkv;            /* K/V heads (grouped-query attention); 0 means nh */
 } ref_cfg;
 
+static int ref_nkv(const ref_cfg *c) { return c->nkv > 0 ? c->nkv : c->nh; }
+
 /* One (b, h) slice: queries i < nq at positions qp0 + i (rows i*B + b of Q
- * and R, columns h*d..), keys j < nk at kp0 + j (rows j*B + b of K, V).
- * ld = nh*d for Q, K, V, R and O; lse is [nq*B, nh]. Writes O and lse when
- * given; returns sum(O * R) when R is given. */
+ * and R, columns h*d..), keys j < nk at kp0 + j (rows j*B + b of K, V,
+ * columns of K/V head h / (nh / nkv)). ld = nh*d for Q, R and O, nkv*d for
+ * K and V; lse is [nq*B, nh]. Writes O and lse when given; returns
+ * sum(O * R) when R is given. */
 static double ref_slice(const ref_cfg *c, const double *Q, const double *K, const double *V, const double *R,
                         int b, int h, int nq, int64_t qp0, int nk, int64_t kp0, double *O, double *lse)
 {
-    const int d = c->d, ld = c->nh * d;
+    const int d = c->d, ld = c->nh * d, nkv = ref_nkv(c), ldkv = nkv * d;
+    const int64_t kvcol = (int64_t)(h / (c->nh / nkv)) * d;
     double sc[512], o[64], loss = 0;
     for (int i = 0; i < nq; i++) {
         const int64_t qpos = qp0 + i;
@@ -57,7 +64,7 @@ static double ref_slice(const ref_cfg *c, const double *Q, const double *K, cons
         int any = 0;
         for (int j = 0; j < nk; j++) {
             if (c->causal && kp0 + j > qpos) { sc[j] = -INFINITY; continue; }
-            const double *kj = K + ((int64_t)j * B + b) * ld + h * d;
+            const double *kj = K + ((int64_t)j * B + b) * ldkv + kvcol;
             double s = 0;
             for (int x = 0; x < d; x++) s += qi[x] * kj[x];
             sc[j] = s * c->scale;
@@ -81,7 +88,7 @@ static double ref_slice(const ref_cfg *c, const double *Q, const double *K, cons
                                     (uint64_t)qpos) * (uint64_t)c->seq_total + (uint64_t)(kp0 + j);
                     pj = sw_dropout_keep(SEED, STEP, LAYER, OP, idx, c->p) ? pj / (1.0 - (double)c->p) : 0.0;
                 }
-                const double *vj = V + ((int64_t)j * B + b) * ld + h * d;
+                const double *vj = V + ((int64_t)j * B + b) * ldkv + kvcol;
                 for (int x = 0; x < d; x++) o[x] += pj * vj[x];
             }
         }
@@ -192,11 +199,14 @@ static sw_attn_args make_args(int nh_tile, int d, int sq, int sk, int64_t qp0, i
 
 /* Central finite differences of the reference loss for a sample of
  * elements of X (one of Q, K, V: which = 0, 1, 2), compared with the
- * codelet's gradient G ([T, nh*d] double, from the float result). */
+ * codelet's gradient (float, element (row, col) of X at
+ * grad[row * ldg + gcol0 + col]). A K/V head feeds the nh/nkv query heads
+ * of its group: their losses are summed. */
 static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, double *V, const double *R, int s,
                      int which, const float *grad, int64_t ldg, int64_t gcol0)
 {
-    const int d = c->d, ld = c->nh * d;
+    const int d = c->d, ld = c->nh * d, nkv = ref_nkv(c), grp = c->nh / nkv;
+    const int ldx = which == 0 ? ld : nkv * d;
     double *X = which == 0 ? Q : which == 1 ? K : V;
     /* positions: every query row for dq (row-local, cheap); for dk/dv the
      * key rows around the block edges and a few others */
@@ -212,7 +222,7 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
         }
     }
     /* dq: every element; dk, dv: the sampled positions, each with one batch
-     * element and one head (cycling through them) */
+     * element and one K/V head (cycling through them) */
     const int nrows = which == 0 ? s : np, nb = which == 0 ? B : 1, ncol = which == 0 ? ld : d;
     const int64_t n = (int64_t)nrows * nb * ncol;
     float *got = xmalloc(sizeof(float) * (size_t)n);
@@ -225,10 +235,10 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
         for (int bi = 0; bi < nb; bi++)
             for (int ci = 0; ci < ncol; ci++, e++) {
                 const int b = which == 0 ? bi : pi % B;
-                const int col = which == 0 ? ci : (pi % c->nh) * d + ci;
-                const int h = col / d;
+                const int col = which == 0 ? ci : (pi % nkv) * d + ci;
+                const int h = col / d; /* query head (dq) or K/V head (dk, dv) */
                 const int64_t row = (int64_t)p * B + b;
-                double *xp = X + row * ld + col, x0 = *xp, lp, lm;
+                double *xp = X + row * ldx + col, x0 = *xp, lp = 0, lm = 0;
                 if (which == 0) { /* only query row p changes */
                     const int64_t off = (int64_t)p * B * ld;
                     *xp = x0 + eps;
@@ -236,10 +246,12 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
                     *xp = x0 - eps;
                     lm = ref_slice(c, Q + off, K, V, R + off, b, h, 1, p, s, 0, NULL, NULL);
                 } else {
-                    *xp = x0 + eps;
-                    lp = ref_slice(c, Q, K, V, R, b, h, s, 0, s, 0, NULL, NULL);
-                    *xp = x0 - eps;
-                    lm = ref_slice(c, Q, K, V, R, b, h, s, 0, s, 0, NULL, NULL);
+                    for (int hq = h * grp; hq < (h + 1) * grp; hq++) {
+                        *xp = x0 + eps;
+                        lp += ref_slice(c, Q, K, V, R, b, hq, s, 0, s, 0, NULL, NULL);
+                        *xp = x0 - eps;
+                        lm += ref_slice(c, Q, K, V, R, b, hq, s, 0, s, 0, NULL, NULL);
+                    }
                 }
                 *xp = x0;
                 ref[e] = (lp - lm) / (2 * eps);
@@ -265,7 +277,7 @@ static void run_case(int d, int nh, int G, int s, int causal, float p, uint64_t 
     tu_rand(r, T * W, seed + 100, 1.0f);
     double *Q = cols_to_double(qkv, T, C3, 0, W), *K = cols_to_double(qkv, T, C3, W, W);
     double *V = cols_to_double(qkv, T, C3, 2 * W, W), *R = to_double(r, T * W);
-    ref_cfg c = {nh, d, causal, 1.0 / sqrt((double)d), p, s};
+    ref_cfg c = {nh, d, causal, 1.0 / sqrt((double)d), p, s, 0};
     /* the codelet gets scale in fp32 */
     c.scale = (double)(1.0f / sqrtf((float)d));
     double *Or = xmalloc(sizeof(double) * (size_t)(T * W)), *Lr = xmalloc(sizeof(double) * (size_t)(T * nh));
@@ -312,16 +324,23 @@ static void run_case(int d, int nh, int G, int s, int causal, float p, uint64_t 
 
 /* ---------------- Ring: keys in two blocks ---------------- */
 
+/* tensor [(k1-k0)*B, w] holding columns col0..col0+w-1 of the rows of
+ * positions k0..k1-1 of x[T, ld] */
+static sw_tensor *rows_block(const char *name, const float *x, int64_t ld, int64_t col0, int64_t w, int k0, int k1)
+{
+    const int64_t n = (int64_t)(k1 - k0) * B;
+    float *y = xmalloc(sizeof(float) * (size_t)(n * w));
+    for (int64_t r = 0; r < n; r++)
+        memcpy(y + r * w, x + ((int64_t)k0 * B + r) * ld + col0, sizeof(float) * (size_t)w);
+    sw_tensor *t = tu_tensor(name, n, w, y);
+    free(y);
+    return t;
+}
+
 /* kv tensor [(k1-k0)*B, 2W] holding k, v rows of positions k0..k1-1 */
 static sw_tensor *kv_block(const char *name, const float *qkv, int64_t W, int k0, int k1)
 {
-    const int64_t C3 = 3 * W, n = (int64_t)(k1 - k0) * B;
-    float *x = xmalloc(sizeof(float) * (size_t)(n * 2 * W));
-    for (int64_t r = 0; r < n; r++)
-        memcpy(x + r * 2 * W, qkv + ((int64_t)k0 * B + r) * C3 + W, sizeof(float) * (size_t)(2 * W));
-    sw_tensor *t = tu_tensor(name, n, 2 * W, x);
-    free(x);
-    return t;
+    return rows_block(name, qkv, 3 * W, W, 2 * W, k0, k1);
 }
 
 static int all_equal(const float *a, const float *b, int64_t n)
@@ -340,7 +359,7 @@ static void ring_case(int d, int s, int s1, int causal, float p, uint64_t seed)
     tu_rand(r, T * W, seed + 100, 1.0f);
     double *Q = cols_to_double(qkv, T, C3, 0, W), *K = cols_to_double(qkv, T, C3, W, W);
     double *V = cols_to_double(qkv, T, C3, 2 * W, W);
-    ref_cfg c = {nh, d, causal, (double)(1.0f / sqrtf((float)d)), p, s};
+    ref_cfg c = {nh, d, causal, (double)(1.0f / sqrtf((float)d)), p, s, 0};
     double *Or = xmalloc(sizeof(double) * (size_t)(T * W)), *Lr = xmalloc(sizeof(double) * (size_t)(T * nh));
 
     sw_tensor *QKV = tu_tensor("qkv", T, C3, qkv), *DO = tu_tensor("dout", T, W, r);
@@ -591,6 +610,239 @@ static void masked_case(int d, int s, float p, uint64_t seed)
     free(l3); free(g0); free(g1); free(dq); free(dkv);
 }
 
+/* ---------------- grouped-query attention ---------------- */
+
+/* Columns c0..c0+w-1 of a [rows, lda] and b [rows, ldb] checked close (b
+ * as the reference). */
+static void check_cols(const char *what, const float *a, int64_t lda, int64_t ca, const float *b, int64_t ldb,
+                       int64_t cb, int64_t rows, int64_t w, double rtol, double arel)
+{
+    float *x = xmalloc(sizeof(float) * (size_t)(rows * w));
+    for (int64_t r = 0; r < rows; r++) memcpy(x + r * w, a + r * lda + ca, sizeof(float) * (size_t)w);
+    double *y = cols_to_double(b, rows, ldb, cb, w);
+    check_f(what, x, y, rows * w, rtol, arel);
+    free(x);
+    free(y);
+}
+
+/* nh query heads, nkv K/V heads: qkv[T, (nh + 2 nkv) d] = [q | k | v], query
+ * head j reads K/V head j / (nh / nkv). One task over all heads, checked
+ * against the reference (forward) and finite differences (backward); then,
+ * for G > 1, the heads in G tasks of nh/G query heads: a task covering
+ * whole K/V groups gets its own K/V heads; tasks splitting a K/V group share
+ * its K/V head, the later ones with kv_accumulate = 1; checked against the
+ * one task (dk, dv also with kv_accumulate = 1 on every task, from random
+ * starting values, while dq is written: accumulate = 0, NaN before). */
+static void gqa_case(int d, int nh, int nkv, int G, int s, int causal, float p, uint64_t seed)
+{
+    const int64_t T = (int64_t)s * B, W = (int64_t)nh * d, Wkv = (int64_t)nkv * d, C = W + 2 * Wkv;
+    const int nht = nh / G, grp = nh / nkv;
+    const int nkvt = nht >= grp ? nht / grp : 1, NKV = nkv / nkvt; /* K/V heads per task, K/V tiles */
+    if (nht % grp != 0 && grp % nht != 0) {
+        fprintf(stderr, "gqa_case: %d query heads per task neither hold nor split whole K/V groups of %d\n", nht, grp);
+        exit(99);
+    }
+    char what[256], tag[160];
+    snprintf(tag, sizeof tag, "gqa d=%d nh=%d nkv=%d tasks=%d s=%d causal=%d p=%.1f", d, nh, nkv, G, s, causal, p);
+    float *qkv = xmalloc(sizeof(float) * (size_t)(T * C)), *r = xmalloc(sizeof(float) * (size_t)(T * W));
+    tu_rand(qkv, T * C, seed, 1.5f);
+    tu_rand(r, T * W, seed + 100, 1.0f);
+    double *Q = cols_to_double(qkv, T, C, 0, W), *K = cols_to_double(qkv, T, C, W, Wkv);
+    double *V = cols_to_double(qkv, T, C, W + Wkv, Wkv), *R = to_double(r, T * W);
+    ref_cfg c = {nh, d, causal, (double)(1.0f / sqrtf((float)d)), p, s, nkv};
+    double *Or = xmalloc(sizeof(double) * (size_t)(T * W)), *Lr = xmalloc(sizeof(double) * (size_t)(T * nh));
+    ref_fwd(&c, Q, K, V, s, 0, s, 0, Or, Lr);
+
+    sw_tensor *QKV = tu_tensor("qkv", T, C, qkv), *DO = tu_tensor("dout", T, W, r);
+    sw_tensor *O1 = tu_tensor("o_one", T, W, NULL), *L1 = tu_tensor("lse_one", T, nh, NULL);
+    sw_tensor *D1 = tu_tensor("dqkv_one", T, C, NULL);
+    sw_tensor_fill(O1, NAN);
+    sw_tensor_fill(L1, NAN);
+    sw_tensor_fill(D1, NAN);
+    const int64_t sz1[3] = {W, Wkv, Wkv};
+    /* one task over all heads */
+    sw_attn_args a = make_args(nh, d, s, s, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.nkv = nkv;
+    starpu_data_handle_t *t = sw_tensor_split(QKV, SW_COLS, 3, sz1, STARPU_R);
+    sw_attn_fwd(t[0], t[1], t[2], WH(O1, STARPU_W), WH(L1, STARPU_W), &a);
+    starpu_data_handle_t *dt = sw_tensor_split(D1, SW_COLS, 3, sz1, STARPU_W);
+    sw_attn_bwd(t[0], t[1], t[2], WH(O1, STARPU_R), WH(L1, STARPU_R), WH(DO, STARPU_R), dt[0], dt[1], dt[2], &a);
+    float *o1 = tu_read(O1), *l1 = tu_read(L1), *d1 = tu_read(D1);
+    snprintf(what, sizeof what, "attn fwd o (%s)", tag);
+    check_f(what, o1, Or, T * W, 1e-4, 1e-5);
+    snprintf(what, sizeof what, "attn fwd lse (%s)", tag);
+    check_lse(what, l1, Lr, T * nh);
+    static const char *nm[3] = {"dq", "dk", "dv"};
+    const int64_t gcol[3] = {0, W, W + Wkv};
+    for (int w = 0; w < 3; w++) {
+        snprintf(what, sizeof what, "attn bwd %s vs finite differences (%s)", nm[w], tag);
+        fd_check(what, &c, Q, K, V, R, s, w, d1, C, gcol[w]);
+    }
+
+    if (G > 1) {
+        /* G query tiles, then the K tiles, then the V tiles */
+        int64_t sizes[64];
+        for (int g = 0; g < G; g++) sizes[g] = (int64_t)nht * d;
+        for (int k = 0; k < 2 * NKV; k++) sizes[G + k] = (int64_t)nkvt * d;
+        sw_tensor *O = tu_tensor("o", T, W, NULL), *L = tu_tensor("lse", T, nh, NULL);
+        sw_tensor *DQKV = tu_tensor("dqkv", T, C, NULL);
+        sw_tensor_fill(O, NAN);
+        sw_tensor_fill(L, NAN);
+        float *start = xmalloc(sizeof(float) * (size_t)(T * C));
+        for (int pass = 0; pass < 2; pass++) {
+            /* pass 0: dq, dk, dv NaN before, kv_accumulate on the tasks that
+             * share a K/V tile with an earlier one; pass 1: dk, dv from
+             * random values, kv_accumulate on every task */
+            if (pass == 0) {
+                sw_tensor_fill(DQKV, NAN);
+            } else {
+                tu_rand(start, T * C, seed + 200, 1.0f);
+                for (int64_t row = 0; row < T; row++)
+                    for (int64_t x = 0; x < W; x++) start[row * C + x] = NAN;
+                sw_tensor_write_host(DQKV, start);
+            }
+            for (int g = 0; g < G; g++) {
+                const int kvt = (g * nht / grp) / nkvt;
+                t = sw_tensor_split(QKV, SW_COLS, G + 2 * NKV, sizes, STARPU_R);
+                a = make_args(nht, d, s, s, 0, 0, causal, p, g * nht, nh, s, 0, 0);
+                a.nkv = nkvt;
+                if (pass == 0)
+                    sw_attn_fwd(t[g], t[G + kvt], t[G + NKV + kvt], sw_tensor_tiles(O, SW_COLS, G, STARPU_W)[g],
+                                sw_tensor_tiles(L, SW_COLS, G, STARPU_W)[g], &a);
+                a.kv_accumulate = pass == 1 || (g * nht) % grp != 0;
+                t = sw_tensor_split(QKV, SW_COLS, G + 2 * NKV, sizes, STARPU_R);
+                dt = sw_tensor_split(DQKV, SW_COLS, G + 2 * NKV, sizes, STARPU_W);
+                sw_attn_bwd(t[g], t[G + kvt], t[G + NKV + kvt], sw_tensor_tiles(O, SW_COLS, G, STARPU_R)[g],
+                            sw_tensor_tiles(L, SW_COLS, G, STARPU_R)[g], sw_tensor_tiles(DO, SW_COLS, G, STARPU_R)[g],
+                            dt[g], dt[G + kvt], dt[G + NKV + kvt], &a);
+            }
+            float *dg = tu_read(DQKV);
+            if (pass == 0) {
+                float *o = tu_read(O), *l = tu_read(L);
+                snprintf(what, sizeof what, "%d tasks: fwd o vs reference (%s)", G, tag);
+                check_f(what, o, Or, T * W, 1e-4, 1e-5);
+                double *ld = to_double(l1, T * nh);
+                snprintf(what, sizeof what, "%d tasks: fwd lse = one task (%s)", G, tag);
+                check_lse(what, l, ld, T * nh);
+                free(ld);
+                free(o);
+                free(l);
+                snprintf(what, sizeof what, "%d tasks: dq = one task (%s)", G, tag);
+                check_cols(what, dg, C, 0, d1, C, 0, T, W, 1e-5, 1e-6);
+                snprintf(what, sizeof what, "%d tasks, later ones kv_accumulate=1: dk, dv = one task (%s)", G, tag);
+                check_cols(what, dg, C, W, d1, C, W, T, 2 * Wkv, 1e-5, 1e-6);
+            } else {
+                snprintf(what, sizeof what, "%d tasks, all kv_accumulate=1, accumulate=0: dq written (%s)", G, tag);
+                check_cols(what, dg, C, 0, d1, C, 0, T, W, 1e-5, 1e-6);
+                float *e = xmalloc(sizeof(float) * (size_t)(T * C));
+                for (int64_t i = 0; i < T * C; i++) e[i] = start[i] + d1[i];
+                snprintf(what, sizeof what, "%d tasks, all kv_accumulate=1: dk, dv = start + one task (%s)", G, tag);
+                check_cols(what, dg, C, W, e, C, W, T, 2 * Wkv, 1e-5, 1e-6);
+                free(e);
+            }
+            free(dg);
+        }
+        free(start);
+        sw_tensor_free(O);
+        sw_tensor_free(L);
+        sw_tensor_free(DQKV);
+    }
+    sw_tensor_free(QKV); sw_tensor_free(DO); sw_tensor_free(O1); sw_tensor_free(L1); sw_tensor_free(D1);
+    free(qkv); free(r); free(Q); free(K); free(V); free(R); free(Or); free(Lr); free(o1); free(l1); free(d1);
+}
+
+/* GQA with the keys in two blocks (Ring): forward block 1 (merge 0) then
+ * block 2 (merge 1) = one call = reference; backward block 1 (accumulate 0)
+ * then block 2 (accumulate 1; its dk, dv start from random values) = one
+ * call. */
+static void gqa_ring_case(int d, int nh, int nkv, int s, int s1, int causal, float p, uint64_t seed)
+{
+    const int64_t T = (int64_t)s * B, W = (int64_t)nh * d, Wkv = (int64_t)nkv * d, C = W + 2 * Wkv;
+    const int64_t n1 = (int64_t)s1 * B, n2 = (int64_t)(s - s1) * B;
+    char what[256], tag[160];
+    snprintf(tag, sizeof tag, "gqa ring d=%d nh=%d nkv=%d s=%d split=%d causal=%d p=%.1f", d, nh, nkv, s, s1, causal,
+             p);
+    float *qkv = xmalloc(sizeof(float) * (size_t)(T * C)), *r = xmalloc(sizeof(float) * (size_t)(T * W));
+    tu_rand(qkv, T * C, seed, 1.5f);
+    tu_rand(r, T * W, seed + 100, 1.0f);
+    double *Q = cols_to_double(qkv, T, C, 0, W), *K = cols_to_double(qkv, T, C, W, Wkv);
+    double *V = cols_to_double(qkv, T, C, W + Wkv, Wkv);
+    ref_cfg c = {nh, d, causal, (double)(1.0f / sqrtf((float)d)), p, s, nkv};
+    double *Or = xmalloc(sizeof(double) * (size_t)(T * W)), *Lr = xmalloc(sizeof(double) * (size_t)(T * nh));
+    ref_fwd(&c, Q, K, V, s, 0, s, 0, Or, Lr);
+
+    sw_tensor *QKV = tu_tensor("qkv", T, C, qkv), *DO = tu_tensor("dout", T, W, r);
+    sw_tensor *KV1 = rows_block("kv1", qkv, C, W, 2 * Wkv, 0, s1), *KV2 = rows_block("kv2", qkv, C, W, 2 * Wkv, s1, s);
+    sw_tensor *Of = tu_tensor("o_full", T, W, NULL), *Lf = tu_tensor("lse_full", T, nh, NULL);
+    sw_tensor *Oa = tu_tensor("o_ring", T, W, NULL), *La = tu_tensor("lse_ring", T, nh, NULL);
+    sw_tensor *DF = tu_tensor("dqkv_full", T, C, NULL), *DQ = tu_tensor("dq", T, W, NULL);
+    float *g2 = xmalloc(sizeof(float) * (size_t)(n2 * 2 * Wkv));
+    tu_rand(g2, n2 * 2 * Wkv, seed + 7, 1.0f);
+    sw_tensor *DKV1 = tu_tensor("dkv1", n1, 2 * Wkv, NULL), *DKV2 = tu_tensor("dkv2", n2, 2 * Wkv, g2);
+    sw_tensor_fill(Of, NAN); sw_tensor_fill(Lf, NAN); sw_tensor_fill(Oa, NAN); sw_tensor_fill(La, NAN);
+    sw_tensor_fill(DF, NAN); sw_tensor_fill(DQ, NAN); sw_tensor_fill(DKV1, NAN);
+    const int64_t sz[3] = {W, Wkv, Wkv};
+#define GT(x, m) sw_tensor_split(x, SW_COLS, 3, sz, m)
+#define KVT(x, m, i) sw_tensor_tiles(x, SW_COLS, 2, m)[i]
+    sw_attn_args a = make_args(nh, d, s, s, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.nkv = nkv;
+    sw_attn_fwd(GT(QKV, STARPU_R)[0], GT(QKV, STARPU_R)[1], GT(QKV, STARPU_R)[2], WH(Of, STARPU_W),
+                WH(Lf, STARPU_W), &a);
+    a = make_args(nh, d, s, s1, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.nkv = nkv;
+    sw_attn_fwd(GT(QKV, STARPU_R)[0], KVT(KV1, STARPU_R, 0), KVT(KV1, STARPU_R, 1), WH(Oa, STARPU_W),
+                WH(La, STARPU_W), &a);
+    a = make_args(nh, d, s, s - s1, 0, s1, causal, p, 0, nh, s, 1, 0);
+    a.nkv = nkv;
+    sw_attn_fwd(GT(QKV, STARPU_R)[0], KVT(KV2, STARPU_R, 0), KVT(KV2, STARPU_R, 1), WH(Oa, STARPU_RW),
+                WH(La, STARPU_RW), &a);
+    /* backward: one call; block 1 (accumulate 0), block 2 (accumulate 1: dq) */
+    a = make_args(nh, d, s, s, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.nkv = nkv;
+    starpu_data_handle_t *dt = GT(DF, STARPU_W);
+    sw_attn_bwd(GT(QKV, STARPU_R)[0], GT(QKV, STARPU_R)[1], GT(QKV, STARPU_R)[2], WH(Of, STARPU_R), WH(Lf, STARPU_R),
+                WH(DO, STARPU_R), dt[0], dt[1], dt[2], &a);
+    a = make_args(nh, d, s, s1, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.nkv = nkv;
+    sw_attn_bwd(GT(QKV, STARPU_R)[0], KVT(KV1, STARPU_R, 0), KVT(KV1, STARPU_R, 1), WH(Oa, STARPU_R),
+                WH(La, STARPU_R), WH(DO, STARPU_R), WH(DQ, STARPU_W), KVT(DKV1, STARPU_W, 0), KVT(DKV1, STARPU_W, 1),
+                &a);
+    a = make_args(nh, d, s, s - s1, 0, s1, causal, p, 0, nh, s, 0, 1);
+    a.nkv = nkv;
+    sw_attn_bwd(GT(QKV, STARPU_R)[0], KVT(KV2, STARPU_R, 0), KVT(KV2, STARPU_R, 1), WH(Oa, STARPU_R),
+                WH(La, STARPU_R), WH(DO, STARPU_R), WH(DQ, STARPU_RW), KVT(DKV2, STARPU_RW, 0),
+                KVT(DKV2, STARPU_RW, 1), &a);
+#undef GT
+#undef KVT
+    float *of = tu_read(Of), *lf = tu_read(Lf), *oa = tu_read(Oa), *la = tu_read(La);
+    snprintf(what, sizeof what, "one call, o (%s)", tag);
+    check_f(what, of, Or, T * W, 1e-4, 1e-5);
+    snprintf(what, sizeof what, "one call, lse (%s)", tag);
+    check_lse(what, lf, Lr, T * nh);
+    double *ofd = to_double(of, T * W), *lfd = to_double(lf, T * nh);
+    snprintf(what, sizeof what, "blocks 1 then 2 merged = one call, o (%s)", tag);
+    check_f(what, oa, ofd, T * W, 2e-5, 2e-6);
+    snprintf(what, sizeof what, "blocks 1 then 2 merged = one call, lse (%s)", tag);
+    check_lse(what, la, lfd, T * nh);
+    float *df = tu_read(DF), *dq = tu_read(DQ), *dkv1 = tu_read(DKV1);
+    snprintf(what, sizeof what, "bwd: dq over two key blocks = one call (%s)", tag);
+    check_cols(what, dq, W, 0, df, C, 0, T, W, 1e-4, 1e-5);
+    snprintf(what, sizeof what, "bwd: dk, dv of key block 1 = one call (%s)", tag);
+    check_cols(what, dkv1, 2 * Wkv, 0, df, C, W, n1, 2 * Wkv, 1e-4, 1e-5);
+    float *dkv2 = tu_read(DKV2);
+    float *e = xmalloc(sizeof(float) * (size_t)(n2 * 2 * Wkv));
+    for (int64_t row = 0; row < n2; row++)
+        for (int64_t x = 0; x < 2 * Wkv; x++) e[row * 2 * Wkv + x] = g2[row * 2 * Wkv + x] + df[(n1 + row) * C + W + x];
+    snprintf(what, sizeof what, "bwd: dk, dv of key block 2 accumulated = start + one call (%s)", tag);
+    check_cols(what, dkv2, 2 * Wkv, 0, e, 2 * Wkv, 0, n2, 2 * Wkv, 1e-4, 1e-5);
+    free(e); free(dkv2); free(g2);
+    sw_tensor_free(QKV); sw_tensor_free(DO); sw_tensor_free(KV1); sw_tensor_free(KV2);
+    sw_tensor_free(Of); sw_tensor_free(Lf); sw_tensor_free(Oa); sw_tensor_free(La);
+    sw_tensor_free(DF); sw_tensor_free(DQ); sw_tensor_free(DKV1); sw_tensor_free(DKV2);
+    free(qkv); free(r); free(Q); free(K); free(V); free(Or); free(Lr); free(ofd); free(lfd);
+    free(of); free(lf); free(oa); free(la); free(df); free(dq); free(dkv1);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -610,5 +862,22 @@ int main(int argc, char **argv)
     /* fully masked rows */
     masked_case(16, 37, 0.0f, seed++);
     masked_case(8, 37, 0.2f, seed++);
+    /* grouped-query attention: nkv < nh; nkv == nh given explicitly */
+    gqa_case(8, 4, 2, 1, 70, 1, 0.0f, seed++);
+    gqa_case(16, 4, 1, 1, 70, 0, 0.2f, seed++);
+    gqa_case(8, 4, 4, 2, 70, 1, 0.2f, seed++);
+    /* query heads in tasks: whole K/V groups per task (4 heads, 2 K/V in 2
+     * tasks; 6 heads, 3 K/V in 3 tasks), and K/V heads shared by tasks, the
+     * later ones with kv_accumulate (4 heads, 1 K/V in 2 and in 4 tasks; 6
+     * heads, 1 K/V in 3 tasks) */
+    gqa_case(16, 4, 2, 2, 70, 1, 0.2f, seed++);
+    gqa_case(8, 6, 3, 3, 70, 0, 0.0f, seed++);
+    gqa_case(8, 4, 1, 2, 70, 1, 0.0f, seed++);
+    gqa_case(16, 4, 1, 4, 70, 0, 0.2f, seed++);
+    gqa_case(8, 6, 1, 3, 70, 1, 0.2f, seed++);
+    /* GQA + Ring (merge forward, accumulate backward) */
+    gqa_ring_case(16, 4, 2, 83, 29, 1, 0.0f, seed++);
+    gqa_ring_case(8, 4, 1, 83, 41, 0, 0.2f, seed++);
+    gqa_ring_case(8, 6, 3, 83, 67, 1, 0.2f, seed++);
     return tu_finish();
 }

@@ -4,7 +4,9 @@
 Reads the export written by `tests/test_gpt_ref --export DIR` (config.txt,
 index.txt and raw little-endian float32 / int32 files), builds the same model
 in PyTorch (float32, explicit tensors, torch.nn.functional ops, tanh GELU,
-dropout 0 only) and compares, at relative 1e-4:
+dropout 0 only; grouped-query attention when config.txt has kv_heads < heads:
+qkv columns [q | k | v] of heads, kv_heads, kv_heads heads, K/V heads
+repeat_interleave'd to the query heads) and compares, at relative 1e-4:
   - the step-1 loss;
   - every parameter gradient: max|g_sw - g_torch| <= 1e-4 * max|g_torch| per tensor;
   - the losses of the forwards after each of 5 torch.optim.AdamW steps (same lr,
@@ -32,6 +34,8 @@ def read_config(d):
                 cfg[parts[0]] = parts[1]
     ints = ["layers", "hidden", "heads", "vocab", "vocab_padded", "max_pos", "seq", "batch", "steps", "nparams"]
     out = {k: int(cfg[k]) for k in ints}
+    # optional (older exports lack it); 0 means one K/V head per query head
+    out["kv_heads"] = int(cfg.get("kv_heads", 0)) or out["heads"]
     for k in ["dropout", "ln_eps", "lr", "beta1", "beta2", "adam_eps", "weight_decay"]:
         out[k] = float(cfg[k])
     return out
@@ -61,7 +65,7 @@ def read_index(d):
 
 def forward(cfg, P, tokens, targets):
     """P: parameters in graphs.h order; tokens/targets [S*B] in [s, b] order."""
-    L, C, NH = cfg["layers"], cfg["hidden"], cfg["heads"]
+    L, C, NH, KV = cfg["layers"], cfg["hidden"], cfg["heads"], cfg["kv_heads"]
     S, B, V = cfg["seq"], cfg["batch"], cfg["vocab"]
     D = C // NH
     eps = cfg["ln_eps"]
@@ -74,11 +78,14 @@ def forward(cfg, P, tokens, targets):
         (ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b,
          ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b) = P[2 + 12 * l: 2 + 12 * (l + 1)]
         a = F.layer_norm(x, (C,), ln1_w, ln1_b, eps)
-        qkv = F.linear(a, qkv_w, qkv_b)                                    # [T, 3C]
+        qkv = F.linear(a, qkv_w, qkv_b)                                    # [T, (NH + 2 KV) D]
 
-        def heads(t):                                                      # [T, C] -> [B, NH, S, D]
-            return t.reshape(S, B, NH, D).permute(1, 2, 0, 3)
-        q, k, v = heads(qkv[:, :C]), heads(qkv[:, C:2 * C]), heads(qkv[:, 2 * C:])
+        def heads(t, n):                                                   # [T, n D] -> [B, n, S, D]
+            return t.reshape(S, B, n, D).permute(1, 2, 0, 3)
+        q = heads(qkv[:, :C], NH)
+        k, v = heads(qkv[:, C:C + KV * D], KV), heads(qkv[:, C + KV * D:], KV)
+        if KV != NH:                                                       # query head j: K/V head j // (NH/KV)
+            k, v = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
         att = att.masked_fill(~mask, float("-inf"))
         att = F.softmax(att, dim=-1)

@@ -1,0 +1,133 @@
+/* Tensor (+ sequence) parallel GPT against the single-rank model, under
+ * mpirun: every rank builds both the single-rank model (no communication)
+ * and the tensor-parallel one over all ranks, trains both for 3 steps on
+ * the same batches, and compares the loss of every step (relative 1e-5),
+ * and every gradient of the last step (max |parallel - single| <= 1e-4
+ * max |single| per tensor, the single-rank gradient cut to this rank's
+ * shard by sw_gpt_shard). The losses of steps 2.. check the updates too.
+ * (Parameters are not compared one by one: AdamW turns the rounding noise
+ * of a gradient that is exactly 0 in theory -- the key bias, to which
+ * softmax is invariant -- into a full +-lr step.)
+ *
+ * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
+ *                [--dropout P] [--steps N]      (tp = the number of ranks) */
+#include <string.h>
+
+#include "testutil.h"
+
+static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
+{
+    uint64_t s = c->seed * 7919 + (uint64_t)step;
+    for (int i = 0; i < c->seq * c->batch; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        tok[i] = (int32_t)(s % (uint64_t)c->vocab);
+        tgt[i] = (int32_t)((s >> 20) % (uint64_t)c->vocab);
+    }
+}
+
+static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
+{
+    sw_tensor_write_host(sw_gpt_tokens(m), tok);
+    sw_tensor_write_host(sw_gpt_targets(m), tgt);
+    sw_gpt_forward(m, step);
+    sw_gpt_backward(m, step);
+    if (update) sw_gpt_update(m, step);
+}
+
+/* max |got - ref| / max |ref| of one tensor */
+static double rel_err(const float *got, const float *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= num)) num = e; /* NaN propagates */
+        if (fabs(ref[i]) > den) den = fabs(ref[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* the worst gradient */
+static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, char *worst_name, size_t len)
+{
+    const sw_gpt_config *c = sw_gpt_get_config(par);
+    double worst = 0;
+    for (int i = 0; i < sw_gpt_num_params(c); i++) {
+        sw_tensor *full = sw_gpt_grad(single, i), *mine = sw_gpt_grad(par, i);
+        float *f = tu_read(full), *got = tu_read(mine);
+        float *want = malloc(sw_tensor_bytes(mine));
+        if (!want) { perror("malloc"); exit(99); }
+        sw_gpt_shard(c, tp_rank, i, f, want);
+        double e = rel_err(got, want, sw_tensor_numel(mine));
+        if (!(e <= worst)) {
+            worst = e;
+            snprintf(worst_name, len, "%s", mine->name);
+        }
+        free(f); free(got); free(want);
+    }
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    int world = sw_world_size(), steps = 3;
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; /* padded to 512 for tp = 1, 2, 4 alike */ c.seq = 16; c.max_pos = 16; c.batch = 2;
+    c.tiles = 2; c.seed = 77; c.weight_decay = 0.01f;
+    /* AdamW's first step moves every weight by about +-lr whatever the size
+     * of its gradient; with eps 1e-8 the sign of gradients that are rounding
+     * noise (the key bias's is exactly 0 in theory) decides a 1e-3 move, and
+     * that differs between any two summation orders (measured: step-3
+     * gradients 1.6e-4 apart after one such step, 8e-7 at step 1). eps 1e-6
+     * damps moves driven by noise below 1e-6 and keeps the rest. */
+    c.adam_eps = 1e-6f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "0";
+        if (!strcmp(a, "--sp")) c.sp = 1;
+        else if (!strcmp(a, "--tp-recompute-allgather")) c.tp_recompute_allgather = 1;
+        else if (!strcmp(a, "--kv-heads")) c.kv_heads = atoi(v), i++;
+        else if (!strcmp(a, "--heads")) c.heads = atoi(v), i++;
+        else if (!strcmp(a, "--dropout")) c.dropout = (float)atof(v), i++;
+        else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
+        else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
+    }
+    sw_gpt_config single_cfg = c;
+    c.tp = world;
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){world, 1, 1, 1, 1});
+    sw_comm *comm = sw_comm_create(mesh);
+    int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    sw_gpt *single = sw_gpt_create(&single_cfg, NULL);
+    sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
+    const sw_gpt_config *pc = sw_gpt_get_config(par);
+    char what[256];
+    snprintf(what, sizeof what, "tp %d%s%s, heads %d, kv-heads %d, dropout %g", world, c.sp ? " + sp" : "",
+             c.tp_recompute_allgather ? " (re-gather in backward)" : "", pc->heads, pc->kv_heads, c.dropout);
+
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
+    if (!tok || !tgt) { perror("malloc"); return 99; }
+    for (int step = 1; step <= steps; step++) {
+        batch(&c, step, tok, tgt);
+        int last = step == steps;
+        step_model(single, step, tok, tgt, !last);
+        step_model(par, step, tok, tgt, !last);
+        float ls = sw_gpt_read_loss(single), lp = sw_gpt_read_loss(par);
+        double e = fabs((double)lp - ls) / fabs((double)ls);
+        char line[384];
+        snprintf(line, sizeof line, "%s: step %d loss %.7f vs single rank %.7f (relative %.2g, bound 1e-5)", what, step,
+                 lp, ls, e);
+        tu_check_ranks(line, e <= 1e-5);
+    }
+    char name[64] = "";
+    double eg = compare(single, par, tp_rank, name, sizeof name);
+    char line[384];
+    snprintf(line, sizeof line, "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound 1e-4)",
+             what, steps, tp_rank, name, eg);
+    tu_check_ranks(line, eg <= 1e-4);
+    free(tok); free(tgt);
+    sw_gpt_destroy(single);
+    sw_gpt_destroy(par);
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
+    return tu_finish_all();
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Tensor (+ sequence) parallel GPT under mpirun against the single-rank
+# model (tests/test_tp.c: losses of 3 steps, every gradient of the last),
+# with and without sp and dropout, K/V heads split (kv >= tp) and replicated
+# (kv < tp); then bad input through gpt_train: exit 2 on every rank, the
+# message once, no hang.
+. "${top_srcdir:-.}/tests/common.sh"
+LAUNCH="$top_srcdir/tests/mpi_launch.sh"
+PROG="$top_builddir/tests/test_tp"
+run() { # run NP ARGS...
+  np=$1; shift
+  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-180} sh "$LAUNCH" "$np" "$PROG" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/out"
+  worst=$(grep -m 1 'every gradient' "$TMPD/out" | sed 's/.*worst //')
+  check "np=$np $*: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1); gradients: ${worst:-none} (exit $rc)" [ "$rc" = 0 ]
+}
+run 2
+run 2 --dropout 0.1
+run 2 --sp
+run 2 --sp --dropout 0.1 --tp-recompute-allgather
+run 2 --kv-heads 4 --sp          # GQA, K/V heads split
+run 2 --kv-heads 1 --dropout 0.1 # K/V head replicated on both ranks
+run 4 --sp --dropout 0.1
+run 4 --kv-heads 2               # each K/V head replicated on 2 ranks
+run 4 --kv-heads 4 --sp --tp-recompute-allgather
+expect_bad() { # expect_bad NP "message" ARGS...
+  np=$1; msg=$2; shift 2
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  n=$(grep -c -F -- "$msg" "$TMPD/out")
+  ok=false
+  [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=$np gpt_train $*: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
+}
+expect_bad 2 "heads (6) must be divisible by tp (4)" --tp 4 --heads 6 --hidden 96
+expect_bad 2 "heads (4) must be divisible by kv-heads (3)" --tp 2 --kv-heads 3
+expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp 4 --heads 12 --hidden 96 --kv-heads 6
+expect_bad 2 "seq (63) must be divisible by tp (2) with sequence parallelism" --tp 2 --sp --seq 63
+expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (4*1*1*1*1 = 4)" --tp 4
+finish
