@@ -19,6 +19,7 @@ typedef struct train_opts {
     const char *log;
     int quiet;
     int profile;
+    int memory_report;
 } train_opts;
 
 static void usage(FILE *f)
@@ -55,6 +56,7 @@ static void usage(FILE *f)
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
+            "  --memory-report   saved activation bytes per layer and rank: model and measured\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -89,6 +91,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->data = NULL;
     o->log = "gpt_train.csv";
     o->quiet = 0;
+    o->profile = 0;
+    o->memory_report = 0;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -98,6 +102,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
         }
         if (!strcmp(a, "--quiet") || !strcmp(a, "--profile")) {
             *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
+            continue;
+        }
+        if (!strcmp(a, "--memory-report")) {
+            o->memory_report = 1;
             continue;
         }
         if (!strcmp(a, "--sp") || !strcmp(a, "--tp-recompute-allgather")) {
@@ -210,6 +218,35 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Saved activations per layer and rank (model of the library, measured),
+ * printed by rank 0. */
+static void memory_report(sw_gpt *m)
+{
+    const sw_gpt_config *c = sw_gpt_get_config(m);
+    int world = sw_world_size(), me = sw_rank();
+    double *all = malloc(sizeof(double) * 2 * (size_t)c->layers * (size_t)world);
+    double *mine = malloc(sizeof(double) * 2 * (size_t)c->layers);
+    if (!all || !mine) { perror("malloc"); exit(1); }
+    for (int l = 0; l < c->layers; l++) {
+        sw_gpt_memory r = sw_gpt_saved_bytes(m, l);
+        mine[2 * l] = r.model_bytes;
+        mine[2 * l + 1] = r.measured_bytes;
+    }
+    SW_CHECK(MPI_Gather(mine, 2 * c->layers, MPI_DOUBLE, all, 2 * c->layers, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (me == 0) {
+        printf("memory: saved activations per layer (fp32), model = l(4h+4) + [sp, kept gathered] 2Th + "
+               "T((aq+2ak)d + aq d + aq + 8h/t) elements\n");
+        printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "measured", "diff");
+        for (int r = 0; r < world; r++)
+            for (int l = 0; l < c->layers; l++) {
+                double mo = all[2 * (r * c->layers + l)], me_ = all[2 * (r * c->layers + l) + 1];
+                printf("memory: %5d %5d %14.0f %14.0f %7.2f%%\n", r, l, mo, me_, 100 * (me_ - mo) / mo);
+            }
+    }
+    free(all);
+    free(mine);
+}
+
 /* Task time per codelet over steps 2..N, against the workers' wall time. */
 static void print_profile(double wall_ms)
 {
@@ -318,6 +355,7 @@ int main(int argc, char **argv)
         printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps 2..%d), %.2f GFLOP/s; log: %s\n",
                first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
     if (o.profile && me == 0) print_profile(total_ms);
+    if (o.memory_report) memory_report(m);
     if (log) fclose(log);
     free(tok);
     free(tgt);

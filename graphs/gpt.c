@@ -891,6 +891,34 @@ void sw_gpt_update(sw_gpt *m, int step)
     }
 }
 
+/* ------------------------------------------------------- memory model */
+
+sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
+{
+    const sw_gpt_config *c = &m->c;
+    /* the model, from the configuration alone (fp32):
+     * l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
+     * l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
+     * both norms); the gathered norm outputs; qkv, attention output, lse,
+     * fc before and after GeLU */
+    double t = c->tp, T = (double)c->seq * c->batch, h = c->hidden, d = (double)c->hidden / c->heads;
+    double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
+    double l = c->sp ? T / t : T;
+    double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
+    double elems = l * (4 * h + 4) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + 2 * 4 * h / t);
+    sw_gpt_memory r = {4 * elems, 0};
+    /* measured: what the block's tensors hold */
+    const block_acts *a = &m->acts[layer];
+    const sw_tensor *kept[] = {m->x[layer], a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->lse,
+                               a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) r.measured_bytes += (double)sw_tensor_bytes(kept[i]);
+    /* gathered norm outputs, when the block owns them (not the norm output
+     * itself, not the scratch shared by every block) */
+    if (a->ln1g != a->ln1 && a->ln1g != m->gath) r.measured_bytes += (double)sw_tensor_bytes(a->ln1g);
+    if (a->ln2g != a->ln2 && a->ln2g != m->gath) r.measured_bytes += (double)sw_tensor_bytes(a->ln2g);
+    return r;
+}
+
 float sw_gpt_read_loss(sw_gpt *m)
 {
     float loss;

@@ -124,6 +124,23 @@ int main(int argc, char **argv)
     snprintf(line, sizeof line, "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound 1e-4)",
              what, steps, tp_rank, name, eg);
     tu_check_ranks(line, eg <= 1e-4);
+    /* saved activations: measured = model (1 %) on both models; with sp and
+     * the re-gather in backward, this rank keeps the single rank's bytes / tp */
+    for (int l = 0; l < c.layers; l++) {
+        sw_gpt_memory ms = sw_gpt_saved_bytes(single, l), mp = sw_gpt_saved_bytes(par, l);
+        double es = fabs(ms.measured_bytes - ms.model_bytes) / ms.model_bytes;
+        double ep = fabs(mp.measured_bytes - mp.model_bytes) / mp.model_bytes;
+        snprintf(line, sizeof line, "%s: layer %d saved bytes: measured %.0f, model %.0f (single rank: %.0f, %.0f)", what,
+                 l, mp.measured_bytes, mp.model_bytes, ms.measured_bytes, ms.model_bytes);
+        tu_check_ranks(line, es <= 0.01 && ep <= 0.01);
+        if (c.sp && (c.tp_recompute_allgather || world == 1)) {
+            double ratio = mp.measured_bytes * world / ms.measured_bytes;
+            snprintf(line, sizeof line, "%s: layer %d saved bytes x tp / single rank's = %.4f (expected 1 within 1 %%)",
+                     what, l, ratio);
+            tu_check_ranks(line, fabs(ratio - 1) <= 0.01);
+        }
+    }
+
     free(tok); free(tgt);
     sw_gpt_destroy(single);
     sw_gpt_destroy(par);

@@ -95,6 +95,17 @@ void sw_gpt_update(sw_gpt *m, int step);
 /* Blocking: loss of the last submitted forward. */
 float sw_gpt_read_loss(sw_gpt *m);
 
+/* Saved activations of block `layer` on this rank, in bytes: what the
+ * library's model says for this configuration (formula in README, "Memory
+ * model"), and what the block's saved tensors actually hold (the sum of
+ * their allocations). Dropout masks are not saved (regenerated from the
+ * counter-based RNG) and attention keeps only its log-sum-exp, so there is
+ * no term in seq^2. */
+typedef struct sw_gpt_memory {
+    double model_bytes, measured_bytes;
+} sw_gpt_memory;
+sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
+
 /* FLOPs of one training step (forward + backward, matmuls and attention). */
 double sw_gpt_step_flops(const sw_gpt_config *c);
 
