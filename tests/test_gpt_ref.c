@@ -1,5 +1,5 @@
 /* Model test: the GPT-2 graph (graphs.h) against the serial double-precision
- * reference (ref_gpt.c), with dropout 0 and 0.1:
+ * reference (ref_gpt.c), with dropout 0 and 0.1, full and grouped-query attention:
  *   - the reference itself against central finite differences (tiny model);
  *   - step-1 loss and every parameter gradient;
  *   - 5 training steps (forward, backward, AdamW): the loss of every forward
@@ -26,7 +26,7 @@
  *     below lr could be justified. We allow 1 % of lr per step.
  *   losses after updates: relative 1e-5.
  *
- * --export DIR (dropout 0 case): writes DIR/config.txt, DIR/index.txt and raw
+ * --export DIR (dropout 0, kv-heads 2 case): writes DIR/config.txt, DIR/index.txt and raw
  * little-endian float32 (int32 for tokens/targets) files: initial parameters,
  * tokens, targets, the step-1 loss and gradients, and the losses of the
  * forwards after each of the 5 updates, for tests/torch_gpt.py. */
@@ -188,7 +188,7 @@ static void export_begin(const sw_gpt_config *c)
     fprintf(f, "dropout %.9g\nln_eps %.9g\nlr %.9g\nbeta1 %.9g\nbeta2 %.9g\nadam_eps %.9g\nweight_decay %.9g\n",
             (double)c->dropout, (double)c->ln_eps, (double)c->lr, (double)c->beta1, (double)c->beta2,
             (double)c->adam_eps, (double)c->weight_decay);
-    fprintf(f, "steps %d\nnparams %d\n", NSTEPS, ref_gpt_num_params(c));
+    fprintf(f, "steps %d\nnparams %d\nkv_heads %d\n", NSTEPS, ref_gpt_num_params(c), c->kv_heads);
     if (fclose(f) != 0) { fprintf(stderr, "FAIL export: %s\n", path); exit(1); }
     snprintf(path, sizeof path, "%s/index.txt", export_dir);
     export_index = fopen(path, "w");
@@ -203,16 +203,16 @@ static void export_end(void)
 }
 
 /* ---- one configuration ---- */
-static void run_case(float dropout, int do_export)
+static void run_case(float dropout, int kv_heads, int do_export)
 {
     sw_gpt_config c;
     sw_gpt_config_default(&c);
     c.layers = 2; c.hidden = 48; c.heads = 4; c.vocab = 83; c.max_pos = 32;
     c.seq = 16; c.batch = 3; c.tiles = 3;
-    c.dropout = dropout; c.ln_eps = 1e-5f; c.seed = 20240601u;
+    c.dropout = dropout; c.ln_eps = 1e-5f; c.seed = 20240601u; c.kv_heads = kv_heads;
     c.lr = 1e-3f; c.beta1 = 0.9f; c.beta2 = 0.95f; c.adam_eps = 1e-6f; c.weight_decay = 0.1f;
     char msg[256] = "", what[256];
-    printf("# case dropout %.2f\n", (double)dropout);
+    printf("# case dropout %.2f, kv-heads %d of %d\n", (double)dropout, kv_heads ? kv_heads : c.heads, c.heads);
     if (!tu_true("config accepted", sw_gpt_config_check(&c, msg, sizeof msg) == 0)) {
         printf("  %s\n", msg);
         return;
@@ -364,7 +364,9 @@ int main(int argc, char **argv)
         }
     }
     check_reference_fd();
-    run_case(0.0f, export_dir != NULL);
-    run_case(0.1f, 0);
+    run_case(0.0f, 0, 0);
+    run_case(0.1f, 0, 0);
+    run_case(0.0f, 2, export_dir != NULL); /* grouped-query attention: the case PyTorch checks */
+    run_case(0.1f, 1, 0);                  /* one K/V head for all query heads */
     return tu_finish();
 }
