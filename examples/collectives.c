@@ -28,6 +28,8 @@ typedef struct opts {
     sw_group group;
     int ncpus;
     int no_gather;
+    int algo;            /* -1: library default, else sw_comm_algo */
+    double small_kib;    /* < 0: library default */
 } opts;
 
 static void usage(FILE *f)
@@ -51,6 +53,8 @@ static void usage(FILE *f)
             "  --tp N           mesh: tensor-parallel degree N, dp = ranks / N (1)\n"
             "  --group G        world, tp or dp: the group the collectives run on (world)\n"
             "  --no-gather      all-reduce only\n"
+            "  --algo A         all-reduce algorithm: auto (default), ring or direct\n"
+            "  --small-kib X    AUTO's threshold in KiB (default: the library's)\n"
             "  --ncpus N        CPU workers per rank (default: StarPU's / $STARPU_NCPU)\n"
             "  --help           this text\n"
             "Oversubscribed launches: see tests/mpi_launch.sh (one unbound worker per rank).\n");
@@ -100,6 +104,8 @@ static void parse_args(int argc, char **argv, opts *o)
     o->group = SW_GROUP_WORLD;
     o->ncpus = -1;
     o->no_gather = 0;
+    o->algo = -1;
+    o->small_kib = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -111,7 +117,8 @@ static void parse_args(int argc, char **argv, opts *o)
             continue;
         }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
-        static const char *const with_value[] = {"--size-mib", "--sizes", "--iters", "--tp", "--group", "--ncpus"};
+        static const char *const with_value[] = {"--size-mib", "--sizes", "--iters", "--tp", "--group", "--ncpus",
+                                                   "--algo", "--small-kib"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
         if (!known) sw_usage_error("unknown flag '%s' (see --help)", a);
@@ -124,7 +131,19 @@ static void parse_args(int argc, char **argv, opts *o)
         else if (!strcmp(a, "--iters")) parse_int(a, v, &o->iters);
         else if (!strcmp(a, "--tp")) parse_int(a, v, &o->tp);
         else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);
-        else if (!strcmp(a, "--group")) {
+        else if (!strcmp(a, "--algo")) {
+            if (!strcmp(v, "auto")) o->algo = SW_ALGO_AUTO;
+            else if (!strcmp(v, "ring")) o->algo = SW_ALGO_RING;
+            else if (!strcmp(v, "direct")) o->algo = SW_ALGO_DIRECT;
+            else sw_usage_error("--algo expects auto, ring or direct, got '%s'", v);
+        } else if (!strcmp(a, "--small-kib")) {
+            char *end;
+            errno = 0;
+            double x = strtod(v, &end);
+            if (errno || *end || end == v || !isfinite(x) || x < 0 || x > 4194304)
+                sw_usage_error("--small-kib expects a size in KiB in [0, 4194304], got '%s'", v);
+            o->small_kib = x;
+        } else if (!strcmp(a, "--group")) {
             if (!strcmp(v, "world")) o->group = SW_GROUP_WORLD;
             else if (!strcmp(v, "tp")) o->group = SW_GROUP_TP;
             else if (!strcmp(v, "dp")) o->group = SW_GROUP_DP;
@@ -227,6 +246,8 @@ int main(int argc, char **argv)
     sw_mesh_dims d = {o.tp, 1, 1, world / o.tp, 1};
     sw_mesh *mesh = sw_mesh_create(&d);
     sw_comm *c = sw_comm_create(mesh);
+    if (o.algo >= 0) sw_comm_set_algo(c, (sw_comm_algo)o.algo);
+    if (o.small_kib >= 0) sw_comm_set_small_bytes(c, (size_t)(o.small_kib * 1024.0));
     const sw_group g = o.group;
     const int p = sw_mesh_size(mesh, g), gr = sw_mesh_rank(mesh, g);
     const MPI_Comm comm = sw_mesh_comm(mesh, g);

@@ -75,6 +75,9 @@ static int64_t take_tags(sw_comm *c, sw_group g, int64_t n)
     return base;
 }
 
+/* AUTO's threshold at p = 2 when the context's is lower (see sw_allreduce). */
+#define SW_COMM_P2_DIRECT_BYTES ((size_t)4 * 1024 * 1024)
+
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 /* ---------------- reduction codelets ---------------- */
@@ -282,7 +285,16 @@ void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
     const int p = sw_mesh_size(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_allreduce: group out of range", -EINVAL);
     if (p == 1) return;
-    int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && sw_tensor_bytes(t) >= c->small_bytes);
+    /* At p = 2 the ring moves as many bytes as DIRECT (half the buffer
+     * each way, twice), but its second message depends on the reduction
+     * task: the send can only be posted once the rank's worker has run it,
+     * while the StarPU-MPI thread, polling for that second message, shares
+     * the core with the worker (mpirun binds a rank to one core; both
+     * threads spin). Each such hand-off waits for a scheduler tick (4 ms
+     * here), so AUTO keeps DIRECT up to SW_COMM_P2_DIRECT_BYTES at p = 2. */
+    size_t small = c->small_bytes;
+    if (p == 2 && small < SW_COMM_P2_DIRECT_BYTES) small = SW_COMM_P2_DIRECT_BYTES;
+    int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && sw_tensor_bytes(t) >= small);
     if (ring && t->rows >= p)
         allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op);
     else if (ring && t->cols >= p) /* column chunks: strided, which MPI and the codelet handle */
@@ -327,11 +339,15 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
-    SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
+    /* The first message leaves from in itself, not from its copy in out:
+     * a send that waits for a task costs a scheduler hand-off between the
+     * worker and the StarPU-MPI thread (see sw_allreduce); later steps
+     * forward what the previous step received (no task in between). */
     for (int s = 0; s < p - 1; s++) {
-        isend(o[mod(r - s, p)], right, base + s, comm);
+        isend(s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
         irecv(o[mod(r - s - 1, p)], left, base + s, comm);
     }
+    SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
 }
 
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)

@@ -3,6 +3,13 @@
 # Oversubscribed (ranks may outnumber cores), one unbound StarPU CPU worker
 # per rank (Debian's StarPU workers spin when idle and, bound, would pile up
 # on the same cores), killed after $SW_TEST_TIMEOUT seconds (default 300).
+# Note: with np <= cores, mpirun itself binds each rank to one core (its
+# default --bind-to core), so a rank's worker, StarPU-MPI thread and main
+# thread share that core; the NOBIND settings only stop StarPU from binding
+# again. Measured on the 2-core VM (2026-11-22): --bind-to none, or
+# a rank's MPI thread on the other core, made collectives slower, and
+# OMPI_MCA_mpi_yield_when_idle=1 made every small collective (plain MPI too)
+# take 4-16 ms; keep the defaults.
 # Exit status: the program's (mpirun passes on the first non-zero one), 124
 # on timeout.
 if [ $# -lt 2 ]; then

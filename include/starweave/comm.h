@@ -37,8 +37,11 @@ typedef enum { SW_SUM = 0, SW_MAX = 1 } sw_reduce_op;
  * group, 2(p-1) steps on p row (or column) chunks, bandwidth-optimal.
  * DIRECT: every rank sends its whole buffer to every other rank and one
  * task reduces the p buffers in rank order, one step (latency-friendly).
- * AUTO: RING from the small-message threshold up, DIRECT below. A tensor
- * with fewer rows and fewer columns than the group size always uses DIRECT. */
+ * AUTO: RING from the small-message threshold up, DIRECT below; at p = 2
+ * the threshold is at least 4 MiB (both move the same bytes there, and the
+ * ring's second send waits for a reduction task, a worker/progression-thread
+ * hand-off that costs a scheduler tick on a shared core). A tensor with
+ * fewer rows and fewer columns than the group size always uses DIRECT. */
 typedef enum { SW_ALGO_AUTO = 0, SW_ALGO_RING = 1, SW_ALGO_DIRECT = 2 } sw_comm_algo;
 
 /* Default AUTO threshold (bytes): all-reduces below it use DIRECT. */

@@ -12,7 +12,12 @@ typedef struct sw_options {
     int ncpus;           /* CPU workers per rank; -1: StarPU's choice (or cores / ranks on this node) */
     const char *sched;   /* StarPU scheduler name; NULL: $STARPU_SCHED or "lws" */
     int quiet;           /* 1: no banner on rank 0 */
+    int idle_sleep_us;   /* an idle worker sleeps this long between looks for work (0: spins, StarPU's
+                            default); -1: $SW_IDLE_SLEEP_US, else SW_IDLE_SLEEP_US_SHARED when ranks
+                            share the node and 0 otherwise (see README, "Runtime notes") */
 } sw_options;
+
+#define SW_IDLE_SLEEP_US_SHARED 100
 
 void sw_options_default(sw_options *opt);
 
