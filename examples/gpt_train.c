@@ -109,7 +109,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
             continue;
         }
         if (!strcmp(a, "--sp") || !strcmp(a, "--tp-recompute-allgather")) {
-            *(a[3] == 'p' ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
+            *(!strcmp(a, "--sp") ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
@@ -356,6 +356,15 @@ int main(int argc, char **argv)
                first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
     if (o.profile && me == 0) print_profile(total_ms);
     if (o.memory_report) memory_report(m);
+    if (c->tp > 1) {
+        double sent;
+        long calls;
+        sw_comm_traffic(comm, SW_GROUP_TP, &sent, &calls);
+        if (me == 0)
+            printf("communication: rank 0 sent %.3f MB per step on the TP group in %.1f collectives "
+                   "(model: %.3f MB)\n",
+                   sent / o.steps / 1e6, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / 1e6);
+    }
     if (log) fclose(log);
     free(tok);
     free(tgt);

@@ -919,6 +919,21 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
     return r;
 }
 
+double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
+{
+    if (c->tp < 2) return 0;
+    double t = c->tp, T = (double)c->seq * c->batch, h = c->hidden, L = c->layers, f = 4; /* fp32 */
+    double d = h / c->heads, kv = kv_heads_of(c);
+    double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
+    double act = f * T * h;
+    double bytes = (4 * L + 2) * ar * act;                   /* blocks, embedding, LM head */
+    if (c->sp && c->tp_recompute_allgather) bytes += 2 * L * ag * act; /* re-gathers in backward */
+    bytes += 3 * ar * f * T;                                  /* cross-entropy max, target, sum-exp */
+    if (c->sp) bytes += (6 * L + 2) * ar * f * h;             /* replicated parameters' gradients */
+    if (kv < t) bytes += L * ag * t * f * (2 * d * h + 2 * d); /* replicated K/V gradients, gathered */
+    return bytes;
+}
+
 float sw_gpt_read_loss(sw_gpt *m)
 {
     float loss;

@@ -22,6 +22,8 @@ struct sw_comm {
     int64_t next_tag[SW_GROUP_COUNT]; /* first tag of the next collective */
     int64_t tag_ub[SW_GROUP_COUNT];   /* wrap bound: <= the communicator's MPI_TAG_UB */
     int64_t mpi_tag_ub[SW_GROUP_COUNT];
+    double sent_bytes[SW_GROUP_COUNT]; /* payload this rank has sent, per group */
+    long calls[SW_GROUP_COUNT];        /* collectives submitted on a group of 2 or more */
 };
 
 sw_comm *sw_comm_create(const sw_mesh *m)
@@ -57,6 +59,12 @@ void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub)
     c->next_tag[g] = 0;
 }
 
+void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *calls)
+{
+    *sent_bytes = (unsigned)g < SW_GROUP_COUNT ? c->sent_bytes[g] : 0;
+    *calls = (unsigned)g < SW_GROUP_COUNT ? c->calls[g] : 0;
+}
+
 int64_t sw_comm_next_tag(const sw_comm *c, sw_group g)
 {
     return (unsigned)g < SW_GROUP_COUNT ? c->next_tag[g] : -1;
@@ -68,6 +76,7 @@ int64_t sw_comm_next_tag(const sw_comm *c, sw_group g)
  * message was received. */
 static int64_t take_tags(sw_comm *c, sw_group g, int64_t n)
 {
+    c->calls[g]++;
     if (n > c->tag_ub[g] + 1) sw_fail(__FILE__, __LINE__, "collective needs more tags than MPI_TAG_UB", -ERANGE);
     if (c->next_tag[g] + n - 1 > c->tag_ub[g]) c->next_tag[g] = 0;
     int64_t base = c->next_tag[g];
@@ -204,8 +213,10 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
     return t;
 }
 
-static void isend(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
+/* every send of a collective on g goes through here: it counts the bytes */
+static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
+    c->sent_bytes[g] += (double)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
     SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
 }
 
@@ -238,14 +249,14 @@ static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int
     const int64_t base = take_tags(c, g, 2 * (int64_t)(p - 1));
     for (int s = 0; s < p - 1; s++) {
         starpu_data_handle_t cs = ch[mod(r - s - 1, p)], cr = ch[mod(r - s - 2, p)];
-        isend(cs, right, base + s, comm);
+        isend(c, g, cs, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
         irecv(tmp, left, base + s, comm);
         reduce2(tmp, cr, op);
         starpu_data_unregister_submit(tmp);
     }
     for (int s = 0; s < p - 1; s++) {
-        isend(ch[mod(r - s, p)], right, base + (p - 1) + s, comm);
+        isend(c, g, ch[mod(r - s, p)], right, base + (p - 1) + s, comm);
         irecv(ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm);
     }
 }
@@ -264,7 +275,7 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
     d[0].mode = STARPU_RW;
     for (int k = 1; k < p; k++) { /* sends first: peers' receives can match at once */
         int q = mod(r + k, p);
-        isend(h, q, tag, comm);
+        isend(c, g, h, q, tag, comm);
     }
     for (int q = 0, b = 1; q < p; q++) {
         if (q == r) continue;
@@ -344,7 +355,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
      * worker and the StarPU-MPI thread (see sw_allreduce); later steps
      * forward what the previous step received (no task in between). */
     for (int s = 0; s < p - 1; s++) {
-        isend(s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
+        isend(c, g, s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
         irecv(o[mod(r - s - 1, p)], left, base + s, comm);
     }
     SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
@@ -370,7 +381,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
     starpu_data_handle_t acc = NULL;
     for (int s = 0; s < p - 1; s++) {
         starpu_data_handle_t cr = it[mod(r - s - 2, p)];
-        isend(s == 0 ? it[mod(r - s - 1, p)] : acc, right, base + s, comm);
+        isend(c, g, s == 0 ? it[mod(r - s - 1, p)] : acc, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
         irecv(tmp, left, base + s, comm);
         starpu_data_handle_t dst = s == p - 2 ? dst_final : temp_like(cr);
@@ -393,7 +404,7 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
     const int64_t tag = take_tags(c, g, 1);
     if (r == root) {
         starpu_data_handle_t h = sw_tensor_whole(t, STARPU_R);
-        for (int k = 1; k < p; k++) isend(h, mod(root + k, p), tag, comm);
+        for (int k = 1; k < p; k++) isend(c, g, h, mod(root + k, p), tag, comm);
     } else {
         irecv(sw_tensor_whole(t, STARPU_W), root, tag, comm);
     }
@@ -432,7 +443,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
         SW_CHECK(starpu_data_cpy(tmp, src, 1, NULL, NULL));
         src = tmp;
     }
-    isend(src, mod(r + k, p), tag, comm);
+    isend(c, g, src, mod(r + k, p), tag, comm);
     irecv(sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
     if (tmp) starpu_data_unregister_submit(tmp);
 }
@@ -479,7 +490,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     /* one message per (source, destination) pair: (source, tag) is unique */
     for (int k = 1; k < p; k++) {
         int q = mod(r + k, p);
-        isend(it[q], q, tag, comm);
+        isend(c, g, it[q], q, tag, comm);
     }
     for (int k = 1; k < p; k++) {
         int q = mod(r - k, p);

@@ -24,6 +24,19 @@ run 2 --kv-heads 1 --dropout 0.1 # K/V head replicated on both ranks
 run 4 --sp --dropout 0.1
 run 4 --kv-heads 2               # each K/V head replicated on 2 ranks
 run 4 --kv-heads 4 --sp --tp-recompute-allgather
+# the TP traffic the library counts equals its formula (2 ranks: every
+# collective is bandwidth-optimal there)
+for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp"; do
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --steps 2 --log "$TMPD/log.csv" $args > "$TMPD/out" 2>&1
+  rc=$?
+  line=$(grep -m 1 '^communication:' "$TMPD/out")
+  sent=$(echo "$line" | sed -n 's/.* sent \([0-9.]*\) MB.*/\1/p')
+  model=$(echo "$line" | sed -n 's/.*model: \([0-9.]*\) MB.*/\1/p')
+  ok=false
+  [ "$rc" = 0 ] && [ -n "$sent" ] && [ "$sent" = "$model" ] && ok=true
+  $ok || cat "$TMPD/out"
+  check "gpt_train $args: ${line#communication: } (exit $rc)" $ok
+done
 expect_bad() { # expect_bad NP "message" ARGS...
   np=$1; msg=$2; shift 2
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1

@@ -65,6 +65,10 @@ const sw_mesh *sw_comm_mesh(const sw_comm *c);
  * flight; and the first tag of g's next collective. */
 void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub);
 int64_t sw_comm_next_tag(const sw_comm *c, sw_group g);
+/* Traffic of this rank on g since the context was created: payload bytes of
+ * the point-to-point sends its collectives submitted, and the number of
+ * collectives (those that communicate: groups of 2 or more). */
+void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *calls);
 
 /* t[rows, cols] (RW) becomes op over the group of every member's t; every
  * member gets bit-identical values. Same shape on every member. */

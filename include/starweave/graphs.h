@@ -106,6 +106,19 @@ typedef struct sw_gpt_memory {
 } sw_gpt_memory;
 sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 
+/* Bytes one rank sends on the TP group per training step (forward +
+ * backward), by the formula of bandwidth-optimal collectives (all-reduce
+ * 2(t-1)/t N, all-gather and reduce-scatter (t-1)/t N for a full tensor of
+ * N bytes): per block 2 f/g pairs forward and backward on [T,h] (4
+ * all-reduces, or with sp 4 all-gathers + 4 reduce-scatters: the same
+ * volume), the re-gathers of tp_recompute_allgather, the embedding's g and
+ * the LM head's f (one all-reduce each, or their sp pairs), 3 [T,1] all-reduces of the cross-entropy, with sp the
+ * gradients of the replicated norm weights and row-parallel biases, and
+ * the replicated K/V heads' weight gradients. 0 when tp = 1. Compare with
+ * sw_comm_traffic(); at p > 2 small all-reduces use the direct algorithm,
+ * which sends (p-1) N instead. */
+double sw_gpt_tp_bytes_model(const sw_gpt_config *c);
+
 /* FLOPs of one training step (forward + backward, matmuls and attention). */
 double sw_gpt_step_flops(const sw_gpt_config *c);
 
