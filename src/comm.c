@@ -220,8 +220,25 @@ static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int6
     SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
 }
 
-static void irecv(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm)
+static void gate_cpu(void *buffers[], void *cl_arg) { (void)buffers; (void)cl_arg; }
+static struct starpu_codelet gate_cl = {
+    .cpu_funcs = {gate_cpu},
+    .cpu_funcs_name = {"gate_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .name = "comm_gate",
+};
+
+/* Receive into h once `after` is ready (NULL: at once). StarPU-MPI's
+ * progression thread polls without sleeping while any receive is posted,
+ * and a whole training step is submitted at once: receives posted at
+ * submission kept it spinning through the step, on the core the rank's
+ * worker computes on. An empty task that reads `after` (this rank's own
+ * contribution to the same collective) and writes h delays the posting
+ * until this rank has reached the collective. */
+static void irecv_after(starpu_data_handle_t after, starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm)
 {
+    if (after) SW_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
     SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
 }
 
@@ -251,13 +268,13 @@ static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int
         starpu_data_handle_t cs = ch[mod(r - s - 1, p)], cr = ch[mod(r - s - 2, p)];
         isend(c, g, cs, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
-        irecv(tmp, left, base + s, comm);
+        irecv_after(cs, tmp, left, base + s, comm);
         reduce2(tmp, cr, op);
         starpu_data_unregister_submit(tmp);
     }
     for (int s = 0; s < p - 1; s++) {
         isend(c, g, ch[mod(r - s, p)], right, base + (p - 1) + s, comm);
-        irecv(ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm);
+        irecv_after(NULL, ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm); /* waits for its reduction */
     }
 }
 
@@ -281,7 +298,7 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
         if (q == r) continue;
         d[b].handle = temp_like(h);
         d[b].mode = STARPU_R;
-        irecv(d[b].handle, q, tag, comm);
+        irecv_after(h, d[b].handle, q, tag, comm);
         b++;
     }
     struct reducen_args a = {op, r, p};
@@ -356,7 +373,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
      * forward what the previous step received (no task in between). */
     for (int s = 0; s < p - 1; s++) {
         isend(c, g, s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
-        irecv(o[mod(r - s - 1, p)], left, base + s, comm);
+        irecv_after(s == 0 ? src : o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
     }
     SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
 }
@@ -383,7 +400,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
         starpu_data_handle_t cr = it[mod(r - s - 2, p)];
         isend(c, g, s == 0 ? it[mod(r - s - 1, p)] : acc, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
-        irecv(tmp, left, base + s, comm);
+        irecv_after(s == 0 ? it[mod(r - s - 1, p)] : acc, tmp, left, base + s, comm);
         starpu_data_handle_t dst = s == p - 2 ? dst_final : temp_like(cr);
         reduce3(cr, tmp, dst, (int)op);
         starpu_data_unregister_submit(tmp);
@@ -406,7 +423,7 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
         starpu_data_handle_t h = sw_tensor_whole(t, STARPU_R);
         for (int k = 1; k < p; k++) isend(c, g, h, mod(root + k, p), tag, comm);
     } else {
-        irecv(sw_tensor_whole(t, STARPU_W), root, tag, comm);
+        irecv_after(NULL, sw_tensor_whole(t, STARPU_W), root, tag, comm); /* after t's earlier uses */
     }
 }
 
@@ -444,7 +461,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
         src = tmp;
     }
     isend(c, g, src, mod(r + k, p), tag, comm);
-    irecv(sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
+    irecv_after(src, sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
     if (tmp) starpu_data_unregister_submit(tmp);
 }
 
@@ -494,7 +511,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     }
     for (int k = 1; k < p; k++) {
         int q = mod(r - k, p);
-        irecv(ot[q], q, tag, comm);
+        irecv_after(it[r], ot[q], q, tag, comm);
     }
     SW_CHECK(starpu_data_cpy(ot[r], it[r], 1, NULL, NULL));
 }

@@ -6,12 +6,16 @@
  * and both submitted together. Nothing orders the two but StarPU, so
  * together they should take clearly less than one after the other.
  *
- * Communication on one node is CPU work (copies, reductions, StarPU-MPI's
- * progression thread). Where the node has fewer than two cores per rank,
- * there is no spare core for it while every rank computes, and nothing can
- * overlap; the GEMM chain then runs on rank 0 only (rank 0 still takes part
- * in the all-reduce), so the other ranks' cores carry the communication.
- * --compute-on all|first forces either.
+ * Communication between ranks of one node is CPU work: the receiving
+ * rank's StarPU-MPI thread copies the data (Open MPI's shared-memory
+ * transport), the reductions are tasks, and StarPU-MPI's progression loop
+ * polls without sleeping while a request is pending. Overlap therefore
+ * needs a core for that besides the computing worker: with fewer than 2
+ * cores per rank the times are printed and the test exits 77 (skip) with
+ * the reason. (Measured on a 2-core VM, 2 ranks: one after the other the
+ * two ranks' copies run on both cores at once; together they share one core
+ * with nothing to gain -- together took 97-105 % of serial whatever the
+ * binding, idle policy or compute placement.)
  *
  * The assertion is deliberately loose (together < 0.95 x the sum, best of
  * rounds) so it cannot flake on a noisy shared VM; the times are printed.
@@ -23,7 +27,7 @@
 
 #include "testutil.h"
 
-static int me, computes;
+static int me;
 
 static double now(void) { return MPI_Wtime(); }
 
@@ -37,7 +41,6 @@ static double slowest(double t)
 
 static void gemm_chain(sw_tensor *A, sw_tensor *B, sw_tensor *C, int n)
 {
-    if (!computes) return;
     for (int i = 0; i < n; i++)
         sw_gemm(sw_tensor_whole(A, STARPU_R), 0, sw_tensor_whole(B, STARPU_R), 0, sw_tensor_whole(C, STARPU_RW),
                 1e-3f, 1.0f);
@@ -49,23 +52,18 @@ int main(int argc, char **argv)
     me = sw_rank();
     int gemms = 40, dim = 512, rounds = 3;
     double mib = 32;
-    int every_rank = sysconf(_SC_NPROCESSORS_ONLN) >= 2 * sw_world_size();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--gemms")) gemms = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dim")) dim = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--mib")) mib = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--rounds")) rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--compute-on")) every_rank = !strcmp(argv[i + 1], "all");
     }
     if (sw_world_size() < 2) {
         if (me == 0) printf("SKIP: the overlap test needs at least 2 ranks (run under mpirun)\n");
         sw_shutdown();
         return 77;
     }
-    computes = every_rank || me == 0;
-    if (me == 0)
-        printf("%ld cores, %d ranks: the GEMM chain runs on %s\n", sysconf(_SC_NPROCESSORS_ONLN), sw_world_size(),
-               every_rank ? "every rank" : "rank 0 only (fewer than 2 cores per rank)");
     sw_mesh *mesh = sw_mesh_create(NULL);
     sw_comm *comm = sw_comm_create(mesh);
 
@@ -98,12 +96,8 @@ int main(int argc, char **argv)
         t0 = now();
         sw_allreduce(comm, SW_GROUP_WORLD, X, SW_SUM);
         gemm_chain(A, B, C, gemms);
-        SW_CHECK(starpu_data_acquire(sw_tensor_whole(X, STARPU_R), STARPU_R));
-        double tx = now() - t0;
-        starpu_data_release(sw_tensor_whole(X, STARPU_R));
         starpu_task_wait_for_all();
         double tb = slowest(now() - t0);
-        printf("rank %d: all-reduce done after %.1f ms of together\n", me, tx * 1e3);
         if (me == 0)
             printf("round %d: gemm chain %.1f ms, all-reduce %.1f ms, together %.1f ms\n", r, tg * 1e3, tc * 1e3,
                    tb * 1e3);
@@ -133,11 +127,16 @@ int main(int argc, char **argv)
              "together %.1f ms (%.0f %% of serial; bound 95 %%)",
              gemms, dim, dim, dim, best_gemm * 1e3, mib, sw_world_size(), best_comm * 1e3, serial * 1e3,
              best_both * 1e3, 100 * best_both / serial);
-    tu_check_ranks(what, best_both < 0.95 * serial);
+    int enough_cores = cores >= 2 * sw_world_size();
+    if (enough_cores) tu_check_ranks(what, best_both < 0.95 * serial);
+    else if (me == 0)
+        printf("SKIP: %s -- overlap needs 2 cores per rank (a computing worker and the communication), this node "
+               "has %ld cores for %d ranks\n", what, cores, sw_world_size());
 
     free(got); free(a); free(x); free(ref);
     sw_tensor_free(A); sw_tensor_free(B); sw_tensor_free(C); sw_tensor_free(X);
     sw_comm_destroy(comm);
     sw_mesh_destroy(mesh);
-    return tu_finish_all();
+    int failed = tu_finish_all();
+    return failed ? 1 : enough_cores ? 0 : 77;
 }
