@@ -232,10 +232,12 @@ static struct starpu_codelet gate_cl = {
 /* Receive into h once `after` is ready (NULL: at once). StarPU-MPI's
  * progression thread polls without sleeping while any receive is posted,
  * and a whole training step is submitted at once: receives posted at
- * submission kept it spinning through the step, on the core the rank's
+ * submission keep it spinning through the step, on the core the rank's
  * worker computes on. An empty task that reads `after` (this rank's own
  * contribution to the same collective) and writes h delays the posting
- * until this rank has reached the collective. */
+ * until this rank has reached the collective. (Its effect on step time is
+ * within this VM's run-to-run noise: small model, tp 2, three interleaved
+ * pairs, 67-84 ms/step with the gate, 75-97 without.) */
 static void irecv_after(starpu_data_handle_t after, starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm)
 {
     if (after) SW_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
