@@ -1,6 +1,8 @@
 /* Element-wise adds and the column sum (bias gradients).
  *   add: x[r,c] + y[r,c] -> z[r,c];  axpy: y[r,c] += alpha x[r,c]
- *   bias_add: x[r,c] += bias[c];     colsum: y[c] = beta y + alpha sum_r x[r,c] */
+ *   bias_add: x[r,c] += bias[c];     colsum: y[c] = beta y + alpha sum_r x[r,c]
+ *   copy_flat: y (+)= x element by element in row-major order, shapes may
+ *   differ (a gradient into its slice of a flat bucket and back) */
 #include <stdlib.h>
 
 #include "codelet_util.h"
@@ -107,6 +109,38 @@ static void colsum_cpu(void *buffers[], void *cl_arg)
 }
 
 SW_PERFMODEL(add_model, "sw_add");
+/* buffers: x (R), y (W, or RW when accumulating) */
+static void copy_flat_cpu(void *buffers[], void *cl_arg)
+{
+    int accumulate;
+    starpu_codelet_unpack_args(cl_arg, &accumulate);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ldx = SW_LD_OF(buffers[0]);
+    const int64_t RY = SW_ROWS_OF(buffers[1]), CY = SW_COLS_OF(buffers[1]), ldy = SW_LD_OF(buffers[1]);
+    STARPU_ASSERT_MSG(R * C == RY * CY, "copy_flat: %lld elements into %lld", (long long)(R * C), (long long)(RY * CY));
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[1]);
+    for (int64_t i = 0; i < R * C; i++) {
+        float *d = y + (i / CY) * ldy + i % CY;
+        float v = x[(i / C) * ldx + i % C];
+        *d = accumulate ? *d + v : v;
+    }
+}
+
+SW_PERFMODEL(copy_flat_model, "sw_copy_flat");
+static struct starpu_codelet copy_flat_cl = {
+    .cpu_funcs = {copy_flat_cpu},
+    .cpu_funcs_name = {"copy_flat_cpu"},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &copy_flat_model,
+    .name = "copy_flat",
+};
+
+void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate)
+{
+    SW_INSERT(&copy_flat_cl, STARPU_R, x, accumulate ? STARPU_RW : STARPU_W, y, STARPU_VALUE, &accumulate,
+              sizeof accumulate);
+}
+
 SW_PERFMODEL(axpy_model, "sw_axpy");
 SW_PERFMODEL(bias_add_model, "sw_bias_add");
 SW_PERFMODEL(colsum_model, "sw_colsum");

@@ -100,7 +100,7 @@ static int kv_heads(const sw_attn_args *a, void *kbuf, void *vbuf)
 /* The dropout index is per query head (head0 + h), whatever K/V head it reads. */
 static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t qpos, int64_t kpos)
 {
-    uint64_t hb = (uint64_t)b * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
+    uint64_t hb = (uint64_t)(a->key.batch0 + b) * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
     return (hb * (uint64_t)a->seq_total + (uint64_t)qpos) * (uint64_t)a->seq_total + (uint64_t)kpos;
 }
 

@@ -25,7 +25,9 @@ static void dropout_apply(const float *in, int64_t ldi, float *out, int64_t ldo,
     for (int64_t r = 0; r < R; r++) {
         const float *ir = in + r * ldi;
         float *orow = out + r * ldo;
-        const uint64_t base = (uint64_t)((k.row0 + r) * k.ld_global + k.col0);
+        int64_t g = k.row0 + r;
+        if (k.batch_global > 0) g = g / k.batch_local * k.batch_global + k.batch0 + g % k.batch_local;
+        const uint64_t base = (uint64_t)(g * k.ld_global + k.col0);
         for (int64_t c = 0; c < C; c++) {
             int keep = sw_dropout_keep(k.seed, k.step, k.layer, k.op, base + (uint64_t)c, p);
             orow[c] = keep ? ir[c] * scale : 0.0f;

@@ -50,6 +50,9 @@ static void usage(FILE *f)
             "  --sp              sequence parallelism: norms, dropout, residuals on seq/tp rows\n"
             "  --tp-recompute-allgather  with --sp, gather the norm outputs again in backward\n"
             "                    instead of keeping them\n"
+            "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
+            "  --grad-accum K    micro-batches per step and rank (1), gradients summed\n"
+            "  --bucket-mb X     gradient bucket size of the dp all-reduce in MB (25)\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
@@ -120,6 +123,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--heads")) parse_int(a, v, &o->cfg.heads);
         else if (!strcmp(a, "--kv-heads")) parse_int(a, v, &o->cfg.kv_heads);
         else if (!strcmp(a, "--tp")) parse_int(a, v, &o->cfg.tp);
+        else if (!strcmp(a, "--dp")) parse_int(a, v, &o->cfg.dp);
+        else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
+        else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
         else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
         else if (!strcmp(a, "--max-pos")) parse_int(a, v, &o->cfg.max_pos);
         else if (!strcmp(a, "--dropout")) parse_float(a, v, &o->cfg.dropout);
@@ -299,7 +305,7 @@ int main(int argc, char **argv)
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
 
     /* every rank checks the mesh against the world size before any collective */
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, 1, 1, 1, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, 1, 1, o.cfg.dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int me = sw_rank();
     if (me != 0) o.quiet = 1;
@@ -310,16 +316,19 @@ int main(int argc, char **argv)
         fprintf(log, "step,loss,ms,tokens_per_s\n");
     }
 
-    sw_gpt *m = sw_gpt_create(&o.cfg, o.cfg.tp > 1 ? comm : NULL);
+    sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     const sw_gpt_config *c = sw_gpt_get_config(m);
-    int64_t T = (int64_t)c->seq * c->batch;
+    int64_t T = (int64_t)c->seq * c->batch, Bm = sw_gpt_micro_batch_size(m);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);
-    if (!tok || !tgt) { perror("malloc"); return 1; }
+    int32_t *mtok = malloc(sizeof(int32_t) * (size_t)(c->seq * Bm)), *mtgt = malloc(sizeof(int32_t) * (size_t)(c->seq * Bm));
+    if (!tok || !tgt || !mtok || !mtgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
-               "%d rank(s), tp %d%s, %d CPU workers per rank, %.1f GFLOP/step, data %s (%zu bytes)\n",
+               "%d rank(s), tp %d%s, dp %d, grad-accum %d, %d CPU workers per rank, %.1f GFLOP/step, "
+               "data %s (%zu bytes)\n",
                c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
-               sw_world_size(), c->tp, c->sp ? " + sp" : "", sw_ncpus(), sw_gpt_step_flops(c) / 1e9,
+               sw_world_size(), c->tp, c->sp ? " + sp" : "", c->dp, c->grad_accum, sw_ncpus(),
+               sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
 
     float first = 0, loss = 0;
@@ -327,13 +336,23 @@ int main(int argc, char **argv)
     for (int step = 1; step <= o.steps; step++) {
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
-        sw_tensor_write_host(sw_gpt_tokens(m), tok);
-        sw_tensor_write_host(sw_gpt_targets(m), tgt);
-        double ts = now_ms();
-        sw_gpt_forward(m, step);
-        sw_gpt_backward(m, step);
+        for (int k = 0; k < c->grad_accum; k++) {
+            /* this rank's micro-batch k: batch columns first .. first + Bm - 1 */
+            int64_t first_col = sw_gpt_micro_batch_first(m, k);
+            for (int64_t pos = 0; pos < c->seq; pos++)
+                for (int64_t b = 0; b < Bm; b++) {
+                    mtok[pos * Bm + b] = tok[pos * c->batch + first_col + b];
+                    mtgt[pos * Bm + b] = tgt[pos * c->batch + first_col + b];
+                }
+            sw_tensor_write_host(sw_gpt_tokens(m), mtok); /* waits for the previous micro-batch's readers */
+            sw_tensor_write_host(sw_gpt_targets(m), mtgt);
+            double ts = now_ms();
+            sw_gpt_set_micro_batch(m, k);
+            sw_gpt_forward(m, step);
+            sw_gpt_backward(m, step);
+            if (step > 1) submit_ms += now_ms() - ts;
+        }
         sw_gpt_update(m, step);
-        if (step > 1) submit_ms += now_ms() - ts;
         loss = sw_gpt_read_loss(m);
         starpu_task_wait_for_all();
         double ms = now_ms() - t0;
@@ -373,6 +392,8 @@ int main(int argc, char **argv)
     if (log) fclose(log);
     free(tok);
     free(tgt);
+    free(mtok);
+    free(mtgt);
     free(data);
     sw_gpt_destroy(m);
     sw_comm_destroy(comm);

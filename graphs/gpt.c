@@ -38,7 +38,10 @@ typedef struct block_acts {
 struct sw_gpt {
     sw_gpt_config c;
     sw_tp tp;
-    int T, Tl, row0;        /* tokens, local residual rows and the first of them */
+    sw_comm *comm;          /* the mesh's collectives (DP group) */
+    int dp_rank;
+    int B, micro;           /* sequences per micro-batch, current micro-batch */
+    int T, Tl, row0;        /* tokens of a micro-batch, local residual rows and the first of them */
     int P;                  /* row tiles of the local rows; column tiles of the GEMMs */
     int aq, ak, kv0, d;     /* local query heads, local K/V heads, first global K/V head, head dim */
     int G, Gk;              /* attention tasks (query-head groups) and K/V column tiles */
@@ -52,6 +55,13 @@ struct sw_gpt {
     sw_tensor *lnf, *lnf_mean, *lnf_rstd, *lnfg; /* [l,h], [l,1], [l,1], [T,h] */
     sw_tensor *logits;                    /* [T,Vl]; holds dlogits after backward */
     sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows, *loss; /* [T,1] x4, [1,1] */
+    sw_tensor *loss_sum;                  /* [1,1] over micro-batches and dp ranks, when either is > 1 */
+    /* gradient buckets (dp > 1 or grad_accum > 1): flat [1, n] tensors of
+     * consecutive parameters in reverse order */
+    int nbuckets;
+    sw_tensor **bucket;
+    int *bucket_first, *bucket_count;     /* parameters first, first-1, ... (count of them) */
+    int64_t **bucket_sizes;
     /* scratch shared by all layers (StarPU orders the reuse) */
     sw_tensor *emb;                       /* [T,h] vocab-parallel embedding partial */
     sw_tensor *part;                      /* [T,h] partial sums of a row-parallel output / of an input gradient */
@@ -91,6 +101,9 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->adam_eps = 1e-8f;
     c->weight_decay = 0.0f;
     c->tp = 1;
+    c->dp = 1;
+    c->grad_accum = 1;
+    c->bucket_mb = 25.0f;
 }
 
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
@@ -124,11 +137,16 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
          c->tp);
     RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
+    RULE(c->dp > 0, "dp must be at least 1 (dp = %d)", c->dp);
+    RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
+    RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
+         c->batch, c->dp, c->grad_accum);
+    RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
-    int local_rows = c->seq * c->batch / (c->sp ? c->tp : 1);
-    RULE(c->tiles <= local_rows, "tiles (%d) must not exceed the rows of a rank, seq*batch%s (%d)", c->tiles,
-         c->sp ? "/tp" : "", local_rows);
+    int local_rows = c->seq * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
+    RULE(c->tiles <= local_rows, "tiles (%d) must not exceed the rows of a rank, seq*batch/(dp*grad-accum)%s (%d)",
+         c->tiles, c->sp ? "/tp" : "", local_rows);
     int head_cols = c->hidden / c->tp; /* columns of the local attention output */
     RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
     RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
@@ -316,6 +334,42 @@ static void attention_groups(sw_gpt *m)
     for (int i = 0; i < 2 * m->Gk; i++) m->qkv_sizes[m->G + i] = (int64_t)m->ak * m->d / m->Gk;
 }
 
+/* Gradient buckets, in reverse parameter order (backward produces the last
+ * parameters' gradients first): at most bucket_mb each, the first at most
+ * 1 MB so that the first reduction starts early (as PyTorch DDP does). */
+static void create_buckets(sw_gpt *m)
+{
+    const sw_gpt_config *c = &m->c;
+    if (c->dp == 1 && c->grad_accum == 1) return;
+    int n = m->nparams;
+    m->bucket = calloc((size_t)n, sizeof *m->bucket);
+    m->bucket_first = calloc((size_t)n, sizeof(int));
+    m->bucket_count = calloc((size_t)n, sizeof(int));
+    m->bucket_sizes = calloc((size_t)n, sizeof *m->bucket_sizes);
+    if (!m->bucket || !m->bucket_first || !m->bucket_count || !m->bucket_sizes) {
+        perror("starweave: calloc");
+        abort();
+    }
+    double limit = c->bucket_mb * 1e6;
+    for (int p = n - 1; p >= 0;) {
+        int b = m->nbuckets++, first = p;
+        double cap = b == 0 && limit > 1e6 ? 1e6 : limit, bytes = 0;
+        while (p >= 0 && (p == first || bytes + (double)sw_tensor_bytes(m->grad[p]) <= cap))
+            bytes += (double)sw_tensor_bytes(m->grad[p--]);
+        int count = first - p;
+        m->bucket_first[b] = first;
+        m->bucket_count[b] = count;
+        m->bucket_sizes[b] = malloc(sizeof(int64_t) * (size_t)count);
+        if (!m->bucket_sizes[b]) { perror("starweave: malloc"); abort(); }
+        int64_t total = 0;
+        for (int i = 0; i < count; i++) total += m->bucket_sizes[b][i] = sw_tensor_numel(m->grad[first - i]);
+        char name[32];
+        snprintf(name, sizeof name, "grad_bucket%d", b);
+        m->bucket[b] = sw_tensor_new2d(name, SW_F32, 1, total);
+    }
+    m->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+}
+
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = calloc(1, sizeof *m);
@@ -325,10 +379,16 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     if (sw_gpt_config_check(&m->c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     const sw_gpt_config *c = &m->c;
     int tp_size = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_TP) : 1;
+    int dp_size = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_DP) : 1;
     if (tp_size != c->tp)
         sw_usage_error("tp (%d) must equal the tensor-parallel degree of the mesh (%d)", c->tp, tp_size);
+    if (dp_size != c->dp)
+        sw_usage_error("dp (%d) must equal the data-parallel degree of the mesh (%d)", c->dp, dp_size);
     m->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_TP) : 0, c->sp};
-    int64_t T = (int64_t)c->seq * c->batch, h = c->hidden;
+    m->comm = comm;
+    m->dp_rank = comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_DP) : 0;
+    m->B = c->batch / (c->dp * c->grad_accum);
+    int64_t T = (int64_t)c->seq * m->B, h = c->hidden;
     m->T = (int)T;
     m->Tl = c->sp ? (int)(T / c->tp) : (int)T;
     m->row0 = c->sp ? m->tp.rank * m->Tl : 0;
@@ -421,6 +481,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->part_w = act("ln_part_w", -1, m->P, h);
     m->part_b = act("ln_part_b", -1, m->P, h);
     m->lm_part = act("lm_part", -1, (int64_t)m->P * T, h);
+    create_buckets(m);
     if (m->kv_replicated) {
         m->kvw_mine = act("kv_grad_w", -1, 2 * m->d, h);
         m->kvw_all = act("kv_grad_w_all", -1, (int64_t)c->tp * 2 * m->d, h);
@@ -455,6 +516,15 @@ void sw_gpt_destroy(sw_gpt *m)
                          m->red, m->tmp, m->dy, m->dres, m->dln, m->dfull, m->datt, m->dqkv, m->dfc,
                          m->part_w, m->part_b, m->lm_part, m->kvw_mine, m->kvw_all, m->kvb_mine, m->kvb_all};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) sw_tensor_free(rest[i]);
+    for (int b = 0; b < m->nbuckets; b++) {
+        sw_tensor_free(m->bucket[b]);
+        free(m->bucket_sizes[b]);
+    }
+    free(m->bucket);
+    free(m->bucket_first);
+    free(m->bucket_count);
+    free(m->bucket_sizes);
+    sw_tensor_free(m->loss_sum);
     free(m->qkv_sizes);
     free(m->param);
     free(m->grad);
@@ -470,7 +540,7 @@ sw_tensor *sw_gpt_param(sw_gpt *m, int i) { return m->param[i]; }
 sw_tensor *sw_gpt_grad(sw_gpt *m, int i) { return m->grad[i]; }
 sw_tensor *sw_gpt_tokens(sw_gpt *m) { return m->tokens; }
 sw_tensor *sw_gpt_targets(sw_gpt *m) { return m->targets; }
-sw_tensor *sw_gpt_loss(sw_gpt *m) { return m->loss; }
+sw_tensor *sw_gpt_loss(sw_gpt *m) { return m->loss_sum ? m->loss_sum : m->loss; }
 
 /* --------------------------------------------------------- tile helpers */
 
@@ -490,11 +560,21 @@ static int64_t tile_row0(sw_gpt *m, int64_t n, int i)
     return first;
 }
 
+/* the micro-batch's place in the global batch, for the dropout masks */
+static void batch_of_key(const sw_gpt *m, sw_rng_key *k)
+{
+    if (m->B == m->c.batch) return;
+    k->batch0 = sw_gpt_micro_batch_first(m, m->micro);
+    k->batch_local = m->B;
+    k->batch_global = m->c.batch;
+}
+
 /* dropout key of row tile i of the local residual rows: global row index */
 static sw_rng_key drop_key(sw_gpt *m, int step, unsigned layer, unsigned op, int i)
 {
     sw_rng_key k = {m->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, m->row0 + tile_row0(m, m->Tl, i), 0,
-                    m->c.hidden};
+                    m->c.hidden, 0, 0, 0};
+    batch_of_key(m, &k);
     return k;
 }
 
@@ -616,7 +696,7 @@ static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
     const sw_gpt_config *c = &m->c;
     sw_attn_args a;
     memset(&a, 0, sizeof a);
-    a.batch = c->batch;
+    a.batch = m->B;
     a.nh = m->aq / m->G;
     a.nkv = m->ak / m->Gk;
     a.d = m->d;
@@ -624,7 +704,8 @@ static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
     a.causal = 1;
     a.scale = 1.0f / sqrtf((float)a.d);
     a.dropout = c->dropout;
-    a.key = (sw_rng_key){c->seed, (uint32_t)step, (uint16_t)layer, SW_DROP_ATTN_PROBS, 0, 0, c->hidden};
+    a.key = (sw_rng_key){c->seed, (uint32_t)step, (uint16_t)layer, SW_DROP_ATTN_PROBS, 0, 0, c->hidden, 0, 0, 0};
+    batch_of_key(m, &a.key);
     a.head0 = m->tp.rank * m->aq + group * a.nh;
     a.heads_total = c->heads;
     a.seq_total = c->seq;
@@ -723,7 +804,7 @@ static void embedding_forward(sw_gpt *m, int step)
     sw_tensor *e = tp_on(m) ? m->emb : c->dropout > 0.0f ? m->tmp : m->x[0];
     for (int i = 0; i < m->P; i++)
         sw_embedding_fwd(rows_r(m, m->tokens, i), whole_r(m->param[0]), whole_r(m->param[1]), rows_w(m, e, i),
-                         tile_row0(m, m->T, i), c->batch, 0, (int64_t)m->tp.rank * m->Vl, m->tp.rank == 0);
+                         tile_row0(m, m->T, i), m->B, 0, (int64_t)m->tp.rank * m->Vl, m->tp.rank == 0);
     sw_tensor *x0 = tp_on(m) ? sw_tp_g_forward(&m->tp, m->emb, m->red) : e;
     for (int i = 0; i < m->P && x0 != m->x[0]; i++) {
         if (c->dropout > 0.0f) {
@@ -762,6 +843,12 @@ static void lm_head_forward(sw_gpt *m)
         sw_ce_loss(rows_r(m, m->ce_max, i), rows_r(m, m->ce_tgt, i), rows_r(m, m->ce_sumexp, i),
                    rows_w(m, m->ce_rows, i));
     sw_colsum(whole_r(m->ce_rows), whole_w(m->loss), 1.0f / (float)m->T, 0.0f);
+    /* the global batch's mean: micro-batches summed here, dp ranks after the last */
+    if (!m->loss_sum) return;
+    float share = 1.0f / (float)(c->dp * c->grad_accum);
+    sw_colsum(whole_r(m->loss), sw_tensor_whole(m->loss_sum, m->micro ? STARPU_RW : STARPU_W), share,
+              m->micro ? 1.0f : 0.0f);
+    if (m->micro == c->grad_accum - 1 && c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->loss_sum, SW_SUM);
 }
 
 void sw_gpt_forward(sw_gpt *m, int step)
@@ -802,7 +889,7 @@ static sw_tensor *lm_head_backward(sw_gpt *m)
     int64_t vocab0 = (int64_t)m->tp.rank * m->Vl;
     for (int i = 0; i < P; i++)
         sw_ce_bwd(rows_rw(m, m->logits, i), rows_r(m, m->ce_max, i), rows_r(m, m->ce_sumexp, i),
-                  rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / (float)m->T);
+                  rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / ((float)m->T * c->dp * c->grad_accum));
     /* dwte = dlogits^T lnf (split over the vocabulary) */
     for (int j = 0; j < P; j++)
         sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnfg), 0,
@@ -820,6 +907,29 @@ static sw_tensor *lm_head_backward(sw_gpt *m)
         for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(m->part, STARPU_RW));
     }
     return sw_tp_f_backward(&m->tp, m->part, m->dln);
+}
+
+/* Sum this micro-batch's gradients into the buckets; after the last one,
+ * all-reduce each bucket over DP (its reduction depends only on the
+ * copies of its own gradients, so it starts while the backward of earlier
+ * layers goes on) and copy the sums back into the gradients. */
+static void reduce_gradients(sw_gpt *m)
+{
+    const sw_gpt_config *c = &m->c;
+    if (!m->nbuckets) return;
+    int last = m->micro == c->grad_accum - 1;
+    for (int b = 0; b < m->nbuckets; b++) {
+        int n = m->bucket_count[b], first = m->bucket_first[b];
+        for (int i = 0; i < n; i++)
+            sw_copy_flat(whole_r(m->grad[first - i]),
+                         sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], m->micro ? STARPU_RW : STARPU_W)[i],
+                         m->micro > 0);
+        if (!last) continue;
+        if (c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->bucket[b], SW_SUM);
+        for (int i = 0; i < n; i++)
+            sw_copy_flat(sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], STARPU_R)[i],
+                         whole_w(m->grad[first - i]), 0);
+    }
 }
 
 void sw_gpt_backward(sw_gpt *m, int step)
@@ -861,7 +971,9 @@ void sw_gpt_backward(sw_gpt *m, int step)
     }
     demb = sw_tp_g_backward(&m->tp, demb, m->dfull);
     sw_embedding_bwd(whole_r(m->tokens), whole_r(demb), sw_tensor_whole(m->grad[0], STARPU_RW), whole_w(m->grad[1]),
-                     0, c->batch, 0, (int64_t)m->tp.rank * m->Vl, 1);
+                     0, m->B, 0, (int64_t)m->tp.rank * m->Vl, 1);
+
+    reduce_gradients(m);
 
     /* the scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it */
@@ -901,7 +1013,8 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
      * l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
      * both norms); the gathered norm outputs; qkv, attention output, lse,
      * fc before and after GeLU */
-    double t = c->tp, T = (double)c->seq * c->batch, h = c->hidden, d = (double)c->hidden / c->heads;
+    double t = c->tp, T = (double)c->seq * (c->batch / (c->dp * c->grad_accum)), h = c->hidden;
+    double d = (double)c->hidden / c->heads;
     double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
     double l = c->sp ? T / t : T;
     double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
@@ -922,7 +1035,8 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
 double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
 {
     if (c->tp < 2) return 0;
-    double t = c->tp, T = (double)c->seq * c->batch, h = c->hidden, L = c->layers, f = 4; /* fp32 */
+    /* per micro-batch, times grad_accum: the TP collectives run for each */
+    double t = c->tp, T = (double)c->seq * (c->batch / (c->dp * c->grad_accum)), h = c->hidden, L = c->layers, f = 4;
     double d = h / c->heads, kv = kv_heads_of(c);
     double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
     double act = f * T * h;
@@ -931,13 +1045,26 @@ double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
     bytes += 3 * ar * f * T;                                  /* cross-entropy max, target, sum-exp */
     if (c->sp) bytes += (6 * L + 2) * ar * f * h;             /* replicated parameters' gradients */
     if (kv < t) bytes += L * ag * t * f * (2 * d * h + 2 * d); /* replicated K/V gradients, gathered */
-    return bytes;
+    return bytes * c->grad_accum;
+}
+
+void sw_gpt_set_micro_batch(sw_gpt *m, int k)
+{
+    if (k < 0 || k >= m->c.grad_accum) sw_fail(__FILE__, __LINE__, "sw_gpt_set_micro_batch: k out of range", -22);
+    m->micro = k;
+}
+
+int sw_gpt_micro_batch_size(const sw_gpt *m) { return m->B; }
+
+int sw_gpt_micro_batch_first(const sw_gpt *m, int k)
+{
+    return (m->dp_rank * m->c.grad_accum + k) * m->B;
 }
 
 float sw_gpt_read_loss(sw_gpt *m)
 {
     float loss;
-    sw_tensor_read_host(m->loss, &loss);
+    sw_tensor_read_host(sw_gpt_loss(m), &loss);
     return loss;
 }
 

@@ -171,6 +171,25 @@ int main(int argc, char **argv)
         free(yo);
     }
 
+    /* rows of one batch column (batch0 2 of a global batch of 3; the local
+     * batch is 1): local row g is global row 3 g + 2 (data parallelism) */
+    {
+        const float p = 0.4f;
+        sw_rng_key k = key;
+        k.batch0 = 2;
+        k.batch_local = 1;
+        k.batch_global = 3;
+        k.ld_global = C;
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                uint64_t g = (uint64_t)((3 * r + 2) * C + c);
+                ref[r * C + c] = sw_dropout_keep(k.seed, k.step, k.layer, k.op, g, p) ? x[r * C + c] / (1.0 - p) : 0.0;
+            }
+        float *y1 = run_fwd(x, p, &k, SW_ROWS, 4);
+        tu_close("dropout fwd of batch column 2 of 3: the global rows' mask", y1, ref, N, 1e-6, 0);
+        free(y1);
+    }
+
     /* p = 0: identity, forward and backward */
     {
         float *y = run_fwd(x, 0.0f, &key, SW_COLS, 2);

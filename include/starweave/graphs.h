@@ -38,6 +38,9 @@ typedef struct sw_gpt_config {
     int tp;                 /* tensor-parallel degree (1: none) */
     int sp;                 /* sequence parallelism (needs seq % tp == 0) */
     int tp_recompute_allgather; /* sp: keep only the local norm outputs, gather them again in backward */
+    int dp;                 /* data-parallel degree: batch is the global batch, split over dp ranks */
+    int grad_accum;         /* micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
+    float bucket_mb;        /* gradient bucket size for the dp all-reduce (MB; the first bucket is at most 1 MB) */
 } sw_gpt_config;
 
 void sw_gpt_config_default(sw_gpt_config *c);
@@ -80,12 +83,26 @@ void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
-/* tokens / targets: [seq*batch] int32 in [s, b] order (row = pos*batch + b),
- * the whole batch on every TP rank. */
+/* tokens / targets: [seq*B] int32 in [s, b] order (row = pos*B + b) of the
+ * current micro-batch, B = batch / (dp * grad_accum) sequences, the same on
+ * every TP rank: batch columns sw_gpt_micro_batch_first() .. + B - 1 of the
+ * global batch. */
 sw_tensor *sw_gpt_tokens(sw_gpt *m);
 sw_tensor *sw_gpt_targets(sw_gpt *m);
-/* [1,1] mean cross-entropy of the last forward; acquire it to read. */
+/* [1,1] mean cross-entropy over the global batch once the step's last
+ * micro-batch has gone forward; acquire it to read. */
 sw_tensor *sw_gpt_loss(sw_gpt *m);
+
+/* Data parallelism and gradient accumulation: a step is grad_accum
+ * forward+backward pairs, one per micro-batch k = 0 .. grad_accum-1 (set it
+ * before writing the micro-batch's tokens), then one update. Gradients are
+ * summed over the micro-batches in flat buckets (reverse parameter order)
+ * and, after the last one, each bucket is all-reduced over the DP group as
+ * soon as its gradients are final, while backward goes on. */
+void sw_gpt_set_micro_batch(sw_gpt *m, int k);
+int sw_gpt_micro_batch_size(const sw_gpt *m);
+/* first global batch column of micro-batch k on this rank */
+int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
 
 /* Submit the forward (loss), the backward (every gradient) and the AdamW
  * update for training step `step` (1-based; also keys the dropout masks). */

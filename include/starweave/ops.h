@@ -26,6 +26,13 @@ typedef struct sw_rng_key {
     uint16_t op;
     int64_t row0, col0;     /* global position of the tile's element (0,0) */
     int64_t ld_global;      /* columns of the global tensor */
+    /* Rows in [s, b] order holding batch columns batch0 .. batch0 +
+     * batch_local - 1 of a global batch of batch_global (data parallelism,
+     * micro-batches): row g = pos * batch_local + b of the local rows is
+     * row pos * batch_global + batch0 + b of the global tensor, and the
+     * attention dropout's batch index is batch0 + b. batch_global == 0:
+     * the rows are the global ones. */
+    int64_t batch0, batch_local, batch_global;
 } sw_rng_key;
 
 /* ---- GEMM (codelets/gemm.c) ----
@@ -65,6 +72,10 @@ void sw_gelu_bwd(starpu_data_handle_t x, starpu_data_handle_t grad);
 void sw_add(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z); /* z = x + y (W) */
 void sw_axpy(float alpha, starpu_data_handle_t x, starpu_data_handle_t y);           /* y += alpha x (RW) */
 void sw_bias_add(starpu_data_handle_t x, starpu_data_handle_t bias);                 /* x[r,c] += bias[1,c] (RW) */
+/* y (+)= x element by element in row-major order; x and y may have
+ * different shapes with the same number of elements (a gradient and its
+ * slice of a flat bucket). accumulate: y RW, else W. */
+void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate);
 /* y[1,c] = beta * y + alpha * sum_r x[r,c]; beta == 0: y accessed W. */
 void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta);
 
