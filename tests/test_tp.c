@@ -1,7 +1,8 @@
-/* Tensor (+ sequence) parallel GPT against the single-rank model, under
- * mpirun: every rank builds both the single-rank model (no communication)
- * and the tensor-parallel one over all ranks, trains both for 3 steps on
- * the same batches, and compares the loss of every step (relative 1e-5),
+/* Tensor (+ sequence) and data parallel GPT, and gradient accumulation,
+ * against the single-rank model, under mpirun: every rank builds both the
+ * single-rank model (no communication, the whole batch at once) and the
+ * parallel one over all ranks (tp = ranks / dp), trains both for 3 steps
+ * on the same global batches, and compares the loss of every step (relative 1e-5),
  * and every gradient of the last step (max |parallel - single| <= 1e-4
  * max |single| per tensor, the single-rank gradient cut to this rank's
  * shard by sw_gpt_shard). The losses of steps 2.. check the updates too.
@@ -10,7 +11,8 @@
  * softmax is invariant -- into a full +-lr step.)
  *
  * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
- *                [--dropout P] [--steps N]      (tp = the number of ranks) */
+ *                [--dropout P] [--steps N] [--dp D] [--grad-accum K]
+ *                (tp = the number of ranks / dp) */
 #include <string.h>
 
 #include "testutil.h"
@@ -25,13 +27,30 @@ static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
     }
 }
 
+/* one step: every micro-batch of this rank (its columns of the global
+ * [seq, batch] tokens), then the update */
 static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
 {
-    sw_tensor_write_host(sw_gpt_tokens(m), tok);
-    sw_tensor_write_host(sw_gpt_targets(m), tgt);
-    sw_gpt_forward(m, step);
-    sw_gpt_backward(m, step);
+    const sw_gpt_config *c = sw_gpt_get_config(m);
+    int B = sw_gpt_micro_batch_size(m);
+    int32_t *mt = malloc(sizeof(int32_t) * (size_t)(c->seq * B)), *mg = malloc(sizeof(int32_t) * (size_t)(c->seq * B));
+    if (!mt || !mg) { perror("malloc"); exit(99); }
+    for (int k = 0; k < c->grad_accum; k++) {
+        int first = sw_gpt_micro_batch_first(m, k);
+        for (int pos = 0; pos < c->seq; pos++)
+            for (int b = 0; b < B; b++) {
+                mt[pos * B + b] = tok[pos * c->batch + first + b];
+                mg[pos * B + b] = tgt[pos * c->batch + first + b];
+            }
+        sw_tensor_write_host(sw_gpt_tokens(m), mt);
+        sw_tensor_write_host(sw_gpt_targets(m), mg);
+        sw_gpt_set_micro_batch(m, k);
+        sw_gpt_forward(m, step);
+        sw_gpt_backward(m, step);
+    }
     if (update) sw_gpt_update(m, step);
+    free(mt);
+    free(mg);
 }
 
 /* max |got - ref| / max |ref| of one tensor */
@@ -70,10 +89,10 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, char *worst_name
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
-    int world = sw_world_size(), steps = 3;
+    int world = sw_world_size(), steps = 3, dp = 1, accum = 1;
     sw_gpt_config c;
     sw_gpt_config_default(&c);
-    c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; /* padded to 512 for tp = 1, 2, 4 alike */ c.seq = 16; c.max_pos = 16; c.batch = 2;
+    c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; /* padded to 512 for tp = 1, 2, 4 alike */ c.seq = 16; c.max_pos = 16; c.batch = 4;
     c.tiles = 2; c.seed = 77; c.weight_decay = 0.01f;
     /* AdamW's first step moves every weight by about +-lr whatever the size
      * of its gradient; with eps 1e-8 the sign of gradients that are rounding
@@ -90,19 +109,24 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--heads")) c.heads = atoi(v), i++;
         else if (!strcmp(a, "--dropout")) c.dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
+        else if (!strcmp(a, "--dp")) dp = atoi(v), i++;
+        else if (!strcmp(a, "--grad-accum")) accum = atoi(v), i++;
         else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
     }
     sw_gpt_config single_cfg = c;
-    c.tp = world;
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){world, 1, 1, 1, 1});
+    c.tp = world / dp;
+    c.dp = dp;
+    c.grad_accum = accum;
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     sw_gpt *single = sw_gpt_create(&single_cfg, NULL);
     sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
     const sw_gpt_config *pc = sw_gpt_get_config(par);
     char what[256];
-    snprintf(what, sizeof what, "tp %d%s%s, heads %d, kv-heads %d, dropout %g", world, c.sp ? " + sp" : "",
-             c.tp_recompute_allgather ? " (re-gather in backward)" : "", pc->heads, pc->kv_heads, c.dropout);
+    snprintf(what, sizeof what, "tp %d%s%s x dp %d, grad-accum %d, heads %d, kv-heads %d, dropout %g", c.tp,
+             c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", dp, accum, pc->heads,
+             pc->kv_heads, c.dropout);
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
@@ -125,7 +149,8 @@ int main(int argc, char **argv)
              what, steps, tp_rank, name, eg);
     tu_check_ranks(line, eg <= 1e-4);
     /* saved activations: measured = model (1 %) on both models; with sp and
-     * the re-gather in backward, this rank keeps the single rank's bytes / tp */
+     * the re-gather in backward (or tp 1), this rank keeps the single rank's
+     * bytes / (tp * dp * grad_accum) */
     for (int l = 0; l < c.layers; l++) {
         sw_gpt_memory ms = sw_gpt_saved_bytes(single, l), mp = sw_gpt_saved_bytes(par, l);
         double es = fabs(ms.measured_bytes - ms.model_bytes) / ms.model_bytes;
@@ -133,9 +158,11 @@ int main(int argc, char **argv)
         snprintf(line, sizeof line, "%s: layer %d saved bytes: measured %.0f, model %.0f (single rank: %.0f, %.0f)", what,
                  l, mp.measured_bytes, mp.model_bytes, ms.measured_bytes, ms.model_bytes);
         tu_check_ranks(line, es <= 0.01 && ep <= 0.01);
-        if (c.sp && (c.tp_recompute_allgather || world == 1)) {
-            double ratio = mp.measured_bytes * world / ms.measured_bytes;
-            snprintf(line, sizeof line, "%s: layer %d saved bytes x tp / single rank's = %.4f (expected 1 within 1 %%)",
+        if ((c.sp && c.tp_recompute_allgather) || c.tp == 1) {
+            /* a rank keeps 1/tp of its micro-batch's activations, a micro-batch is 1/(dp*grad_accum) of the batch */
+            double ratio = mp.measured_bytes * c.tp * dp * accum / ms.measured_bytes;
+            snprintf(line, sizeof line,
+                     "%s: layer %d saved bytes x tp x dp x grad-accum / single rank's = %.4f (expected 1 within 1 %%)",
                      what, l, ratio);
             tu_check_ranks(line, fabs(ratio - 1) <= 0.01);
         }

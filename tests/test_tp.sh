@@ -1,9 +1,9 @@
 #!/bin/sh
-# Tensor (+ sequence) parallel GPT under mpirun against the single-rank
-# model (tests/test_tp.c: losses of 3 steps, every gradient of the last),
-# with and without sp and dropout, K/V heads split (kv >= tp) and replicated
-# (kv < tp); then bad input through gpt_train: exit 2 on every rank, the
-# message once, no hang.
+# Tensor (+ sequence) parallel, data parallel and gradient-accumulated GPT
+# under mpirun against the single-rank model (tests/test_tp.c: losses of 3
+# steps, every gradient of the last), with and without sp and dropout, K/V
+# heads split (kv >= tp) and replicated (kv < tp); then bad input through
+# gpt_train: exit 2 on every rank, the message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
 LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_tp"
@@ -24,6 +24,12 @@ run 2 --kv-heads 1 --dropout 0.1 # K/V head replicated on both ranks
 run 4 --sp --dropout 0.1
 run 4 --kv-heads 2               # each K/V head replicated on 2 ranks
 run 4 --kv-heads 4 --sp --tp-recompute-allgather
+# data parallelism and gradient accumulation (tp = ranks / dp), same global batch
+run 1 --grad-accum 2 --dropout 0.1 # two micro-batches against the batch at once
+run 2 --dp 2 --dropout 0.1
+run 2 --dp 2 --grad-accum 2
+run 4 --dp 4
+run 4 --dp 2 --sp --dropout 0.1     # dp 2 x tp 2
 # the TP traffic the library counts equals its formula (2 ranks: every
 # collective is bandwidth-optimal there)
 for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp"; do
@@ -52,4 +58,5 @@ expect_bad 2 "heads (4) must be divisible by kv-heads (3)" --tp 2 --kv-heads 3
 expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp 4 --heads 12 --hidden 96 --kv-heads 6
 expect_bad 2 "seq (63) must be divisible by tp (2) with sequence parallelism" --tp 2 --sp --seq 63
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (4*1*1*1*1 = 4)" --tp 4
+expect_bad 2 "batch (6) must be divisible by dp*grad-accum (2*2)" --dp 2 --grad-accum 2 --batch 6
 finish
