@@ -165,5 +165,27 @@ int main(int argc, char **argv)
         sw_tensor_free(X);
         sw_tensor_free(Bs);
     }
+    /* copy_flat: a [R, C] tensor into a column tile of a flat [1, *] bucket
+     * (row-major order), accumulated a second time, and back into a strided
+     * column tile of a wider tensor */
+    {
+        const int64_t sizes[3] = {5, N, 7};
+        sw_tensor *X = tu_tensor("x", R, C, x), *F = tu_tensor("flat", 1, N + 12, NULL);
+        sw_tensor *W = tu_tensor("wide", R, 2 * C, NULL);
+        starpu_data_handle_t slot = sw_tensor_split(F, SW_COLS, 3, sizes, STARPU_W)[1];
+        sw_copy_flat(sw_tensor_whole(X, STARPU_R), slot, 0);
+        sw_copy_flat(sw_tensor_whole(X, STARPU_R), sw_tensor_split(F, SW_COLS, 3, sizes, STARPU_RW)[1], 1);
+        sw_copy_flat(sw_tensor_split(F, SW_COLS, 3, sizes, STARPU_R)[1], sw_tensor_tiles(W, SW_COLS, 2, STARPU_W)[1], 0);
+        float *got = tu_read(W);
+        float back[N];
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) back[r * C + c] = got[r * 2 * C + C + c];
+        for (int i = 0; i < N; i++) ref[i] = 2.0 * x[i];
+        tu_close("copy_flat into a bucket slot, accumulated, and back into a strided tile", back, ref, N, 1e-6, 0);
+        free(got);
+        sw_tensor_free(X);
+        sw_tensor_free(F);
+        sw_tensor_free(W);
+    }
     return tu_finish();
 }
