@@ -20,6 +20,8 @@ typedef struct train_opts {
     int quiet;
     int profile;
     int memory_report;
+    const char *save, *resume;
+    int save_every;
 } train_opts;
 
 static void usage(FILE *f)
@@ -60,6 +62,10 @@ static void usage(FILE *f)
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
             "  --memory-report   saved activation bytes per layer and rank: model and measured\n"
+            "checkpoints:\n"
+            "  --save DIR        write a checkpoint into DIR after the last step (and every --save-every)\n"
+            "  --save-every N    also every N steps (0: only at the end)\n"
+            "  --resume DIR      continue from DIR's latest checkpoint (same model and layout)\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -96,6 +102,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->quiet = 0;
     o->profile = 0;
     o->memory_report = 0;
+    o->save = o->resume = NULL;
+    o->save_every = 0;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,11 +148,16 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--sched")) o->sched = v;
         else if (!strcmp(a, "--tiles")) parse_int(a, v, &o->cfg.tiles);
         else if (!strcmp(a, "--log")) o->log = v;
+        else if (!strcmp(a, "--save")) o->save = v;
+        else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else sw_usage_error("unknown flag '%s' (see --help)", a);
     }
     o->cfg.seed = (uint64_t)(uint32_t)seed;
     if (o->cfg.max_pos == 0) o->cfg.max_pos = o->cfg.seq;
     if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
+    if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
+    if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
     if (o->ncpus == 0 || o->ncpus < -1) sw_usage_error("ncpus must be positive (ncpus = %d)", o->ncpus);
     char msg[256];
     if (sw_gpt_config_check(&o->cfg, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
@@ -333,7 +346,13 @@ int main(int argc, char **argv)
 
     float first = 0, loss = 0;
     double total_ms = 0, submit_ms = 0;
-    for (int step = 1; step <= o.steps; step++) {
+    int step0 = 0; /* the last step already done */
+    if (o.resume) {
+        step0 = sw_checkpoint_load(m, o.resume);
+        if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
+        if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
+    }
+    for (int step = step0 + 1; step <= o.steps; step++) {
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
         for (int k = 0; k < c->grad_accum; k++) {
@@ -350,7 +369,7 @@ int main(int argc, char **argv)
             sw_gpt_set_micro_batch(m, k);
             sw_gpt_forward(m, step);
             sw_gpt_backward(m, step);
-            if (step > 1) submit_ms += now_ms() - ts;
+            if (step > step0 + 1) submit_ms += now_ms() - ts;
         }
         sw_gpt_update(m, step);
         loss = sw_gpt_read_loss(m);
@@ -360,24 +379,30 @@ int main(int argc, char **argv)
             fprintf(stderr, "gpt_train: loss is %g at step %d\n", loss, step);
             return 1;
         }
-        if (step == 1) {
+        if (o.save && (step == o.steps || (o.save_every > 0 && step % o.save_every == 0))) {
+            sw_checkpoint_save(m, o.save, step);
+            if (!o.quiet) printf("gpt_train: checkpoint of step %d in %s\n", step, o.save);
+        }
+        if (step == step0 + 1) {
             first = loss;
             if (o.profile) sw_stats_enable(1); /* step 1 warms up allocations and perf models */
         }
-        if (step > 1) total_ms += ms;
+        if (step > step0 + 1) total_ms += ms;
         if (log) fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
         if (!o.quiet)
             printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
                    T / (ms / 1e3));
         fflush(stdout);
     }
-    double avg = o.steps > 1 ? total_ms / (o.steps - 1) : 0;
+    int timed = o.steps - step0 - 1; /* the first step run warms up */
+    double avg = timed > 0 ? total_ms / timed : 0;
     if (me == 0)
-        printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps 2..%d), %.2f GFLOP/s; log: %s\n",
-               first, loss, o.steps, avg, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0, o.log);
+        printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps %d..%d), %.2f GFLOP/s; log: %s\n",
+               first, loss, o.steps, avg, step0 + 2, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0,
+               o.log);
     if (o.profile && me == 0) {
         print_profile(total_ms);
-        printf("profile: submitting the graph took %.1f ms per step (main thread)\n", submit_ms / (o.steps - 1));
+        printf("profile: submitting the graph took %.1f ms per step (main thread)\n", timed > 0 ? submit_ms / timed : 0);
     }
     if (o.memory_report) memory_report(m);
     if (c->tp > 1) {

@@ -538,6 +538,8 @@ void sw_gpt_destroy(sw_gpt *m)
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m) { return &m->c; }
 sw_tensor *sw_gpt_param(sw_gpt *m, int i) { return m->param[i]; }
 sw_tensor *sw_gpt_grad(sw_gpt *m, int i) { return m->grad[i]; }
+sw_tensor *sw_gpt_adam_m(sw_gpt *m, int i) { return m->adam_m[i]; }
+sw_tensor *sw_gpt_adam_v(sw_gpt *m, int i) { return m->adam_v[i]; }
 sw_tensor *sw_gpt_tokens(sw_gpt *m) { return m->tokens; }
 sw_tensor *sw_gpt_targets(sw_gpt *m) { return m->targets; }
 sw_tensor *sw_gpt_loss(sw_gpt *m) { return m->loss_sum ? m->loss_sum : m->loss; }

@@ -7,4 +7,5 @@
 #include "starweave/comm.h"
 #include "starweave/ops.h"
 #include "starweave/graphs.h"
+#include "starweave/checkpoint.h"
 #endif

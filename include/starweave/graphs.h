@@ -83,6 +83,9 @@ void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
+/* AdamW's first and second moments of parameter `index` (this rank's shard). */
+sw_tensor *sw_gpt_adam_m(sw_gpt *m, int index);
+sw_tensor *sw_gpt_adam_v(sw_gpt *m, int index);
 /* tokens / targets: [seq*B] int32 in [s, b] order (row = pos*B + b) of the
  * current micro-batch, B = batch / (dp * grad_accum) sequences, the same on
  * every TP rank: batch columns sw_gpt_micro_batch_first() .. + B - 1 of the
