@@ -55,6 +55,7 @@ static void usage(FILE *f)
             "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
             "  --grad-accum K    micro-batches per step and rank (1), gradients summed\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MB (25)\n"
+            "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (0)\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
@@ -133,6 +134,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--tp")) parse_int(a, v, &o->cfg.tp);
         else if (!strcmp(a, "--dp")) parse_int(a, v, &o->cfg.dp);
         else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
+        else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
         else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
         else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
         else if (!strcmp(a, "--max-pos")) parse_int(a, v, &o->cfg.max_pos);

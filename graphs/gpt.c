@@ -75,6 +75,7 @@ struct sw_gpt {
     /* K/V heads replicated over tp / kv_heads ranks: their weight gradients
      * are partial sums; gathered over TP and added up among the sharers */
     int kv_replicated;
+    sw_tensor **gshard;                   /* ZeRO-1: this dp rank's rows of each gradient (NULL: not sharded) */
     sw_tensor *kvw_mine, *kvw_all;        /* [2d,h], [tp*2d,h] */
     sw_tensor *kvb_mine, *kvb_all;        /* [1,2d], [tp,2d] */
 };
@@ -141,6 +142,7 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
     RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
          c->batch, c->dp, c->grad_accum);
+    RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
     RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
@@ -334,13 +336,18 @@ static void attention_groups(sw_gpt *m)
     for (int i = 0; i < 2 * m->Gk; i++) m->qkv_sizes[m->G + i] = (int64_t)m->ak * m->d / m->Gk;
 }
 
+/* ZeRO-1 shards the rows of parameters that have at least dp of them */
+static int sharded(const sw_gpt *m, int64_t rows) { return m->c.zero && m->c.dp > 1 && rows >= m->c.dp; }
+
 /* Gradient buckets, in reverse parameter order (backward produces the last
  * parameters' gradients first): at most bucket_mb each, the first at most
  * 1 MB so that the first reduction starts early (as PyTorch DDP does). */
 static void create_buckets(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
-    if (c->dp == 1 && c->grad_accum == 1) return;
+    if (c->dp * c->grad_accum > 1) m->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    /* buckets sum micro-batches, and carry the dp all-reduce (not with ZeRO-1) */
+    if (c->grad_accum == 1 && (c->dp == 1 || c->zero)) return;
     int n = m->nparams;
     m->bucket = calloc((size_t)n, sizeof *m->bucket);
     m->bucket_first = calloc((size_t)n, sizeof(int));
@@ -367,7 +374,6 @@ static void create_buckets(sw_gpt *m)
         snprintf(name, sizeof name, "grad_bucket%d", b);
         m->bucket[b] = sw_tensor_new2d(name, SW_F32, 1, total);
     }
-    m->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
 }
 
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
@@ -407,7 +413,8 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->adam_v = calloc((size_t)m->nparams, sizeof(sw_tensor *));
     m->x = calloc((size_t)c->layers + 1, sizeof(sw_tensor *));
     m->acts = calloc((size_t)c->layers, sizeof(block_acts));
-    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->acts) {
+    m->gshard = calloc((size_t)m->nparams, sizeof(sw_tensor *));
+    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->acts || !m->gshard) {
         perror("starweave: calloc");
         abort();
     }
@@ -419,10 +426,18 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
         m->param[i] = sw_tensor_new2d(name, SW_F32, lrows, lcols);
         snprintf(gname, sizeof gname, "d.%s", name);
         m->grad[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
+        /* ZeRO-1: the moments of this dp rank's rows only */
+        int64_t mrows = lrows;
+        if (sharded(m, lrows)) {
+            int64_t first;
+            sw_tile_range(lrows, c->dp, m->dp_rank, &first, &mrows);
+            snprintf(gname, sizeof gname, "dshard.%s", name);
+            m->gshard[i] = sw_tensor_new2d(gname, SW_F32, mrows, lcols);
+        }
         snprintf(gname, sizeof gname, "m.%s", name);
-        m->adam_m[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
+        m->adam_m[i] = sw_tensor_new2d(gname, SW_F32, mrows, lcols);
         snprintf(gname, sizeof gname, "v.%s", name);
-        m->adam_v[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
+        m->adam_v[i] = sw_tensor_new2d(gname, SW_F32, mrows, lcols);
         /* the global values, whatever the sharding */
         float *host = malloc(sizeof(float) * (size_t)(rows * cols));
         float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
@@ -499,6 +514,7 @@ void sw_gpt_destroy(sw_gpt *m)
         sw_tensor_free(m->grad[i]);
         sw_tensor_free(m->adam_m[i]);
         sw_tensor_free(m->adam_v[i]);
+        sw_tensor_free(m->gshard[i]);
     }
     for (int l = 0; l <= m->c.layers; l++) sw_tensor_free(m->x[l]);
     for (int l = 0; l < m->c.layers; l++) {
@@ -530,6 +546,7 @@ void sw_gpt_destroy(sw_gpt *m)
     free(m->grad);
     free(m->adam_m);
     free(m->adam_v);
+    free(m->gshard);
     free(m->x);
     free(m->acts);
     free(m);
@@ -538,6 +555,14 @@ void sw_gpt_destroy(sw_gpt *m)
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m) { return &m->c; }
 sw_tensor *sw_gpt_param(sw_gpt *m, int i) { return m->param[i]; }
 sw_tensor *sw_gpt_grad(sw_gpt *m, int i) { return m->grad[i]; }
+sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int i, int64_t *first_row)
+{
+    int64_t count;
+    *first_row = 0;
+    if (!m->gshard[i]) return m->grad[i];
+    sw_tile_range(m->param[i]->rows, m->c.dp, m->dp_rank, first_row, &count);
+    return m->gshard[i];
+}
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int i) { return m->adam_m[i]; }
 sw_tensor *sw_gpt_adam_v(sw_gpt *m, int i) { return m->adam_v[i]; }
 sw_tensor *sw_gpt_tokens(sw_gpt *m) { return m->tokens; }
@@ -927,7 +952,7 @@ static void reduce_gradients(sw_gpt *m)
                          sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], m->micro ? STARPU_RW : STARPU_W)[i],
                          m->micro > 0);
         if (!last) continue;
-        if (c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->bucket[b], SW_SUM);
+        if (c->dp > 1 && !c->zero) sw_allreduce(m->comm, SW_GROUP_DP, m->bucket[b], SW_SUM);
         for (int i = 0; i < n; i++)
             sw_copy_flat(sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], STARPU_R)[i],
                          whole_w(m->grad[first - i]), 0);
@@ -994,6 +1019,15 @@ void sw_gpt_update(sw_gpt *m, int step)
     sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
     for (int p = 0; p < m->nparams; p++) {
         sw_tensor *t = m->param[p];
+        if (m->gshard[p]) {
+            /* ZeRO-1: sum this rank's rows of the gradient over dp, update them, gather every rank's rows */
+            sw_reduce_scatter(m->comm, SW_GROUP_DP, m->grad[p], m->gshard[p], SW_SUM);
+            sw_adamw(sw_tensor_tiles(t, SW_ROWS, c->dp, STARPU_RW)[m->dp_rank], whole_r(m->gshard[p]),
+                     sw_tensor_whole(m->adam_m[p], STARPU_RW), sw_tensor_whole(m->adam_v[p], STARPU_RW), &a);
+            sw_allgather_inplace(m->comm, SW_GROUP_DP, t);
+            continue;
+        }
+        if (c->zero && c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->grad[p], SW_SUM); /* too few rows to shard */
         if (t->rows < m->P) {
             sw_adamw(sw_tensor_whole(t, STARPU_RW), whole_r(m->grad[p]), sw_tensor_whole(m->adam_m[p], STARPU_RW),
                      sw_tensor_whole(m->adam_v[p], STARPU_RW), &a);

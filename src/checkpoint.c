@@ -20,7 +20,7 @@
 /* what must match between the saving and the resuming run */
 typedef struct ckpt_header {
     char magic[8];
-    int32_t layers, hidden, heads, kv_heads, vocab_padded, max_pos, tp, dp, world, rank, nparams, step;
+    int32_t layers, hidden, heads, kv_heads, vocab_padded, max_pos, tp, dp, zero, world, rank, nparams, step;
     uint64_t seed;
 } ckpt_header;
 
@@ -39,13 +39,14 @@ static ckpt_header header_of(sw_gpt *m, int step)
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
     h.layers = c->layers, h.hidden = c->hidden, h.heads = c->heads, h.kv_heads = c->kv_heads;
-    h.vocab_padded = c->vocab_padded, h.max_pos = c->max_pos, h.tp = c->tp, h.dp = c->dp;
+    h.vocab_padded = c->vocab_padded, h.max_pos = c->max_pos, h.tp = c->tp, h.dp = c->dp, h.zero = c->zero;
     h.world = sw_world_size(), h.rank = sw_rank(), h.nparams = sw_gpt_num_params(c), h.step = step;
     h.seed = c->seed;
     return h;
 }
 
-/* The three tensors saved per parameter, in file order. */
+/* The three tensors saved per parameter, in file order (with ZeRO-1 the
+ * moments are this rank's rows only). */
 static sw_tensor *saved_tensor(sw_gpt *m, int i, int which)
 {
     return which == 0 ? sw_gpt_param(m, i) : which == 1 ? sw_gpt_adam_m(m, i) : sw_gpt_adam_v(m, i);
@@ -115,7 +116,8 @@ int sw_checkpoint_save(sw_gpt *m, const char *dir, int step)
     /* header, then param, m, v of every parameter, then the checksum */
     ckpt_header h = header_of(m, step);
     size_t total = sizeof h + sizeof(uint64_t);
-    for (int i = 0; i < h.nparams; i++) total += 3 * sw_tensor_bytes(sw_gpt_param(m, i));
+    for (int i = 0; i < h.nparams; i++)
+        for (int which = 0; which < 3; which++) total += sw_tensor_bytes(saved_tensor(m, i, which));
     char *buf = malloc(total);
     if (!buf) sw_fail(__FILE__, __LINE__, "malloc(checkpoint)", -ENOMEM);
     memcpy(buf, &h, sizeof h);
@@ -151,12 +153,12 @@ static int mismatch(char *err, size_t n, const char *path, const ckpt_header *f,
         {"layers", f->layers, me->layers}, {"hidden", f->hidden, me->hidden}, {"heads", f->heads, me->heads},
         {"kv-heads", f->kv_heads, me->kv_heads}, {"padded vocabulary", f->vocab_padded, me->vocab_padded},
         {"max-pos", f->max_pos, me->max_pos}, {"number of ranks", f->world, me->world}, {"tp", f->tp, me->tp},
-        {"dp", f->dp, me->dp}, {"parameters", f->nparams, me->nparams}};
+        {"dp", f->dp, me->dp}, {"zero", f->zero, me->zero}, {"parameters", f->nparams, me->nparams}};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (fields[i].a != fields[i].b) {
             snprintf(err, n, "checkpoint %s does not match this run: %s %d in the checkpoint, %d here%s", path,
                      fields[i].name, fields[i].a, fields[i].b,
-                     i >= 6 && i <= 8 ? " (resume with the parallel layout it was saved with)" : "");
+                     i >= 6 && i <= 9 ? " (resume with the parallel layout it was saved with)" : "");
             return 1;
         }
     if (f->seed != me->seed) {
@@ -184,7 +186,8 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
     ckpt_header me = header_of(m, 0);
     snprintf(path, sizeof path, "%s/%s/rank-%05d.ckpt", dir, name, me.rank);
     size_t want = sizeof me + sizeof(uint64_t);
-    for (int i = 0; i < me.nparams; i++) want += 3 * sw_tensor_bytes(sw_gpt_param(m, i));
+    for (int i = 0; i < me.nparams; i++)
+        for (int which = 0; which < 3; which++) want += sw_tensor_bytes(saved_tensor(m, i, which));
     char *buf = NULL;
     struct stat st;
     if (stat(path, &st) != 0) snprintf(err, sizeof err, "checkpoint: cannot open %s: %s", path, strerror(errno));

@@ -380,6 +380,26 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
     SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
 }
 
+void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
+{
+    check_f32(t, "sw_allgather_inplace");
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p == 1) return;
+    if (t->rows < p) {
+        fprintf(stderr, "starweave: sw_allgather_inplace: tensor %s has %lld rows, fewer than the group (%d)\n", t->name,
+                (long long)t->rows, p);
+        sw_fail(__FILE__, __LINE__, "sw_allgather_inplace", -EINVAL);
+    }
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int right = mod(r + 1, p), left = mod(r - 1, p);
+    const int64_t base = take_tags(c, g, p - 1);
+    starpu_data_handle_t *o = sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW);
+    for (int s = 0; s < p - 1; s++) {
+        isend(c, g, o[mod(r - s, p)], right, base + s, comm);
+        irecv_after(o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
+    }
+}
+
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)
 {
     check_f32(in, "sw_reduce_scatter");

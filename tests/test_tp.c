@@ -11,7 +11,7 @@
  * softmax is invariant -- into a full +-lr step.)
  *
  * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
- *                [--dropout P] [--steps N] [--dp D] [--grad-accum K]
+ *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
  *                (tp = the number of ranks / dp) */
 #include <string.h>
 
@@ -65,18 +65,20 @@ static double rel_err(const float *got, const float *ref, int64_t n)
     return den > 0 ? num / den : num;
 }
 
-/* the worst gradient */
+/* the worst gradient, summed over dp as the update used it (with ZeRO-1
+ * this rank's rows of it) */
 static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, char *worst_name, size_t len)
 {
     const sw_gpt_config *c = sw_gpt_get_config(par);
     double worst = 0;
     for (int i = 0; i < sw_gpt_num_params(c); i++) {
-        sw_tensor *full = sw_gpt_grad(single, i), *mine = sw_gpt_grad(par, i);
+        int64_t row0;
+        sw_tensor *full = sw_gpt_grad(single, i), *mine = sw_gpt_reduced_grad(par, i, &row0);
         float *f = tu_read(full), *got = tu_read(mine);
-        float *want = malloc(sw_tensor_bytes(mine));
+        float *want = malloc(sw_tensor_bytes(sw_gpt_grad(par, i)));
         if (!want) { perror("malloc"); exit(99); }
         sw_gpt_shard(c, tp_rank, i, f, want);
-        double e = rel_err(got, want, sw_tensor_numel(mine));
+        double e = rel_err(got, want + row0 * mine->cols, sw_tensor_numel(mine));
         if (!(e <= worst)) {
             worst = e;
             snprintf(worst_name, len, "%s", mine->name);
@@ -111,9 +113,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--dp")) dp = atoi(v), i++;
         else if (!strcmp(a, "--grad-accum")) accum = atoi(v), i++;
+        else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
         else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
     }
     sw_gpt_config single_cfg = c;
+    single_cfg.zero = 0;
     c.tp = world / dp;
     c.dp = dp;
     c.grad_accum = accum;
@@ -124,9 +128,9 @@ int main(int argc, char **argv)
     sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
     const sw_gpt_config *pc = sw_gpt_get_config(par);
     char what[256];
-    snprintf(what, sizeof what, "tp %d%s%s x dp %d, grad-accum %d, heads %d, kv-heads %d, dropout %g", c.tp,
-             c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", dp, accum, pc->heads,
-             pc->kv_heads, c.dropout);
+    snprintf(what, sizeof what, "tp %d%s%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g", c.tp,
+             c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", dp,
+             c.zero ? " (ZeRO-1)" : "", accum, pc->heads, pc->kv_heads, c.dropout);
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
@@ -142,11 +146,12 @@ int main(int argc, char **argv)
                  lp, ls, e);
         tu_check_ranks(line, e <= 1e-5);
     }
-    char name[64] = "";
+    char name[64] = "", line[384];
+    if (c.zero) sw_gpt_update(par, steps); /* ZeRO-1 sums this rank's rows of the gradients in the update */
     double eg = compare(single, par, tp_rank, name, sizeof name);
-    char line[384];
-    snprintf(line, sizeof line, "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound 1e-4)",
-             what, steps, tp_rank, name, eg);
+    snprintf(line, sizeof line,
+             "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound 1e-4)", what,
+             steps, tp_rank, name, eg);
     tu_check_ranks(line, eg <= 1e-4);
     /* saved activations: measured = model (1 %) on both models; with sp and
      * the re-gather in backward (or tp 1), this rank keeps the single rank's

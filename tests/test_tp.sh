@@ -30,6 +30,8 @@ run 2 --dp 2 --dropout 0.1
 run 2 --dp 2 --grad-accum 2
 run 4 --dp 4
 run 4 --dp 2 --sp --dropout 0.1     # dp 2 x tp 2
+run 2 --dp 2 --zero 1 --dropout 0.1 # ZeRO-1: moments and update sharded, gradients reduce-scattered
+run 4 --dp 2 --zero 1 --sp --grad-accum 2
 # the TP traffic the library counts equals its formula (2 ranks: every
 # collective is bandwidth-optimal there)
 for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp"; do

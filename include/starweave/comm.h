@@ -81,6 +81,10 @@ void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op);
  * all-gather: in[n_me, cols] (R) -> out[N, cols] (W), the members' in
  * stacked in rank order. */
 void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out);
+/* all-gather in place: t[N, cols] (RW) holds this member's rows
+ * [first_me, first_me + n_me) on entry and every member's on return (ZeRO-1's
+ * parameter gather after each member updated its rows). */
+void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t);
 /* reduce-scatter: in[N, cols] (R) -> out[n_me, cols] (W) = op over the
  * group of rows [first_me, first_me + n_me) of every member's in. */
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op);

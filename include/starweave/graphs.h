@@ -41,6 +41,8 @@ typedef struct sw_gpt_config {
     int dp;                 /* data-parallel degree: batch is the global batch, split over dp ranks */
     int grad_accum;         /* micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
     float bucket_mb;        /* gradient bucket size for the dp all-reduce (MB; the first bucket is at most 1 MB) */
+    int zero;               /* 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
+                               with at least dp rows): gradients reduce-scattered, parameters all-gathered */
 } sw_gpt_config;
 
 void sw_gpt_config_default(sw_gpt_config *c);
@@ -83,6 +85,10 @@ void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
+/* The gradient of parameter `index` summed over dp, as the update used it:
+ * with ZeRO-1 only this rank's rows (from *first_row) are summed, after
+ * sw_gpt_update; otherwise the whole gradient (*first_row = 0). */
+sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int index, int64_t *first_row);
 /* AdamW's first and second moments of parameter `index` (this rank's shard). */
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int index);
 sw_tensor *sw_gpt_adam_v(sw_gpt *m, int index);
