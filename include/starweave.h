@@ -8,4 +8,5 @@
 #include "starweave/ops.h"
 #include "starweave/graphs.h"
 #include "starweave/checkpoint.h"
+#include "starweave/trace.h"
 #endif

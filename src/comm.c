@@ -14,6 +14,18 @@
 
 #include "codelet_util.h"
 #include "starweave/runtime.h"
+#include "starweave/trace.h"
+
+/* Tasks that serve a collective (reductions, gates) are labelled
+ * SW_PHASE_COMM in the trace, so that the overlap report does not count a
+ * collective's own work as computation hiding it. */
+#define COMM_INSERT(...)                                    \
+    do {                                                    \
+        sw_trace_ctx comm_saved_ = sw_trace_get_ctx();      \
+        sw_trace_set_phase(SW_PHASE_COMM, comm_saved_.layer); \
+        SW_INSERT(__VA_ARGS__);                             \
+        sw_trace_set_ctx(comm_saved_);                      \
+    } while (0)
 
 struct sw_comm {
     const sw_mesh *mesh;
@@ -24,6 +36,8 @@ struct sw_comm {
     int64_t mpi_tag_ub[SW_GROUP_COUNT];
     double sent_bytes[SW_GROUP_COUNT]; /* payload this rank has sent, per group */
     long calls[SW_GROUP_COUNT];        /* collectives submitted on a group of 2 or more */
+    const char *op;                    /* the collective being submitted, for sw_trace */
+    int64_t op_base;                   /* its first tag: a request's chunk is tag - op_base */
 };
 
 sw_comm *sw_comm_create(const sw_mesh *m)
@@ -81,6 +95,7 @@ static int64_t take_tags(sw_comm *c, sw_group g, int64_t n)
     if (c->next_tag[g] + n - 1 > c->tag_ub[g]) c->next_tag[g] = 0;
     int64_t base = c->next_tag[g];
     c->next_tag[g] += n;
+    c->op_base = base;
     return base;
 }
 
@@ -217,7 +232,8 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
     c->sent_bytes[g] += (double)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
-    SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
+    void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, dest, 1, tag, h);
+    SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, tr ? sw_trace_comm_done : NULL, tr));
 }
 
 static void gate_cpu(void *buffers[], void *cl_arg) { (void)buffers; (void)cl_arg; }
@@ -238,20 +254,22 @@ static struct starpu_codelet gate_cl = {
  * until this rank has reached the collective. (Its effect on step time is
  * within this VM's run-to-run noise: small model, tp 2, three interleaved
  * pairs, 67-84 ms/step with the gate, 75-97 without.) */
-static void irecv_after(starpu_data_handle_t after, starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm)
+static void irecv_after(sw_comm *c, sw_group g, starpu_data_handle_t after, starpu_data_handle_t h, int src,
+                        int64_t tag, MPI_Comm comm)
 {
-    if (after) SW_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
-    SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, NULL, NULL));
+    if (after) COMM_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
+    void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, src, 0, tag, h);
+    SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, tr ? sw_trace_comm_done : NULL, tr));
 }
 
 static void reduce2(starpu_data_handle_t x, starpu_data_handle_t y, int op)
 {
-    SW_INSERT(&reduce2_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &op, sizeof op);
+    COMM_INSERT(&reduce2_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &op, sizeof op);
 }
 
 static void reduce3(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z, int op)
 {
-    SW_INSERT(&reduce3_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z, STARPU_VALUE, &op, sizeof op);
+    COMM_INSERT(&reduce3_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z, STARPU_VALUE, &op, sizeof op);
 }
 
 /* ---------------- all-reduce ---------------- */
@@ -266,17 +284,18 @@ static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, 2 * (int64_t)(p - 1));
+    c->op = "allreduce_ring";
     for (int s = 0; s < p - 1; s++) {
         starpu_data_handle_t cs = ch[mod(r - s - 1, p)], cr = ch[mod(r - s - 2, p)];
         isend(c, g, cs, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
-        irecv_after(cs, tmp, left, base + s, comm);
+        irecv_after(c, g, cs, tmp, left, base + s, comm);
         reduce2(tmp, cr, op);
         starpu_data_unregister_submit(tmp);
     }
     for (int s = 0; s < p - 1; s++) {
         isend(c, g, ch[mod(r - s, p)], right, base + (p - 1) + s, comm);
-        irecv_after(NULL, ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm); /* waits for its reduction */
+        irecv_after(c, g, NULL, ch[mod(r - s - 1, p)], left, base + (p - 1) + s, comm); /* waits for its reduction */
     }
 }
 
@@ -287,6 +306,7 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, 1);
+    c->op = "allreduce_direct";
     starpu_data_handle_t h = sw_tensor_whole(t, STARPU_RW);
     struct starpu_data_descr *d = malloc(sizeof *d * (size_t)p);
     if (!d) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
@@ -300,11 +320,11 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
         if (q == r) continue;
         d[b].handle = temp_like(h);
         d[b].mode = STARPU_R;
-        irecv_after(h, d[b].handle, q, tag, comm);
+        irecv_after(c, g, h, d[b].handle, q, tag, comm);
         b++;
     }
     struct reducen_args a = {op, r, p};
-    SW_INSERT(&reducen_cl, STARPU_DATA_MODE_ARRAY, d, p, STARPU_VALUE, &a, sizeof a);
+    COMM_INSERT(&reducen_cl, STARPU_DATA_MODE_ARRAY, d, p, STARPU_VALUE, &a, sizeof a);
     for (int b = 1; b < p; b++) starpu_data_unregister_submit(d[b].handle);
     free(d);
 }
@@ -368,6 +388,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
+    c->op = "allgather";
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
     /* The first message leaves from in itself, not from its copy in out:
      * a send that waits for a task costs a scheduler hand-off between the
@@ -375,7 +396,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
      * forward what the previous step received (no task in between). */
     for (int s = 0; s < p - 1; s++) {
         isend(c, g, s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
-        irecv_after(s == 0 ? src : o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
+        irecv_after(c, g, s == 0 ? src : o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
     }
     SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
 }
@@ -393,10 +414,11 @@ void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
+    c->op = "allgather_inplace";
     starpu_data_handle_t *o = sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW);
     for (int s = 0; s < p - 1; s++) {
         isend(c, g, o[mod(r - s, p)], right, base + s, comm);
-        irecv_after(o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
+        irecv_after(c, g, o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
     }
 }
 
@@ -413,6 +435,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
+    c->op = "reduce_scatter";
     starpu_data_handle_t dst_final = sw_tensor_whole(out, STARPU_W);
     starpu_data_handle_t *it = sw_tensor_tiles(in, SW_ROWS, p, STARPU_R);
     /* Same schedule as the all-reduce's first half, except that in stays
@@ -422,7 +445,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
         starpu_data_handle_t cr = it[mod(r - s - 2, p)];
         isend(c, g, s == 0 ? it[mod(r - s - 1, p)] : acc, right, base + s, comm);
         starpu_data_handle_t tmp = temp_like(cr);
-        irecv_after(s == 0 ? it[mod(r - s - 1, p)] : acc, tmp, left, base + s, comm);
+        irecv_after(c, g, s == 0 ? it[mod(r - s - 1, p)] : acc, tmp, left, base + s, comm);
         starpu_data_handle_t dst = s == p - 2 ? dst_final : temp_like(cr);
         reduce3(cr, tmp, dst, (int)op);
         starpu_data_unregister_submit(tmp);
@@ -441,11 +464,12 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
     if (p == 1) return;
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, 1);
+    c->op = "broadcast";
     if (r == root) {
         starpu_data_handle_t h = sw_tensor_whole(t, STARPU_R);
         for (int k = 1; k < p; k++) isend(c, g, h, mod(root + k, p), tag, comm);
     } else {
-        irecv_after(NULL, sw_tensor_whole(t, STARPU_W), root, tag, comm); /* after t's earlier uses */
+        irecv_after(c, g, NULL, sw_tensor_whole(t, STARPU_W), root, tag, comm); /* after t's earlier uses */
     }
 }
 
@@ -474,6 +498,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, 1);
+    c->op = "ring_shift";
     starpu_data_handle_t src = sw_tensor_whole(send, STARPU_R), tmp = NULL;
     if (send == recv) {
         /* the receive must not wait for the send to leave (a cycle around
@@ -483,7 +508,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
         src = tmp;
     }
     isend(c, g, src, mod(r + k, p), tag, comm);
-    irecv_after(src, sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
+    irecv_after(c, g, src, sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
     if (tmp) starpu_data_unregister_submit(tmp);
 }
 
@@ -524,6 +549,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, 1);
+    c->op = "alltoall";
     starpu_data_handle_t *it = sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R);
     starpu_data_handle_t *ot = sw_tensor_tiles(out, gather_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_W);
     /* one message per (source, destination) pair: (source, tag) is unique */
@@ -533,7 +559,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     }
     for (int k = 1; k < p; k++) {
         int q = mod(r - k, p);
-        irecv_after(it[r], ot[q], q, tag, comm);
+        irecv_after(c, g, it[r], ot[q], q, tag, comm);
     }
     SW_CHECK(starpu_data_cpy(ot[r], it[r], 1, NULL, NULL));
 }

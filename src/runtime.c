@@ -1,5 +1,6 @@
 /* Runtime singleton: the only place that starts and stops StarPU / StarPU-MPI. */
 #include "starweave/runtime.h"
+#include "starweave/trace.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -178,12 +179,21 @@ static void stats_task_done(void *arg)
     pthread_mutex_unlock(&sw_stats.lock);
 }
 
-void (*sw_stats_hook(void))(void *) { return sw_stats.on ? stats_task_done : NULL; }
+/* One completion callback serves both: its argument is the trace record
+ * that SW_INSERT attaches (NULL when tracing was off at submission). */
+static void task_done(void *arg)
+{
+    if (sw_stats.on) stats_task_done(NULL);
+    if (arg) sw_trace_task_end(arg);
+}
+
+void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
 
 void sw_stats_enable(int on)
 {
     sw_stats.on = on;
-    starpu_profiling_status_set(on ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+    /* the trace needs profiling on as well */
+    starpu_profiling_status_set(on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
 }
 
 void sw_stats_reset(void)

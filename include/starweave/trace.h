@@ -1,0 +1,153 @@
+/* sw_trace: per-task and per-message timelines of a run, merged over the
+ * ranks, exported for Perfetto / chrome://tracing and ViTE, with a
+ * compute/communication overlap report.
+ *
+ * Where the numbers come from (nothing is estimated):
+ *  - tasks: StarPU's profiling info of each task submitted through the
+ *    codelets' SW_INSERT (start_time, end_time, workerid), read in the
+ *    task's completion callback; codelet name and task->flops (the codelets
+ *    that pass STARPU_FLOPS); bytes = the sizes of the task's buffers, read
+ *    when the task becomes ready (its prologue callback: by completion time
+ *    a temporary handle may already be unregistered).
+ *  - messages: one record per StarPU-MPI detached request that src/comm
+ *    submits. "posted" is when StarPU-MPI can post it (the data it sends or
+ *    receives into is ready: an acquire callback on the handle, ordered like
+ *    the request itself), "completed" is the request's own callback.
+ *  - phase, layer, step: what the submitting thread had set (sw_trace_set_phase,
+ *    sw_trace_mark_step) when the task or request was submitted, so a whole
+ *    step can be submitted ahead of its execution and still be labelled.
+ *
+ * Tasks submitted other than through SW_INSERT (starpu_data_cpy, StarPU's
+ * partitioning tasks) are not recorded.
+ *
+ * Times: microseconds of starpu_timing_now() on each rank, shifted onto
+ * rank 0's clock (offsets measured by ping-pong at sw_trace_collect) and
+ * made to start at 0 at the earliest record. */
+#ifndef STARWEAVE_TRACE_H
+#define STARWEAVE_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+#include <starpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    SW_PHASE_NONE = 0,  /* untagged: counted as compute in the overlap report */
+    SW_PHASE_FORWARD,
+    SW_PHASE_BACKWARD,
+    SW_PHASE_OPTIMIZER,
+    SW_PHASE_RECOMPUTE,
+    SW_PHASE_OFFLOAD,   /* data movement tasks: not compute */
+    SW_PHASE_COMM,      /* tasks serving a collective (reductions, gates): not compute */
+    SW_PHASE_COUNT
+} sw_phase;
+
+/* "none", "forward", "backward", "optimizer", "recompute", "offload", "comm"; "?" otherwise. */
+const char *sw_phase_name(sw_phase p);
+
+/* The labels captured into each record at submission. */
+typedef struct sw_trace_ctx {
+    sw_phase phase;
+    int layer;  /* -1: none */
+    int step;   /* -1: before the first sw_trace_mark_step */
+} sw_trace_ctx;
+
+/* Tracing on (turns StarPU profiling on: it must be on when a task is
+ * submitted for the task to have profiling info) or off (tasks and
+ * requests submitted from now on are not recorded; profiling stays as it
+ * is, since sw_stats may use it). Records are kept across on/off. Local. */
+void sw_trace_enable(int on);
+int sw_trace_enabled(void);
+/* Drops this rank's records and merged trace (call with nothing in flight). */
+void sw_trace_reset(void);
+
+/* Labels for what the calling thread submits next (per thread: submission
+ * may happen on several threads). */
+void sw_trace_set_phase(sw_phase phase, int layer);
+/* Starts step `step`: later submissions carry it; also records an instant
+ * "step N" marker at the current time. */
+void sw_trace_mark_step(int step);
+sw_trace_ctx sw_trace_get_ctx(void);
+void sw_trace_set_ctx(sw_trace_ctx ctx); /* restore a saved context */
+
+/* ---- hooks for task submission (codelets/codelet_util.h's SW_INSERT) ----
+ * sw_trace_task_begin: a record holding the current context, to pass as
+ * the task's callback argument (StarPU frees it after the callback); NULL
+ * when tracing is off. sw_trace_task_prologue(rec): the prologue callback
+ * to pass with rec (NFREE), NULL when rec is NULL. sw_trace_task_end: called
+ * by the runtime's completion callback with that argument. */
+void *sw_trace_task_begin(void);
+void (*sw_trace_task_prologue(void *rec))(void *);
+void sw_trace_task_end(void *rec);
+
+/* ---- hooks for communication (src/comm.c) ----
+ * Call right before starpu_mpi_isend_detached / irecv_detached on handle h
+ * (same thread, same order, so the readiness probe is ordered like the
+ * request) and pass the result as the request's callback argument with
+ * sw_trace_comm_done as the callback: NULL when tracing is off, and then
+ * pass a NULL callback. collective: a static string ("allreduce_ring", ...);
+ * group: a static string naming the communicator (sw_group_name), which
+ * with (source, destination, tag) pairs each send with its receive; chunk:
+ * the chunk / step index within the collective (-1: whole buffer); peer:
+ * rank in comm (stored as a world rank). Bytes are h's size. */
+void *sw_trace_comm_begin(const char *collective, const char *group, int chunk, MPI_Comm comm, int peer,
+                          int is_send, int64_t tag, starpu_data_handle_t h);
+void sw_trace_comm_done(void *rec);
+
+/* ---- merging and export ----
+ * sw_trace_collect: collective over MPI_COMM_WORLD. Waits for every
+ * submitted task and traced request (up to 60 s for the requests; one
+ * still in flight then is reported and left out), measures each
+ * rank's clock offset to rank 0, and gathers every rank's records onto
+ * rank 0 (replacing the previous merged trace). Returns 0 or a negative
+ * errno-style code (same on every rank). Call before sw_mesh_destroy
+ * / sw_shutdown, not from a task or callback. */
+int sw_trace_collect(void);
+
+/* Rank 0, after sw_trace_collect (other ranks: return 0, do nothing).
+ * Chrome / Perfetto JSON: one process per rank (a thread per worker, and
+ * "MPI requests" lanes: overlapping requests go to separate lanes), one
+ * "transfers" process (each send matched with its receive: from the send
+ * being posted to the receive completing). Returns 0 or -errno. */
+int sw_trace_write_json(const char *path);
+/* Paje (ViTE, pajeng): program > rank > worker / comm lane containers,
+ * tasks and requests as states, transfers as links; times in ms. */
+int sw_trace_write_paje(const char *path);
+
+/* Overlap of communication with computation, per rank and step (a step's
+ * records are those submitted after sw_trace_mark_step(step)). wall: first
+ * to last record of the rank in the step; compute: union of its task
+ * intervals except phases COMM and OFFLOAD; comm: union of its request
+ * intervals (posted to completed: a request waiting for its peer counts)
+ * and of its COMM-phase tasks (a collective's reductions); overlap:
+ * |comm and compute|; idle: wall - |any task or request| (= wall - compute
+ * - comm + overlap when there are no OFFLOAD tasks). */
+typedef struct sw_overlap {
+    int rank;
+    int step;              /* -1: the whole trace of the rank */
+    long ntasks, ncomm;
+    double wall_us, compute_us, comm_us, overlap_us, idle_us;
+    double overlap_share;  /* overlap_us / comm_us; 0 without communication */
+} sw_overlap;
+/* Rank 0 after sw_trace_collect: fills up to max rows ordered by rank,
+ * then step (the whole-trace row of a rank first); returns how many rows
+ * there are in all (may exceed max), 0 on other ranks. */
+int sw_trace_overlap(sw_overlap *out, int max);
+/* {"ranks": N, "overlap": [{rank, step, ...}, ...]} on rank 0. */
+int sw_trace_write_overlap_json(const char *path);
+
+/* Collective: sw_trace_collect, then the writers for the non-NULL paths. */
+int sw_trace_write(const char *json_path, const char *paje_path, const char *overlap_json_path);
+
+/* Sizes of the merged trace on rank 0 (0 elsewhere), for tests and reports. */
+void sw_trace_counts(long *ntasks, long *ncomm, int *nranks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

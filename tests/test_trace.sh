@@ -1,0 +1,44 @@
+#!/bin/sh
+# sw_trace (tests/test_trace.c) on 1 rank and under mpirun on 2 ranks: the
+# program checks its own Chrome JSON, Paje and overlap files; here they are
+# also read by independent tools where this machine has them: Python's json
+# module, pajeng's pj_dump (strict Paje reader) and ViTE's SVG export
+# (Debian packages pajeng, vite; each check is skipped when absent).
+. "${top_srcdir:-.}/tests/common.sh"
+LAUNCH="$top_srcdir/tests/mpi_launch.sh"
+PROG="$top_builddir/tests/test_trace"
+PY=/usr/bin/python3
+for np in 1 2; do
+  out="$TMPD/trace$np"
+  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-240} sh "$LAUNCH" "$np" "$PROG" "$out" > "$TMPD/out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/out"
+  grep '^# overlap' "$TMPD/out"
+  check "np=$np: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1) (exit $rc)" [ "$rc" = 0 ]
+  if [ -x "$PY" ]; then
+    for f in "$out.json" "$out.overlap.json"; do
+      check "np=$np: python json.load $(basename "$f")" \
+        "$PY" -c 'import json,sys; json.load(open(sys.argv[1]))' "$f"
+    done
+  else
+    echo "# no $PY: python JSON check skipped"
+  fi
+  if command -v pj_dump > /dev/null 2>&1; then
+    check "np=$np: pj_dump reads the Paje file" sh -c "pj_dump '$out.paje' > '$TMPD/pj' 2>&1"
+  else
+    echo "# no pj_dump (Debian package pajeng): Paje cross-check skipped"
+  fi
+  if command -v vite > /dev/null 2>&1; then
+    # ViTE is a Qt program: offscreen platform, export to SVG, no error reported
+    mkdir -p "$TMPD/xdg" && chmod 700 "$TMPD/xdg"
+    QT_QPA_PLATFORM=offscreen XDG_RUNTIME_DIR="$TMPD/xdg" timeout 120 vite -f "$out.paje" -e "$out.svg" \
+      > "$TMPD/vite" 2>&1 < /dev/null
+    ok=0
+    grep -q '0 errors and 0 warnings' "$TMPD/vite" && [ -s "$out.svg" ] && ok=1
+    [ "$ok" = 1 ] || cat "$TMPD/vite"
+    check "np=$np: ViTE parses the Paje file without errors or warnings and exports it" [ "$ok" = 1 ]
+  else
+    echo "# no vite: ViTE check skipped"
+  fi
+done
+finish
