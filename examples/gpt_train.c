@@ -21,6 +21,7 @@ typedef struct train_opts {
     int profile;
     int memory_report;
     const char *save, *resume;
+    const char *trace;
     int save_every;
 } train_opts;
 
@@ -63,6 +64,8 @@ static void usage(FILE *f)
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
             "  --memory-report   saved activation bytes per layer and rank: model and measured\n"
+            "  --trace FILE      trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
+            "                    FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step\n"
             "checkpoints:\n"
             "  --save DIR        write a checkpoint into DIR after the last step (and every --save-every)\n"
             "  --save-every N    also every N steps (0: only at the end)\n"
@@ -103,7 +106,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->quiet = 0;
     o->profile = 0;
     o->memory_report = 0;
-    o->save = o->resume = NULL;
+    o->save = o->resume = o->trace = NULL;
     o->save_every = 0;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
@@ -151,6 +154,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--tiles")) parse_int(a, v, &o->cfg.tiles);
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--save")) o->save = v;
+        else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else sw_usage_error("unknown flag '%s' (see --help)", a);
@@ -268,6 +272,31 @@ static void memory_report(sw_gpt *m)
     free(mine);
 }
 
+/* The merged trace of every rank, its Paje twin and the overlap report;
+ * the overlap per step printed by rank 0. Collective. */
+static void write_trace(const char *path)
+{
+    char paje[4096], overlap[4096];
+    snprintf(paje, sizeof paje, "%s.paje", path);
+    snprintf(overlap, sizeof overlap, "%s.overlap.json", path);
+    if (sw_trace_write(path, paje, overlap) != 0) {
+        if (sw_rank() == 0) fprintf(stderr, "gpt_train: could not write the trace %s\n", path);
+        return;
+    }
+    if (sw_rank() != 0) return;
+    sw_overlap rows[512];
+    int n = sw_trace_overlap(rows, 512);
+    printf("overlap: %4s %5s %10s %10s %10s %10s %10s %9s\n", "rank", "step", "wall ms", "compute ms", "comm ms",
+           "overlap ms", "idle ms", "comm hid");
+    for (int i = 0; i < n && i < 512; i++)
+        printf("overlap: %4d %5s %10.1f %10.1f %10.1f %10.1f %10.1f %8.1f%%\n", rows[i].rank,
+               rows[i].step < 0 ? "all" : (snprintf(paje, sizeof paje, "%d", rows[i].step), paje),
+               rows[i].wall_us / 1e3, rows[i].compute_us / 1e3, rows[i].comm_us / 1e3, rows[i].overlap_us / 1e3,
+               rows[i].idle_us / 1e3, 100 * rows[i].overlap_share);
+    printf("gpt_train: trace of %d rank(s) in %s (Chrome/Perfetto JSON), %s.paje (ViTE), %s.overlap.json\n",
+           sw_world_size(), path, path, path);
+}
+
 /* Task time per codelet over steps 2..N, against the workers' wall time. */
 static void print_profile(double wall_ms)
 {
@@ -354,7 +383,9 @@ int main(int argc, char **argv)
         if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
         if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
+    if (o.trace) sw_trace_enable(1);
     for (int step = step0 + 1; step <= o.steps; step++) {
+        sw_trace_mark_step(step);
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
         for (int k = 0; k < c->grad_accum; k++) {
@@ -407,6 +438,7 @@ int main(int argc, char **argv)
         printf("profile: submitting the graph took %.1f ms per step (main thread)\n", timed > 0 ? submit_ms / timed : 0);
     }
     if (o.memory_report) memory_report(m);
+    if (o.trace) write_trace(o.trace);
     if (c->tp > 1) {
         double sent;
         long calls;

@@ -19,6 +19,7 @@
 #include "starweave/graphs.h"
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
+#include "starweave/trace.h"
 
 /* parameter slots of one block, in graphs.h order */
 enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2_W, FC2_B };
@@ -882,9 +883,11 @@ void sw_gpt_forward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
     int P = m->P, nqkv = m->G + 2 * m->Gk;
+    sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
     embedding_forward(m, step);
     for (int l = 0; l < c->layers; l++) {
         block_acts *A = &m->acts[l];
+        sw_trace_set_phase(SW_PHASE_FORWARD, l);
         /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
         layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
         sw_tensor *ln1 = sw_tp_f_forward(&m->tp, A->ln1, A->ln1g);
@@ -901,6 +904,7 @@ void sw_gpt_forward(sw_gpt *m, int step)
         residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, fc2, m->x[l + 1]);
     }
     int lnf = sw_gpt_num_params(c) - 2;
+    sw_trace_set_phase(SW_PHASE_FORWARD, -1);
     layernorm_forward(m, m->x[c->layers], lnf, m->lnf, m->lnf_mean, m->lnf_rstd);
     lm_head_forward(m);
 }
@@ -965,11 +969,13 @@ void sw_gpt_backward(sw_gpt *m, int step)
     int P = m->P, nqkv = m->G + 2 * m->Gk;
     int lnf = sw_gpt_num_params(c) - 2;
 
+    sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     sw_tensor *dlnf = lm_head_backward(m);
     layernorm_backward(m, dlnf, m->x[c->layers], lnf, m->lnf_mean, m->lnf_rstd, 0);
 
     for (int l = c->layers - 1; l >= 0; l--) {
         block_acts *A = &m->acts[l];
+        sw_trace_set_phase(SW_PHASE_BACKWARD, l);
         /* MLP */
         sw_tensor *dz = residual_backward(m, step, l, SW_DROP_MLP_OUT);
         row_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
@@ -986,6 +992,7 @@ void sw_gpt_backward(sw_gpt *m, int step)
         layernorm_backward(m, dln1, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
     }
 
+    sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     /* embedding: dwte += scatter(dx0) over all T rows (g's backward gathers
      * them), dwpe = scatter(dx0) (full on every rank: wpe was added once) */
     sw_tensor *demb = m->dres;
@@ -1017,6 +1024,7 @@ void sw_gpt_update(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
     sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
+    sw_trace_set_phase(SW_PHASE_OPTIMIZER, -1);
     for (int p = 0; p < m->nparams; p++) {
         sw_tensor *t = m->param[p];
         if (m->gshard[p]) {

@@ -41,4 +41,17 @@ for np in 1 2; do
     echo "# no vite: ViTE check skipped"
   fi
 done
+# gpt_train --tp 2 --sp --trace on 2 ranks: the report shows communication
+# running beside computation (overlap > 0 on every rank, whole run)
+SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --tp 2 --sp --steps 3 --quiet --log "$TMPD/l.csv" \
+  --trace "$TMPD/gpt.json" > "$TMPD/out" 2>&1
+rc=$?
+rows=$(grep -E '^overlap: +[0-9]+ +all ' "$TMPD/out")
+echo "$rows"
+ok=false
+[ "$rc" = 0 ] && [ "$(echo "$rows" | wc -l)" = 2 ] && ! echo "$rows" | awk '{ if ($7 <= 0) bad = 1 } END { exit !bad }' && ok=true
+$ok || cat "$TMPD/out"
+check "gpt_train --tp 2 --sp --trace, 2 ranks: overlap > 0 on both ranks ($(echo "$rows" | awk '{printf "%s ", $9}')) (exit $rc)" $ok
+[ -s "$TMPD/gpt.json.paje" ] && [ -s "$TMPD/gpt.json.overlap.json" ]
+check "gpt_train --trace wrote the Paje file and the overlap report" [ $? = 0 ]
 finish
