@@ -12,12 +12,7 @@ w124_steps=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-.}
 [ -x "$BUILD/examples/gpt_train" ] || { echo "tp: run from the build directory (or set BUILD)" >&2; exit 2; }
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  if grep -qw avx512_bf16 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Cooperlake
-  elif grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-export STARPU_SILENT=1
+. "$here/common.sh"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"

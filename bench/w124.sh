@@ -9,14 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-.}
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 [ -x "$BUILD/examples/gpt_train" ] || { echo "w124: run from the build directory (or set BUILD)" >&2; exit 2; }
-# The same OpenBLAS core type for every contender (starweave would pick it itself;
-# Debian's OpenBLAS misdetects this CPU, see src/runtime.c).
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  if grep -qw avx512_bf16 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Cooperlake
-  elif grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-  elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-fi
-export STARPU_SILENT=1
+. "$here/common.sh"
 shape="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4"
 log=$(mktemp)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"

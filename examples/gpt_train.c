@@ -362,10 +362,9 @@ int main(int argc, char **argv)
 
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     const sw_gpt_config *c = sw_gpt_get_config(m);
-    int64_t T = (int64_t)c->seq * c->batch, Bm = sw_gpt_micro_batch_size(m);
+    int64_t T = (int64_t)c->seq * c->batch;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);
-    int32_t *mtok = malloc(sizeof(int32_t) * (size_t)(c->seq * Bm)), *mtgt = malloc(sizeof(int32_t) * (size_t)(c->seq * Bm));
-    if (!tok || !tgt || !mtok || !mtgt) { perror("malloc"); return 1; }
+    if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
                "%d rank(s), tp %d%s, dp %d, grad-accum %d, %d CPU workers per rank, %.1f GFLOP/step, "
@@ -389,17 +388,8 @@ int main(int argc, char **argv)
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
         for (int k = 0; k < c->grad_accum; k++) {
-            /* this rank's micro-batch k: batch columns first .. first + Bm - 1 */
-            int64_t first_col = sw_gpt_micro_batch_first(m, k);
-            for (int64_t pos = 0; pos < c->seq; pos++)
-                for (int64_t b = 0; b < Bm; b++) {
-                    mtok[pos * Bm + b] = tok[pos * c->batch + first_col + b];
-                    mtgt[pos * Bm + b] = tgt[pos * c->batch + first_col + b];
-                }
-            sw_tensor_write_host(sw_gpt_tokens(m), mtok); /* waits for the previous micro-batch's readers */
-            sw_tensor_write_host(sw_gpt_targets(m), mtgt);
+            sw_gpt_load_micro_batch(m, k, tok, tgt); /* this rank's columns of the global batch */
             double ts = now_ms();
-            sw_gpt_set_micro_batch(m, k);
             sw_gpt_forward(m, step);
             sw_gpt_backward(m, step);
             if (step > step0 + 1) submit_ms += now_ms() - ts;
@@ -451,8 +441,6 @@ int main(int argc, char **argv)
     if (log) fclose(log);
     free(tok);
     free(tgt);
-    free(mtok);
-    free(mtgt);
     free(data);
     sw_gpt_destroy(m);
     sw_comm_destroy(comm);

@@ -1105,6 +1105,24 @@ int sw_gpt_micro_batch_first(const sw_gpt *m, int k)
     return (m->dp_rank * m->c.grad_accum + k) * m->B;
 }
 
+void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
+{
+    const sw_gpt_config *c = &m->c;
+    int64_t n = (int64_t)c->seq * m->B, first = sw_gpt_micro_batch_first(m, k);
+    int32_t *mt = malloc(sizeof(int32_t) * (size_t)n), *mg = malloc(sizeof(int32_t) * (size_t)n);
+    if (!mt || !mg) { perror("starweave: malloc"); abort(); }
+    for (int64_t pos = 0; pos < c->seq; pos++)
+        for (int64_t b = 0; b < m->B; b++) {
+            mt[pos * m->B + b] = tok[pos * c->batch + first + b];
+            mg[pos * m->B + b] = tgt[pos * c->batch + first + b];
+        }
+    sw_tensor_write_host(m->tokens, mt);
+    sw_tensor_write_host(m->targets, mg);
+    free(mt);
+    free(mg);
+    sw_gpt_set_micro_batch(m, k);
+}
+
 float sw_gpt_read_loss(sw_gpt *m)
 {
     float loss;

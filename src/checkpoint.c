@@ -52,6 +52,22 @@ static sw_tensor *saved_tensor(sw_gpt *m, int i, int which)
     return which == 0 ? sw_gpt_param(m, i) : which == 1 ? sw_gpt_adam_m(m, i) : sw_gpt_adam_v(m, i);
 }
 
+/* The saved tensors between the header and the checksum: copied out of
+ * (to_file) or into the model, in file order; returns their bytes (buf
+ * NULL: only counts). */
+static size_t copy_tensors(sw_gpt *m, char *buf, int to_file)
+{
+    size_t off = 0;
+    for (int i = 0; i < sw_gpt_num_params(sw_gpt_get_config(m)); i++)
+        for (int which = 0; which < 3; which++) {
+            sw_tensor *t = saved_tensor(m, i, which);
+            if (buf && to_file) sw_tensor_read_host(t, buf + off);
+            else if (buf) sw_tensor_write_host(t, buf + off);
+            off += sw_tensor_bytes(t);
+        }
+    return off;
+}
+
 /* Every rank learns whether any failed; those that did print why. */
 static void agree_or_exit(const char *err, int code)
 {
@@ -115,19 +131,11 @@ int sw_checkpoint_save(sw_gpt *m, const char *dir, int step)
 
     /* header, then param, m, v of every parameter, then the checksum */
     ckpt_header h = header_of(m, step);
-    size_t total = sizeof h + sizeof(uint64_t);
-    for (int i = 0; i < h.nparams; i++)
-        for (int which = 0; which < 3; which++) total += sw_tensor_bytes(saved_tensor(m, i, which));
+    size_t total = sizeof h + copy_tensors(m, NULL, 1) + sizeof(uint64_t);
     char *buf = malloc(total);
     if (!buf) sw_fail(__FILE__, __LINE__, "malloc(checkpoint)", -ENOMEM);
     memcpy(buf, &h, sizeof h);
-    size_t off = sizeof h;
-    for (int i = 0; i < h.nparams; i++)
-        for (int which = 0; which < 3; which++) {
-            sw_tensor *t = saved_tensor(m, i, which);
-            sw_tensor_read_host(t, buf + off);
-            off += sw_tensor_bytes(t);
-        }
+    size_t off = sizeof h + copy_tensors(m, buf + sizeof h, 1);
     uint64_t sum = fnv1a(FNV_START, buf, off);
     memcpy(buf + off, &sum, sizeof sum);
     snprintf(path, sizeof path, "%s/rank-%05d.ckpt", sdir, h.rank);
@@ -185,9 +193,7 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
 
     ckpt_header me = header_of(m, 0);
     snprintf(path, sizeof path, "%s/%s/rank-%05d.ckpt", dir, name, me.rank);
-    size_t want = sizeof me + sizeof(uint64_t);
-    for (int i = 0; i < me.nparams; i++)
-        for (int which = 0; which < 3; which++) want += sw_tensor_bytes(saved_tensor(m, i, which));
+    size_t want = sizeof me + copy_tensors(m, NULL, 0) + sizeof(uint64_t);
     char *buf = NULL;
     struct stat st;
     if (stat(path, &st) != 0) snprintf(err, sizeof err, "checkpoint: cannot open %s: %s", path, strerror(errno));
@@ -216,13 +222,7 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
     }
     agree_or_exit(err, 2);
 
-    size_t off = sizeof me;
-    for (int i = 0; i < me.nparams; i++)
-        for (int which = 0; which < 3; which++) {
-            sw_tensor *t = saved_tensor(m, i, which);
-            sw_tensor_write_host(t, buf + off);
-            off += sw_tensor_bytes(t);
-        }
+    copy_tensors(m, buf + sizeof me, 0);
     free(buf);
     return me.step;
 }

@@ -31,26 +31,12 @@ static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
  * [seq, batch] tokens), then the update */
 static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
 {
-    const sw_gpt_config *c = sw_gpt_get_config(m);
-    int B = sw_gpt_micro_batch_size(m);
-    int32_t *mt = malloc(sizeof(int32_t) * (size_t)(c->seq * B)), *mg = malloc(sizeof(int32_t) * (size_t)(c->seq * B));
-    if (!mt || !mg) { perror("malloc"); exit(99); }
-    for (int k = 0; k < c->grad_accum; k++) {
-        int first = sw_gpt_micro_batch_first(m, k);
-        for (int pos = 0; pos < c->seq; pos++)
-            for (int b = 0; b < B; b++) {
-                mt[pos * B + b] = tok[pos * c->batch + first + b];
-                mg[pos * B + b] = tgt[pos * c->batch + first + b];
-            }
-        sw_tensor_write_host(sw_gpt_tokens(m), mt);
-        sw_tensor_write_host(sw_gpt_targets(m), mg);
-        sw_gpt_set_micro_batch(m, k);
+    for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) {
+        sw_gpt_load_micro_batch(m, k, tok, tgt);
         sw_gpt_forward(m, step);
         sw_gpt_backward(m, step);
     }
     if (update) sw_gpt_update(m, step);
-    free(mt);
-    free(mg);
 }
 
 /* max |got - ref| / max |ref| of one tensor */

@@ -112,6 +112,11 @@ void sw_gpt_set_micro_batch(sw_gpt *m, int k);
 int sw_gpt_micro_batch_size(const sw_gpt *m);
 /* first global batch column of micro-batch k on this rank */
 int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
+/* Blocking, for programs: writes this rank's micro-batch k of the global
+ * batch tok/tgt ([seq*batch] int32, [s, b] order) into sw_gpt_tokens and
+ * sw_gpt_targets (waits for the previous micro-batch's readers), and makes
+ * k the current micro-batch. */
+void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt);
 
 /* Submit the forward (loss), the backward (every gradient) and the AdamW
  * update for training step `step` (1-based; also keys the dropout masks). */
