@@ -54,4 +54,32 @@ $ok || cat "$TMPD/out"
 check "gpt_train --tp 2 --sp --trace, 2 ranks: overlap > 0 on both ranks ($(echo "$rows" | awk '{printf "%s ", $9}')) (exit $rc)" $ok
 [ -s "$TMPD/gpt.json.paje" ] && [ -s "$TMPD/gpt.json.overlap.json" ]
 check "gpt_train --trace wrote the Paje file and the overlap report" [ $? = 0 ]
+# data parallelism: the first gradient bucket's all-reduce starts before
+# the last backward GEMM ends (rank 0, step 2; the trace read by Python)
+SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --dp 2 --layers 4 --bucket-mb 0.2 --steps 3 --quiet \
+  --log "$TMPD/l.csv" --trace "$TMPD/dp.json" > "$TMPD/out" 2>&1
+rc=$?
+if [ -x "$PY" ]; then
+  res=$("$PY" - "$TMPD/dp.json" <<'PYEOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+xs = [e for e in ev if e.get("ph") == "X" and e["pid"] == 0 and e.get("args", {}).get("step") == 2]
+buckets = [e for e in xs if e["tid"] >= 100000 and e["args"].get("group") == "dp" and e["args"].get("phase") == "backward"]
+gemms = [e for e in xs if e["tid"] < 100000 and e["args"].get("phase") == "backward" and e["name"].startswith("gemm")]
+if not buckets or not gemms:
+    print("missing %d %d" % (len(buckets), len(gemms)))
+else:
+    first = min(e["ts"] for e in buckets)
+    last = max(e["ts"] + e["dur"] for e in gemms)
+    print("%s %.1f" % ("yes" if first < last else "no", (last - first) / 1e3))
+PYEOF
+)
+  set -- $res
+  ok=false
+  [ "$rc" = 0 ] && [ "$1" = yes ] && ok=true
+  $ok || { echo "$res"; cat "$TMPD/out"; }
+  check "gpt_train --dp 2: first bucket all-reduce posted ${2:-?} ms before the last backward GEMM ends (exit $rc)" $ok
+else
+  echo "# no $PY: bucket overlap check skipped"
+fi
 finish
