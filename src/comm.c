@@ -374,6 +374,27 @@ static void check_rows(const char *what, sw_comm *c, sw_group g, const sw_tensor
     }
 }
 
+/* Ring all-gather into the p row tiles o: step s sends chunk r-s (the first
+ * from `mine`, this rank's chunk wherever it is) and receives chunk r-s-1.
+ * Sending the first message from the input itself rather than from its
+ * copy in o avoids a send that waits for a task, i.e. a scheduler hand-off
+ * between the worker and the StarPU-MPI thread (see sw_allreduce); later
+ * steps forward what the previous step received (no task in between). */
+static void allgather_ring(sw_comm *c, sw_group g, starpu_data_handle_t *o, starpu_data_handle_t mine,
+                           const char *name)
+{
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const int right = mod(r + 1, p), left = mod(r - 1, p);
+    const int64_t base = take_tags(c, g, p - 1);
+    c->op = name;
+    for (int s = 0; s < p - 1; s++) {
+        starpu_data_handle_t out = s == 0 ? mine : o[mod(r - s, p)];
+        isend(c, g, out, right, base + s, comm);
+        irecv_after(c, g, out, o[mod(r - s - 1, p)], left, base + s, comm);
+    }
+}
+
 void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
 {
     check_f32(in, "sw_allgather");
@@ -385,19 +406,8 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
         SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), src, 1, NULL, NULL));
         return;
     }
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
-    const int right = mod(r + 1, p), left = mod(r - 1, p);
-    const int64_t base = take_tags(c, g, p - 1);
-    c->op = "allgather";
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
-    /* The first message leaves from in itself, not from its copy in out:
-     * a send that waits for a task costs a scheduler hand-off between the
-     * worker and the StarPU-MPI thread (see sw_allreduce); later steps
-     * forward what the previous step received (no task in between). */
-    for (int s = 0; s < p - 1; s++) {
-        isend(c, g, s == 0 ? src : o[mod(r - s, p)], right, base + s, comm);
-        irecv_after(c, g, s == 0 ? src : o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
-    }
+    allgather_ring(c, g, o, src, "allgather");
     SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
 }
 
@@ -411,15 +421,8 @@ void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
                 (long long)t->rows, p);
         sw_fail(__FILE__, __LINE__, "sw_allgather_inplace", -EINVAL);
     }
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
-    const int right = mod(r + 1, p), left = mod(r - 1, p);
-    const int64_t base = take_tags(c, g, p - 1);
-    c->op = "allgather_inplace";
     starpu_data_handle_t *o = sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW);
-    for (int s = 0; s < p - 1; s++) {
-        isend(c, g, o[mod(r - s, p)], right, base + s, comm);
-        irecv_after(c, g, o[mod(r - s, p)], o[mod(r - s - 1, p)], left, base + s, comm);
-    }
+    allgather_ring(c, g, o, o[r], "allgather_inplace");
 }
 
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)

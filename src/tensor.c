@@ -142,22 +142,28 @@ static int64_t *bounds(const char *name, int64_t extent, int n, const int64_t *s
     return b;
 }
 
-static int same_bounds(const int64_t *a, const int64_t *b, int n)
+/* plan boundaries b against n blocks of the given sizes, or of StarPU's
+ * equal split when sizes is NULL (no allocation: this runs for every tile
+ * lookup, i.e. several times per submitted task) */
+static int same_split(const int64_t *b, int nb, int n, const int64_t *sizes, int64_t extent)
 {
-    return memcmp(a, b, sizeof(int64_t) * (size_t)(n + 1)) == 0;
+    if (nb != n) return 0;
+    for (int i = 0; i < n; i++) {
+        int64_t first = b[i], count = sizes ? sizes[i] : 0;
+        if (!sizes) sw_tile_range(extent, n, i, &first, &count);
+        if (first != b[i] || b[i + 1] - b[i] != count) return 0;
+    }
+    return 1;
 }
 
 static int find_plan(sw_tensor *t, int nr, const int64_t *rsizes, int nc, const int64_t *csizes)
 {
-    int64_t *rb = bounds(t->name, t->rows, nr, rsizes), *cb = bounds(t->name, t->cols, nc, csizes);
     for (int p = 0; p < t->nplans; p++) {
         sw_plan *pl = &t->plans[p];
-        if (pl->nr == nr && pl->nc == nc && same_bounds(pl->rb, rb, nr) && same_bounds(pl->cb, cb, nc)) {
-            free(rb);
-            free(cb);
+        if (same_split(pl->rb, pl->nr, nr, rsizes, t->rows) && same_split(pl->cb, pl->nc, nc, csizes, t->cols))
             return p;
-        }
     }
+    int64_t *rb = bounds(t->name, t->rows, nr, rsizes), *cb = bounds(t->name, t->cols, nc, csizes);
     if (t->nplans == SW_MAX_PLANS) {
         fprintf(stderr, "starweave: tensor %s: more than %d tilings\n", t->name, SW_MAX_PLANS);
         abort();
