@@ -26,7 +26,8 @@ run() { # run NAME STEPS NP ARGS...
   ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
   loss=$(sed -n 's/.*-> \([0-9.]*\) after.*/\1/p' "$log.out")
   comm=$(sed -n 's/^communication: rank 0 sent \([0-9.]*\) MB per step .* in \([0-9.]*\) collectives (model: \([0-9.]*\) MB)/\1 MB in \2 collectives, model \3 MB/p' "$log.out")
-  printf '%-28s %-34s ms/step %8s  final loss %s  %s\n' "$name" "np=$np $*" "${ms:-FAILED}" "${loss:-?}" "${comm:-}"
+  busy=$(sed -n 's/^profile: [0-9]* tasks, workers busy \([0-9.]*%\).*GEMM share of step time \([0-9.]*%\).*/busy \1, GEMM \2/p' "$log.out")
+  printf '%-28s %-34s ms/step %8s  final loss %s  %s  %s\n' "$name" "np=$np $*" "${ms:-FAILED}" "${loss:-?}" "${comm:-}" "${busy:-}"
   [ -n "$ms" ] || cat "$log.out"
 }
 small="--layers 2 --hidden 128 --heads 4 --seq 64 --batch 8"
@@ -36,6 +37,6 @@ run "one rank, 2 workers" "$small_steps" 1 $small --ncpus 2
 run "tp 2" "$small_steps" 2 $small --tp 2
 run "tp 2 + sp" "$small_steps" 2 $small --tp 2 --sp
 echo "== W124 ($w124), $w124_steps steps"
-run "one rank, 2 workers" "$w124_steps" 1 $w124 --ncpus 2
-run "tp 2" "$w124_steps" 2 $w124 --tp 2
-run "tp 2 + sp" "$w124_steps" 2 $w124 --tp 2 --sp
+run "one rank, 2 workers" "$w124_steps" 1 $w124 --ncpus 2 --profile
+run "tp 2" "$w124_steps" 2 $w124 --tp 2 --profile
+run "tp 2 + sp" "$w124_steps" 2 $w124 --tp 2 --sp --profile

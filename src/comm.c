@@ -251,9 +251,9 @@ static struct starpu_codelet gate_cl = {
  * submission keep it spinning through the step, on the core the rank's
  * worker computes on. An empty task that reads `after` (this rank's own
  * contribution to the same collective) and writes h delays the posting
- * until this rank has reached the collective. (Its effect on step time is
- * within this VM's run-to-run noise: small model, tp 2, three interleaved
- * pairs, 67-84 ms/step with the gate, 75-97 without.) */
+ * until this rank has reached the collective. (Not benchmarked on its own:
+ * in interleaved trial runs its effect on step time was within this VM's
+ * run-to-run noise.) */
 static void irecv_after(sw_comm *c, sw_group g, starpu_data_handle_t after, starpu_data_handle_t h, int src,
                         int64_t tag, MPI_Comm comm)
 {

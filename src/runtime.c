@@ -62,9 +62,9 @@ static int env_int(const char *name, int fallback)
  * only at its 4 ms tick: every hand-off between them (a received chunk ->
  * its reduction task -> the next send) waited 4-8 ms. An idle worker that
  * sleeps a little instead leaves the core to the progression thread and
- * wakes up (preempting it) within the sleep time. Measured: gpt_train
- * --tp 2 --sp, 2 ranks on 2 cores: 235 ms/step spinning, 62 ms/step
- * sleeping 100 us (50-200 us alike). */
+ * wakes up (preempting it) within the sleep time. Measured with
+ * bench/idle.sh (gpt_train --tp 2 --sp, 2 ranks on 2 cores): 196-199
+ * ms/step spinning, 50.5-53.7 ms/step sleeping 100 us. */
 static long idle_sleep_ns;
 static unsigned idle_hook(void *arg)
 {
