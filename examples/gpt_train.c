@@ -56,7 +56,12 @@ static void usage(FILE *f)
             "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
             "  --grad-accum K    micro-batches per step and rank (1), gradients summed\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MB (25)\n"
-            "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (0)\n"
+            "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (and ulysses x ring) (0)\n"
+            "  --ulysses N       DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
+            "                    all-to-all around attention\n"
+            "  --ring N          Ring attention degree (1): sequence split, K/V blocks passed around\n"
+            "                    the ring; with --ulysses: USP (ranks: tp x ulysses x ring x dp)\n"
+            "  --no-zigzag       ring: contiguous sequence blocks instead of chunks r and 2R-1-r\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
@@ -127,6 +132,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
             *(!strcmp(a, "--sp") ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
             continue;
         }
+        if (!strcmp(a, "--no-zigzag")) {
+            o->cfg.zigzag = 0;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
         if (i + 1 >= argc) sw_usage_error("%s needs a value (see --help)", a);
         const char *v = argv[++i];
@@ -136,6 +145,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--kv-heads")) parse_int(a, v, &o->cfg.kv_heads);
         else if (!strcmp(a, "--tp")) parse_int(a, v, &o->cfg.tp);
         else if (!strcmp(a, "--dp")) parse_int(a, v, &o->cfg.dp);
+        else if (!strcmp(a, "--ulysses")) parse_int(a, v, &o->cfg.ulysses);
+        else if (!strcmp(a, "--ring")) parse_int(a, v, &o->cfg.ring);
         else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
         else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
         else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
@@ -319,6 +330,38 @@ static void print_profile(double wall_ms)
            tasks, 100.0 * busy / capacity_us, sw_ncpus(), 100.0 * gemm / capacity_us, 100.0 * gemm / busy);
 }
 
+/* Context parallelism: what rank 0 sent on its Ulysses and ring groups
+ * (and the model), and the attention FLOPs of every rank's last forward
+ * (Ring attention's load balance). */
+static void context_report(const sw_gpt *m, const sw_comm *comm, int steps)
+{
+    const sw_gpt_config *c = sw_gpt_get_config(m);
+    int me = sw_rank(), n = sw_world_size();
+    double model[2], mine = sw_gpt_attention_flops(m), *all = malloc(sizeof(double) * (size_t)n);
+    if (!all) { perror("malloc"); exit(1); }
+    MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    sw_gpt_cp_bytes_model(c, &model[0], &model[1]);
+    if (me == 0) {
+        const sw_group groups[2] = {SW_GROUP_ULYSSES, SW_GROUP_RING};
+        for (int k = 0; k < 2; k++) {
+            double sent;
+            long calls;
+            sw_comm_traffic(comm, groups[k], &sent, &calls);
+            if (calls)
+                printf("communication: rank 0 sent %.3f MB per step on the %s group in %.1f collectives "
+                       "(model: %.3f MB)\n",
+                       sent / steps / 1e6, sw_group_name(groups[k]), (double)calls / steps, model[k] / 1e6);
+        }
+        double lo = all[0], hi = all[0];
+        for (int r = 1; r < n; r++) lo = all[r] < lo ? all[r] : lo, hi = all[r] > hi ? all[r] : hi;
+        printf("attention: %.4g .. %.4g GFLOP per rank and forward (spread %.2f %%); per rank:", lo / 1e9, hi / 1e9,
+               hi > 0 ? 100 * (hi - lo) / hi : 0.0);
+        for (int r = 0; r < n; r++) printf(" %.4g", all[r] / 1e9);
+        printf("\n");
+    }
+    free(all);
+}
+
 int main(int argc, char **argv)
 {
     train_opts o;
@@ -349,7 +392,7 @@ int main(int argc, char **argv)
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
 
     /* every rank checks the mesh against the world size before any collective */
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, 1, 1, o.cfg.dp, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, o.cfg.ulysses, o.cfg.ring, o.cfg.dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int me = sw_rank();
     if (me != 0) o.quiet = 1;
@@ -367,10 +410,11 @@ int main(int argc, char **argv)
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
-               "%d rank(s), tp %d%s, dp %d, grad-accum %d, %d CPU workers per rank, %.1f GFLOP/step, "
-               "data %s (%zu bytes)\n",
+               "%d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU workers per rank, "
+               "%.1f GFLOP/step, data %s (%zu bytes)\n",
                c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
-               sw_world_size(), c->tp, c->sp ? " + sp" : "", c->dp, c->grad_accum, sw_ncpus(),
+               sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
+               c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
                sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
 
@@ -438,6 +482,7 @@ int main(int argc, char **argv)
                    "(model: %.3f MB)\n",
                    sent / o.steps / 1e6, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / 1e6);
     }
+    if (c->ulysses * c->ring > 1) context_report(m, comm, o.steps);
     if (log) fclose(log);
     free(tok);
     free(tgt);

@@ -29,8 +29,9 @@ enum { LN1_W, LN1_B, QKV_W, QKV_B, PROJ_W, PROJ_B, LN2_W, LN2_B, FC_W, FC_B, FC2
 typedef struct block_acts {
     sw_tensor *ln1, *ln1_mean, *ln1_rstd; /* [l,h], [l,1], [l,1] */
     sw_tensor *ln1g;                      /* [T,h] ln1 gathered (sp; = ln1 without sp, shared scratch with tp_recompute_allgather) */
-    sw_tensor *qkv;                       /* [T,(aq+2ak)d]: local q | k | v heads */
-    sw_tensor *att, *lse;                 /* [T,aq d], [T,aq] */
+    sw_tensor *qkv;                       /* [T,(aq+2ak)d]: local q | k | v heads (scratch with Ulysses) */
+    sw_tensor *qkv_u;                     /* attention space [Tr,(hq+2hk)d] (= qkv without Ulysses) */
+    sw_tensor *att, *att_u, *lse;         /* [T,aq d], [Tr,hq d] (= att without Ulysses), [Tr,hq] */
     sw_tensor *x_mid;                     /* [l,h] residual stream after attention */
     sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
     sw_tensor *fc, *fc_gelu;              /* [T,4h/tp] before / after GeLU */
@@ -45,8 +46,22 @@ struct sw_gpt {
     int T, Tl, row0;        /* tokens of a micro-batch, local residual rows and the first of them */
     int P;                  /* row tiles of the local rows; column tiles of the GEMMs */
     int aq, ak, kv0, d;     /* local query heads, local K/V heads, first global K/V head, head dim */
-    int G, Gk;              /* attention tasks (query-head groups) and K/V column tiles */
-    int64_t *qkv_sizes;     /* G + 2 Gk column sizes of qkv: q groups | k tiles | v tiles */
+    /* context parallelism: the attention space is the ring block (Tr = U T
+     * rows: the positions of ring rank rr, gathered over Ulysses) with
+     * hq = aq/U query and hk = ak/U K/V heads */
+    int U, R, ur, rr, zig;  /* Ulysses and ring degrees and ranks, zigzag layout */
+    int Tr, hq, hk;
+    int nlr;                /* runs of consecutive global positions among the local ones (1 or 2) */
+    int64_t lr_i0[2], lr_p0[2], lr_n[2]; /* first local position, its global position, length */
+    sw_group gg;            /* gradient group: dp, or ulysses x ring x dp */
+    int gn, gr;             /* its size and this rank's place */
+    double attn_flops;      /* attention FLOPs of the last forward */
+    int G, Gk;              /* attention tasks per run (query-head groups) and K/V column tiles */
+    int64_t *qkv_sizes;     /* G + 2 Gk column sizes of qkv_u: q groups | k tiles | v tiles */
+    int nqkv;               /* column blocks of the QKV GEMM: G + 2 Gk, or 3 U with Ulysses */
+    int64_t *gemm_sizes;    /* their sizes (qkv_sizes, or q | k | v heads of each Ulysses member) */
+    int npc[2];             /* row pieces of the T and the local rows: tiles cut at the position runs */
+    int64_t *pc_size[2], *pc_key[2], *pc_off[2], *pc_pos[2]; /* size, dropout-key row, row in run, run's position */
     int Vl;                 /* local vocabulary rows */
     int nparams;
     sw_tensor **param, **grad, **adam_m, **adam_v;
@@ -71,6 +86,7 @@ struct sw_gpt {
     sw_tensor *dres, *dln;                /* [l,h] residual gradient, reduced input gradient */
     sw_tensor *dfull;                     /* [T,h] gathered branch gradient (sp) */
     sw_tensor *datt, *dqkv, *dfc;         /* [T,aq d], [T,(aq+2ak)d], [T,4h/tp] */
+    sw_tensor *qkv_t;                     /* Ulysses: the QKV GEMM's output, before the all-to-all */
     sw_tensor *part_w, *part_b;           /* [P,h] per-tile LayerNorm parameter gradients */
     sw_tensor *lm_part;                   /* [P*T,h] partial sums of dlnf over vocabulary tiles */
     /* K/V heads replicated over tp / kv_heads ranks: their weight gradients
@@ -79,6 +95,9 @@ struct sw_gpt {
     sw_tensor **gshard;                   /* ZeRO-1: this dp rank's rows of each gradient (NULL: not sharded) */
     sw_tensor *kvw_mine, *kvw_all;        /* [2d,h], [tp*2d,h] */
     sw_tensor *kvb_mine, *kvb_all;        /* [1,2d], [tp,2d] */
+    /* context parallelism scratch: K/V blocks and their gradients on the
+     * ring (double-buffered, [Tr,2hk d]); attention-space gradients */
+    sw_tensor *kvbuf[2], *dkvbuf[2], *datt_u, *dqkv_u;
 };
 
 /* ---------------------------------------------------------------- config */
@@ -106,6 +125,9 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->dp = 1;
     c->grad_accum = 1;
     c->bucket_mb = 25.0f;
+    c->ulysses = 1;
+    c->ring = 1;
+    c->zigzag = 1;
 }
 
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
@@ -130,6 +152,17 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
          "kv-heads (%d) must be divisible by tp (%d) when kv-heads >= tp (K/V heads split)", c->kv_heads, c->tp);
     RULE(c->kv_heads >= c->tp || c->tp % c->kv_heads == 0,
          "tp (%d) must be divisible by kv-heads (%d) when kv-heads < tp (K/V heads replicated)", c->tp, c->kv_heads);
+    RULE(c->ulysses > 0, "ulysses must be at least 1 (ulysses = %d)", c->ulysses);
+    RULE(c->ring > 0, "ring must be at least 1 (ring = %d)", c->ring);
+    RULE(c->ulysses == 1 || c->heads % (c->tp * c->ulysses) == 0, "heads (%d) must be divisible by tp*ulysses (%d*%d)",
+         c->heads, c->tp, c->ulysses);
+    RULE(c->ulysses == 1 || c->kv_heads % (c->tp * c->ulysses) == 0,
+         "kv-heads (%d) must be divisible by tp*ulysses (%d*%d): Ulysses splits the K/V heads", c->kv_heads, c->tp,
+         c->ulysses);
+    int cp = c->ulysses * c->ring, zig = c->ring > 1 && c->zigzag;
+    RULE(!zig || c->seq % (2 * cp) == 0, "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq,
+         c->ring, c->ulysses);
+    RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
     RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
     RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
     RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
@@ -138,6 +171,8 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
          c->max_pos);
     RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
          c->tp);
+    RULE(!c->sp || (c->seq / cp) % c->tp == 0,
+         "seq/(ulysses*ring) (%d) must be divisible by tp (%d) with sequence parallelism", c->seq / cp, c->tp);
     RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
     RULE(c->dp > 0, "dp must be at least 1 (dp = %d)", c->dp);
     RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
@@ -147,9 +182,10 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
-    int local_rows = c->seq * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
-    RULE(c->tiles <= local_rows, "tiles (%d) must not exceed the rows of a rank, seq*batch/(dp*grad-accum)%s (%d)",
-         c->tiles, c->sp ? "/tp" : "", local_rows);
+    int local_rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
+    RULE(c->tiles <= local_rows,
+         "tiles (%d) must not exceed the rows of a rank, seq*batch/(dp*grad-accum*ulysses*ring)%s (%d)", c->tiles,
+         c->sp ? "/tp" : "", local_rows);
     int head_cols = c->hidden / c->tp; /* columns of the local attention output */
     RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
     RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
@@ -322,23 +358,91 @@ static sw_tensor *act(const char *what, int layer, int64_t rows, int64_t cols)
     return sw_tensor_new2d(name, SW_F32, rows, cols);
 }
 
-/* Attention tasks: G query-head groups, G the largest divisor of the local
- * query heads not above the number of tiles such that every group reads one
- * K/V column tile (G divides the local K/V heads, or they divide G). */
+static int64_t *new_sizes(int n)
+{
+    int64_t *v = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    if (!v) { perror("starweave: malloc"); abort(); }
+    return v;
+}
+
+/* Attention tasks: G query-head groups, G the largest divisor of the
+ * attention-space query heads not above the number of tiles such that every
+ * group reads one K/V column tile (G divides the K/V heads, or they divide
+ * G). The QKV GEMM writes the G + 2 Gk column blocks, or with Ulysses the
+ * q, k and v heads of each member (the all-to-all's parts). */
 static void attention_groups(sw_gpt *m)
 {
-    int g = m->c.tiles < m->aq ? m->c.tiles : m->aq;
-    while (m->aq % g || (m->ak % g && g % m->ak)) g--;
+    int g = m->c.tiles < m->hq ? m->c.tiles : m->hq;
+    while (m->hq % g || (m->hk % g && g % m->hk)) g--;
     m->G = g;
-    m->Gk = g < m->ak ? g : m->ak;
-    m->qkv_sizes = malloc(sizeof(int64_t) * (size_t)(m->G + 2 * m->Gk));
-    if (!m->qkv_sizes) { perror("starweave: malloc"); abort(); }
-    for (int i = 0; i < m->G; i++) m->qkv_sizes[i] = (int64_t)m->aq * m->d / m->G;
-    for (int i = 0; i < 2 * m->Gk; i++) m->qkv_sizes[m->G + i] = (int64_t)m->ak * m->d / m->Gk;
+    m->Gk = g < m->hk ? g : m->hk;
+    m->qkv_sizes = new_sizes(m->G + 2 * m->Gk);
+    for (int i = 0; i < m->G; i++) m->qkv_sizes[i] = (int64_t)m->hq * m->d / m->G;
+    for (int i = 0; i < 2 * m->Gk; i++) m->qkv_sizes[m->G + i] = (int64_t)m->hk * m->d / m->Gk;
+    m->nqkv = m->U > 1 ? 3 * m->U : m->G + 2 * m->Gk;
+    m->gemm_sizes = new_sizes(m->nqkv);
+    for (int i = 0; i < m->nqkv; i++)
+        m->gemm_sizes[i] = m->U == 1 ? m->qkv_sizes[i] : (int64_t)(i < m->U ? m->hq : m->hk) * m->d;
+}
+
+/* Positions of ring rank rr's block, in ring-block order: zigzag chunks
+ * rr and 2R - 1 - rr of 2R, or block rr of R. Returns the number of runs. */
+static int ring_runs(const sw_gpt *m, int rr, int64_t p0[2], int64_t n[2])
+{
+    int64_t s = m->c.seq;
+    if (m->zig) {
+        int64_t c = s / (2 * m->R);
+        p0[0] = rr * c, p0[1] = (2 * m->R - 1 - rr) * c, n[0] = n[1] = c;
+        return 2;
+    }
+    p0[0] = rr * (s / m->R), n[0] = s / m->R;
+    return 1;
+}
+
+/* This rank's positions: piece ur of U of its ring block, as runs of
+ * consecutive global positions; and the row pieces of the T rows (k = 0)
+ * and of the local residual rows (k = 1, from T row row0): the P row tiles,
+ * cut where a run ends, each with what its position-dependent ops need. */
+static void position_runs(sw_gpt *m)
+{
+    int64_t rp[2], rn[2], S = m->c.seq / (m->U * m->R), lo = m->ur * S, at = 0;
+    int nr = ring_runs(m, m->rr, rp, rn);
+    for (int k = 0; k < nr; at += rn[k++]) {
+        int64_t a = at > lo ? at : lo, b = at + rn[k] < lo + S ? at + rn[k] : lo + S;
+        if (a >= b) continue;
+        m->lr_i0[m->nlr] = a - lo, m->lr_p0[m->nlr] = rp[k] + a - at, m->lr_n[m->nlr++] = b - a;
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t n = k ? m->Tl : m->T, off = k ? m->row0 : 0;
+        m->pc_size[k] = new_sizes(m->P + 1), m->pc_key[k] = new_sizes(m->P + 1);
+        m->pc_off[k] = new_sizes(m->P + 1), m->pc_pos[k] = new_sizes(m->P + 1);
+        for (int i = 0; i < m->P; i++) {
+            int64_t first, count;
+            sw_tile_range(n, m->P, i, &first, &count);
+            for (int64_t r = off + first, end = r + count; r < end;) {
+                int j = 0;
+                while (j + 1 < m->nlr && r >= m->lr_i0[j + 1] * m->B) j++;
+                int64_t run0 = m->lr_i0[j] * m->B, run_end = run0 + m->lr_n[j] * m->B;
+                int64_t len = (end < run_end ? end : run_end) - r, pi = m->npc[k]++;
+                m->pc_size[k][pi] = len;
+                m->pc_off[k][pi] = r - run0;
+                m->pc_pos[k][pi] = m->lr_p0[j];
+                m->pc_key[k][pi] = m->lr_p0[j] * m->B + r - run0; /* row in the [s, b] rows of the whole sequence */
+                r += len;
+            }
+        }
+    }
+}
+
+int64_t sw_gpt_position(const sw_gpt *m, int64_t i)
+{
+    int j = 0;
+    while (j + 1 < m->nlr && i >= m->lr_i0[j + 1]) j++;
+    return m->lr_p0[j] + i - m->lr_i0[j];
 }
 
 /* ZeRO-1 shards the rows of parameters that have at least dp of them */
-static int sharded(const sw_gpt *m, int64_t rows) { return m->c.zero && m->c.dp > 1 && rows >= m->c.dp; }
+static int sharded(const sw_gpt *m, int64_t rows) { return m->c.zero && m->gn > 1 && rows >= m->gn; }
 
 /* Gradient buckets, in reverse parameter order (backward produces the last
  * parameters' gradients first): at most bucket_mb each, the first at most
@@ -346,9 +450,9 @@ static int sharded(const sw_gpt *m, int64_t rows) { return m->c.zero && m->c.dp 
 static void create_buckets(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
-    if (c->dp * c->grad_accum > 1) m->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    if (m->gn * c->grad_accum > 1) m->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
     /* buckets sum micro-batches, and carry the dp all-reduce (not with ZeRO-1) */
-    if (c->grad_accum == 1 && (c->dp == 1 || c->zero)) return;
+    if (c->grad_accum == 1 && (m->gn == 1 || c->zero)) return;
     int n = m->nparams;
     m->bucket = calloc((size_t)n, sizeof *m->bucket);
     m->bucket_first = calloc((size_t)n, sizeof(int));
@@ -385,17 +489,27 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     char msg[256];
     if (sw_gpt_config_check(&m->c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     const sw_gpt_config *c = &m->c;
-    int tp_size = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_TP) : 1;
-    int dp_size = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_DP) : 1;
-    if (tp_size != c->tp)
-        sw_usage_error("tp (%d) must equal the tensor-parallel degree of the mesh (%d)", c->tp, tp_size);
-    if (dp_size != c->dp)
-        sw_usage_error("dp (%d) must equal the data-parallel degree of the mesh (%d)", c->dp, dp_size);
+    const sw_mesh *mesh = comm ? sw_comm_mesh(comm) : NULL;
+    static const struct { sw_group g; const char *name; } degrees[] = {
+        {SW_GROUP_TP, "tp"}, {SW_GROUP_ULYSSES, "ulysses"}, {SW_GROUP_RING, "ring"}, {SW_GROUP_DP, "dp"}};
+    const int want[] = {c->tp, c->ulysses, c->ring, c->dp};
+    for (int i = 0; i < 4; i++) {
+        int have = mesh ? sw_mesh_size(mesh, degrees[i].g) : 1;
+        if (have != want[i])
+            sw_usage_error("%s (%d) must equal the %s degree of the mesh (%d)", degrees[i].name, want[i],
+                           degrees[i].name, have);
+    }
     m->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_TP) : 0, c->sp};
     m->comm = comm;
-    m->dp_rank = comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_DP) : 0;
+    m->dp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_DP) : 0;
+    m->U = c->ulysses, m->R = c->ring, m->zig = c->ring > 1 && c->zigzag;
+    m->ur = mesh ? sw_mesh_rank(mesh, SW_GROUP_ULYSSES) : 0;
+    m->rr = mesh ? sw_mesh_rank(mesh, SW_GROUP_RING) : 0;
+    m->gg = m->U * m->R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
+    m->gn = c->dp * m->U * m->R;
+    m->gr = mesh ? sw_mesh_rank(mesh, m->gg) : 0;
     m->B = c->batch / (c->dp * c->grad_accum);
-    int64_t T = (int64_t)c->seq * m->B, h = c->hidden;
+    int64_t T = (int64_t)c->seq / (m->U * m->R) * m->B, h = c->hidden;
     m->T = (int)T;
     m->Tl = c->sp ? (int)(T / c->tp) : (int)T;
     m->row0 = c->sp ? m->tp.rank * m->Tl : 0;
@@ -404,7 +518,9 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->aq = c->heads / c->tp;
     kv_range(c, m->tp.rank, &m->kv0, &m->ak);
     m->kv_replicated = kv_heads_of(c) < c->tp;
+    m->hq = m->aq / m->U, m->hk = m->ak / m->U, m->Tr = m->U * m->T;
     attention_groups(m);
+    position_runs(m);
     m->Vl = c->vocab_padded / c->tp;
     int64_t Tl = m->Tl, hf = 4 * h / c->tp, qkv_cols = (int64_t)(m->aq + 2 * m->ak) * m->d;
     m->nparams = sw_gpt_num_params(c);
@@ -431,7 +547,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
         int64_t mrows = lrows;
         if (sharded(m, lrows)) {
             int64_t first;
-            sw_tile_range(lrows, c->dp, m->dp_rank, &first, &mrows);
+            sw_tile_range(lrows, m->gn, m->gr, &first, &mrows);
             snprintf(gname, sizeof gname, "dshard.%s", name);
             m->gshard[i] = sw_tensor_new2d(gname, SW_F32, mrows, lcols);
         }
@@ -462,9 +578,13 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
         a->ln1_mean = act("ln1_mean", l, Tl, 1);
         a->ln1_rstd = act("ln1_rstd", l, Tl, 1);
         a->ln1g = !gathered ? a->ln1 : m->gath ? m->gath : act("ln1_gathered", l, T, h);
-        a->qkv = act("qkv", l, T, qkv_cols);
+        int ulysses = m->U > 1;
+        if (ulysses && !m->qkv_t) m->qkv_t = act("qkv", -1, T, qkv_cols);
+        a->qkv = ulysses ? m->qkv_t : act("qkv", l, T, qkv_cols);
+        a->qkv_u = ulysses ? act("qkv_u", l, m->Tr, (int64_t)(m->hq + 2 * m->hk) * m->d) : a->qkv;
         a->att = act("att", l, T, (int64_t)m->aq * m->d);
-        a->lse = act("lse", l, T, m->aq);
+        a->att_u = ulysses ? act("att_u", l, m->Tr, (int64_t)m->hq * m->d) : a->att;
+        a->lse = act("lse", l, m->Tr, m->hq);
         a->x_mid = act("x_mid", l, Tl, h);
         a->ln2 = act("ln2", l, Tl, h);
         a->ln2_mean = act("ln2_mean", l, Tl, 1);
@@ -497,6 +617,12 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->part_w = act("ln_part_w", -1, m->P, h);
     m->part_b = act("ln_part_b", -1, m->P, h);
     m->lm_part = act("lm_part", -1, (int64_t)m->P * T, h);
+    m->datt_u = m->U > 1 ? act("datt_u", -1, m->Tr, (int64_t)m->hq * m->d) : m->datt;
+    m->dqkv_u = m->U > 1 ? act("dqkv_u", -1, m->Tr, (int64_t)(m->hq + 2 * m->hk) * m->d) : m->dqkv;
+    for (int i = 0; i < 2 && m->R > 1; i++) {
+        m->kvbuf[i] = act(i ? "kv_block1" : "kv_block0", -1, m->Tr, 2 * (int64_t)m->hk * m->d);
+        m->dkvbuf[i] = act(i ? "dkv_block1" : "dkv_block0", -1, m->Tr, 2 * (int64_t)m->hk * m->d);
+    }
     create_buckets(m);
     if (m->kv_replicated) {
         m->kvw_mine = act("kv_grad_w", -1, 2 * m->d, h);
@@ -520,9 +646,10 @@ void sw_gpt_destroy(sw_gpt *m)
     for (int l = 0; l <= m->c.layers; l++) sw_tensor_free(m->x[l]);
     for (int l = 0; l < m->c.layers; l++) {
         block_acts *a = &m->acts[l];
-        sw_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->lse,
+        sw_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_u, a->att, a->lse,
                             a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+        if (a->att_u != a->att) sw_tensor_free(a->att_u); /* Ulysses (qkv is then the shared qkv_t) */
         /* gathered norm outputs: the norm output itself, the shared scratch, or our own */
         if (a->ln1g != a->ln1 && a->ln1g != m->gath) sw_tensor_free(a->ln1g);
         if (a->ln2g != a->ln2 && a->ln2g != m->gath) sw_tensor_free(a->ln2g);
@@ -531,8 +658,18 @@ void sw_gpt_destroy(sw_gpt *m)
     sw_tensor *rest[] = {m->tokens, m->targets, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                          m->ce_max, m->ce_tgt, m->ce_sumexp, m->ce_rows, m->loss, m->emb, m->part, m->gath,
                          m->red, m->tmp, m->dy, m->dres, m->dln, m->dfull, m->datt, m->dqkv, m->dfc,
-                         m->part_w, m->part_b, m->lm_part, m->kvw_mine, m->kvw_all, m->kvb_mine, m->kvb_all};
+                         m->part_w, m->part_b, m->lm_part, m->kvw_mine, m->kvw_all, m->kvb_mine, m->kvb_all,
+                         m->qkv_t, m->kvbuf[0], m->kvbuf[1], m->dkvbuf[0], m->dkvbuf[1]};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) sw_tensor_free(rest[i]);
+    if (m->datt_u != m->datt) sw_tensor_free(m->datt_u);
+    if (m->dqkv_u != m->dqkv) sw_tensor_free(m->dqkv_u);
+    for (int k = 0; k < 2; k++) {
+        free(m->pc_size[k]);
+        free(m->pc_key[k]);
+        free(m->pc_off[k]);
+        free(m->pc_pos[k]);
+    }
+    free(m->gemm_sizes);
     for (int b = 0; b < m->nbuckets; b++) {
         sw_tensor_free(m->bucket[b]);
         free(m->bucket_sizes[b]);
@@ -561,7 +698,7 @@ sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int i, int64_t *first_row)
     int64_t count;
     *first_row = 0;
     if (!m->gshard[i]) return m->grad[i];
-    sw_tile_range(m->param[i]->rows, m->c.dp, m->dp_rank, first_row, &count);
+    sw_tile_range(m->param[i]->rows, m->gn, m->gr, first_row, &count);
     return m->gshard[i];
 }
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int i) { return m->adam_m[i]; }
@@ -580,14 +717,6 @@ static starpu_data_handle_t cols_w(sw_gpt *m, sw_tensor *t, int i) { return sw_t
 static starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
 static starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
 
-/* first row of row tile i of a tensor with n rows */
-static int64_t tile_row0(sw_gpt *m, int64_t n, int i)
-{
-    int64_t first, count;
-    sw_tile_range(n, m->P, i, &first, &count);
-    return first;
-}
-
 /* the micro-batch's place in the global batch, for the dropout masks */
 static void batch_of_key(const sw_gpt *m, sw_rng_key *k)
 {
@@ -597,11 +726,26 @@ static void batch_of_key(const sw_gpt *m, sw_rng_key *k)
     k->batch_global = m->c.batch;
 }
 
-/* dropout key of row tile i of the local residual rows: global row index */
+/* Row piece i of the T rows (k = 0) or of the local residual rows (k = 1)
+ * of t: for the ops that depend on positions (embedding, dropout). They are
+ * the row tiles unless a tile holds two runs of positions (zigzag). */
+static starpu_data_handle_t piece(sw_gpt *m, int k, sw_tensor *t, int i, enum starpu_data_access_mode mode)
+{
+    if (m->npc[k] == m->P) return sw_tensor_tiles(t, SW_ROWS, m->P, mode)[i];
+    return sw_tensor_split(t, SW_ROWS, m->npc[k], m->pc_size[k], mode)[i];
+}
+
+/* rows of the T rows' run of positions k */
+static starpu_data_handle_t run_rows(sw_gpt *m, sw_tensor *t, int k)
+{
+    int64_t sizes[2] = {m->lr_n[0] * m->B, m->lr_n[1] * m->B};
+    return m->nlr == 1 ? whole_r(t) : sw_tensor_split(t, SW_ROWS, m->nlr, sizes, STARPU_R)[k];
+}
+
+/* dropout key of row piece i of the local residual rows: global row index */
 static sw_rng_key drop_key(sw_gpt *m, int step, unsigned layer, unsigned op, int i)
 {
-    sw_rng_key k = {m->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, m->row0 + tile_row0(m, m->Tl, i), 0,
-                    m->c.hidden, 0, 0, 0};
+    sw_rng_key k = {m->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, m->pc_key[1][i], 0, m->c.hidden, 0, 0, 0};
     batch_of_key(m, &k);
     return k;
 }
@@ -719,57 +863,206 @@ static void row_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw_tenso
     linear_backward(m, sw_tp_g_backward(&m->tp, dy, m->dfull), x, w, 0, dx, m->P, NULL);
 }
 
-static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group)
+/* Attention task arguments for query-head group `group` of the attention
+ * space: sq query rows from position q_pos0 against sk key rows from k_pos0
+ * (per batch element). */
+static sw_attn_args attn_args(sw_gpt *m, int step, int layer, int group, int64_t q_pos0, int64_t sq, int64_t k_pos0,
+                              int64_t sk)
 {
     const sw_gpt_config *c = &m->c;
     sw_attn_args a;
     memset(&a, 0, sizeof a);
     a.batch = m->B;
-    a.nh = m->aq / m->G;
-    a.nkv = m->ak / m->Gk;
+    a.nh = m->hq / m->G;
+    a.nkv = m->hk / m->Gk;
     a.d = m->d;
-    a.sq = a.sk = c->seq;
+    a.sq = (int)sq, a.sk = (int)sk;
+    a.q_pos0 = q_pos0, a.k_pos0 = k_pos0;
     a.causal = 1;
     a.scale = 1.0f / sqrtf((float)a.d);
     a.dropout = c->dropout;
     a.key = (sw_rng_key){c->seed, (uint32_t)step, (uint16_t)layer, SW_DROP_ATTN_PROBS, 0, 0, c->hidden, 0, 0, 0};
     batch_of_key(m, &a.key);
-    a.head0 = m->tp.rank * m->aq + group * a.nh;
+    a.head0 = m->tp.rank * m->aq + m->ur * m->hq + group * a.nh;
     a.heads_total = c->heads;
     a.seq_total = c->seq;
-    /* groups sharing a K/V tile add their dk, dv after the first one */
-    a.kv_accumulate = group % (m->G / m->Gk) != 0;
     return a;
 }
 
-/* att[T,aq d], lse[T,aq] = causal attention of qkv, one task per query-head
- * group; qkv columns: G query groups | Gk key tiles | Gk value tiles */
+/* Ulysses all-to-all between the sequence-split qkv [T,(aq+2ak)d] (column
+ * blocks: the q heads of each member, then their k, then their v heads)
+ * and the head-split qkv_u [U T,(hq+2hk)d] (row block j from member j,
+ * columns q | k | v): to_heads 1 forward, 0 for the gradients. */
+static void ulysses_qkv(sw_gpt *m, sw_tensor *seq_split, sw_tensor *head_split, int to_heads)
+{
+    int U = m->U;
+    int64_t hs[3] = {(int64_t)m->hq * m->d, (int64_t)m->hk * m->d, (int64_t)m->hk * m->d};
+    starpu_data_handle_t *cols = sw_tensor_split(seq_split, SW_COLS, 3 * U, m->gemm_sizes, to_heads ? STARPU_R : STARPU_W);
+    starpu_data_handle_t *rows = sw_tensor_grid(head_split, U, NULL, 3, hs, to_heads ? STARPU_W : STARPU_R);
+    starpu_data_handle_t *s = calloc(3 * (size_t)U, sizeof *s);
+    if (!s) { perror("starweave: calloc"); abort(); }
+    for (int j = 0; j < U; j++)
+        for (int k = 0; k < 3; k++) s[j * 3 + k] = cols[k * U + j]; /* member j's q, k, v heads */
+    if (to_heads) sw_alltoall_parts(m->comm, SW_GROUP_ULYSSES, 3, s, rows);
+    else sw_alltoall_parts(m->comm, SW_GROUP_ULYSSES, 3, rows, s);
+    free(s);
+}
+
+/* Ulysses all-to-all of the attention output [U T, hq d] <-> [T, aq d]
+ * (row block j <-> column block j of member j) */
+static void ulysses_out(sw_gpt *m, sw_tensor *head_split, sw_tensor *seq_split, int to_seq)
+{
+    int U = m->U;
+    starpu_data_handle_t *rows = sw_tensor_tiles(head_split, SW_ROWS, U, to_seq ? STARPU_R : STARPU_W);
+    starpu_data_handle_t *cols = sw_tensor_tiles(seq_split, SW_COLS, U, to_seq ? STARPU_W : STARPU_R);
+    if (to_seq) sw_alltoall_parts(m->comm, SW_GROUP_ULYSSES, 1, rows, cols);
+    else sw_alltoall_parts(m->comm, SW_GROUP_ULYSSES, 1, cols, rows);
+}
+
+/* visible (query, key) pairs of a causal tile: queries q0 .. q0+nq-1, keys k0 .. k0+nk-1 */
+static double visible_pairs(int64_t q0, int64_t nq, int64_t k0, int64_t nk)
+{
+    double n = 0;
+    for (int64_t q = q0; q < q0 + nq; q++) {
+        int64_t v = q - k0 + 1;
+        n += (double)(v < 0 ? 0 : v > nk ? nk : v);
+    }
+    return n;
+}
+
+/* The K/V blocks of ring step s (the block of ring rank rr - s): 0 the
+ * rank's own (columns of qkv_u), else the ring buffer s % 2. */
+static starpu_data_handle_t kv_block(sw_gpt *m, sw_tensor *qkv_u, int s)
+{
+    int64_t split[2] = {(int64_t)m->hq * m->d, 2 * (int64_t)m->hk * m->d};
+    if (s == 0) return sw_tensor_split(qkv_u, SW_COLS, 2, split, STARPU_R)[1];
+    return whole_r(m->kvbuf[s % 2]);
+}
+
+/* Tile pairs (query run a, key run b) of a ring step, in submission order:
+ * the diagonal ones first (at step 0 those of the rank's own positions), so that the first tile touching a
+ * query run's output (or a key run's gradient) is the one that writes it. */
+static int ring_pairs(int nq, int pa[4], int pb[4])
+{
+    int n = 0;
+    for (int a = 0; a < nq; a++) pa[n] = a, pb[n++] = a;
+    for (int a = 0; a < nq; a++)
+        for (int b = 0; b < nq; b++)
+            if (a != b) pa[n] = a, pb[n++] = b;
+    return n;
+}
+
+/* Attention in the attention space, qkv_u -> o [Tr, hq d], lse [Tr, hq]:
+ * Ring attention over the ring group (R steps; the K/V block of step s + 1
+ * travels while step s computes, double-buffered; partial outputs merged by
+ * log-sum-exp), one task per (query run, key run, head group), fully
+ * masked tiles skipped. R = 1: one step on the rank's own K/V. */
+static void ring_forward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_tensor *o, sw_tensor *lse)
+{
+    int G = m->G, Gk = m->Gk, ncol = G + 2 * Gk, R = m->R;
+    int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
+    int nq = ring_runs(m, m->rr, qp, qn);
+    int64_t rs[2] = {qn[0] * m->B, qn[1] * m->B};
+    int written[2] = {0, 0}, pa[4], pb[4];
+    m->attn_flops = 0;
+    for (int s = 0; s < R; s++) {
+        if (s + 1 < R) /* the next block travels while this one is used */
+            sw_ring_shift_handles(m->comm, SW_GROUP_RING, kv_block(m, qkv_u, s), sw_tensor_whole(m->kvbuf[(s + 1) % 2], STARPU_W), 1);
+        ring_runs(m, (m->rr - s + R) % R, kp, kn);
+        starpu_data_handle_t *Q = sw_tensor_grid(qkv_u, nq, rs, ncol, m->qkv_sizes, STARPU_R);
+        starpu_data_handle_t *KV = s == 0 ? Q + G : sw_tensor_grid(m->kvbuf[s % 2], nq, rs, 2 * Gk, m->qkv_sizes + G, STARPU_R);
+        int kstride = s == 0 ? ncol : 2 * Gk;
+        int np = ring_pairs(nq, pa, pb);
+        for (int t = 0; t < np; t++) {
+            int a = pa[t], b = pb[t];
+            if (kp[b] > qp[a] + qn[a] - 1) continue; /* every key after every query */
+            m->attn_flops += 4.0 * m->B * m->hq * m->d * visible_pairs(qp[a], qn[a], kp[b], kn[b]);
+            starpu_data_handle_t *O = sw_tensor_grid(o, nq, rs, G, NULL, STARPU_RW);
+            starpu_data_handle_t *L = sw_tensor_grid(lse, nq, rs, G, NULL, STARPU_RW);
+            for (int g = 0; g < G; g++) {
+                int kv = g * Gk / G;
+                sw_attn_args at = attn_args(m, step, layer, g, qp[a], qn[a], kp[b], kn[b]);
+                at.merge = written[a];
+                sw_attn_fwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
+                            L[a * G + g], &at);
+            }
+            written[a] = 1;
+        }
+    }
+}
+
+/* Backward of ring_forward: dq accumulates here (columns of dqkv_u); the
+ * gradient of each K/V block travels around the ring with the block
+ * (dkv buffers), gathering every rank's contribution, and comes back to
+ * its owner after R shifts, into dqkv_u's k | v columns. */
+static void ring_backward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_tensor *o, sw_tensor *lse,
+                          sw_tensor *dout, sw_tensor *dqkv_u)
+{
+    int G = m->G, Gk = m->Gk, ncol = G + 2 * Gk, R = m->R;
+    int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
+    int64_t split[2] = {(int64_t)m->hq * m->d, 2 * (int64_t)m->hk * m->d};
+    int nq = ring_runs(m, m->rr, qp, qn);
+    int64_t rs[2] = {qn[0] * m->B, qn[1] * m->B};
+    int dq_done[2] = {0, 0}, pa[4], pb[4];
+    for (int s = 0; s < R; s++) {
+        if (s + 1 < R)
+            sw_ring_shift_handles(m->comm, SW_GROUP_RING, kv_block(m, qkv_u, s), sw_tensor_whole(m->kvbuf[(s + 1) % 2], STARPU_W), 1);
+        ring_runs(m, (m->rr - s + R) % R, kp, kn);
+        starpu_data_handle_t *Q = sw_tensor_grid(qkv_u, nq, rs, ncol, m->qkv_sizes, STARPU_R);
+        starpu_data_handle_t *KV = s == 0 ? Q + G : sw_tensor_grid(m->kvbuf[s % 2], nq, rs, 2 * Gk, m->qkv_sizes + G, STARPU_R);
+        int kstride = s == 0 ? ncol : 2 * Gk;
+        /* the block's gradient: written at the owner (step 0), accumulated on the way */
+        starpu_data_handle_t *dKV =
+            R > 1 ? sw_tensor_grid(m->dkvbuf[s % 2], nq, rs, 2 * Gk, m->qkv_sizes + G, STARPU_RW) : NULL;
+        int dstride = R == 1 ? ncol : 2 * Gk, dkv_done[2] = {s > 0, s > 0};
+        int np = ring_pairs(nq, pa, pb);
+        for (int t = 0; t < np; t++) {
+            int a = pa[t], b = pb[t];
+            if (kp[b] > qp[a] + qn[a] - 1) continue;
+            starpu_data_handle_t *O = sw_tensor_grid(o, nq, rs, G, NULL, STARPU_R);
+            starpu_data_handle_t *L = sw_tensor_grid(lse, nq, rs, G, NULL, STARPU_R);
+            starpu_data_handle_t *dO = sw_tensor_grid(dout, nq, rs, G, NULL, STARPU_R);
+            starpu_data_handle_t *dQ = sw_tensor_grid(dqkv_u, nq, rs, ncol, m->qkv_sizes, STARPU_RW);
+            if (R == 1) dKV = dQ + G;
+            /* a key run's gradient is written first by the diagonal tile, which precedes every tile
+             * that accumulates into its query run's dq (ring_pairs' order) */
+            if (dq_done[a] && !dkv_done[b]) sw_fail(__FILE__, __LINE__, "ring attention: tile order", -22);
+            for (int g = 0; g < G; g++) {
+                int kv = g * Gk / G;
+                sw_attn_args at = attn_args(m, step, layer, g, qp[a], qn[a], kp[b], kn[b]);
+                at.accumulate = dq_done[a];
+                /* groups sharing a K/V tile add their dk, dv after the first one */
+                at.kv_accumulate = dkv_done[b] || g % (G / Gk) != 0;
+                sw_attn_bwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
+                            L[a * G + g], dO[a * G + g], dQ[a * ncol + g], dKV[b * dstride + kv],
+                            dKV[b * dstride + Gk + kv], &at);
+            }
+            dq_done[a] = dkv_done[b] = 1;
+        }
+        if (R > 1) /* the gradient goes on with its block; after the last step, home */
+            sw_ring_shift_handles(m->comm, SW_GROUP_RING, whole_r(m->dkvbuf[s % 2]),
+                                  s + 1 < R ? sw_tensor_whole(m->dkvbuf[(s + 1) % 2], STARPU_W)
+                                            : sw_tensor_split(dqkv_u, SW_COLS, 2, split, STARPU_W)[1],
+                                  1);
+    }
+}
+
+/* att[T,aq d], lse = causal attention of this block's qkv: with Ulysses the
+ * heads are exchanged for the sequence around it */
 static void attention_forward(sw_gpt *m, int step, int layer)
 {
     block_acts *A = &m->acts[layer];
-    int G = m->G, Gk = m->Gk, n = G + 2 * Gk;
-    for (int g = 0; g < G; g++) {
-        starpu_data_handle_t *qkv = sw_tensor_split(A->qkv, SW_COLS, n, m->qkv_sizes, STARPU_R);
-        int kv = g * Gk / G;
-        sw_attn_args a = attn_args(m, step, layer, g);
-        sw_attn_fwd(qkv[g], qkv[G + kv], qkv[G + Gk + kv], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_W)[g],
-                    sw_tensor_tiles(A->lse, SW_COLS, G, STARPU_W)[g], &a);
-    }
+    if (m->U > 1) ulysses_qkv(m, A->qkv, A->qkv_u, 1);
+    ring_forward(m, step, layer, A->qkv_u, A->att_u, A->lse);
+    if (m->U > 1) ulysses_out(m, A->att_u, A->att, 1);
 }
 
 static void attention_backward(sw_gpt *m, int step, int layer)
 {
     block_acts *A = &m->acts[layer];
-    int G = m->G, Gk = m->Gk, n = G + 2 * Gk;
-    for (int g = 0; g < G; g++) {
-        starpu_data_handle_t *qkv = sw_tensor_split(A->qkv, SW_COLS, n, m->qkv_sizes, STARPU_R);
-        starpu_data_handle_t *dqkv = sw_tensor_split(m->dqkv, SW_COLS, n, m->qkv_sizes, STARPU_W);
-        int kv = g * Gk / G;
-        sw_attn_args a = attn_args(m, step, layer, g);
-        sw_attn_bwd(qkv[g], qkv[G + kv], qkv[G + Gk + kv], sw_tensor_tiles(A->att, SW_COLS, G, STARPU_R)[g],
-                    sw_tensor_tiles(A->lse, SW_COLS, G, STARPU_R)[g],
-                    sw_tensor_tiles(m->datt, SW_COLS, G, STARPU_R)[g], dqkv[g], dqkv[G + kv], dqkv[G + Gk + kv], &a);
-    }
+    if (m->U > 1) ulysses_out(m, m->datt_u, m->datt, 0);
+    ring_backward(m, step, layer, A->qkv_u, A->att_u, A->lse, m->datt_u, m->dqkv_u);
+    if (m->U > 1) ulysses_qkv(m, m->dqkv, m->dqkv_u, 0);
 }
 
 /* K/V heads replicated over tp / kv_heads ranks: each rank's K/V weight
@@ -799,14 +1092,14 @@ static void sum_replicated_kv_grads(sw_gpt *m, int layer)
 static void residual_forward(sw_gpt *m, int step, int layer, int op, sw_tensor *res, sw_tensor *branch,
                              sw_tensor *out)
 {
-    for (int i = 0; i < m->P; i++) {
-        starpu_data_handle_t b = rows_r(m, branch, i);
+    for (int i = 0; i < m->npc[1]; i++) {
+        starpu_data_handle_t b = piece(m, 1, branch, i, STARPU_R);
         if (m->c.dropout > 0.0f) {
             sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, i);
-            sw_dropout_fwd(b, rows_w(m, m->tmp, i), m->c.dropout, &k);
-            b = rows_r(m, m->tmp, i);
+            sw_dropout_fwd(b, piece(m, 1, m->tmp, i, STARPU_W), m->c.dropout, &k);
+            b = piece(m, 1, m->tmp, i, STARPU_R);
         }
-        sw_add(rows_r(m, res, i), b, rows_w(m, out, i));
+        sw_add(piece(m, 1, res, i, STARPU_R), b, piece(m, 1, out, i, STARPU_W));
     }
 }
 
@@ -815,9 +1108,9 @@ static void residual_forward(sw_gpt *m, int step, int layer, int op, sw_tensor *
 static sw_tensor *residual_backward(sw_gpt *m, int step, int layer, int op)
 {
     if (m->c.dropout == 0.0f) return m->dres;
-    for (int i = 0; i < m->P; i++) {
+    for (int i = 0; i < m->npc[1]; i++) {
         sw_rng_key k = drop_key(m, step, (unsigned)layer, (unsigned)op, i);
-        sw_dropout_fwd(rows_r(m, m->dres, i), rows_w(m, m->dy, i), m->c.dropout, &k);
+        sw_dropout_fwd(piece(m, 1, m->dres, i, STARPU_R), piece(m, 1, m->dy, i, STARPU_W), m->c.dropout, &k);
     }
     return m->dy;
 }
@@ -830,16 +1123,17 @@ static void embedding_forward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
     sw_tensor *e = tp_on(m) ? m->emb : c->dropout > 0.0f ? m->tmp : m->x[0];
-    for (int i = 0; i < m->P; i++)
-        sw_embedding_fwd(rows_r(m, m->tokens, i), whole_r(m->param[0]), whole_r(m->param[1]), rows_w(m, e, i),
-                         tile_row0(m, m->T, i), m->B, 0, (int64_t)m->tp.rank * m->Vl, m->tp.rank == 0);
+    for (int i = 0; i < m->npc[0]; i++)
+        sw_embedding_fwd(piece(m, 0, m->tokens, i, STARPU_R), whole_r(m->param[0]), whole_r(m->param[1]),
+                         piece(m, 0, e, i, STARPU_W), m->pc_off[0][i], m->B, m->pc_pos[0][i],
+                         (int64_t)m->tp.rank * m->Vl, m->tp.rank == 0);
     sw_tensor *x0 = tp_on(m) ? sw_tp_g_forward(&m->tp, m->emb, m->red) : e;
-    for (int i = 0; i < m->P && x0 != m->x[0]; i++) {
+    for (int i = 0; i < m->npc[1] && x0 != m->x[0]; i++) {
         if (c->dropout > 0.0f) {
             sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i);
-            sw_dropout_fwd(rows_r(m, x0, i), rows_w(m, m->x[0], i), c->dropout, &k);
+            sw_dropout_fwd(piece(m, 1, x0, i, STARPU_R), piece(m, 1, m->x[0], i, STARPU_W), c->dropout, &k);
         } else {
-            SW_CHECK(starpu_data_cpy(rows_w(m, m->x[0], i), rows_r(m, x0, i), 1, NULL, NULL));
+            SW_CHECK(starpu_data_cpy(piece(m, 1, m->x[0], i, STARPU_W), piece(m, 1, x0, i, STARPU_R), 1, NULL, NULL));
         }
     }
 }
@@ -873,16 +1167,16 @@ static void lm_head_forward(sw_gpt *m)
     sw_colsum(whole_r(m->ce_rows), whole_w(m->loss), 1.0f / (float)m->T, 0.0f);
     /* the global batch's mean: micro-batches summed here, dp ranks after the last */
     if (!m->loss_sum) return;
-    float share = 1.0f / (float)(c->dp * c->grad_accum);
+    float share = 1.0f / (float)(m->gn * c->grad_accum);
     sw_colsum(whole_r(m->loss), sw_tensor_whole(m->loss_sum, m->micro ? STARPU_RW : STARPU_W), share,
               m->micro ? 1.0f : 0.0f);
-    if (m->micro == c->grad_accum - 1 && c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->loss_sum, SW_SUM);
+    if (m->micro == c->grad_accum - 1 && m->gn > 1) sw_allreduce(m->comm, m->gg, m->loss_sum, SW_SUM);
 }
 
 void sw_gpt_forward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
-    int P = m->P, nqkv = m->G + 2 * m->Gk;
+    int P = m->P;
     sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
     embedding_forward(m, step);
     for (int l = 0; l < c->layers; l++) {
@@ -891,7 +1185,7 @@ void sw_gpt_forward(sw_gpt *m, int step)
         /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
         layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
         sw_tensor *ln1 = sw_tp_f_forward(&m->tp, A->ln1, A->ln1g);
-        column_forward(m, A->ln1, ln1, block_param(l, QKV_W), A->qkv, nqkv, m->qkv_sizes);
+        column_forward(m, A->ln1, ln1, block_param(l, QKV_W), A->qkv, m->nqkv, m->gemm_sizes);
         attention_forward(m, step, l);
         sw_tensor *proj = row_forward(m, A->att, block_param(l, PROJ_W));
         residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], proj, A->x_mid);
@@ -920,7 +1214,7 @@ static sw_tensor *lm_head_backward(sw_gpt *m)
     int64_t vocab0 = (int64_t)m->tp.rank * m->Vl;
     for (int i = 0; i < P; i++)
         sw_ce_bwd(rows_rw(m, m->logits, i), rows_r(m, m->ce_max, i), rows_r(m, m->ce_sumexp, i),
-                  rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / ((float)m->T * c->dp * c->grad_accum));
+                  rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / ((float)m->T * m->gn * c->grad_accum));
     /* dwte = dlogits^T lnf (split over the vocabulary) */
     for (int j = 0; j < P; j++)
         sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnfg), 0,
@@ -956,7 +1250,7 @@ static void reduce_gradients(sw_gpt *m)
                          sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], m->micro ? STARPU_RW : STARPU_W)[i],
                          m->micro > 0);
         if (!last) continue;
-        if (c->dp > 1 && !c->zero) sw_allreduce(m->comm, SW_GROUP_DP, m->bucket[b], SW_SUM);
+        if (m->gn > 1 && !c->zero) sw_allreduce(m->comm, m->gg, m->bucket[b], SW_SUM);
         for (int i = 0; i < n; i++)
             sw_copy_flat(sw_tensor_split(m->bucket[b], SW_COLS, n, m->bucket_sizes[b], STARPU_R)[i],
                          whole_w(m->grad[first - i]), 0);
@@ -966,7 +1260,7 @@ static void reduce_gradients(sw_gpt *m)
 void sw_gpt_backward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
-    int P = m->P, nqkv = m->G + 2 * m->Gk;
+    int P = m->P;
     int lnf = sw_gpt_num_params(c) - 2;
 
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
@@ -987,7 +1281,7 @@ void sw_gpt_backward(sw_gpt *m, int step)
         sw_tensor *dproj = residual_backward(m, step, l, SW_DROP_ATTN_OUT);
         row_backward(m, dproj, A->att, block_param(l, PROJ_W), m->datt);
         attention_backward(m, step, l);
-        sw_tensor *dln1 = column_backward(m, m->dqkv, A->ln1, A->ln1g, block_param(l, QKV_W), nqkv, m->qkv_sizes);
+        sw_tensor *dln1 = column_backward(m, m->dqkv, A->ln1, A->ln1g, block_param(l, QKV_W), m->nqkv, m->gemm_sizes);
         sum_replicated_kv_grads(m, l);
         layernorm_backward(m, dln1, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
     }
@@ -997,15 +1291,18 @@ void sw_gpt_backward(sw_gpt *m, int step)
      * them), dwpe = scatter(dx0) (full on every rank: wpe was added once) */
     sw_tensor *demb = m->dres;
     if (c->dropout > 0.0f) {
-        for (int i = 0; i < P; i++) {
+        for (int i = 0; i < m->npc[1]; i++) {
             sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i);
-            sw_dropout_fwd(rows_r(m, m->dres, i), rows_w(m, m->dy, i), c->dropout, &k);
+            sw_dropout_fwd(piece(m, 1, m->dres, i, STARPU_R), piece(m, 1, m->dy, i, STARPU_W), c->dropout, &k);
         }
         demb = m->dy;
     }
     demb = sw_tp_g_backward(&m->tp, demb, m->dfull);
-    sw_embedding_bwd(whole_r(m->tokens), whole_r(demb), sw_tensor_whole(m->grad[0], STARPU_RW), whole_w(m->grad[1]),
-                     0, m->B, 0, (int64_t)m->tp.rank * m->Vl, 1);
+    /* one scatter per run of positions (dwpe written by the first) */
+    for (int k = 0; k < m->nlr; k++)
+        sw_embedding_bwd(run_rows(m, m->tokens, k), run_rows(m, demb, k),
+                         sw_tensor_whole(m->grad[0], STARPU_RW), sw_tensor_whole(m->grad[1], k ? STARPU_RW : STARPU_W),
+                         0, m->B, m->lr_p0[k], (int64_t)m->tp.rank * m->Vl, k == 0);
 
     reduce_gradients(m);
 
@@ -1029,13 +1326,13 @@ void sw_gpt_update(sw_gpt *m, int step)
         sw_tensor *t = m->param[p];
         if (m->gshard[p]) {
             /* ZeRO-1: sum this rank's rows of the gradient over dp, update them, gather every rank's rows */
-            sw_reduce_scatter(m->comm, SW_GROUP_DP, m->grad[p], m->gshard[p], SW_SUM);
-            sw_adamw(sw_tensor_tiles(t, SW_ROWS, c->dp, STARPU_RW)[m->dp_rank], whole_r(m->gshard[p]),
+            sw_reduce_scatter(m->comm, m->gg, m->grad[p], m->gshard[p], SW_SUM);
+            sw_adamw(sw_tensor_tiles(t, SW_ROWS, m->gn, STARPU_RW)[m->gr], whole_r(m->gshard[p]),
                      sw_tensor_whole(m->adam_m[p], STARPU_RW), sw_tensor_whole(m->adam_v[p], STARPU_RW), &a);
-            sw_allgather_inplace(m->comm, SW_GROUP_DP, t);
+            sw_allgather_inplace(m->comm, m->gg, t);
             continue;
         }
-        if (c->zero && c->dp > 1) sw_allreduce(m->comm, SW_GROUP_DP, m->grad[p], SW_SUM); /* too few rows to shard */
+        if (c->zero && m->gn > 1) sw_allreduce(m->comm, m->gg, m->grad[p], SW_SUM); /* too few rows to shard */
         if (t->rows < m->P) {
             sw_adamw(sw_tensor_whole(t, STARPU_RW), whole_r(m->grad[p]), sw_tensor_whole(m->adam_m[p], STARPU_RW),
                      sw_tensor_whole(m->adam_v[p], STARPU_RW), &a);
@@ -1056,19 +1353,23 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
      * l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
      * l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
      * both norms); the gathered norm outputs; qkv, attention output, lse,
-     * fc before and after GeLU */
-    double t = c->tp, T = (double)c->seq * (c->batch / (c->dp * c->grad_accum)), h = c->hidden;
+     * fc before and after GeLU; with Ulysses + T aq d: the attention output
+     * in both layouts. T = seq/(ulysses*ring) * batch/(dp*grad_accum). */
+    double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
+    double h = c->hidden;
     double d = (double)c->hidden / c->heads;
     double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
     double l = c->sp ? T / t : T;
     double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
     double elems = l * (4 * h + 4) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + 2 * 4 * h / t);
+    if (c->ulysses > 1) elems += T * aq * d;
     sw_gpt_memory r = {4 * elems, 0};
     /* measured: what the block's tensors hold */
     const block_acts *a = &m->acts[layer];
-    const sw_tensor *kept[] = {m->x[layer], a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->lse,
+    const sw_tensor *kept[] = {m->x[layer], a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_u, a->att, a->lse,
                                a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) r.measured_bytes += (double)sw_tensor_bytes(kept[i]);
+    if (a->att_u != a->att) r.measured_bytes += (double)sw_tensor_bytes(a->att_u);
     /* gathered norm outputs, when the block owns them (not the norm output
      * itself, not the scratch shared by every block) */
     if (a->ln1g != a->ln1 && a->ln1g != m->gath) r.measured_bytes += (double)sw_tensor_bytes(a->ln1g);
@@ -1080,7 +1381,8 @@ double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
 {
     if (c->tp < 2) return 0;
     /* per micro-batch, times grad_accum: the TP collectives run for each */
-    double t = c->tp, T = (double)c->seq * (c->batch / (c->dp * c->grad_accum)), h = c->hidden, L = c->layers, f = 4;
+    double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
+    double h = c->hidden, L = c->layers, f = 4;
     double d = h / c->heads, kv = kv_heads_of(c);
     double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
     double act = f * T * h;
@@ -1091,6 +1393,20 @@ double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
     if (kv < t) bytes += L * ag * t * f * (2 * d * h + 2 * d); /* replicated K/V gradients, gathered */
     return bytes * c->grad_accum;
 }
+
+void sw_gpt_cp_bytes_model(const sw_gpt_config *c, double *ulysses_bytes, double *ring_bytes)
+{
+    /* per micro-batch, times grad_accum; fp32; per layer */
+    double U = c->ulysses, R = c->ring, T = (double)c->seq / (U * R) * (c->batch / (c->dp * c->grad_accum));
+    double d = (double)c->hidden / c->heads, kv = kv_heads_of(c), t = c->tp;
+    double aq = c->heads / t, ak = kv >= t ? kv / t : 1, L = c->layers, f = 4;
+    /* q, k, v in and the output out, forward and backward: (U-1)/U of T (2 aq + 2 ak) d, twice */
+    *ulysses_bytes = U > 1 ? L * 2 * (U - 1) / U * f * T * (2 * aq + 2 * ak) * d * c->grad_accum : 0;
+    /* K/V blocks [U T, 2 ak/U d]: R-1 shifts forward, R-1 backward, their gradients R */
+    *ring_bytes = R > 1 ? L * (3 * R - 2) * f * T * 2 * ak * d * c->grad_accum : 0;
+}
+
+double sw_gpt_attention_flops(const sw_gpt *m) { return m->attn_flops; }
 
 void sw_gpt_set_micro_batch(sw_gpt *m, int k)
 {
@@ -1108,13 +1424,13 @@ int sw_gpt_micro_batch_first(const sw_gpt *m, int k)
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {
     const sw_gpt_config *c = &m->c;
-    int64_t n = (int64_t)c->seq * m->B, first = sw_gpt_micro_batch_first(m, k);
+    int64_t n = m->T, first = sw_gpt_micro_batch_first(m, k);
     int32_t *mt = malloc(sizeof(int32_t) * (size_t)n), *mg = malloc(sizeof(int32_t) * (size_t)n);
     if (!mt || !mg) { perror("starweave: malloc"); abort(); }
-    for (int64_t pos = 0; pos < c->seq; pos++)
-        for (int64_t b = 0; b < m->B; b++) {
-            mt[pos * m->B + b] = tok[pos * c->batch + first + b];
-            mg[pos * m->B + b] = tgt[pos * c->batch + first + b];
+    for (int64_t i = 0; i < n / m->B; i++) /* this rank's positions */
+        for (int64_t b = 0, pos = sw_gpt_position(m, i); b < m->B; b++) {
+            mt[i * m->B + b] = tok[pos * c->batch + first + b];
+            mg[i * m->B + b] = tgt[pos * c->batch + first + b];
         }
     sw_tensor_write_host(m->tokens, mt);
     sw_tensor_write_host(m->targets, mg);

@@ -228,6 +228,13 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
     return t;
 }
 
+/* dst = src, asynchronous; declared to sw_trace's task graph, which passes
+ * dependencies through copies */
+static void copy(starpu_data_handle_t dst, starpu_data_handle_t src)
+{
+    SW_CHECK(starpu_data_cpy(dst, src, 1, NULL, NULL));
+}
+
 /* every send of a collective on g goes through here: it counts the bytes */
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
@@ -403,12 +410,12 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     starpu_data_handle_t src = sw_tensor_whole(in, STARPU_R);
     if (p == 1) {
-        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), src, 1, NULL, NULL));
+        copy(sw_tensor_whole(out, STARPU_W), src);
         return;
     }
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
     allgather_ring(c, g, o, src, "allgather");
-    SW_CHECK(starpu_data_cpy(o[r], src, 1, NULL, NULL));
+    copy(o[r], src);
 }
 
 void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
@@ -432,7 +439,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
     check_rows("sw_reduce_scatter", c, g, in, out);
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p == 1) {
-        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R), 1, NULL, NULL));
+        copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
         return;
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
@@ -491,27 +498,33 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
     check_f32(recv, "sw_ring_shift");
     if (send->rows != recv->rows || send->cols != recv->cols)
         shape_fail("sw_ring_shift", send, recv, "shapes differ");
+    sw_ring_shift_handles(c, g, sw_tensor_whole(send, STARPU_R), send == recv ? NULL : sw_tensor_whole(recv, STARPU_W),
+                          shift);
+}
+
+void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift)
+{
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_ring_shift: group out of range", -EINVAL);
     const int k = mod(shift, p);
     if (k == 0) {
-        if (send != recv)
-            SW_CHECK(starpu_data_cpy(sw_tensor_whole(recv, STARPU_W), sw_tensor_whole(send, STARPU_R), 1, NULL, NULL));
+        if (recv) copy(recv, send);
         return;
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, 1);
     c->op = "ring_shift";
-    starpu_data_handle_t src = sw_tensor_whole(send, STARPU_R), tmp = NULL;
-    if (send == recv) {
-        /* the receive must not wait for the send to leave (a cycle around
-         * the ring): send from a copy */
-        tmp = temp_like(src);
-        SW_CHECK(starpu_data_cpy(tmp, src, 1, NULL, NULL));
+    starpu_data_handle_t src = send, tmp = NULL;
+    if (!recv) {
+        /* in place: the receive must not wait for the send to leave (a
+         * cycle around the ring): send from a copy */
+        tmp = temp_like(send);
+        copy(tmp, send);
         src = tmp;
+        recv = send;
     }
     isend(c, g, src, mod(r + k, p), tag, comm);
-    irecv_after(c, g, src, sw_tensor_whole(recv, STARPU_W), mod(r - k, p), tag, comm);
+    irecv_after(c, g, src, recv, mod(r - k, p), tag, comm);
     if (tmp) starpu_data_unregister_submit(tmp);
 }
 
@@ -522,7 +535,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     static const char *dn[2] = {"rows", "cols"};
     check_f32(in, "sw_alltoall");
     check_f32(out, "sw_alltoall");
-    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    const int p = sw_mesh_size(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
     if ((scatter_dim != 0 && scatter_dim != 1) || (gather_dim != 0 && gather_dim != 1)) {
         fprintf(stderr, "starweave: sw_alltoall: scatter_dim %d and gather_dim %d must be 0 (rows) or 1 (cols)\n",
@@ -547,22 +560,30 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
         sw_fail(__FILE__, __LINE__, "sw_alltoall: out has the wrong shape", -EINVAL);
     }
     if (p == 1) {
-        SW_CHECK(starpu_data_cpy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R), 1, NULL, NULL));
+        copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
         return;
     }
+    sw_alltoall_parts(c, g, 1, sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R),
+                      sw_tensor_tiles(out, gather_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_W));
+}
+
+void sw_alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv)
+{
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
+    for (int i = 0; i < n; i++) /* the local parts */
+        copy(recv[r * n + i], send[r * n + i]);
+    if (p == 1) return;
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
-    const int64_t tag = take_tags(c, g, 1);
+    const int64_t tag = take_tags(c, g, n);
     c->op = "alltoall";
-    starpu_data_handle_t *it = sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R);
-    starpu_data_handle_t *ot = sw_tensor_tiles(out, gather_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_W);
-    /* one message per (source, destination) pair: (source, tag) is unique */
+    /* one message per (source, destination, part): (source, tag) is unique */
     for (int k = 1; k < p; k++) {
         int q = mod(r + k, p);
-        isend(c, g, it[q], q, tag, comm);
+        for (int i = 0; i < n; i++) isend(c, g, send[q * n + i], q, tag + i, comm);
     }
     for (int k = 1; k < p; k++) {
         int q = mod(r - k, p);
-        irecv_after(c, g, it[r], ot[q], q, tag, comm);
+        for (int i = 0; i < n; i++) irecv_after(c, g, send[r * n + i], recv[q * n + i], q, tag + i, comm);
     }
-    SW_CHECK(starpu_data_cpy(ot[r], it[r], 1, NULL, NULL));
 }

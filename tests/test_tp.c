@@ -10,9 +10,14 @@
  * of a gradient that is exactly 0 in theory -- the key bias, to which
  * softmax is invariant -- into a full +-lr step.)
  *
+ * With context parallelism (--ulysses U, --ring R) also the attention FLOPs
+ * each rank submitted: equal over the ring ranks within 1 % with zigzag,
+ * and without it the imbalance is printed (last / first ring rank).
+ *
  * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
- *                (tp = the number of ranks / dp) */
+ *                [--ulysses U] [--ring R] [--no-zigzag]
+ *                (tp = the number of ranks / (dp * ulysses * ring)) */
 #include <string.h>
 
 #include "testutil.h"
@@ -100,23 +105,29 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--dp")) dp = atoi(v), i++;
         else if (!strcmp(a, "--grad-accum")) accum = atoi(v), i++;
         else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
+        else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
+        else if (!strcmp(a, "--ring")) c.ring = atoi(v), i++;
+        else if (!strcmp(a, "--no-zigzag")) c.zigzag = 0;
         else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
     }
     sw_gpt_config single_cfg = c;
     single_cfg.zero = 0;
-    c.tp = world / dp;
+    single_cfg.ulysses = single_cfg.ring = 1;
+    int cp = c.ulysses * c.ring;
+    c.tp = world / (dp * cp);
     c.dp = dp;
     c.grad_accum = accum;
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, dp, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     sw_gpt *single = sw_gpt_create(&single_cfg, NULL);
     sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
     const sw_gpt_config *pc = sw_gpt_get_config(par);
     char what[256];
-    snprintf(what, sizeof what, "tp %d%s%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g", c.tp,
-             c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", dp,
-             c.zero ? " (ZeRO-1)" : "", accum, pc->heads, pc->kv_heads, c.dropout);
+    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g",
+             c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
+             c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", accum, pc->heads,
+             pc->kv_heads, c.dropout);
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
@@ -149,16 +160,30 @@ int main(int argc, char **argv)
         snprintf(line, sizeof line, "%s: layer %d saved bytes: measured %.0f, model %.0f (single rank: %.0f, %.0f)", what,
                  l, mp.measured_bytes, mp.model_bytes, ms.measured_bytes, ms.model_bytes);
         tu_check_ranks(line, es <= 0.01 && ep <= 0.01);
-        if ((c.sp && c.tp_recompute_allgather) || c.tp == 1) {
-            /* a rank keeps 1/tp of its micro-batch's activations, a micro-batch is 1/(dp*grad_accum) of the batch */
-            double ratio = mp.measured_bytes * c.tp * dp * accum / ms.measured_bytes;
+        if (((c.sp && c.tp_recompute_allgather) || c.tp == 1) && c.ulysses == 1) {
+            /* a rank keeps 1/tp of its micro-batch's activations of 1/ring of the sequence, a micro-batch is
+             * 1/(dp*grad_accum) of the batch */
+            double ratio = mp.measured_bytes * c.tp * c.ring * dp * accum / ms.measured_bytes;
             snprintf(line, sizeof line,
-                     "%s: layer %d saved bytes x tp x dp x grad-accum / single rank's = %.4f (expected 1 within 1 %%)",
-                     what, l, ratio);
+                     "%s: layer %d saved bytes x tp x ring x dp x grad-accum / single rank's = %.4f (expected 1 "
+                     "within 1 %%)", what, l, ratio);
             tu_check_ranks(line, fabs(ratio - 1) <= 0.01);
         }
     }
 
+    if (c.ring > 1) {
+        /* attention FLOPs of the ring ranks (every rank of a ring group submits its own tiles) */
+        double mine = sw_gpt_attention_flops(par), *all = malloc(sizeof(double) * (size_t)world);
+        if (!all) { perror("malloc"); return 99; }
+        MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+        double lo = all[0], hi = all[0];
+        for (int r = 0; r < world; r++) lo = all[r] < lo ? all[r] : lo, hi = all[r] > hi ? all[r] : hi;
+        int first = sw_mesh_world_rank(mesh, 0, 0, 0, 0), last = sw_mesh_world_rank(mesh, 0, 0, c.ring - 1, 0);
+        snprintf(line, sizeof line, "%s: attention FLOPs per rank %.4g .. %.4g (spread %.2f %%), last / first ring "
+                 "rank %.2fx", what, lo, hi, 100 * (hi - lo) / hi, all[last] / all[first]);
+        tu_check_ranks(line, c.zigzag ? (hi - lo) / hi <= 0.01 : all[last] > all[first]);
+        free(all);
+    }
     free(tok); free(tgt);
     sw_gpt_destroy(single);
     sw_gpt_destroy(par);

@@ -1,9 +1,11 @@
 #!/bin/sh
-# Tensor (+ sequence) parallel, data parallel and gradient-accumulated GPT
-# under mpirun against the single-rank model (tests/test_tp.c: losses of 3
-# steps, every gradient of the last), with and without sp and dropout, K/V
-# heads split (kv >= tp) and replicated (kv < tp); then bad input through
-# gpt_train: exit 2 on every rank, the message once, no hang.
+# Tensor (+ sequence) parallel, context parallel (Ulysses, Ring, USP), data
+# parallel and gradient-accumulated GPT under mpirun against the single-rank
+# model (tests/test_tp.c: losses of 3 steps, every gradient of the last,
+# Ring attention's FLOPs per rank), with and without sp, dropout and zigzag,
+# K/V heads split (kv >= tp) and replicated (kv < tp); then the traffic
+# against its formula and bad input through gpt_train: exit 2 on every rank,
+# the message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
 LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_tp"
@@ -32,9 +34,24 @@ run 4 --dp 4
 run 4 --dp 2 --sp --dropout 0.1     # dp 2 x tp 2
 run 2 --dp 2 --zero 1 --dropout 0.1 # ZeRO-1: moments and update sharded, gradients reduce-scattered
 run 4 --dp 2 --zero 1 --sp --grad-accum 2
-# the TP traffic the library counts equals its formula (2 ranks: every
-# collective is bandwidth-optimal there)
-for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp"; do
+# context parallelism (causal attention): Ulysses, Ring with and without
+# zigzag, USP, each with tp, and dp x ring
+run 2 --ulysses 2 --dropout 0.1
+run 4 --ulysses 4
+run 2 --ring 2 --dropout 0.1
+run 2 --ring 2 --no-zigzag
+run 4 --ring 4 --dropout 0.1 --kv-heads 2     # GQA
+run 4 --ring 4 --no-zigzag
+run 4 --ulysses 2 --ring 2 --dropout 0.1
+run 4 --ulysses 2 --ring 2 --kv-heads 2 --no-zigzag
+run 4 --ring 2 --sp --dropout 0.1             # tp 2 x ring 2
+run 4 --ulysses 2 --sp --kv-heads 4           # tp 2 x ulysses 2
+run 4 --ring 2 --dp 2 --dropout 0.1           # dp 2 x ring 2
+run 4 --ring 2 --dp 2 --zero 1
+# the TP, Ulysses and ring traffic the library counts equals its formula (2
+# ranks: every collective is bandwidth-optimal there)
+for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp" "--ulysses 2" \
+    "--ring 2" "--ring 2 --no-zigzag"; do
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --steps 2 --log "$TMPD/log.csv" $args > "$TMPD/out" 2>&1
   rc=$?
   line=$(grep -m 1 '^communication:' "$TMPD/out")
@@ -61,4 +78,9 @@ expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp
 expect_bad 2 "seq (63) must be divisible by tp (2) with sequence parallelism" --tp 2 --sp --seq 63
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (4*1*1*1*1 = 4)" --tp 4
 expect_bad 2 "batch (6) must be divisible by dp*grad-accum (2*2)" --dp 2 --grad-accum 2 --batch 6
+expect_bad 2 "heads (3) must be divisible by tp*ulysses (1*2)" --ulysses 2 --heads 3 --hidden 96
+expect_bad 2 "kv-heads (1) must be divisible by tp*ulysses (1*2)" --ulysses 2 --kv-heads 1
+expect_bad 2 "seq (62) must be divisible by 2*ring*ulysses (2*2*1) with zigzag" --ring 2 --seq 62
+expect_bad 2 "seq (63) must be divisible by ring*ulysses (2*1)" --ring 2 --seq 63 --no-zigzag
+expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*2*2*1*1 = 4)" --ulysses 2 --ring 2
 finish

@@ -99,6 +99,9 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root);
  * that is 0 mod p, or p == 1, copies send into recv locally (a task). One
  * tag per call. */
 void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift);
+/* The same on handles of the same shape (tiles, or column blocks of a
+ * wider tensor); recv NULL: in place on send. */
+void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift);
 
 /* All-to-all on the matrix view, dims 0 (rows) and 1 (cols): in (R) is split
  * along scatter_dim into p equal parts, part j goes to member j, and the p
@@ -111,6 +114,12 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
  * message otherwise); in != out. The parts are tiles of in and out (column
  * tiles are strided), the local part is copied by a task. One tag per call. */
 void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim);
+/* All-to-all on handles, n parts per member: send[j*n + i] (R) goes to
+ * member j and is received into member j's recv[me*n + i] (W); send[me*n + i]
+ * is copied into recv[me*n + i] by a task. Parts from and to one member have
+ * the same shapes (e.g. Ulysses' q, k and v column blocks as three parts).
+ * n tags per call. */
+void sw_alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,16 @@ typedef struct sw_gpt_config {
     float bucket_mb;        /* gradient bucket size for the dp all-reduce (MB; the first bucket is at most 1 MB) */
     int zero;               /* 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
                                with at least dp rows): gradients reduce-scattered, parameters all-gathered */
+    /* Context parallelism over the mesh's Ulysses x Ring group (USP, Ulysses
+     * inside): each of the ulysses*ring ranks holds seq/(ulysses*ring)
+     * positions of every sequence of the micro-batch. Ulysses exchanges
+     * Q, K, V by all-to-all (sequence gathered, heads scattered) around
+     * attention; Ring attention passes K/V blocks around the ring group and
+     * merges partial outputs by log-sum-exp. Gradients are summed over
+     * ulysses x ring x dp (and ZeRO-1 shards over them). */
+    int ulysses, ring;      /* degrees (1: none) */
+    int zigzag;             /* with ring > 1: ring rank r holds sequence chunks r and 2 ring - 1 - r of 2 ring
+                               (causal load balance; default 1) */
 } sw_gpt_config;
 
 void sw_gpt_config_default(sw_gpt_config *c);
@@ -149,6 +159,19 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
  * sw_comm_traffic(); at p > 2 small all-reduces use the direct algorithm,
  * which sends (p-1) N instead. */
 double sw_gpt_tp_bytes_model(const sw_gpt_config *c);
+
+/* Context parallelism: bytes one rank sends per training step on its
+ * Ulysses group (the q, k, v and output all-to-alls forward and backward,
+ * (U-1)/U of each local tensor) and on its ring group (K/V blocks: ring-1
+ * shifts forward and backward, their gradients ring shifts). */
+void sw_gpt_cp_bytes_model(const sw_gpt_config *c, double *ulysses_bytes, double *ring_bytes);
+/* Attention FLOPs this rank submitted in its last forward: 4 d per visible
+ * (query, key) pair of the submitted tiles, fully masked tiles skipped
+ * (Ring attention's load balance). */
+double sw_gpt_attention_flops(const sw_gpt *m);
+/* Global position of local position i (0 .. seq/(ulysses*ring) - 1) of
+ * this rank's rows (rows i*B .. i*B + B - 1). */
+int64_t sw_gpt_position(const sw_gpt *m, int64_t i);
 
 /* FLOPs of one training step (forward + backward, matmuls and attention). */
 double sw_gpt_step_flops(const sw_gpt_config *c);
