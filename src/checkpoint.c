@@ -15,12 +15,13 @@
 
 #include "starweave/runtime.h"
 
-#define MAGIC "SWCKPT01"
+#define MAGIC "SWCKPT02"
 
 /* what must match between the saving and the resuming run */
 typedef struct ckpt_header {
     char magic[8];
     int32_t layers, hidden, heads, kv_heads, vocab_padded, max_pos, tp, dp, zero, world, rank, nparams, step;
+    int32_t ulysses, ring, zigzag;
     uint64_t seed;
 } ckpt_header;
 
@@ -40,6 +41,7 @@ static ckpt_header header_of(sw_gpt *m, int step)
     memcpy(h.magic, MAGIC, 8);
     h.layers = c->layers, h.hidden = c->hidden, h.heads = c->heads, h.kv_heads = c->kv_heads;
     h.vocab_padded = c->vocab_padded, h.max_pos = c->max_pos, h.tp = c->tp, h.dp = c->dp, h.zero = c->zero;
+    h.ulysses = c->ulysses, h.ring = c->ring, h.zigzag = c->ring > 1 && c->zigzag;
     h.world = sw_world_size(), h.rank = sw_rank(), h.nparams = sw_gpt_num_params(c), h.step = step;
     h.seed = c->seed;
     return h;
@@ -161,12 +163,13 @@ static int mismatch(char *err, size_t n, const char *path, const ckpt_header *f,
         {"layers", f->layers, me->layers}, {"hidden", f->hidden, me->hidden}, {"heads", f->heads, me->heads},
         {"kv-heads", f->kv_heads, me->kv_heads}, {"padded vocabulary", f->vocab_padded, me->vocab_padded},
         {"max-pos", f->max_pos, me->max_pos}, {"number of ranks", f->world, me->world}, {"tp", f->tp, me->tp},
-        {"dp", f->dp, me->dp}, {"zero", f->zero, me->zero}, {"parameters", f->nparams, me->nparams}};
+        {"dp", f->dp, me->dp}, {"ulysses", f->ulysses, me->ulysses}, {"ring", f->ring, me->ring},
+        {"zigzag", f->zigzag, me->zigzag}, {"zero", f->zero, me->zero}, {"parameters", f->nparams, me->nparams}};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (fields[i].a != fields[i].b) {
             snprintf(err, n, "checkpoint %s does not match this run: %s %d in the checkpoint, %d here%s", path,
                      fields[i].name, fields[i].a, fields[i].b,
-                     i >= 6 && i <= 9 ? " (resume with the parallel layout it was saved with)" : "");
+                     i >= 6 && i <= 12 ? " (resume with the parallel layout it was saved with)" : "");
             return 1;
         }
     if (f->seed != me->seed) {

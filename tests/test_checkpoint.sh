@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checkpoint/resume (gpt_train --save/--resume): 10 steps equal 5 steps +
 # save + resume + 5 steps bit for bit in the logged losses (one rank, and
-# 2 ranks with tp 2 + sp, dropout on); a corrupt, truncated or mismatched
+# 2 ranks with tp 2 + sp, and with ring 2; dropout on); a corrupt,
+# truncated or mismatched (model, or parallel layout)
 # checkpoint is refused with a message and exit 2 on every rank; kill -9
 # during saves leaves the latest checkpoint loadable.
 . "${top_srcdir:-.}/tests/common.sh"
@@ -11,7 +12,7 @@ train() { # train NP ARGS...: gpt_train on NP ranks
   np=$1; shift
   if [ "$np" = 1 ]; then "$GPT_TRAIN" $ARGS "$@"; else SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" $ARGS "$@"; fi
 }
-for layout in "1" "2 --tp 2 --sp"; do
+for layout in "1" "2 --tp 2 --sp" "2 --ring 2"; do
   set -- $layout; np=$1; shift
   rm -rf "$TMPD/ck"
   train "$np" "$@" --steps 10 --log "$TMPD/full.csv" > "$TMPD/out" 2>&1 || cat "$TMPD/out"
@@ -32,6 +33,8 @@ expect_refused() { # expect_refused NP "message" ARGS...
   $ok || cat "$TMPD/out"
   check "refused ($*): exit $rc, '$(grep -m 1 -F -- "$msg" "$TMPD/out" | sed 's/^starweave: error: //')'" $ok
 }
+# the last layout's checkpoint (ring 2) into another split of the same ranks
+expect_refused 2 "does not match this run: ulysses 1 in the checkpoint, 2 here" --ulysses 2
 rm -rf "$TMPD/ck"
 train 1 --steps 3 --save "$TMPD/ck" --log "$TMPD/a.csv" > "$TMPD/out" 2>&1 || cat "$TMPD/out"
 f="$TMPD/ck/step-00000003/rank-00000.ckpt"
