@@ -7,6 +7,23 @@
 #include "codelet_util.h"
 #include "starweave/ops.h"
 
+/* The scalars as PyTorch forms them (Python floats), then used in fp32;
+ * shared by the CPU and the CUDA function. */
+static void adamw_scalars(const sw_adamw_args *a, float *b1, float *b2, float *c1, float *c2, float *eps,
+                          float *decay, float *step_size, float *bc2_sqrt)
+{
+    double bc1 = 1.0 - pow((double)a->beta1, (double)a->step);
+    double bc2 = 1.0 - pow((double)a->beta2, (double)a->step);
+    *decay = (float)(1.0 - (double)a->lr * (double)a->weight_decay);
+    *step_size = (float)((double)a->lr / bc1);
+    *bc2_sqrt = (float)sqrt(bc2);
+    *b1 = a->beta1;
+    *b2 = a->beta2;
+    *c1 = 1.0f - a->beta1;
+    *c2 = 1.0f - a->beta2;
+    *eps = a->eps;
+}
+
 /* buffers: param (RW), grad (R), m (RW), v (RW) */
 static void adamw_cpu(void *buffers[], void *cl_arg)
 {
@@ -17,13 +34,8 @@ static void adamw_cpu(void *buffers[], void *cl_arg)
     int64_t rows = SW_ROWS_OF(buffers[0]), cols = SW_COLS_OF(buffers[0]);
     int64_t ldp = SW_LD_OF(buffers[0]), ldg = SW_LD_OF(buffers[1]), ldm = SW_LD_OF(buffers[2]),
             ldv = SW_LD_OF(buffers[3]);
-    /* scalars as PyTorch forms them (Python floats), then used in fp32 */
-    double bc1 = 1.0 - pow((double)a.beta1, (double)a.step);
-    double bc2 = 1.0 - pow((double)a.beta2, (double)a.step);
-    const float decay = (float)(1.0 - (double)a.lr * (double)a.weight_decay);
-    const float step_size = (float)((double)a.lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    const float b1 = a.beta1, b2 = a.beta2, c1 = 1.0f - a.beta1, c2 = 1.0f - a.beta2, eps = a.eps;
+    float b1, b2, c1, c2, eps, decay, step_size, bc2_sqrt;
+    adamw_scalars(&a, &b1, &b2, &c1, &c2, &eps, &decay, &step_size, &bc2_sqrt);
     for (int64_t r = 0; r < rows; r++) {
         float *pr = p + r * ldp, *mr = m + r * ldm, *vr = v + r * ldv;
         const float *gr = g + r * ldg;
@@ -39,11 +51,29 @@ static void adamw_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static void adamw_cuda(void *buffers[], void *cl_arg)
+{
+    sw_adamw_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sw_cuda_adamw_scalars k;
+    adamw_scalars(&a, &k.b1, &k.b2, &k.c1, &k.c2, &k.eps, &k.decay, &k.step_size, &k.bc2_sqrt);
+    SW_CUDA_CHECK(sw_cuda_adamw(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                SW_LD_OF(buffers[1]), SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]),
+                                SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]), SW_ROWS_OF(buffers[0]),
+                                SW_COLS_OF(buffers[0]), k, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(adamw_model, "sw_adamw");
 
 static struct starpu_codelet adamw_cl = {
     .cpu_funcs = {adamw_cpu},
     .cpu_funcs_name = {"adamw_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {adamw_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW},
     .model = &adamw_model,

@@ -108,6 +108,59 @@ static void colsum_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static void add_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    same_shape(buffers[0], buffers[1]);
+    same_shape(buffers[0], buffers[2]);
+    SW_CUDA_CHECK(sw_cuda_add(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]), SW_LD_OF(buffers[1]),
+                              SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]), SW_ROWS_OF(buffers[0]),
+                              SW_COLS_OF(buffers[0]), starpu_cuda_get_local_stream()));
+}
+
+static void axpy_cuda(void *buffers[], void *cl_arg)
+{
+    float alpha;
+    starpu_codelet_unpack_args(cl_arg, &alpha);
+    same_shape(buffers[0], buffers[1]);
+    SW_CUDA_CHECK(sw_cuda_axpy(alpha, SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                               SW_LD_OF(buffers[1]), SW_ROWS_OF(buffers[0]), SW_COLS_OF(buffers[0]),
+                               starpu_cuda_get_local_stream()));
+}
+
+static void bias_add_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    SW_CUDA_CHECK(sw_cuda_bias_add(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                   sw_vec_inc(buffers[1]), SW_ROWS_OF(buffers[0]), C, starpu_cuda_get_local_stream()));
+}
+
+static void colsum_cuda(void *buffers[], void *cl_arg)
+{
+    struct colsum_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    SW_CUDA_CHECK(sw_cuda_colsum(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                 sw_vec_inc(buffers[1]), SW_ROWS_OF(buffers[0]), C, a.alpha, a.beta,
+                                 starpu_cuda_get_local_stream()));
+}
+
+static void copy_flat_cuda(void *buffers[], void *cl_arg)
+{
+    int accumulate;
+    starpu_codelet_unpack_args(cl_arg, &accumulate);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t RY = SW_ROWS_OF(buffers[1]), CY = SW_COLS_OF(buffers[1]);
+    STARPU_ASSERT_MSG(R * C == RY * CY, "copy_flat: %lld elements into %lld", (long long)(R * C), (long long)(RY * CY));
+    SW_CUDA_CHECK(sw_cuda_copy_flat(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), R, C, SW_F32_OF(buffers[1]),
+                                    SW_LD_OF(buffers[1]), RY, CY, accumulate, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(add_model, "sw_add");
 /* buffers: x (R), y (W, or RW when accumulating) */
 static void copy_flat_cpu(void *buffers[], void *cl_arg)
@@ -130,6 +183,10 @@ SW_PERFMODEL(copy_flat_model, "sw_copy_flat");
 static struct starpu_codelet copy_flat_cl = {
     .cpu_funcs = {copy_flat_cpu},
     .cpu_funcs_name = {"copy_flat_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {copy_flat_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &copy_flat_model,
     .name = "copy_flat",
@@ -148,6 +205,10 @@ SW_PERFMODEL(colsum_model, "sw_colsum");
 static struct starpu_codelet add_cl = {
     .cpu_funcs = {add_cpu},
     .cpu_funcs_name = {"add_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {add_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &add_model,
@@ -157,6 +218,10 @@ static struct starpu_codelet add_cl = {
 static struct starpu_codelet axpy_cl = {
     .cpu_funcs = {axpy_cpu},
     .cpu_funcs_name = {"axpy_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {axpy_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_RW},
     .model = &axpy_model,
@@ -166,6 +231,10 @@ static struct starpu_codelet axpy_cl = {
 static struct starpu_codelet bias_add_cl = {
     .cpu_funcs = {bias_add_cpu},
     .cpu_funcs_name = {"bias_add_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {bias_add_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_RW, STARPU_R},
     .model = &bias_add_model,
@@ -176,6 +245,10 @@ static struct starpu_codelet bias_add_cl = {
 static struct starpu_codelet colsum_cl = {
     .cpu_funcs = {colsum_cpu},
     .cpu_funcs_name = {"colsum_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {colsum_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &colsum_model,
     .name = "colsum",

@@ -335,6 +335,66 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
     free(L);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static sw_cuda_attn cuda_attn(const sw_attn_args *a, int nkv)
+{
+    STARPU_ASSERT_MSG(a->d >= 1 && a->d <= SW_CUDA_ATT_DMAX,
+                      "attention: the CUDA tile takes head dims 1..%d (d = %d)", SW_CUDA_ATT_DMAX, a->d);
+    sw_cuda_attn c;
+    memset(&c, 0, sizeof c);
+    c.batch = a->batch;
+    c.nh = a->nh;
+    c.nkv = nkv;
+    c.d = a->d;
+    c.sq = a->sq;
+    c.sk = a->sk;
+    c.q_pos0 = a->q_pos0;
+    c.k_pos0 = a->k_pos0;
+    c.causal = a->causal;
+    c.scale = a->scale;
+    c.dropout = a->dropout;
+    c.inv_keep = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
+    c.seed = a->key.seed;
+    c.step = a->key.step;
+    c.layer = a->key.layer;
+    c.op = a->key.op;
+    c.batch0 = a->key.batch0;
+    c.head0 = a->head0;
+    c.heads_total = a->heads_total;
+    c.seq_total = a->seq_total;
+    c.merge = a->merge;
+    c.accumulate = a->accumulate;
+    c.kv_accumulate = a->kv_accumulate;
+    return c;
+}
+
+/* buffers as attn_fwd_cpu */
+static void attn_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    sw_attn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]);
+    SW_CUDA_CHECK(sw_cuda_attn_fwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                   SW_LD_OF(buffers[1]), SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]),
+                                   SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]), SW_F32_OF(buffers[4]),
+                                   SW_LD_OF(buffers[4]), cuda_attn(&a, nkv), starpu_cuda_get_local_stream()));
+}
+
+/* buffers as attn_bwd_cpu */
+static void attn_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    sw_attn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]);
+    SW_CUDA_CHECK(sw_cuda_attn_bwd(
+        SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]), SW_LD_OF(buffers[1]),
+        SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]), SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]),
+        SW_F32_OF(buffers[4]), SW_LD_OF(buffers[4]), SW_F32_OF(buffers[5]), SW_LD_OF(buffers[5]),
+        SW_F32_OF(buffers[6]), SW_LD_OF(buffers[6]), SW_F32_OF(buffers[7]), SW_LD_OF(buffers[7]),
+        SW_F32_OF(buffers[8]), SW_LD_OF(buffers[8]), cuda_attn(&a, nkv), starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(attn_fwd_model, "sw_attn_fwd");
 SW_PERFMODEL(attn_bwd_model, "sw_attn_bwd");
 
@@ -342,6 +402,10 @@ SW_PERFMODEL(attn_bwd_model, "sw_attn_bwd");
 static struct starpu_codelet attn_fwd_cl = {
     .cpu_funcs = {attn_fwd_cpu},
     .cpu_funcs_name = {"attn_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {attn_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &attn_fwd_model,
     .name = "attn_fwd",
@@ -350,6 +414,10 @@ static struct starpu_codelet attn_fwd_cl = {
 static struct starpu_codelet attn_bwd_cl = {
     .cpu_funcs = {attn_bwd_cpu},
     .cpu_funcs_name = {"attn_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {attn_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &attn_bwd_model,
     .name = "attn_bwd",

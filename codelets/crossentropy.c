@@ -127,6 +127,57 @@ static void ce_bwd_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static void ce_max_cuda(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    SW_CUDA_CHECK(sw_cuda_ce_max(SW_F32_OF(buffers[0]), SW_ROWS_OF(buffers[0]), SW_LD_OF(buffers[0]),
+                                 valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab), SW_F32_OF(buffers[1]),
+                                 sw_vec_inc(buffers[1]), starpu_cuda_get_local_stream()));
+}
+
+static void ce_target_cuda(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    SW_CUDA_CHECK(sw_cuda_ce_target(SW_F32_OF(buffers[0]), SW_ROWS_OF(buffers[0]), SW_COLS_OF(buffers[0]),
+                                    SW_LD_OF(buffers[0]), SW_I32_OF(buffers[1]), sw_vec_inc(buffers[1]),
+                                    SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]), a.vocab0,
+                                    starpu_cuda_get_local_stream()));
+}
+
+static void ce_sumexp_cuda(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    SW_CUDA_CHECK(sw_cuda_ce_sumexp(SW_F32_OF(buffers[0]), SW_ROWS_OF(buffers[0]), SW_LD_OF(buffers[0]),
+                                    valid_cols(SW_COLS_OF(buffers[0]), a.vocab0, a.vocab), SW_F32_OF(buffers[1]),
+                                    sw_vec_inc(buffers[1]), SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]),
+                                    starpu_cuda_get_local_stream()));
+}
+
+static void ce_loss_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    SW_CUDA_CHECK(sw_cuda_ce_loss(SW_F32_OF(buffers[0]), sw_vec_inc(buffers[0]), SW_F32_OF(buffers[1]),
+                                  sw_vec_inc(buffers[1]), SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]),
+                                  SW_F32_OF(buffers[3]), sw_vec_inc(buffers[3]), SW_NUMEL_OF(buffers[3]),
+                                  starpu_cuda_get_local_stream()));
+}
+
+static void ce_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct ce_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t vb = SW_COLS_OF(buffers[0]);
+    SW_CUDA_CHECK(sw_cuda_ce_bwd(SW_F32_OF(buffers[0]), SW_ROWS_OF(buffers[0]), vb, SW_LD_OF(buffers[0]),
+                                 valid_cols(vb, a.vocab0, a.vocab), SW_F32_OF(buffers[1]), sw_vec_inc(buffers[1]),
+                                 SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]), SW_I32_OF(buffers[3]),
+                                 sw_vec_inc(buffers[3]), a.vocab0, a.scale, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(ce_max_model, "sw_ce_max");
 SW_PERFMODEL(ce_target_model, "sw_ce_target");
 SW_PERFMODEL(ce_sumexp_model, "sw_ce_sumexp");
@@ -136,6 +187,10 @@ SW_PERFMODEL(ce_bwd_model, "sw_ce_bwd");
 static struct starpu_codelet ce_max_cl = {
     .cpu_funcs = {ce_max_cpu},
     .cpu_funcs_name = {"ce_max_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {ce_max_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &ce_max_model,
@@ -145,6 +200,10 @@ static struct starpu_codelet ce_max_cl = {
 static struct starpu_codelet ce_target_cl = {
     .cpu_funcs = {ce_target_cpu},
     .cpu_funcs_name = {"ce_target_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {ce_target_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &ce_target_model,
@@ -154,6 +213,10 @@ static struct starpu_codelet ce_target_cl = {
 static struct starpu_codelet ce_sumexp_cl = {
     .cpu_funcs = {ce_sumexp_cpu},
     .cpu_funcs_name = {"ce_sumexp_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {ce_sumexp_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &ce_sumexp_model,
@@ -163,6 +226,10 @@ static struct starpu_codelet ce_sumexp_cl = {
 static struct starpu_codelet ce_loss_cl = {
     .cpu_funcs = {ce_loss_cpu},
     .cpu_funcs_name = {"ce_loss_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {ce_loss_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &ce_loss_model,
@@ -172,6 +239,10 @@ static struct starpu_codelet ce_loss_cl = {
 static struct starpu_codelet ce_bwd_cl = {
     .cpu_funcs = {ce_bwd_cpu},
     .cpu_funcs_name = {"ce_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {ce_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_RW, STARPU_R, STARPU_R, STARPU_R},
     .model = &ce_bwd_model,

@@ -63,12 +63,59 @@ static void dropout_bwd_cpu(void *buffers[], void *cl_arg)
     dropout_apply(g, ld, g, ld, SW_ROWS_OF(buffers[0]), SW_COLS_OF(buffers[0]), &a);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static sw_cuda_rng cuda_rng(const sw_rng_key *k)
+{
+    sw_cuda_rng r = {k->seed, k->step, k->layer, k->op, k->row0, k->col0, k->ld_global,
+                     k->batch0, k->batch_local, k->batch_global};
+    return r;
+}
+
+/* buffers: x, y */
+static void dropout_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct dropout_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    const int64_t ldx = SW_LD_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    if (a.p == 0.0f) { /* a copy, as on the CPU */
+        if (R > 0 && C > 0)
+            SW_CUDA_CHECK(cudaMemcpy2DAsync(SW_F32_OF(buffers[1]), sizeof(float) * (size_t)ldy, SW_F32_OF(buffers[0]),
+                                            sizeof(float) * (size_t)ldx, sizeof(float) * (size_t)C, (size_t)R,
+                                            cudaMemcpyDeviceToDevice, s));
+        return;
+    }
+    const float scale = a.p < 1.0f ? 1.0f / (1.0f - a.p) : 0.0f;
+    SW_CUDA_CHECK(sw_cuda_dropout(SW_F32_OF(buffers[0]), ldx, SW_F32_OF(buffers[1]), ldy, R, C, cuda_rng(&a.key),
+                                  a.p, scale, s));
+}
+
+/* buffers: grad */
+static void dropout_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct dropout_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    if (a.p == 0.0f) return;
+    float *g = SW_F32_OF(buffers[0]);
+    const int64_t ld = SW_LD_OF(buffers[0]);
+    const float scale = a.p < 1.0f ? 1.0f / (1.0f - a.p) : 0.0f;
+    SW_CUDA_CHECK(sw_cuda_dropout(g, ld, g, ld, SW_ROWS_OF(buffers[0]), SW_COLS_OF(buffers[0]), cuda_rng(&a.key), a.p,
+                                  scale, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(dropout_fwd_model, "sw_dropout_fwd");
 SW_PERFMODEL(dropout_bwd_model, "sw_dropout_bwd");
 
 static struct starpu_codelet dropout_fwd_cl = {
     .cpu_funcs = {dropout_fwd_cpu},
     .cpu_funcs_name = {"dropout_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {dropout_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &dropout_fwd_model,
@@ -78,6 +125,10 @@ static struct starpu_codelet dropout_fwd_cl = {
 static struct starpu_codelet dropout_bwd_cl = {
     .cpu_funcs = {dropout_bwd_cpu},
     .cpu_funcs_name = {"dropout_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {dropout_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 1,
     .modes = {STARPU_RW},
     .model = &dropout_bwd_model,

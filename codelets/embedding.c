@@ -66,12 +66,48 @@ static void emb_bwd_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static sw_cuda_emb cuda_emb(const struct emb_args *e)
+{
+    sw_cuda_emb c = {e->row0, e->pos0, e->vocab0, e->batch, e->zero_wpe, e->with_wpe};
+    return c;
+}
+
+/* buffers as emb_fwd_cpu */
+static void emb_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct emb_args e;
+    starpu_codelet_unpack_args(cl_arg, &e);
+    SW_CUDA_CHECK(sw_cuda_embedding_fwd(SW_I32_OF(buffers[0]), sw_vec_inc(buffers[0]), SW_F32_OF(buffers[1]),
+                                        SW_ROWS_OF(buffers[1]), SW_LD_OF(buffers[1]), SW_F32_OF(buffers[2]),
+                                        SW_LD_OF(buffers[2]), SW_F32_OF(buffers[3]), SW_ROWS_OF(buffers[3]),
+                                        SW_COLS_OF(buffers[3]), SW_LD_OF(buffers[3]), cuda_emb(&e),
+                                        starpu_cuda_get_local_stream()));
+}
+
+/* buffers as emb_bwd_cpu */
+static void emb_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct emb_args e;
+    starpu_codelet_unpack_args(cl_arg, &e);
+    SW_CUDA_CHECK(sw_cuda_embedding_bwd(SW_I32_OF(buffers[0]), sw_vec_inc(buffers[0]), SW_F32_OF(buffers[1]),
+                                        SW_ROWS_OF(buffers[1]), SW_COLS_OF(buffers[1]), SW_LD_OF(buffers[1]),
+                                        SW_F32_OF(buffers[2]), SW_ROWS_OF(buffers[2]), SW_LD_OF(buffers[2]),
+                                        SW_F32_OF(buffers[3]), SW_ROWS_OF(buffers[3]), SW_COLS_OF(buffers[3]),
+                                        SW_LD_OF(buffers[3]), cuda_emb(&e), starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(emb_fwd_model, "sw_embedding_fwd");
 SW_PERFMODEL(emb_bwd_model, "sw_embedding_bwd");
 
 static struct starpu_codelet emb_fwd_cl = {
     .cpu_funcs = {emb_fwd_cpu},
     .cpu_funcs_name = {"emb_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {emb_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &emb_fwd_model,
@@ -82,6 +118,10 @@ static struct starpu_codelet emb_fwd_cl = {
 static struct starpu_codelet emb_bwd_cl = {
     .cpu_funcs = {emb_bwd_cpu},
     .cpu_funcs_name = {"emb_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {emb_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &emb_bwd_model,
     .name = "embedding_bwd",

@@ -64,12 +64,36 @@ static void gelu_bwd_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static void gelu_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    SW_CUDA_CHECK(sw_cuda_gelu_fwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                   SW_LD_OF(buffers[1]), R, C, starpu_cuda_get_local_stream()));
+}
+
+static void gelu_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    SW_CUDA_CHECK(sw_cuda_gelu_bwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                   SW_LD_OF(buffers[1]), R, C, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(gelu_fwd_model, "sw_gelu_fwd");
 SW_PERFMODEL(gelu_bwd_model, "sw_gelu_bwd");
 
 static struct starpu_codelet gelu_fwd_cl = {
     .cpu_funcs = {gelu_fwd_cpu},
     .cpu_funcs_name = {"gelu_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {gelu_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &gelu_fwd_model,
@@ -79,6 +103,10 @@ static struct starpu_codelet gelu_fwd_cl = {
 static struct starpu_codelet gelu_bwd_cl = {
     .cpu_funcs = {gelu_bwd_cpu},
     .cpu_funcs_name = {"gelu_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {gelu_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_RW},
     .model = &gelu_bwd_model,

@@ -1,11 +1,16 @@
-/* GEMM through CBLAS: C[m,n] = alpha op(A) op(B) + beta C (+ bias row).
- * OpenBLAS runs single-threaded inside the task; parallelism comes from
- * tiling in the graph builders. */
+/* GEMM through CBLAS (CPU) and cuBLAS (CUDA): C[m,n] = alpha op(A) op(B) +
+ * beta C (+ bias row). OpenBLAS runs single-threaded inside the task;
+ * parallelism comes from tiling in the graph builders. */
 #include <cblas.h>
 #include <string.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
+#ifdef STARWEAVE_USE_CUDA
+#include <starpu_cublas_v2.h>
+
+#include "simd.h"
+#endif
 
 struct gemm_args {
     int transA, transB;
@@ -46,6 +51,45 @@ static void gemm_bias_cpu(void *buffers[], void *cl_arg)
                 (int)SW_LD_OF(buffers[1]), 1.0f, c, (int)ldc);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
+ * gets B first, with the worker's handle (bound to its stream by
+ * starpu_cublas_init). fp32 throughout: cuBLAS's default math mode uses no
+ * TF32. */
+static void gemm_cublas(const struct gemm_args *g, int m, int n, int k, const float *A, int lda, const float *B,
+                        int ldb, float beta, float *C, int ldc)
+{
+    cublasStatus_t st = cublasSgemm(starpu_cublas_get_local_handle(), g->transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g->transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &g->alpha, B, ldb, A, lda,
+                                    &beta, C, ldc);
+    if (st != CUBLAS_STATUS_SUCCESS) STARPU_CUBLAS_REPORT_ERROR(st);
+}
+
+static void gemm_cuda(void *buffers[], void *cl_arg)
+{
+    struct gemm_args g;
+    starpu_codelet_unpack_args(cl_arg, &g);
+    int m, n, k;
+    gemm_dims(buffers, &g, &m, &n, &k);
+    gemm_cublas(&g, m, n, k, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                (int)SW_LD_OF(buffers[1]), g.beta, SW_F32_OF(buffers[2]), (int)SW_LD_OF(buffers[2]));
+}
+
+static void gemm_bias_cuda(void *buffers[], void *cl_arg)
+{
+    struct gemm_args g;
+    starpu_codelet_unpack_args(cl_arg, &g);
+    int m, n, k;
+    gemm_dims(buffers, &g, &m, &n, &k);
+    float *c = SW_F32_OF(buffers[3]);
+    const int64_t ldc = SW_LD_OF(buffers[3]);
+    SW_CUDA_CHECK(sw_cuda_bias_rows(c, ldc, SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]), m, n,
+                                    starpu_cuda_get_local_stream()));
+    gemm_cublas(&g, m, n, k, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                (int)SW_LD_OF(buffers[1]), 1.0f, c, (int)ldc);
+}
+#endif
+
 SW_PERFMODEL(gemm_model, "sw_gemm");
 SW_PERFMODEL(gemm_bias_model, "sw_gemm_bias");
 
@@ -54,6 +98,10 @@ SW_PERFMODEL(gemm_bias_model, "sw_gemm_bias");
 static struct starpu_codelet gemm_cl = {
     .cpu_funcs = {gemm_cpu},
     .cpu_funcs_name = {"gemm_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {gemm_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &gemm_model,
     .name = "gemm",
@@ -62,6 +110,10 @@ static struct starpu_codelet gemm_cl = {
 static struct starpu_codelet gemm_bias_cl = {
     .cpu_funcs = {gemm_bias_cpu},
     .cpu_funcs_name = {"gemm_bias_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {gemm_bias_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &gemm_bias_model,

@@ -133,12 +133,53 @@ static void layernorm_bwd_cpu(void *buffers[], void *cl_arg)
     free(tw);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+/* buffers as layernorm_fwd_cpu */
+static void layernorm_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    float eps;
+    starpu_codelet_unpack_args(cl_arg, &eps);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C && SW_NUMEL_OF(buffers[2]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[3]) == R && SW_COLS_OF(buffers[3]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[4]) == R && SW_NUMEL_OF(buffers[5]) == R);
+    SW_CUDA_CHECK(sw_cuda_layernorm_fwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                        sw_vec_inc(buffers[1]), SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]),
+                                        SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]), SW_F32_OF(buffers[4]),
+                                        sw_vec_inc(buffers[4]), SW_F32_OF(buffers[5]), sw_vec_inc(buffers[5]), R, C,
+                                        eps, starpu_cuda_get_local_stream()));
+}
+
+/* buffers as layernorm_bwd_cpu */
+static void layernorm_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct ln_bwd_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[1]), C = SW_COLS_OF(buffers[1]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[5]) == R && SW_COLS_OF(buffers[5]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[2]) == C && SW_NUMEL_OF(buffers[6]) == C &&
+                  SW_NUMEL_OF(buffers[7]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R && SW_NUMEL_OF(buffers[4]) == R);
+    SW_CUDA_CHECK(sw_cuda_layernorm_bwd(
+        SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]), SW_LD_OF(buffers[1]),
+        SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]), SW_F32_OF(buffers[3]), sw_vec_inc(buffers[3]),
+        SW_F32_OF(buffers[4]), sw_vec_inc(buffers[4]), SW_F32_OF(buffers[5]), SW_LD_OF(buffers[5]),
+        SW_F32_OF(buffers[6]), sw_vec_inc(buffers[6]), SW_F32_OF(buffers[7]), sw_vec_inc(buffers[7]), R, C,
+        a.accumulate, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(layernorm_fwd_model, "sw_layernorm_fwd");
 SW_PERFMODEL(layernorm_bwd_model, "sw_layernorm_bwd");
 
 static struct starpu_codelet layernorm_fwd_cl = {
     .cpu_funcs = {layernorm_fwd_cpu},
     .cpu_funcs_name = {"layernorm_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {layernorm_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 6,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W},
     .model = &layernorm_fwd_model,
@@ -149,6 +190,10 @@ static struct starpu_codelet layernorm_fwd_cl = {
 static struct starpu_codelet layernorm_bwd_cl = {
     .cpu_funcs = {layernorm_bwd_cpu},
     .cpu_funcs_name = {"layernorm_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {layernorm_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &layernorm_bwd_model,
     .name = "layernorm_bwd",

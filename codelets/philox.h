@@ -5,10 +5,12 @@
 
 #include <stdint.h>
 
+#ifndef SW_HD /* also in fastmath.h */
 #ifdef __CUDACC__
 #define SW_HD __host__ __device__ __forceinline__
 #else
 #define SW_HD static inline
+#endif
 #endif
 
 SW_HD uint32_t sw_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi)

@@ -105,12 +105,50 @@ static void rmsnorm_bwd_cpu(void *buffers[], void *cl_arg)
     free(tw);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+/* buffers as rmsnorm_fwd_cpu */
+static void rmsnorm_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    float eps;
+    starpu_codelet_unpack_args(cl_arg, &eps);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[1]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[2]) == R && SW_COLS_OF(buffers[2]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
+    SW_CUDA_CHECK(sw_cuda_rmsnorm_fwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                      sw_vec_inc(buffers[1]), SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]),
+                                      SW_F32_OF(buffers[3]), sw_vec_inc(buffers[3]), R, C, eps,
+                                      starpu_cuda_get_local_stream()));
+}
+
+/* buffers as rmsnorm_bwd_cpu */
+static void rmsnorm_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    struct rms_bwd_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int64_t R = SW_ROWS_OF(buffers[1]), C = SW_COLS_OF(buffers[1]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[0]) == R && SW_COLS_OF(buffers[0]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[4]) == R && SW_COLS_OF(buffers[4]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[2]) == C && SW_NUMEL_OF(buffers[5]) == C);
+    STARPU_ASSERT(SW_NUMEL_OF(buffers[3]) == R);
+    SW_CUDA_CHECK(sw_cuda_rmsnorm_bwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                      SW_LD_OF(buffers[1]), SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]),
+                                      SW_F32_OF(buffers[3]), sw_vec_inc(buffers[3]), SW_F32_OF(buffers[4]),
+                                      SW_LD_OF(buffers[4]), SW_F32_OF(buffers[5]), sw_vec_inc(buffers[5]), R, C,
+                                      a.accumulate, starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(rmsnorm_fwd_model, "sw_rmsnorm_fwd");
 SW_PERFMODEL(rmsnorm_bwd_model, "sw_rmsnorm_bwd");
 
 static struct starpu_codelet rmsnorm_fwd_cl = {
     .cpu_funcs = {rmsnorm_fwd_cpu},
     .cpu_funcs_name = {"rmsnorm_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {rmsnorm_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_W},
     .model = &rmsnorm_fwd_model,
@@ -121,6 +159,10 @@ static struct starpu_codelet rmsnorm_fwd_cl = {
 static struct starpu_codelet rmsnorm_bwd_cl = {
     .cpu_funcs = {rmsnorm_bwd_cpu},
     .cpu_funcs_name = {"rmsnorm_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {rmsnorm_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &rmsnorm_bwd_model,
     .name = "rmsnorm_bwd",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codelet_util.h"
+#include "fastmath.h"
 
 /* Row reductions in GNU C vector extensions: GCC lowers them to the widest
  * SIMD the target has (AVX-512, 2x AVX2, 4x SSE), while a plain float
@@ -69,30 +70,6 @@ static inline float sw_row_max(const float *x, int64_t n)
     for (int j = 0; j < SW_VL; j++) m = vm[j] > m ? vm[j] : m;
     for (; c < n; c++) m = x[c] > m ? x[c] : m;
     return m;
-}
-
-/* exp(x) within ~2 ulp on [-86.6, 88.72]; 0 below (true value < 2.4e-38),
- * +inf above, NaN for NaN. Branch-free so that GCC vectorises callers. */
-static inline float sw_expf(float x)
-{
-    const float lo = -86.6f, hi = 88.72f;
-    float xc = x < lo ? lo : (x > hi ? hi : x);
-    /* n = round(xc / ln 2) by the 1.5 * 2^23 trick: the low mantissa bits of t are n */
-    union { float f; uint32_t u; } t = {xc * 1.44269504088896341f + 12582912.0f};
-    float n = t.f - 12582912.0f;
-    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    /* 2^n as 2^(n-1) * 2 so that n = 128 (x near 88.7) stays finite; n >= -125 */
-    union { uint32_t u; float f; } s = {(t.u - 0x4B400000u + 126u) << 23};
-    float e = p * s.f * 2.0f;
-    e = x < lo ? 0.0f : e;
-    return x > hi ? INFINITY : e;
 }
 
 #endif

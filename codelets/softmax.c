@@ -66,12 +66,38 @@ static void softmax_bwd_cpu(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef STARWEAVE_USE_CUDA
+static void softmax_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    SW_CUDA_CHECK(sw_cuda_softmax_fwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                      SW_LD_OF(buffers[1]), R, C, starpu_cuda_get_local_stream()));
+}
+
+static void softmax_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[1]) == R && SW_COLS_OF(buffers[1]) == C);
+    STARPU_ASSERT(SW_ROWS_OF(buffers[2]) == R && SW_COLS_OF(buffers[2]) == C);
+    SW_CUDA_CHECK(sw_cuda_softmax_bwd(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
+                                      SW_LD_OF(buffers[1]), SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]), R, C,
+                                      starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(softmax_fwd_model, "sw_softmax_fwd");
 SW_PERFMODEL(softmax_bwd_model, "sw_softmax_bwd");
 
 static struct starpu_codelet softmax_fwd_cl = {
     .cpu_funcs = {softmax_fwd_cpu},
     .cpu_funcs_name = {"softmax_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {softmax_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &softmax_fwd_model,
@@ -81,6 +107,10 @@ static struct starpu_codelet softmax_fwd_cl = {
 static struct starpu_codelet softmax_bwd_cl = {
     .cpu_funcs = {softmax_bwd_cpu},
     .cpu_funcs_name = {"softmax_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {softmax_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &softmax_bwd_model,

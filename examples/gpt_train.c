@@ -21,7 +21,7 @@ typedef struct train_opts {
     int profile;
     int memory_report;
     const char *save, *resume;
-    const char *trace;
+    const char *trace, *dag;
     int save_every;
 } train_opts;
 
@@ -71,6 +71,8 @@ static void usage(FILE *f)
             "  --memory-report   saved activation bytes per layer and rank: model and measured\n"
             "  --trace FILE      trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
             "                    FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step\n"
+            "  --dag FILE        task graph of the first step run (step 1, or the one after --resume),\n"
+            "                    all ranks, as Graphviz dot: tasks and MPI requests, their dependencies\n"
             "checkpoints:\n"
             "  --save DIR        write a checkpoint into DIR after the last step (and every --save-every)\n"
             "  --save-every N    also every N steps (0: only at the end)\n"
@@ -111,7 +113,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->quiet = 0;
     o->profile = 0;
     o->memory_report = 0;
-    o->save = o->resume = o->trace = NULL;
+    o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
@@ -166,6 +168,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--save")) o->save = v;
         else if (!strcmp(a, "--trace")) o->trace = v;
+        else if (!strcmp(a, "--dag")) o->dag = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else sw_usage_error("unknown flag '%s' (see --help)", a);
@@ -308,6 +311,20 @@ static void write_trace(const char *path)
            sw_world_size(), path, path, path);
 }
 
+/* The task graph recorded (one step), every rank's, in one dot file. Collective. */
+static void write_dag(const char *path, int step)
+{
+    if (sw_trace_dag_write(path) != 0) {
+        if (sw_rank() == 0) fprintf(stderr, "gpt_train: could not write the task graph %s\n", path);
+        return;
+    }
+    long tasks, requests, edges, messages;
+    sw_trace_dag_counts(&tasks, &requests, &edges, &messages);
+    if (sw_rank() == 0)
+        printf("gpt_train: task graph of step %d in %s: %ld nodes (%ld tasks, %ld requests), %ld edges, %ld messages\n",
+               step, path, tasks + requests, tasks, requests, edges, messages);
+}
+
 /* Task time per codelet over steps 2..N, against the workers' wall time. */
 static void print_profile(double wall_ms)
 {
@@ -429,6 +446,7 @@ int main(int argc, char **argv)
     if (o.trace) sw_trace_enable(1);
     for (int step = step0 + 1; step <= o.steps; step++) {
         sw_trace_mark_step(step);
+        if (o.dag) sw_trace_dag_enable(step == step0 + 1); /* the first step's submission */
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
         for (int k = 0; k < c->grad_accum; k++) {
@@ -439,6 +457,7 @@ int main(int argc, char **argv)
             if (step > step0 + 1) submit_ms += now_ms() - ts;
         }
         sw_gpt_update(m, step);
+        sw_trace_dag_enable(0);
         loss = sw_gpt_read_loss(m);
         starpu_task_wait_for_all();
         double ms = now_ms() - t0;
@@ -473,6 +492,7 @@ int main(int argc, char **argv)
     }
     if (o.memory_report) memory_report(m);
     if (o.trace) write_trace(o.trace);
+    if (o.dag) write_dag(o.dag, step0 + 1);
     if (c->tp > 1) {
         double sent;
         long calls;

@@ -1078,11 +1078,10 @@ static void sum_replicated_kv_grads(sw_gpt *m, int layer)
     sw_tensor *mine[2] = {m->kvw_mine, m->kvb_mine}, *all[2] = {m->kvw_all, m->kvb_all};
     for (int k = 0; k < 2; k++) {
         sw_split split = k == 0 ? SW_ROWS : SW_COLS;
-        SW_CHECK(starpu_data_cpy(whole_w(mine[k]), sw_tensor_split(grads[k], split, 2, wsz, STARPU_R)[1], 1, NULL,
-                                 NULL));
+        sw_copy(whole_w(mine[k]), sw_tensor_split(grads[k], split, 2, wsz, STARPU_R)[1]);
         sw_allgather(m->tp.comm, SW_GROUP_TP, mine[k], all[k]);
         starpu_data_handle_t *from = sw_tensor_tiles(all[k], SW_ROWS, t, STARPU_R);
-        SW_CHECK(starpu_data_cpy(sw_tensor_split(grads[k], split, 2, wsz, STARPU_W)[1], from[first], 1, NULL, NULL));
+        sw_copy(sw_tensor_split(grads[k], split, 2, wsz, STARPU_W)[1], from[first]);
         for (int s = first + 1; s < first + per; s++)
             sw_axpy(1.0f, from[s], sw_tensor_split(grads[k], split, 2, wsz, STARPU_RW)[1]);
     }
@@ -1133,7 +1132,7 @@ static void embedding_forward(sw_gpt *m, int step)
             sw_rng_key k = drop_key(m, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i);
             sw_dropout_fwd(piece(m, 1, x0, i, STARPU_R), piece(m, 1, m->x[0], i, STARPU_W), c->dropout, &k);
         } else {
-            SW_CHECK(starpu_data_cpy(piece(m, 1, m->x[0], i, STARPU_W), piece(m, 1, x0, i, STARPU_R), 1, NULL, NULL));
+            sw_copy(piece(m, 1, m->x[0], i, STARPU_W), piece(m, 1, x0, i, STARPU_R));
         }
     }
 }

@@ -228,13 +228,6 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
     return t;
 }
 
-/* dst = src, asynchronous; declared to sw_trace's task graph, which passes
- * dependencies through copies */
-static void copy(starpu_data_handle_t dst, starpu_data_handle_t src)
-{
-    SW_CHECK(starpu_data_cpy(dst, src, 1, NULL, NULL));
-}
-
 /* every send of a collective on g goes through here: it counts the bytes */
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
@@ -410,12 +403,12 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     starpu_data_handle_t src = sw_tensor_whole(in, STARPU_R);
     if (p == 1) {
-        copy(sw_tensor_whole(out, STARPU_W), src);
+        sw_copy(sw_tensor_whole(out, STARPU_W), src);
         return;
     }
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
     allgather_ring(c, g, o, src, "allgather");
-    copy(o[r], src);
+    sw_copy(o[r], src);
 }
 
 void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
@@ -439,7 +432,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
     check_rows("sw_reduce_scatter", c, g, in, out);
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p == 1) {
-        copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
+        sw_copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
         return;
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
@@ -508,7 +501,7 @@ void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, st
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_ring_shift: group out of range", -EINVAL);
     const int k = mod(shift, p);
     if (k == 0) {
-        if (recv) copy(recv, send);
+        if (recv) sw_copy(recv, send);
         return;
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
@@ -519,7 +512,7 @@ void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, st
         /* in place: the receive must not wait for the send to leave (a
          * cycle around the ring): send from a copy */
         tmp = temp_like(send);
-        copy(tmp, send);
+        sw_copy(tmp, send);
         src = tmp;
         recv = send;
     }
@@ -560,7 +553,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
         sw_fail(__FILE__, __LINE__, "sw_alltoall: out has the wrong shape", -EINVAL);
     }
     if (p == 1) {
-        copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
+        sw_copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
         return;
     }
     sw_alltoall_parts(c, g, 1, sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R),
@@ -572,7 +565,7 @@ void sw_alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
     for (int i = 0; i < n; i++) /* the local parts */
-        copy(recv[r * n + i], send[r * n + i]);
+        sw_copy(recv[r * n + i], send[r * n + i]);
     if (p == 1) return;
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
     const int64_t tag = take_tags(c, g, n);

@@ -1,4 +1,6 @@
 /* Runtime singleton: the only place that starts and stops StarPU / StarPU-MPI. */
+#include "config.h"
+
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -19,7 +21,8 @@
 static struct {
     int started;
     int rank, size;
-} sw_rt = {0, 0, 1};
+    unsigned task_where; /* sw_set_task_where */
+} sw_rt = {0, 0, 1, 0};
 
 void sw_options_default(sw_options *opt)
 {
@@ -27,7 +30,41 @@ void sw_options_default(sw_options *opt)
     opt->sched = NULL;
     opt->quiet = 0;
     opt->idle_sleep_us = -1;
+    opt->ncuda = -1;
 }
+
+#ifdef STARWEAVE_USE_CUDA
+/* CUDA workers for this rank, set in conf: $STARPU_NCUDA /
+ * $STARPU_WORKERS_CUDAID as StarPU read them, unless opt->ncuda >= 0 asks
+ * for a number; by default every GPU. Ranks sharing a node (and not told
+ * otherwise by the environment) take GPUs of their own: n each, from local
+ * rank * n on (mod the GPUs), n = 1 by default; each rank's NCCL
+ * communicators then sit on their own device, which NCCL requires. Returns
+ * the number of GPUs the rank will use (0 on a machine without), for the
+ * CPU worker count. */
+static int choose_cuda_workers(struct starpu_conf *conf, const sw_options *opt, int local_rank, int local_size)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0; /* no driver or no device */
+    int want = opt->ncuda;
+    if (want < 0 && (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID"))) /* read by starpu_conf_init */
+        return conf->ncuda >= 0 && conf->ncuda < ndev ? conf->ncuda : ndev;
+    if (ndev > STARPU_MAXCUDADEVS) ndev = STARPU_MAXCUDADEVS;
+    if (want < 0 && local_size == 1) { /* StarPU's default: every GPU */
+        conf->ncuda = -1;
+        return ndev;
+    }
+    if (want < 0) want = 1;
+    if (want > ndev) want = ndev;
+    conf->ncuda = want;
+    if (local_size > 1 && want > 0) {
+        conf->use_explicit_workers_cuda_gpuid = 1;
+        for (int i = 0; i < want && i < STARPU_NMAXWORKERS; i++)
+            conf->workers_cuda_gpuid[i] = (unsigned)((local_rank * want + i) % ndev);
+    }
+    return want;
+}
+#endif
 
 /* Debian's OpenBLAS 0.3.21 does not know recent Xeons and falls back to its
  * SSE3 "Prescott" kernels: measured 22-30 GFLOP/s per core instead of
@@ -94,14 +131,22 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     struct starpu_conf conf;
     SW_CHECK(starpu_conf_init(&conf));
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef STARWEAVE_USE_CUDA
+    /* each CUDA worker has a driver thread of its own on a core */
+    const int ngpu = choose_cuda_workers(&conf, &opt, env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local_size);
+#else
+    const int ngpu = 0;
+    conf.ncuda = 0;
+#endif
     if (opt.ncpus > 0)
         conf.ncpus = opt.ncpus;
-    else if (getenv("STARPU_NCPU") == NULL) /* StarPU-MPI would otherwise reserve a core */
-        conf.ncpus = ncores / local_size > 0 ? (int)(ncores / local_size) : 1;
+    else if (getenv("STARPU_NCPU") == NULL) { /* StarPU-MPI would otherwise reserve a core */
+        long n = ncores / local_size - ngpu;
+        conf.ncpus = n > 0 ? (int)n : 1;
+    }
     /* starpu_conf_init already read the environment; what sw_options sets
      * explicitly (--ncpus, --sched) wins over it */
     conf.precedence_over_environment_variables = 1;
-    conf.ncuda = 0;
     conf.nopencl = 0;
     if (opt.sched) conf.sched_policy_name = opt.sched;
     else if (getenv("STARPU_SCHED") == NULL) conf.sched_policy_name = "lws";
@@ -132,11 +177,22 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     }
     SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &sw_rt.rank));
     SW_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &sw_rt.size));
+#ifdef STARWEAVE_USE_CUDA
+    /* one cuBLAS handle per CUDA worker, bound to the worker's stream
+     * (starpu_cublas_get_local_handle); nothing to do without CUDA workers */
+    starpu_cublas_init();
+#endif
     sw_rt.started = 1;
     if (!opt.quiet && sw_rt.rank == 0) {
         struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
+#ifdef STARWEAVE_USE_CUDA
+        fprintf(stderr, "starweave: %d rank(s), %u CPU + %u CUDA worker(s) per rank, scheduler %s\n",
+                sw_rt.size, starpu_cpu_worker_get_count(), starpu_cuda_worker_get_count(),
+                pol ? pol->policy_name : "?");
+#else
         fprintf(stderr, "starweave: %d rank(s), %u CPU worker(s) per rank, scheduler %s\n",
                 sw_rt.size, starpu_cpu_worker_get_count(), pol ? pol->policy_name : "?");
+#endif
     }
     return 0;
 }
@@ -145,6 +201,9 @@ void sw_shutdown(void)
 {
     if (!sw_rt.started) return;
     starpu_task_wait_for_all();
+#ifdef STARWEAVE_USE_CUDA
+    starpu_cublas_shutdown();
+#endif
     starpu_mpi_shutdown();
     sw_rt.started = 0;
     int finalized = 0;
@@ -222,6 +281,18 @@ int sw_stats_get(sw_stat *out, int max)
 int sw_rank(void) { return sw_rt.rank; }
 int sw_world_size(void) { return sw_rt.size; }
 int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
+int sw_ncuda(void) { return sw_rt.started ? (int)starpu_cuda_worker_get_count() : 0; }
+
+void sw_set_task_where(unsigned where) { sw_rt.task_where = where; }
+
+int32_t sw_task_where(const struct starpu_codelet *cl)
+{
+    unsigned w = sw_rt.task_where, can = 0;
+    if (!w || !cl) return -1;
+    if ((w & STARPU_CPU) && cl->cpu_funcs[0]) can |= STARPU_CPU;
+    if ((w & STARPU_CUDA) && cl->cuda_funcs[0]) can |= STARPU_CUDA;
+    return can ? (int32_t)can : -1;
+}
 
 static void abort_all(int status) __attribute__((noreturn));
 static void abort_all(int status)

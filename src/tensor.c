@@ -47,6 +47,8 @@ sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t 
     starpu_matrix_data_register(&t->handle, STARPU_MAIN_RAM, (uintptr_t)t->data, (uint32_t)t->cols,
                                 (uint32_t)t->cols, (uint32_t)t->rows, sw_dtype_size(dt));
     starpu_data_set_name(t->handle, t->name);
+    t->whole = (sw_block){t, 0, t->rows, 0, t->cols};
+    starpu_data_set_user_data(t->handle, &t->whole);
     return t;
 }
 
@@ -174,13 +176,19 @@ static int find_plan(sw_tensor *t, int nr, const int64_t *rsizes, int nc, const 
     pl->rb = rb;
     pl->cb = cb;
     pl->children = malloc(sizeof(starpu_data_handle_t) * (size_t)(nr * nc));
-    if (!pl->children) { perror("starweave: malloc"); abort(); }
+    pl->blocks = malloc(sizeof(sw_block) * (size_t)(nr * nc));
+    if (!pl->children || !pl->blocks) { perror("starweave: malloc"); abort(); }
     struct starpu_data_filter f;
     memset(&f, 0, sizeof f);
     f.filter_func = filter_grid;
     f.nchildren = (unsigned)(nr * nc);
     f.filter_arg_ptr = pl;
     starpu_data_partition_plan(t->handle, &f, pl->children);
+    for (int k = 0; k < nr * nc; k++) {
+        int i = k / nc, j = k % nc;
+        pl->blocks[k] = (sw_block){t, rb[i], rb[i + 1], cb[j], cb[j + 1]};
+        starpu_data_set_user_data(pl->children[k], &pl->blocks[k]);
+    }
     return t->nplans++;
 }
 
@@ -247,6 +255,7 @@ static void release_plans(sw_tensor *t)
     for (int p = 0; p < t->nplans; p++) {
         starpu_data_partition_clean(t->handle, (unsigned)(t->plans[p].nr * t->plans[p].nc), t->plans[p].children);
         free(t->plans[p].children);
+        free(t->plans[p].blocks);
         free(t->plans[p].rb);
         free(t->plans[p].cb);
     }

@@ -17,8 +17,18 @@
  *    back, containers exist before use, push/pop balance per container;
  *  - the overlap rows: 0 <= overlap <= comm, overlap <= compute,
  *    compute, comm <= wall, idle >= 0, compute + comm - overlap + idle =
- *    wall (no OFFLOAD tasks here); the JSON report has the same rows.
- *   test_trace [OUTPUT_PREFIX]   files: PREFIX.json, PREFIX.paje, PREFIX.overlap.json */
+ *    wall (no OFFLOAD tasks here); the JSON report has the same rows;
+ *  - the task graph of step 0 (dot, read back by a small reader below):
+ *    as many tasks and requests per rank as the trace has in step 0, every
+ *    request matched, acyclic, every dependency from an earlier submission
+ *    to a later one of the same rank, each forward GEMM tile before the
+ *    backward GEMM that reads its tile (1 rank: those 4 edges only);
+ *  - the task graph of a small case whose dependencies are known exactly:
+ *    writes of row tiles, reads of column tiles of the same tensor, a copy
+ *    (passed through), a whole write after the reads (edges implied by
+ *    others left out).
+ *   test_trace [OUTPUT_PREFIX]   files: PREFIX.json, PREFIX.paje, PREFIX.overlap.json, PREFIX.dot,
+ *                                PREFIX.blocks.dot */
 #include <ctype.h>
 #include <string.h>
 
@@ -512,6 +522,181 @@ static void check_paje(const char *path)
     free(text);
 }
 
+/* ---------------- checks of the task graph (dot) ---------------- */
+
+typedef struct dot_graph {
+    int n, ne, nmsg, nranks;
+    int *rank, *idx, *task, *base; /* per node; base: first node of each rank */
+    char (*op)[40];
+    int *from, *to, *dashed;       /* per edge, node numbers */
+} dot_graph;
+
+static void dot_free(dot_graph *g)
+{
+    free(g->rank), free(g->idx), free(g->task), free(g->base), free(g->op);
+    free(g->from), free(g->to), free(g->dashed);
+}
+
+static int line_has(const char *line, const char *what)
+{
+    const char *end = strchr(line, '\n'), *p = strstr(line, what);
+    return p && (!end || p < end);
+}
+
+static int *grow_int(int *p, int n)
+{
+    int *q = realloc(p, sizeof *q * (size_t)(n + 1));
+    if (!q) exit(99);
+    return q;
+}
+
+/* what sw_trace_dag_write writes: node lines "r<rank>_<i> [label=\"op...",
+ * edge lines "r<a>_<i> -> r<b>_<j>" ([style=dashed]: a message). Returns
+ * 0 when a node is out of order or an edge names no node. */
+static int dot_read(const char *path, dot_graph *g)
+{
+    memset(g, 0, sizeof *g);
+    char *text = slurp(path);
+    if (!text || strncmp(text, "digraph ", 8) != 0) return free(text), 0;
+    int ok = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            int r, i, r2, j;
+            char op[40];
+            if (pass == 0 && sscanf(line, "r%d_%d [label=\"%39[^\\\"]", &r, &i, op) == 3) {
+                ok &= r == (g->n ? g->rank[g->n - 1] + (i == 0) : 0) && i == (i == 0 ? 0 : g->idx[g->n - 1] + 1);
+                g->rank = grow_int(g->rank, g->n), g->idx = grow_int(g->idx, g->n), g->task = grow_int(g->task, g->n);
+                char(*o)[40] = realloc(g->op, sizeof *o * (size_t)(g->n + 1));
+                if (!o) exit(99);
+                g->op = o;
+                g->rank[g->n] = r, g->idx[g->n] = i, g->task[g->n] = line_has(line, "shape=box");
+                snprintf(g->op[g->n], sizeof g->op[g->n], "%s", op);
+                if (i == 0) g->base = grow_int(g->base, g->nranks), g->base[g->nranks++] = g->n;
+                g->n++;
+            } else if (pass == 1 && sscanf(line, "r%d_%d -> r%d_%d", &r, &i, &r2, &j) == 4) {
+                if (r < 0 || r2 < 0 || r >= g->nranks || r2 >= g->nranks) return free(text), 0;
+                int a = g->base[r] + i, b = g->base[r2] + j;
+                ok &= a < g->n && b < g->n && g->rank[a] == r && g->rank[b] == r2 && g->idx[a] == i && g->idx[b] == j;
+                g->from = grow_int(g->from, g->ne), g->to = grow_int(g->to, g->ne), g->dashed = grow_int(g->dashed, g->ne);
+                g->from[g->ne] = a, g->to[g->ne] = b;
+                g->dashed[g->ne] = line_has(line, "style=dashed");
+                g->nmsg += g->dashed[g->ne++];
+            }
+        }
+    free(text);
+    return ok;
+}
+
+static int dot_has(const dot_graph *g, int a, int b)
+{
+    for (int e = 0; e < g->ne; e++)
+        if (g->from[e] == a && g->to[e] == b && !g->dashed[e]) return 1;
+    return 0;
+}
+
+/* dependencies within a rank go forward in submission order; no cycle
+ * through the messages either (Kahn) */
+static int dot_forward_acyclic(const dot_graph *g)
+{
+    int ok = 1, *indeg = calloc((size_t)g->n + 1, sizeof(int)), *q = malloc(sizeof(int) * ((size_t)g->n + 1));
+    if (!indeg || !q) exit(99);
+    for (int e = 0; e < g->ne; e++) {
+        indeg[g->to[e]]++;
+        if (!g->dashed[e]) ok &= g->rank[g->from[e]] == g->rank[g->to[e]] && g->from[e] < g->to[e];
+    }
+    int nq = 0, done = 0;
+    for (int v = 0; v < g->n; v++)
+        if (!indeg[v]) q[nq++] = v;
+    while (done < nq) {
+        int v = q[done++];
+        for (int e = 0; e < g->ne; e++)
+            if (g->from[e] == v && --indeg[g->to[e]] == 0) q[nq++] = g->to[e];
+    }
+    free(indeg);
+    free(q);
+    return ok && done == g->n;
+}
+
+/* The graph of step 0 against the trace's own records of step 0. */
+static void check_dag(const char *path)
+{
+    dot_graph g;
+    int parsed = dot_read(path, &g);
+    tu_true("task graph: the dot file reads back (nodes in submission order, edges between nodes)", parsed);
+    if (!parsed) return dot_free(&g);
+    int n = sw_trace_overlap(NULL, 0);
+    sw_overlap *o = calloc((size_t)n + 1, sizeof *o);
+    long *tasks = calloc((size_t)world, sizeof(long)), *reqs = calloc((size_t)world, sizeof(long));
+    if (!o || !tasks || !reqs) exit(99);
+    sw_trace_overlap(o, n);
+    int same = g.nranks == world;
+    for (int v = 0; v < g.n; v++) {
+        if (g.task[v]) tasks[g.rank[v]]++;
+        else reqs[g.rank[v]]++;
+    }
+    for (int i = 0; i < n; i++)
+        if (o[i].step == 0) same &= tasks[o[i].rank] == o[i].ntasks && reqs[o[i].rank] == o[i].ncomm;
+    long nt, nr, ne, nm, all_tasks = 0, all_reqs = 0;
+    for (int r = 0; r < world; r++) all_tasks += tasks[r], all_reqs += reqs[r];
+    sw_trace_dag_counts(&nt, &nr, &ne, &nm);
+    char what[256];
+    snprintf(what, sizeof what, "task graph: %ld tasks and %ld requests, per rank as many as the trace has in step 0",
+             all_tasks, all_reqs);
+    tu_true(what, same && nt == all_tasks && nr == all_reqs && ne + nm == g.ne && nm == g.nmsg);
+    tu_true("task graph: every request is matched (messages = requests / 2)", 2 * g.nmsg == all_reqs);
+    tu_true("task graph: acyclic, dependencies from earlier to later submissions of one rank", dot_forward_acyclic(&g));
+    int deps = 1;
+    for (int r = 0; r < world; r++)
+        for (int i = 0; i < TILES; i++)
+            deps &= !strcmp(g.op[g.base[r] + i], "gemm") && dot_has(&g, g.base[r] + i, g.base[r] + TILES + i);
+    tu_true("task graph: forward GEMM of tile i -> backward GEMM reading tile i, every rank", deps);
+    if (world == 1) tu_true("task graph, 1 rank: those 4 edges only", g.ne == TILES);
+    free(o), free(tasks), free(reqs);
+    dot_free(&g);
+}
+
+/* Known dependencies: z's 4 row tiles written (nodes 0-3), its 2 column
+ * tiles read into w's (4, 5: each after all 4 writes), w copied to v
+ * (not a node), v read (6: after 4 and 5 through the copy), z written
+ * whole (7: after the readers 4, 5; the edges from 0-3 are implied).
+ * Every rank on its own. Collective. */
+static void dag_blocks(sw_comm *comm, const char *path)
+{
+    sw_tensor *x = sw_tensor_new2d("x", SW_F32, 8, 8), *y = sw_tensor_new2d("y", SW_F32, 8, 8);
+    sw_tensor *z = sw_tensor_new2d("z", SW_F32, 8, 8), *w = sw_tensor_new2d("w", SW_F32, 8, 8);
+    sw_tensor *v = sw_tensor_new2d("v", SW_F32, 8, 8), *u = sw_tensor_new2d("u", SW_F32, 8, 8);
+    sw_tensor_fill(x, 1.0f);
+    sw_tensor_fill(y, 1.0f);
+    sw_trace_reset();
+    sw_trace_dag_enable(1);
+    starpu_data_handle_t *xr = sw_tensor_tiles(x, SW_ROWS, 4, STARPU_R), yw = sw_tensor_whole(y, STARPU_R);
+    starpu_data_handle_t *zr = sw_tensor_tiles(z, SW_ROWS, 4, STARPU_W);
+    for (int i = 0; i < 4; i++) sw_gemm(xr[i], 0, yw, 0, zr[i], 1.0f, 0.0f);
+    starpu_data_handle_t *zc = sw_tensor_tiles(z, SW_COLS, 2, STARPU_R), *wc = sw_tensor_tiles(w, SW_COLS, 2, STARPU_W);
+    for (int j = 0; j < 2; j++) sw_add(zc[j], zc[j], wc[j]);
+    sw_ring_shift(comm, SW_GROUP_WORLD, w, v, 0); /* a shift by 0: a copy */
+    sw_add(sw_tensor_whole(v, STARPU_R), sw_tensor_whole(v, STARPU_R), sw_tensor_whole(u, STARPU_W));
+    sw_add(sw_tensor_whole(x, STARPU_R), sw_tensor_whole(x, STARPU_R), sw_tensor_whole(z, STARPU_W));
+    sw_trace_dag_enable(0);
+    int rc = sw_trace_dag_write(path);
+    tu_check_ranks("sw_trace_dag_write returns 0 (known dependencies)", rc == 0);
+    if (me == 0 && rc == 0) {
+        dot_graph g;
+        int ok = dot_read(path, &g) && g.nranks == world && g.n == 8 * world && g.ne == 12 * world && g.nmsg == 0;
+        for (int r = 0; ok && r < world; r++) {
+            int b = g.base[r];
+            for (int i = 0; i < 4; i++) ok &= dot_has(&g, b + i, b + 4) && dot_has(&g, b + i, b + 5);
+            ok &= dot_has(&g, b + 4, b + 6) && dot_has(&g, b + 5, b + 6);
+            ok &= dot_has(&g, b + 4, b + 7) && dot_has(&g, b + 5, b + 7);
+        }
+        tu_true("task graph of known dependencies: tiles of two splits overlap, a copy passes them on, implied edges "
+                "left out (12 edges per rank)", ok);
+        dot_free(&g);
+    }
+    sw_tensor *all[] = {x, y, z, w, v, u};
+    for (int i = 0; i < 6; i++) sw_tensor_free(all[i]);
+}
+
 /* ---------------- checks of the overlap report ---------------- */
 
 static void check_overlap(const char *path)
@@ -560,8 +745,10 @@ int main(int argc, char **argv)
     me = sw_rank();
     world = sw_world_size();
     const char *prefix = argc > 1 ? argv[1] : "test_trace";
-    char json[512], paje[512], ovl[512];
+    char json[512], paje[512], ovl[512], dot[512], blocks[512];
     snprintf(json, sizeof json, "%s.json", prefix);
+    snprintf(dot, sizeof dot, "%s.dot", prefix);
+    snprintf(blocks, sizeof blocks, "%s.blocks.dot", prefix);
     snprintf(paje, sizeof paje, "%s.paje", prefix);
     snprintf(ovl, sizeof ovl, "%s.overlap.json", prefix);
 
@@ -576,6 +763,7 @@ int main(int argc, char **argv)
     sw_trace_enable(1);
     for (int step = 0; step < STEPS; step++) {
         sw_trace_mark_step(step);
+        sw_trace_dag_enable(step == 0);
         sw_trace_set_phase(SW_PHASE_FORWARD, 0);
         gemm_tiles(a, b, c);
         sw_trace_set_phase(SW_PHASE_BACKWARD, 1);
@@ -591,8 +779,11 @@ int main(int argc, char **argv)
         }
     }
     sw_trace_set_phase(SW_PHASE_NONE, -1);
+    sw_trace_dag_enable(0);
     int rc = sw_trace_write(json, paje, ovl);
     tu_check_ranks("sw_trace_write returns 0", rc == 0);
+    int drc = sw_trace_dag_write(dot);
+    tu_check_ranks("sw_trace_dag_write returns 0", drc == 0);
 
     /* the collectives still compute the right thing with tracing on */
     if (world > 1) {
@@ -625,8 +816,10 @@ int main(int argc, char **argv)
         check_paje(paje);
         check_overlap(ovl);
     }
+    if (me == 0 && rc == 0 && drc == 0) check_dag(dot);
     free(nworkers);
     free(sent_all);
+    dag_blocks(comm, blocks);
     sw_tensor_free(a);
     sw_tensor_free(b);
     sw_tensor_free(c);

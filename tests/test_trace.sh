@@ -1,9 +1,11 @@
 #!/bin/sh
 # sw_trace (tests/test_trace.c) on 1 rank and under mpirun on 2 ranks: the
-# program checks its own Chrome JSON, Paje and overlap files; here they are
-# also read by independent tools where this machine has them: Python's json
-# module, pajeng's pj_dump (strict Paje reader) and ViTE's SVG export
-# (Debian packages pajeng, vite; each check is skipped when absent).
+# program checks its own Chrome JSON, Paje, overlap and task graph files;
+# here they are also read by independent tools where this machine has them:
+# Python's json module, pajeng's pj_dump (strict Paje reader), ViTE's SVG
+# export and Graphviz's dot (Debian packages pajeng, vite, graphviz; each
+# check is skipped when absent). Then gpt_train --dag on 1 rank and on 2
+# (tp 2, sp), its graph checked against its trace by Python.
 . "${top_srcdir:-.}/tests/common.sh"
 LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_trace"
@@ -40,11 +42,103 @@ for np in 1 2; do
   else
     echo "# no vite: ViTE check skipped"
   fi
+  if command -v dot > /dev/null 2>&1; then
+    for f in "$out.dot" "$out.blocks.dot"; do
+      check "np=$np: Graphviz dot -Tsvg reads $(basename "$f")" sh -c "timeout 120 dot -Tsvg '$f' > '$f.svg' 2> '$TMPD/dot' && [ -s '$f.svg' ]"
+    done
+  else
+    echo "# no dot (Debian package graphviz): Graphviz check skipped"
+  fi
 done
+# The task graph of gpt_train's step 1 against the trace of the same run:
+# (1) parsed: every line a node "r<rank>_<i>" in submission order or an
+# edge between two of them; (2) acyclic, messages included; every solid
+# edge from an earlier to a later submission of one rank; (3) per rank, as
+# many tasks (boxes) and requests (ellipses) as the trace has task and
+# request events of step 1; (4) a forward GEMM of layer 0 -> layer 0's
+# attn_fwd (it reads the QKV columns); (5) a backward task of the last
+# layer precedes layer 0's attn_bwd along some path (rank 0).
+dag_check() { # DOT TRACE_JSON LAYERS
+  "$PY" - "$@" <<'PYEOF'
+import json, re, sys
+from collections import defaultdict, deque
+dot, trace, layers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+node_re = re.compile(r'^(r(\d+)_(\d+)) \[label="([^"\\]*)(?:\\n[^"]*)?", shape=(\w+),.*\((\w+), layer (-?\d+), step (-?\d+)\)"\];$')
+edge_re = re.compile(r'^(r(\d+)_(\d+)) -> (r(\d+)_(\d+))( \[style=dashed[^\]]*\])?;$')
+nodes, succ, bad, nsolid, ndashed = {}, defaultdict(list), [], 0, 0
+text = open(dot).read()
+for line in text.splitlines():
+    m = node_re.match(line)
+    if m:
+        if m.group(1) in nodes or int(m.group(3)) != sum(n["rank"] == int(m.group(2)) for n in nodes.values()):
+            bad.append(line)
+        nodes[m.group(1)] = dict(rank=int(m.group(2)), op=m.group(4), shape=m.group(5), phase=m.group(6),
+                                 layer=int(m.group(7)), step=int(m.group(8)))
+        continue
+    m = edge_re.match(line)
+    if m:
+        succ[m.group(1)].append(m.group(4))
+        if m.group(7):
+            ndashed += 1
+        else:
+            nsolid += 1
+            if m.group(2) != m.group(5) or int(m.group(3)) >= int(m.group(6)):
+                bad.append(line)
+    elif " -> " in line or re.match(r"r\d", line):
+        bad.append(line)
+parsed = text.startswith("digraph ") and nodes and not bad and all(b in nodes for a in succ for b in succ[a] + [a])
+indeg = defaultdict(int)
+for a in succ:
+    for b in succ[a]:
+        indeg[b] += 1
+q, seen = deque(n for n in nodes if indeg[n] == 0), 0
+while q:
+    n = q.popleft()
+    seen += 1
+    for b in succ[n]:
+        indeg[b] -= 1
+        if indeg[b] == 0:
+            q.append(b)
+trace_n, dag_n = defaultdict(lambda: [0, 0]), defaultdict(lambda: [0, 0])
+for e in json.load(open(trace))["traceEvents"]:
+    if e.get("ph") == "X" and e.get("cat") != "transfer" and e.get("args", {}).get("step") == 1:
+        trace_n[e["pid"]][e["tid"] >= 100000] += 1
+for n in nodes.values():
+    dag_n[n["rank"]][n["shape"] != "box"] += 1
+def reach(a):
+    s, q = {a}, deque([a])
+    while q:
+        for b in succ[q.popleft()]:
+            if b not in s:
+                s.add(b)
+                q.append(b)
+    return s
+is_ = lambda k, op, phase, layer: nodes[k]["op"].startswith(op) and nodes[k]["phase"] == phase and nodes[k]["layer"] == layer
+qkv = any(is_(a, "gemm", "forward", 0) and is_(b, "attn_fwd", "forward", 0) for a in nodes for b in succ[a])
+last = [k for k in nodes if nodes[k]["rank"] == 0 and nodes[k]["phase"] == "backward" and nodes[k]["layer"] == layers - 1]
+attn0 = {k for k in nodes if nodes[k]["rank"] == 0 and is_(k, "attn_bwd", "backward", 0)}
+res = [parsed, seen == len(nodes), dict(dag_n) == dict(trace_n) and all(n["step"] == 1 for n in nodes.values()),
+       qkv, bool(last and attn0 & reach(last[0]))]
+print("%s nodes=%d tasks=%d requests=%d edges=%d messages=%d per-rank=%s trace=%s" % (
+    "ok" if all(res) else "bad:" + ",".join(str(i + 1) for i, r in enumerate(res) if not r), len(nodes),
+    sum(v[0] for v in dag_n.values()), sum(v[1] for v in dag_n.values()), nsolid, ndashed,
+    sorted(dag_n.items()), sorted(trace_n.items())))
+for line in bad[:5]:
+    print("#", line)
+PYEOF
+}
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 1 --quiet --log "$TMPD/l.csv" --trace "$TMPD/g1.json" \
+  --dag "$TMPD/g1.dot" > "$TMPD/out" 2>&1
+rc=$?
+grep -q '^gpt_train: task graph of step 1' "$TMPD/out" && [ -s "$TMPD/g1.dot" ]
+[ $? = 0 ] && [ "$rc" = 0 ]
+ok=$?
+[ "$ok" = 0 ] || cat "$TMPD/out"
+check "gpt_train --dag, 1 rank: the dot file is written (exit $rc)" [ "$ok" = 0 ]
 # gpt_train --tp 2 --sp --trace on 2 ranks: the report shows communication
 # running beside computation (overlap > 0 on every rank, whole run)
 SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --tp 2 --sp --steps 3 --quiet --log "$TMPD/l.csv" \
-  --trace "$TMPD/gpt.json" > "$TMPD/out" 2>&1
+  --trace "$TMPD/gpt.json" --dag "$TMPD/gpt.dot" > "$TMPD/out" 2>&1
 rc=$?
 rows=$(grep -E '^overlap: +[0-9]+ +all ' "$TMPD/out")
 echo "$rows"
@@ -54,6 +148,23 @@ $ok || cat "$TMPD/out"
 check "gpt_train --tp 2 --sp --trace, 2 ranks: overlap > 0 on both ranks ($(echo "$rows" | awk '{printf "%s ", $9}')) (exit $rc)" $ok
 [ -s "$TMPD/gpt.json.paje" ] && [ -s "$TMPD/gpt.json.overlap.json" ]
 check "gpt_train --trace wrote the Paje file and the overlap report" [ $? = 0 ]
+grep -q '^gpt_train: task graph of step 1' "$TMPD/out" && [ -s "$TMPD/gpt.dot" ]
+check "gpt_train --dag, 2 ranks tp 2 sp: the dot file is written" [ $? = 0 ]
+if [ -x "$PY" ]; then
+  for g in "g1 1 rank" "gpt 2 ranks tp 2 sp"; do
+    set -- $g
+    res=$(dag_check "$TMPD/$1.dot" "$TMPD/$1.json" 2)
+    echo "# $res"
+    shift
+    check "gpt_train --dag, $*: parsed, acyclic, forward within ranks, nodes = the trace's step 1, QKV GEMM -> attn_fwd, last layer's backward ->* layer 0's ($(echo "$res" | cut -d' ' -f1-6))" \
+      [ "${res%% *}" = ok ]
+  done
+else
+  echo "# no $PY: task graph checks of gpt_train skipped"
+fi
+if command -v dot > /dev/null 2>&1; then
+  check "Graphviz dot -Tsvg reads gpt_train's 1-rank graph" sh -c "timeout 300 dot -Tsvg '$TMPD/g1.dot' > '$TMPD/g1.svg' 2> '$TMPD/dot' && [ -s '$TMPD/g1.svg' ]"
+fi
 # data parallelism: the first gradient bucket's all-reduce starts before
 # the last backward GEMM ends (rank 0, step 2; the trace read by Python)
 SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --dp 2 --layers 4 --bucket-mb 0.2 --steps 3 --quiet \

@@ -15,6 +15,10 @@ typedef struct sw_options {
     int idle_sleep_us;   /* an idle worker sleeps this long between looks for work (0: spins, StarPU's
                             default); -1: $SW_IDLE_SLEEP_US, else SW_IDLE_SLEEP_US_SHARED when ranks
                             share the node and 0 otherwise (see README, "Runtime notes") */
+    int ncuda;           /* CUDA workers per rank (GPU builds, configure --enable-cuda), at most the GPUs;
+                            -1: $STARPU_NCUDA, else every GPU, or one when ranks share the node. Ranks
+                            sharing a node take distinct GPUs (from local rank * ncuda on, mod the GPUs).
+                            Ignored (no CUDA worker) in CPU-only builds. */
 } sw_options;
 
 #define SW_IDLE_SLEEP_US_SHARED 100
@@ -31,6 +35,19 @@ void sw_shutdown(void);
 int sw_rank(void);
 int sw_world_size(void);
 int sw_ncpus(void);
+/* CUDA workers of this rank (0 in CPU-only builds and on machines without GPU). */
+int sw_ncuda(void);
+
+/* Worker types the codelet tasks submitted from now on may run on: an or of
+ * STARPU_CPU and STARPU_CUDA, or 0 (the default) for any. A codelet with no
+ * implementation for any of the given types is not restricted (the
+ * collectives' CPU-only reduction tasks stay runnable). For tests and
+ * experiments: tests/test_cuda runs every codelet once on a CPU worker and
+ * once on a CUDA worker. Call it from the submitting thread between
+ * submissions. */
+void sw_set_task_where(unsigned where);
+/* The StarPU where mask of a task of cl under that restriction (-1: any). */
+int32_t sw_task_where(const struct starpu_codelet *cl);
 
 /* Per-codelet execution statistics from StarPU's profiling API (off by
  * default: enabling turns StarPU profiling on and adds a completion

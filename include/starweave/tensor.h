@@ -16,12 +16,25 @@ typedef enum { SW_ROWS = 0, SW_COLS = 1 } sw_split;
 #define SW_MAX_DIMS 4
 #define SW_MAX_PLANS 6
 
+struct sw_tensor;
+
+/* Where a handle lies in its tensor: rows [r0, r1) and columns [c0, c1) of
+ * t. The whole tensor's handle and every tile carry theirs as StarPU user
+ * data (starpu_data_get_user_data): sw_trace's task graph tells from it
+ * which accesses through different tilings overlap. */
+typedef struct sw_block {
+    struct sw_tensor *t;
+    int64_t r0, r1, c0, c1;
+} sw_block;
+
 /* A tiling: nr x nc blocks, row block i = rows [rb[i], rb[i+1]), column
- * block j = columns [cb[j], cb[j+1]); children in row-major block order. */
+ * block j = columns [cb[j], cb[j+1]); children in row-major block order,
+ * blocks[k] the place of children[k]. */
 typedef struct sw_plan {
     int nr, nc;
     int64_t *rb, *cb;
     starpu_data_handle_t *children;
+    sw_block *blocks;
 } sw_plan;
 
 typedef struct sw_tensor {
@@ -31,6 +44,7 @@ typedef struct sw_tensor {
     sw_dtype dtype;
     int64_t rows, cols;           /* matrix view: rows = prod(shape[0..ndim-2]), cols = shape[ndim-1] */
     starpu_data_handle_t handle;  /* StarPU matrix: nx = cols, ny = rows, ld = cols */
+    sw_block whole;               /* handle's user data: the whole of t */
     void *data;                   /* home buffer in main RAM (starpu_malloc) */
     /* submission-time partition state (see tensor.c) */
     sw_plan plans[SW_MAX_PLANS];

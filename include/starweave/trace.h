@@ -20,6 +20,9 @@
  * Tasks submitted other than through SW_INSERT (starpu_data_cpy, StarPU's
  * partitioning tasks) are not recorded.
  *
+ * The task graph of what is submitted (sw_trace_dag_*) is recorded apart
+ * and written as Graphviz dot.
+ *
  * Times: microseconds of starpu_timing_now() on each rank, shifted onto
  * rank 0's clock (offsets measured by ping-pong at sw_trace_collect) and
  * made to start at 0 at the earliest record. */
@@ -63,7 +66,8 @@ typedef struct sw_trace_ctx {
  * is, since sw_stats may use it). Records are kept across on/off. Local. */
 void sw_trace_enable(int on);
 int sw_trace_enabled(void);
-/* Drops this rank's records and merged trace (call with nothing in flight). */
+/* Drops this rank's records, merged trace and task graph (call with nothing
+ * in flight). */
 void sw_trace_reset(void);
 
 /* Labels for what the calling thread submits next (per thread: submission
@@ -146,6 +150,47 @@ int sw_trace_write(const char *json_path, const char *paje_path, const char *ove
 
 /* Sizes of the merged trace on rank 0 (0 elsewhere), for tests and reports. */
 void sw_trace_counts(long *ntasks, long *ncomm, int *nranks);
+
+/* ---- task graph (Graphviz dot) ----
+ * While on (independent of sw_trace_enable; local), every task submitted
+ * through SW_INSERT and every request of src/comm is recorded at
+ * submission as a node: its codelet or collective, the labels of the
+ * context, and its data accesses (handle, mode). Edges are derived from
+ * the accesses as StarPU derives its implicit dependencies (sequential
+ * consistency): an access depends on the earlier accesses to overlapping
+ * data of which one at least writes, back to the last write that covered
+ * it (a read on the last writers, a write on them and on the readers
+ * since). A tensor's tiles are other handles than the tensor itself: two
+ * accesses overlap when their sw_blocks do (src/tensor.c); any other handle
+ * (a temporary) is a datum of its own. SCRATCH accesses are private; REDUX
+ * and COMMUTE ones count as RW. Copies (starpu_data_cpy, declared with
+ * sw_trace_dag_copy) are not nodes, but dependencies pass through them.
+ * The edges are data dependencies: StarPU's partitioning tasks may order
+ * accesses to tiles of different tilings that do not overlap as well, and
+ * those orderings are not drawn. */
+void sw_trace_dag_enable(int on);
+int sw_trace_dag_enabled(void);
+/* Hooks: SW_INSERT calls sw_trace_dag_task with the built task right before
+ * starpu_task_submit; call sw_trace_dag_copy(dst, src) right before
+ * starpu_data_cpy(dst, src, ...). sw_trace_comm_begin records requests. */
+void sw_trace_dag_task(struct starpu_task *task);
+void sw_trace_dag_copy(starpu_data_handle_t dst, starpu_data_handle_t src);
+/* dst = src, asynchronous (starpu_data_cpy), declared to the task graph:
+ * the library's copies go through it. */
+void sw_copy(starpu_data_handle_t dst, starpu_data_handle_t src);
+/* Collective over MPI_COMM_WORLD: gathers every rank's graph onto rank 0,
+ * which writes one dot file: a cluster per rank; nodes r<rank>_<i>, i
+ * counting the rank's nodes in submission order, labelled "op\nL<layer>",
+ * boxes for tasks and ellipses for requests, filled by phase (the colours
+ * of bench/plot_trace.py); edges from each node's dependencies with those
+ * implied by others left out (transitive reduction, for up to 23170 nodes
+ * per rank; above, every dependency is drawn and the file says so), and
+ * dashed edges from each send to its matching receive. Keeps the records.
+ * Returns 0 or -errno (same on every rank). */
+int sw_trace_dag_write(const char *dot_path);
+/* Rank 0 after sw_trace_dag_write: what the file holds, over all ranks
+ * (0 elsewhere). */
+void sw_trace_dag_counts(long *ntasks, long *nrequests, long *nedges, long *nmessages);
 
 #ifdef __cplusplus
 }

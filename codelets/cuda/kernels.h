@@ -1,0 +1,133 @@
+/* Launchers of the CUDA kernels (codelets/cuda/<op>.cu), called by the CUDA
+ * functions of the codelets (codelets/<op>.c). Each enqueues its kernels on
+ * the given stream (the StarPU worker's) and returns at once with
+ * cudaGetLastError(); nothing synchronises (the codelets are
+ * STARPU_CUDA_ASYNC). Pointers are device pointers; matrices are row-major
+ * with a leading dimension ld (elements), vectors have an element stride
+ * inc. Every kernel evaluates the same formula as the CPU function of its
+ * codelet (fp32, with the same double accumulations where the CPU uses
+ * them); only the summation order of reductions differs. */
+#ifndef STARWEAVE_CUDA_KERNELS_H
+#define STARWEAVE_CUDA_KERNELS_H
+
+#include <stdint.h>
+#ifndef SW_CUDA_EMU
+#include <cuda_runtime_api.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- gemm.cu: c[r, j] = bias[j * incb] for r < m, j < n (before cuBLAS adds A B) */
+cudaError_t sw_cuda_bias_rows(float *c, int64_t ldc, const float *bias, int64_t incb, int64_t m, int64_t n,
+                              cudaStream_t s);
+
+/* ---- layernorm.cu ---- */
+cudaError_t sw_cuda_layernorm_fwd(const float *x, int64_t ldx, const float *w, int64_t incw, const float *b,
+                                  int64_t incb, float *y, int64_t ldy, float *mean, int64_t incm, float *rstd,
+                                  int64_t incr, int64_t R, int64_t C, float eps, cudaStream_t s);
+cudaError_t sw_cuda_layernorm_bwd(const float *dy, int64_t lddy, const float *x, int64_t ldx, const float *w,
+                                  int64_t incw, const float *mean, int64_t incm, const float *rstd, int64_t incr,
+                                  float *dx, int64_t lddx, float *dw, int64_t incdw, float *db, int64_t incdb,
+                                  int64_t R, int64_t C, int accumulate, cudaStream_t s);
+
+/* ---- rmsnorm.cu ---- */
+cudaError_t sw_cuda_rmsnorm_fwd(const float *x, int64_t ldx, const float *w, int64_t incw, float *y, int64_t ldy,
+                                float *rstd, int64_t incr, int64_t R, int64_t C, float eps, cudaStream_t s);
+cudaError_t sw_cuda_rmsnorm_bwd(const float *dy, int64_t lddy, const float *x, int64_t ldx, const float *w,
+                                int64_t incw, const float *rstd, int64_t incr, float *dx, int64_t lddx, float *dw,
+                                int64_t incdw, int64_t R, int64_t C, int accumulate, cudaStream_t s);
+
+/* ---- gelu.cu ---- */
+cudaError_t sw_cuda_gelu_fwd(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t R, int64_t C,
+                             cudaStream_t s);
+cudaError_t sw_cuda_gelu_bwd(const float *x, int64_t ldx, float *g, int64_t ldg, int64_t R, int64_t C,
+                             cudaStream_t s);
+
+/* ---- add.cu ---- */
+cudaError_t sw_cuda_add(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
+                        int64_t C, cudaStream_t s);
+cudaError_t sw_cuda_axpy(float alpha, const float *x, int64_t ldx, float *y, int64_t ldy, int64_t R, int64_t C,
+                         cudaStream_t s);
+cudaError_t sw_cuda_bias_add(float *x, int64_t ldx, const float *b, int64_t incb, int64_t R, int64_t C,
+                             cudaStream_t s);
+cudaError_t sw_cuda_colsum(const float *x, int64_t ldx, float *y, int64_t incy, int64_t R, int64_t C, float alpha,
+                           float beta, cudaStream_t s);
+cudaError_t sw_cuda_copy_flat(const float *x, int64_t ldx, int64_t R, int64_t C, float *y, int64_t ldy, int64_t RY,
+                              int64_t CY, int accumulate, cudaStream_t s);
+
+/* ---- softmax.cu ---- */
+cudaError_t sw_cuda_softmax_fwd(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t R, int64_t C,
+                                cudaStream_t s);
+cudaError_t sw_cuda_softmax_bwd(const float *y, int64_t ldy, const float *dy, int64_t lddy, float *dx, int64_t lddx,
+                                int64_t R, int64_t C, cudaStream_t s);
+
+/* ---- dropout.cu: the fields of sw_rng_key (ops.h) the mask reads ---- */
+typedef struct sw_cuda_rng {
+    uint64_t seed;
+    uint32_t step, layer, op;
+    int64_t row0, col0, ld_global, batch0, batch_local, batch_global;
+} sw_cuda_rng;
+/* out[r, c] = keep(r, c) ? in[r, c] * scale : 0 (in == out allowed) */
+cudaError_t sw_cuda_dropout(const float *in, int64_t ldi, float *out, int64_t ldo, int64_t R, int64_t C,
+                            sw_cuda_rng key, float p, float scale, cudaStream_t s);
+
+/* ---- embedding.cu ---- */
+typedef struct sw_cuda_emb {
+    int64_t row0, pos0, vocab0;
+    int batch, zero_wpe, with_wpe;
+} sw_cuda_emb;
+cudaError_t sw_cuda_embedding_fwd(const int32_t *tok, int64_t ts, const float *wte, int64_t nv, int64_t ldte,
+                                  const float *wpe, int64_t ldpe, float *x, int64_t n, int64_t c, int64_t ldx,
+                                  sw_cuda_emb e, cudaStream_t s);
+/* one thread per column walks the rows in order: the scatter-adds land in
+ * the CPU's order, without atomics */
+cudaError_t sw_cuda_embedding_bwd(const int32_t *tok, int64_t ts, const float *dx, int64_t n, int64_t c, int64_t ldx,
+                                  float *dwte, int64_t nv, int64_t ldte, float *dwpe, int64_t np, int64_t cp,
+                                  int64_t ldpe, sw_cuda_emb e, cudaStream_t s);
+
+/* ---- crossentropy.cu (nv: valid columns of the block) ---- */
+cudaError_t sw_cuda_ce_max(const float *x, int64_t n, int64_t ld, int64_t nv, float *mx, int64_t ms, cudaStream_t s);
+cudaError_t sw_cuda_ce_target(const float *x, int64_t n, int64_t vb, int64_t ld, const int32_t *t, int64_t tstr,
+                              float *tgt, int64_t gs, int64_t vocab0, cudaStream_t s);
+cudaError_t sw_cuda_ce_sumexp(const float *x, int64_t n, int64_t ld, int64_t nv, const float *mx, int64_t ms,
+                              float *se, int64_t ss, cudaStream_t s);
+cudaError_t sw_cuda_ce_loss(const float *mx, int64_t ms, const float *tgt, int64_t ts, const float *se, int64_t ss,
+                            float *loss, int64_t ls, int64_t n, cudaStream_t s);
+cudaError_t sw_cuda_ce_bwd(float *x, int64_t n, int64_t vb, int64_t ld, int64_t nv, const float *mx, int64_t ms,
+                           const float *se, int64_t ss, const int32_t *t, int64_t tstr, int64_t vocab0, float scale,
+                           cudaStream_t s);
+
+/* ---- attention.cu: the fields of sw_attn_args (ops.h), nkv resolved ---- */
+#define SW_CUDA_ATT_DMAX 256 /* largest head dim of the CUDA attention tile */
+typedef struct sw_cuda_attn {
+    int batch, nh, nkv, d, sq, sk;
+    int64_t q_pos0, k_pos0;
+    int causal;
+    float scale, dropout, inv_keep;
+    uint64_t seed;
+    uint32_t step, layer, op;
+    int64_t batch0;
+    int head0, heads_total;
+    int64_t seq_total;
+    int merge, accumulate, kv_accumulate;
+} sw_cuda_attn;
+cudaError_t sw_cuda_attn_fwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
+                             float *o, int64_t ldo, float *lse, int64_t ldl, sw_cuda_attn a, cudaStream_t s);
+cudaError_t sw_cuda_attn_bwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
+                             const float *o, int64_t ldo, const float *lse, int64_t ldl, const float *dout,
+                             int64_t lddo, float *dq, int64_t lddq, float *dk, int64_t lddk, float *dv, int64_t lddv,
+                             sw_cuda_attn a, cudaStream_t s);
+
+/* ---- adamw.cu: the scalars as the CPU function forms them ---- */
+typedef struct sw_cuda_adamw_scalars {
+    float b1, b2, c1, c2, eps, decay, step_size, bc2_sqrt;
+} sw_cuda_adamw_scalars;
+cudaError_t sw_cuda_adamw(float *p, int64_t ldp, const float *g, int64_t ldg, float *m, int64_t ldm, float *v,
+                          int64_t ldv, int64_t R, int64_t C, sw_cuda_adamw_scalars a, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
