@@ -23,6 +23,7 @@ typedef struct train_opts {
     const char *save, *resume;
     const char *trace, *dag;
     int save_every;
+    int offload_budget_mb;
 } train_opts;
 
 static void usage(FILE *f)
@@ -62,6 +63,16 @@ static void usage(FILE *f)
             "  --ring N          Ring attention degree (1): sequence split, K/V blocks passed around\n"
             "                    the ring; with --ulysses: USP (ranks: tp x ulysses x ring x dp)\n"
             "  --no-zigzag       ring: contiguous sequence blocks instead of chunks r and 2R-1-r\n"
+            "activation memory:\n"
+            "  --recompute MODE  none: keep the attention probabilities (s^2 per head; ring 1 only);\n"
+            "                    selective: recompute scores, softmax and dropout in backward;\n"
+            "                    full: keep only block inputs, redo each block's forward in backward\n"
+            "                    (selective)\n"
+            "  --recompute-every K  full: keep the input of every K-th block, redo groups of K (1)\n"
+            "  --offload         saved activations leave main RAM after their forward and come back\n"
+            "                    (prefetched, last block first) for backward: StarPU disk node in $TMPDIR\n"
+            "  --offload-budget-mb N  with --offload, main RAM (MB) the saved activations may hold;\n"
+            "                    the rest is evicted to the disk node (0: no limit)\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
@@ -115,6 +126,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->memory_report = 0;
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
+    o->offload_budget_mb = 0;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -134,8 +146,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
             *(!strcmp(a, "--sp") ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
             continue;
         }
-        if (!strcmp(a, "--no-zigzag")) {
-            o->cfg.zigzag = 0;
+        if (!strcmp(a, "--no-zigzag") || !strcmp(a, "--offload")) {
+            *(a[2] == 'n' ? &o->cfg.zigzag : &o->cfg.offload) = a[2] != 'n';
             continue;
         }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
@@ -171,6 +183,12 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--dag")) o->dag = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
+        else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
+        else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
+        else if (!strcmp(a, "--recompute")) {
+            o->cfg.recompute = sw_recompute_parse(v);
+            if (o->cfg.recompute < 0) sw_usage_error("--recompute expects none, selective or full, got '%s'", v);
+        }
         else sw_usage_error("unknown flag '%s' (see --help)", a);
     }
     o->cfg.seed = (uint64_t)(uint32_t)seed;
@@ -178,6 +196,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
     if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
+    if (o->offload_budget_mb < 0)
+        sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
+    if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
     if (o->ncpus == 0 || o->ncpus < -1) sw_usage_error("ncpus must be positive (ncpus = %d)", o->ncpus);
     char msg[256];
     if (sw_gpt_config_check(&o->cfg, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
@@ -273,13 +294,17 @@ static void memory_report(sw_gpt *m)
     }
     SW_CHECK(MPI_Gather(mine, 2 * c->layers, MPI_DOUBLE, all, 2 * c->layers, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (me == 0) {
-        printf("memory: saved activations per layer (fp32), model = l(4h+4) + [sp, kept gathered] 2Th + "
-               "T((aq+2ak)d + aq d + aq + 8h/t) elements\n");
+        printf("memory: saved activations per layer (fp32, recompute %s), model: %s\n", sw_recompute_name(c->recompute),
+               c->recompute == SW_RECOMPUTE_FULL
+                   ? "l h elements for every recompute-every-th block (its input), 0 for the others"
+                   : "l(4h+4) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 8h/t) [+ Ulysses: T aq d]"
+                     " [+ none: aq/U B seq^2] elements");
         printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "measured", "diff");
         for (int r = 0; r < world; r++)
             for (int l = 0; l < c->layers; l++) {
                 double mo = all[2 * (r * c->layers + l)], me_ = all[2 * (r * c->layers + l) + 1];
-                printf("memory: %5d %5d %14.0f %14.0f %7.2f%%\n", r, l, mo, me_, 100 * (me_ - mo) / mo);
+                if (mo > 0) printf("memory: %5d %5d %14.0f %14.0f %7.2f%%\n", r, l, mo, me_, 100 * (me_ - mo) / mo);
+                else printf("memory: %5d %5d %14.0f %14.0f %8s\n", r, l, mo, me_, me_ == 0 ? "0" : "inf");
             }
     }
     free(all);
@@ -406,6 +431,8 @@ int main(int argc, char **argv)
     ropt.ncpus = o.ncpus;
     ropt.sched = o.sched;
     ropt.quiet = o.quiet;
+    ropt.offload = o.cfg.offload;
+    ropt.offload_budget_mb = o.offload_budget_mb;
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
 
     /* every rank checks the mesh against the world size before any collective */

@@ -35,6 +35,9 @@ typedef struct block_acts {
     sw_tensor *x_mid;                     /* [l,h] residual stream after attention */
     sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
     sw_tensor *fc, *fc_gelu;              /* [T,4h/tp] before / after GeLU */
+    sw_tensor *probs;                     /* recompute none: [B hq S, S] attention probabilities (S = seq) */
+    int nown;
+    sw_tensor *own[16];                   /* the tensors allocated for this block alone */
 } block_acts;
 
 struct sw_gpt {
@@ -67,7 +70,13 @@ struct sw_gpt {
     sw_tensor **param, **grad, **adam_m, **adam_v;
     sw_tensor *tokens, *targets;          /* [T,1] int32 */
     sw_tensor **x;                        /* x[0] embedding output .. x[L] last block output, [l,h] */
-    block_acts *acts;
+    int K;                                /* blocks per checkpoint with full recomputation, else 0 */
+    int nblocks;                          /* block_acts allocated: one per layer, or K (full recomputation) */
+    block_acts *blocks;
+    block_acts **acts;                    /* acts[l] = blocks[l % nblocks]: a working set with full recomputation
+                                             (filled again in backward) and with offload (filled by onload) */
+    sw_tensor ***stash;                   /* offload: stash[l][i] on the offload node holds acts[l]->own[i] */
+    struct stash_ref { struct sw_gpt *m; int l; } *sref; /* sref[l]: prefetch callback argument of block l */
     sw_tensor *lnf, *lnf_mean, *lnf_rstd, *lnfg; /* [l,h], [l,1], [l,1], [T,h] */
     sw_tensor *logits;                    /* [T,Vl]; holds dlogits after backward */
     sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows, *loss; /* [T,1] x4, [1,1] */
@@ -100,6 +109,8 @@ struct sw_gpt {
     sw_tensor *kvbuf[2], *dkvbuf[2], *datt_u, *dqkv_u;
 };
 
+static double saved_model_bytes(const sw_gpt_config *c, int layer);
+
 /* ---------------------------------------------------------------- config */
 
 void sw_gpt_config_default(sw_gpt_config *c)
@@ -128,6 +139,22 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->ulysses = 1;
     c->ring = 1;
     c->zigzag = 1;
+    c->recompute = SW_RECOMPUTE_SELECTIVE;
+    c->recompute_every = 1;
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+const char *sw_recompute_name(int mode)
+{
+    return mode >= 0 && mode < 3 ? recompute_names[mode] : "?";
+}
+
+int sw_recompute_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, recompute_names[i])) return i;
+    return -1;
 }
 
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
@@ -180,6 +207,17 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
          c->batch, c->dp, c->grad_accum);
     RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
     RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
+    RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
+         "recompute must be none, selective or full (recompute = %d)", c->recompute);
+    RULE(c->recompute_every > 0, "recompute-every must be at least 1 (recompute-every = %d)", c->recompute_every);
+    RULE(c->recompute_every == 1 || c->recompute == SW_RECOMPUTE_FULL,
+         "recompute-every (%d) needs recompute full (recompute = %s)", c->recompute_every,
+         sw_recompute_name(c->recompute));
+    RULE(c->recompute != SW_RECOMPUTE_NONE || c->ring == 1,
+         "recompute none needs ring = 1 (ring = %d): Ring attention never holds a whole row of probabilities",
+         c->ring);
+    RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
+         "offload needs recompute none or selective (recompute = full keeps only block inputs)");
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
     int local_rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
@@ -481,6 +519,43 @@ static void create_buckets(sw_gpt *m)
     }
 }
 
+/* a tensor of block a alone, named prefix<b>.what */
+static sw_tensor *own(block_acts *a, const char *prefix, int b, const char *what, int64_t rows, int64_t cols)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%d.%s", prefix, b, what);
+    if (a->nown == (int)(sizeof a->own / sizeof a->own[0])) sw_fail(__FILE__, __LINE__, "block_acts: own", -12);
+    return a->own[a->nown++] = sw_tensor_new2d(name, SW_F32, rows, cols);
+}
+
+/* What block b keeps from forward to backward ("l" rows: T/tp with sp, else T) */
+static void block_create(sw_gpt *m, block_acts *a, const char *prefix, int b)
+{
+    const sw_gpt_config *c = &m->c;
+    int64_t T = m->T, Tl = m->Tl, h = c->hidden, hf = 4 * h / c->tp, qkv_cols = (int64_t)(m->aq + 2 * m->ak) * m->d;
+    int gathered = c->tp > 1 && c->sp;
+    a->ln1 = own(a, prefix, b, "ln1", Tl, h);
+    a->ln1_mean = own(a, prefix, b, "ln1_mean", Tl, 1);
+    a->ln1_rstd = own(a, prefix, b, "ln1_rstd", Tl, 1);
+    a->ln1g = !gathered ? a->ln1 : m->gath ? m->gath : own(a, prefix, b, "ln1_gathered", T, h);
+    /* with Ulysses the QKV GEMM writes the shared qkv_t, sent to the head split qkv_u */
+    a->qkv = m->U > 1 ? m->qkv_t : own(a, prefix, b, "qkv", T, qkv_cols);
+    a->qkv_u = m->U > 1 ? own(a, prefix, b, "qkv_u", m->Tr, (int64_t)(m->hq + 2 * m->hk) * m->d) : a->qkv;
+    a->att = own(a, prefix, b, "att", T, (int64_t)m->aq * m->d);
+    a->att_u = m->U > 1 ? own(a, prefix, b, "att_u", m->Tr, (int64_t)m->hq * m->d) : a->att;
+    a->lse = own(a, prefix, b, "lse", m->Tr, m->hq);
+    if (c->recompute == SW_RECOMPUTE_NONE) /* ring = 1: the attention space holds the whole sequence */
+        a->probs = own(a, prefix, b, "probs", (int64_t)m->Tr * m->hq, c->seq);
+    a->x_mid = own(a, prefix, b, "x_mid", Tl, h);
+    a->ln2 = own(a, prefix, b, "ln2", Tl, h);
+    a->ln2_mean = own(a, prefix, b, "ln2_mean", Tl, 1);
+    a->ln2_rstd = own(a, prefix, b, "ln2_rstd", Tl, 1);
+    a->ln2g = !gathered ? a->ln2 : m->gath ? m->gath : own(a, prefix, b, "ln2_gathered", T, h);
+    a->fc = own(a, prefix, b, "fc", T, hf);
+    a->fc_gelu = own(a, prefix, b, "fc_gelu", T, hf);
+}
+
+
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = calloc(1, sizeof *m);
@@ -499,6 +574,14 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
             sw_usage_error("%s (%d) must equal the %s degree of the mesh (%d)", degrees[i].name, want[i],
                            degrees[i].name, have);
     }
+    if (c->offload && sw_offload_node() < 0)
+        sw_usage_error("offload needs an offload memory node (sw_init with sw_options.offload = 1; gpt_train --offload)");
+    /* a block's saved activations must fit the budget at once (those of
+     * block 0 are the largest: full recomputation keeps its input) */
+    double block_mib = saved_model_bytes(c, 0) / 1048576.0;
+    if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < block_mib)
+        sw_usage_error("offload-budget-mb (%d) must hold one block's saved activations (%.2f MB)",
+                       sw_offload_budget_mb(), block_mib);
     m->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_TP) : 0, c->sp};
     m->comm = comm;
     m->dp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_DP) : 0;
@@ -529,9 +612,8 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->adam_m = calloc((size_t)m->nparams, sizeof(sw_tensor *));
     m->adam_v = calloc((size_t)m->nparams, sizeof(sw_tensor *));
     m->x = calloc((size_t)c->layers + 1, sizeof(sw_tensor *));
-    m->acts = calloc((size_t)c->layers, sizeof(block_acts));
     m->gshard = calloc((size_t)m->nparams, sizeof(sw_tensor *));
-    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->acts || !m->gshard) {
+    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->gshard) {
         perror("starweave: calloc");
         abort();
     }
@@ -569,34 +651,43 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     }
     m->tokens = sw_tensor_new2d("tokens", SW_I32, T, 1);
     m->targets = sw_tensor_new2d("targets", SW_I32, T, 1);
-    for (int l = 0; l <= c->layers; l++) m->x[l] = act("x", l, Tl, h);
-    int gathered = c->tp > 1 && c->sp;
-    if (gathered && c->tp_recompute_allgather) m->gath = act("gathered", -1, T, h);
-    for (int l = 0; l < c->layers; l++) {
-        block_acts *a = &m->acts[l];
-        a->ln1 = act("ln1", l, Tl, h);
-        a->ln1_mean = act("ln1_mean", l, Tl, 1);
-        a->ln1_rstd = act("ln1_rstd", l, Tl, 1);
-        a->ln1g = !gathered ? a->ln1 : m->gath ? m->gath : act("ln1_gathered", l, T, h);
-        int ulysses = m->U > 1;
-        if (ulysses && !m->qkv_t) m->qkv_t = act("qkv", -1, T, qkv_cols);
-        a->qkv = ulysses ? m->qkv_t : act("qkv", l, T, qkv_cols);
-        a->qkv_u = ulysses ? act("qkv_u", l, m->Tr, (int64_t)(m->hq + 2 * m->hk) * m->d) : a->qkv;
-        a->att = act("att", l, T, (int64_t)m->aq * m->d);
-        a->att_u = ulysses ? act("att_u", l, m->Tr, (int64_t)m->hq * m->d) : a->att;
-        a->lse = act("lse", l, m->Tr, m->hq);
-        a->x_mid = act("x_mid", l, Tl, h);
-        a->ln2 = act("ln2", l, Tl, h);
-        a->ln2_mean = act("ln2_mean", l, Tl, 1);
-        a->ln2_rstd = act("ln2_rstd", l, Tl, 1);
-        a->ln2g = !gathered ? a->ln2 : m->gath ? m->gath : act("ln2_gathered", l, T, h);
-        a->fc = act("fc", l, T, hf);
-        a->fc_gelu = act("fc_gelu", l, T, hf);
+    /* block inputs: every one, or with full recomputation those of the
+     * checkpointed blocks (l % K == 0; the others are the working set's) */
+    int full = c->recompute == SW_RECOMPUTE_FULL;
+    m->K = full ? c->recompute_every : 0;
+    for (int l = 0; l <= c->layers; l++)
+        m->x[l] = !full || l % m->K == 0 || l == c->layers ? act("x", l, Tl, h)
+                  : l < m->K                               ? act("x_work", l, Tl, h)
+                                                           : m->x[l % m->K];
+    if (c->tp > 1 && c->sp && c->tp_recompute_allgather) m->gath = act("gathered", -1, T, h);
+    if (m->U > 1) m->qkv_t = act("qkv", -1, T, qkv_cols);
+    int nb = full ? m->K : c->offload ? 2 : c->layers;
+    m->nblocks = nb < c->layers ? nb : c->layers;
+    m->blocks = calloc((size_t)m->nblocks, sizeof(block_acts));
+    m->acts = calloc((size_t)c->layers, sizeof(block_acts *));
+    if (!m->blocks || !m->acts) { perror("starweave: calloc"); abort(); }
+    for (int b = 0; b < m->nblocks; b++) block_create(m, &m->blocks[b], full ? "work" : "h", b);
+    for (int l = 0; l < c->layers; l++) m->acts[l] = &m->blocks[l % m->nblocks];
+    if (c->offload) {
+        m->stash = calloc((size_t)c->layers, sizeof *m->stash);
+        m->sref = calloc((size_t)c->layers, sizeof *m->sref);
+        if (!m->stash || !m->sref) { perror("starweave: calloc"); abort(); }
+        for (int l = 0; l < c->layers; l++) {
+            m->sref[l] = (struct stash_ref){m, l};
+            block_acts *a = m->acts[l];
+            m->stash[l] = calloc((size_t)a->nown, sizeof(sw_tensor *));
+            if (!m->stash[l]) { perror("starweave: calloc"); abort(); }
+            for (int i = 0; i < a->nown; i++) {
+                char name[80];
+                snprintf(name, sizeof name, "h%d.%s", l, strchr(a->own[i]->name, '.') + 1);
+                m->stash[l][i] = sw_tensor_new_offload(name, a->own[i]->rows, a->own[i]->cols);
+            }
+        }
     }
     m->lnf = act("lnf", -1, Tl, h);
     m->lnf_mean = act("lnf_mean", -1, Tl, 1);
     m->lnf_rstd = act("lnf_rstd", -1, Tl, 1);
-    m->lnfg = gathered ? act("lnf_gathered", -1, T, h) : m->lnf;
+    m->lnfg = c->tp > 1 && c->sp ? act("lnf_gathered", -1, T, h) : m->lnf;
     m->logits = act("logits", -1, T, m->Vl);
     m->ce_max = act("ce_max", -1, T, 1);
     m->ce_tgt = act("ce_target", -1, T, 1);
@@ -643,17 +734,17 @@ void sw_gpt_destroy(sw_gpt *m)
         sw_tensor_free(m->adam_v[i]);
         sw_tensor_free(m->gshard[i]);
     }
-    for (int l = 0; l <= m->c.layers; l++) sw_tensor_free(m->x[l]);
-    for (int l = 0; l < m->c.layers; l++) {
-        block_acts *a = &m->acts[l];
-        sw_tensor *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_u, a->att, a->lse,
-                            a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
-        if (a->att_u != a->att) sw_tensor_free(a->att_u); /* Ulysses (qkv is then the shared qkv_t) */
-        /* gathered norm outputs: the norm output itself, the shared scratch, or our own */
-        if (a->ln1g != a->ln1 && a->ln1g != m->gath) sw_tensor_free(a->ln1g);
-        if (a->ln2g != a->ln2 && a->ln2g != m->gath) sw_tensor_free(a->ln2g);
+    for (int l = 0; l <= m->c.layers; l++)
+        if (!m->K || l < m->K || l % m->K == 0 || l == m->c.layers) sw_tensor_free(m->x[l]); /* not an alias */
+    for (int l = 0; m->stash && l < m->c.layers; l++) {
+        for (int i = 0; i < m->acts[l]->nown; i++) sw_tensor_free(m->stash[l][i]);
+        free(m->stash[l]);
     }
+    free(m->stash);
+    free(m->sref);
+    for (int b = 0; b < m->nblocks; b++)
+        for (int i = 0; i < m->blocks[b].nown; i++) sw_tensor_free(m->blocks[b].own[i]);
+    free(m->blocks);
     if (m->lnfg != m->lnf) sw_tensor_free(m->lnfg);
     sw_tensor *rest[] = {m->tokens, m->targets, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits,
                          m->ce_max, m->ce_tgt, m->ce_sumexp, m->ce_rows, m->loss, m->emb, m->part, m->gath,
@@ -957,7 +1048,8 @@ static int ring_pairs(int nq, int pa[4], int pb[4])
  * travels while step s computes, double-buffered; partial outputs merged by
  * log-sum-exp), one task per (query run, key run, head group), fully
  * masked tiles skipped. R = 1: one step on the rank's own K/V. */
-static void ring_forward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_tensor *o, sw_tensor *lse)
+static void ring_forward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_tensor *o, sw_tensor *lse,
+                         sw_tensor *probs)
 {
     int G = m->G, Gk = m->Gk, ncol = G + 2 * Gk, R = m->R;
     int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
@@ -983,8 +1075,12 @@ static void ring_forward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_te
                 int kv = g * Gk / G;
                 sw_attn_args at = attn_args(m, step, layer, g, qp[a], qn[a], kp[b], kn[b]);
                 at.merge = written[a];
-                sw_attn_fwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
-                            L[a * G + g], &at);
+                if (probs) /* recompute none (R = 1): the probabilities kept for backward */
+                    sw_attn_probs_fwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
+                                      L[a * G + g], sw_tensor_tiles(probs, SW_ROWS, G, STARPU_W)[g], &at);
+                else
+                    sw_attn_fwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
+                                L[a * G + g], &at);
             }
             written[a] = 1;
         }
@@ -996,7 +1092,7 @@ static void ring_forward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_te
  * (dkv buffers), gathering every rank's contribution, and comes back to
  * its owner after R shifts, into dqkv_u's k | v columns. */
 static void ring_backward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_tensor *o, sw_tensor *lse,
-                          sw_tensor *dout, sw_tensor *dqkv_u)
+                          sw_tensor *probs, sw_tensor *dout, sw_tensor *dqkv_u)
 {
     int G = m->G, Gk = m->Gk, ncol = G + 2 * Gk, R = m->R;
     int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
@@ -1033,7 +1129,12 @@ static void ring_backward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_t
                 at.accumulate = dq_done[a];
                 /* groups sharing a K/V tile add their dk, dv after the first one */
                 at.kv_accumulate = dkv_done[b] || g % (G / Gk) != 0;
-                sw_attn_bwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
+                if (probs)
+                    sw_attn_probs_bwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv],
+                                      sw_tensor_tiles(probs, SW_ROWS, G, STARPU_R)[g], dO[a * G + g], dQ[a * ncol + g],
+                                      dKV[b * dstride + kv], dKV[b * dstride + Gk + kv], &at);
+                else
+                    sw_attn_bwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
                             L[a * G + g], dO[a * G + g], dQ[a * ncol + g], dKV[b * dstride + kv],
                             dKV[b * dstride + Gk + kv], &at);
             }
@@ -1051,17 +1152,17 @@ static void ring_backward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_t
  * heads are exchanged for the sequence around it */
 static void attention_forward(sw_gpt *m, int step, int layer)
 {
-    block_acts *A = &m->acts[layer];
+    block_acts *A = m->acts[layer];
     if (m->U > 1) ulysses_qkv(m, A->qkv, A->qkv_u, 1);
-    ring_forward(m, step, layer, A->qkv_u, A->att_u, A->lse);
+    ring_forward(m, step, layer, A->qkv_u, A->att_u, A->lse, A->probs);
     if (m->U > 1) ulysses_out(m, A->att_u, A->att, 1);
 }
 
 static void attention_backward(sw_gpt *m, int step, int layer)
 {
-    block_acts *A = &m->acts[layer];
+    block_acts *A = m->acts[layer];
     if (m->U > 1) ulysses_out(m, m->datt_u, m->datt, 0);
-    ring_backward(m, step, layer, A->qkv_u, A->att_u, A->lse, m->datt_u, m->dqkv_u);
+    ring_backward(m, step, layer, A->qkv_u, A->att_u, A->lse, A->probs, m->datt_u, m->dqkv_u);
     if (m->U > 1) ulysses_qkv(m, m->dqkv, m->dqkv_u, 0);
 }
 
@@ -1172,29 +1273,75 @@ static void lm_head_forward(sw_gpt *m)
     if (m->micro == c->grad_accum - 1 && m->gn > 1) sw_allreduce(m->comm, m->gg, m->loss_sum, SW_SUM);
 }
 
+/* Offload (Open-Sora's stack, as tasks): after block l's forward its saved
+ * activations are copied from the working set (two blocks, alternating)
+ * into their tensors on the offload node and marked "won't use" (StarPU
+ * writes them home and evicts their main-RAM copies first); in backward
+ * they are copied back into the working set before block l's backward
+ * (last block first), and once that onload has run, block l - 1's are
+ * prefetched while block l computes. (StarPU's prefetch does not wait for
+ * the tasks submitted before it, so it is issued from the onload's
+ * completion, when it is due, not at submission.) */
+static void prefetch_block(void *arg)
+{
+    const struct stash_ref *r = arg;
+    for (int i = 0; i < r->m->acts[r->l]->nown; i++)
+        starpu_data_prefetch_on_node(r->m->stash[r->l][i]->handle, STARPU_MAIN_RAM, 1);
+}
+
+static void offload_block(sw_gpt *m, int l)
+{
+    block_acts *a = m->acts[l];
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, l);
+    for (int i = 0; i < a->nown; i++) {
+        sw_copy(whole_w(m->stash[l][i]), whole_r(a->own[i]));
+        sw_tensor_wont_use(m->stash[l][i]);
+    }
+}
+
+static void onload_block(sw_gpt *m, int l)
+{
+    block_acts *a = m->acts[l];
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, l);
+    if (l == m->c.layers - 1) prefetch_block(&m->sref[l]);
+    for (int i = 0; i < a->nown; i++)
+        sw_copy_then(whole_w(a->own[i]), whole_r(m->stash[l][i]), i == 0 && l > 0 ? prefetch_block : NULL,
+                     l > 0 ? &m->sref[l - 1] : NULL);
+}
+
+/* Block l's forward, from x[l] into its saved activations and (out != 0)
+ * x[l+1]; out = 0 when full recomputation refills the last block of a
+ * group, whose output is already kept. */
+static void block_forward(sw_gpt *m, int step, int l, int out)
+{
+    block_acts *A = m->acts[l];
+    int P = m->P;
+    /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
+    layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
+    sw_tensor *ln1 = sw_tp_f_forward(&m->tp, A->ln1, A->ln1g);
+    column_forward(m, A->ln1, ln1, block_param(l, QKV_W), A->qkv, m->nqkv, m->gemm_sizes);
+    attention_forward(m, step, l);
+    sw_tensor *proj = row_forward(m, A->att, block_param(l, PROJ_W));
+    residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], proj, A->x_mid);
+    /* MLP: x[l+1] = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
+    layernorm_forward(m, A->x_mid, block_param(l, LN2_W), A->ln2, A->ln2_mean, A->ln2_rstd);
+    sw_tensor *ln2 = sw_tp_f_forward(&m->tp, A->ln2, A->ln2g);
+    column_forward(m, A->ln2, ln2, block_param(l, FC_W), A->fc, P, NULL);
+    for (int j = 0; j < P; j++) sw_gelu_fwd(cols_r(m, A->fc, j), cols_w(m, A->fc_gelu, j));
+    if (!out) return;
+    sw_tensor *fc2 = row_forward(m, A->fc_gelu, block_param(l, FC2_W));
+    residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, fc2, m->x[l + 1]);
+}
+
 void sw_gpt_forward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
-    int P = m->P;
     sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
     embedding_forward(m, step);
     for (int l = 0; l < c->layers; l++) {
-        block_acts *A = &m->acts[l];
         sw_trace_set_phase(SW_PHASE_FORWARD, l);
-        /* attention: x_mid = x[l] + dropout(proj(attention(qkv(ln1(x[l]))))) */
-        layernorm_forward(m, m->x[l], block_param(l, LN1_W), A->ln1, A->ln1_mean, A->ln1_rstd);
-        sw_tensor *ln1 = sw_tp_f_forward(&m->tp, A->ln1, A->ln1g);
-        column_forward(m, A->ln1, ln1, block_param(l, QKV_W), A->qkv, m->nqkv, m->gemm_sizes);
-        attention_forward(m, step, l);
-        sw_tensor *proj = row_forward(m, A->att, block_param(l, PROJ_W));
-        residual_forward(m, step, l, SW_DROP_ATTN_OUT, m->x[l], proj, A->x_mid);
-        /* MLP: x[l+1] = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
-        layernorm_forward(m, A->x_mid, block_param(l, LN2_W), A->ln2, A->ln2_mean, A->ln2_rstd);
-        sw_tensor *ln2 = sw_tp_f_forward(&m->tp, A->ln2, A->ln2g);
-        column_forward(m, A->ln2, ln2, block_param(l, FC_W), A->fc, P, NULL);
-        for (int j = 0; j < P; j++) sw_gelu_fwd(cols_r(m, A->fc, j), cols_w(m, A->fc_gelu, j));
-        sw_tensor *fc2 = row_forward(m, A->fc_gelu, block_param(l, FC2_W));
-        residual_forward(m, step, l, SW_DROP_MLP_OUT, A->x_mid, fc2, m->x[l + 1]);
+        block_forward(m, step, l, 1);
+        if (m->stash) offload_block(m, l);
     }
     int lnf = sw_gpt_num_params(c) - 2;
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
@@ -1256,33 +1403,48 @@ static void reduce_gradients(sw_gpt *m)
     }
 }
 
+/* Block l's backward: dres holds the gradient of x[l+1] on entry, of x[l] on return */
+static void block_backward(sw_gpt *m, int step, int l)
+{
+    block_acts *A = m->acts[l];
+    int P = m->P;
+    /* MLP */
+    sw_tensor *dz = residual_backward(m, step, l, SW_DROP_MLP_OUT);
+    row_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
+    for (int j = 0; j < P; j++)
+        sw_gelu_bwd(cols_r(m, A->fc, j), sw_tensor_tiles(m->dfc, SW_COLS, P, STARPU_RW)[j]);
+    sw_tensor *dln2 = column_backward(m, m->dfc, A->ln2, A->ln2g, block_param(l, FC_W), P, NULL);
+    layernorm_backward(m, dln2, A->x_mid, block_param(l, LN2_W), A->ln2_mean, A->ln2_rstd, 1);
+    /* attention */
+    sw_tensor *dproj = residual_backward(m, step, l, SW_DROP_ATTN_OUT);
+    row_backward(m, dproj, A->att, block_param(l, PROJ_W), m->datt);
+    attention_backward(m, step, l);
+    sw_tensor *dln1 = column_backward(m, m->dqkv, A->ln1, A->ln1g, block_param(l, QKV_W), m->nqkv, m->gemm_sizes);
+    sum_replicated_kv_grads(m, l);
+    layernorm_backward(m, dln1, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
+}
+
 void sw_gpt_backward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
-    int P = m->P;
     int lnf = sw_gpt_num_params(c) - 2;
 
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     sw_tensor *dlnf = lm_head_backward(m);
     layernorm_backward(m, dlnf, m->x[c->layers], lnf, m->lnf_mean, m->lnf_rstd, 0);
 
+    /* blocks in reverse; with full recomputation each group of K blocks is
+     * first refilled from its kept input (the group's last block up to its
+     * GeLU: its output is the next group's kept input) */
     for (int l = c->layers - 1; l >= 0; l--) {
-        block_acts *A = &m->acts[l];
+        if (m->stash) onload_block(m, l);
+        if (m->K && ((l + 1) % m->K == 0 || l == c->layers - 1))
+            for (int r = l / m->K * m->K; r <= l; r++) {
+                sw_trace_set_phase(SW_PHASE_RECOMPUTE, r);
+                block_forward(m, step, r, r < l);
+            }
         sw_trace_set_phase(SW_PHASE_BACKWARD, l);
-        /* MLP */
-        sw_tensor *dz = residual_backward(m, step, l, SW_DROP_MLP_OUT);
-        row_backward(m, dz, A->fc_gelu, block_param(l, FC2_W), m->dfc);
-        for (int j = 0; j < P; j++)
-            sw_gelu_bwd(cols_r(m, A->fc, j), sw_tensor_tiles(m->dfc, SW_COLS, P, STARPU_RW)[j]);
-        sw_tensor *dln2 = column_backward(m, m->dfc, A->ln2, A->ln2g, block_param(l, FC_W), P, NULL);
-        layernorm_backward(m, dln2, A->x_mid, block_param(l, LN2_W), A->ln2_mean, A->ln2_rstd, 1);
-        /* attention */
-        sw_tensor *dproj = residual_backward(m, step, l, SW_DROP_ATTN_OUT);
-        row_backward(m, dproj, A->att, block_param(l, PROJ_W), m->datt);
-        attention_backward(m, step, l);
-        sw_tensor *dln1 = column_backward(m, m->dqkv, A->ln1, A->ln1g, block_param(l, QKV_W), m->nqkv, m->gemm_sizes);
-        sum_replicated_kv_grads(m, l);
-        layernorm_backward(m, dln1, m->x[l], block_param(l, LN1_W), A->ln1_mean, A->ln1_rstd, 1);
+        block_backward(m, step, l);
     }
 
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
@@ -1345,16 +1507,18 @@ void sw_gpt_update(sw_gpt *m, int step)
 
 /* ------------------------------------------------------- memory model */
 
-sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
+/* saved activations of block `layer` by the model, in bytes */
+static double saved_model_bytes(const sw_gpt_config *c, int layer)
 {
-    const sw_gpt_config *c = &m->c;
-    /* the model, from the configuration alone (fp32):
-     * l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
-     * l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
-     * both norms); the gathered norm outputs; qkv, attention output, lse,
-     * fc before and after GeLU; with Ulysses + T aq d: the attention output
-     * in both layouts. T = seq/(ulysses*ring) * batch/(dp*grad_accum). */
-    double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
+    /* the model, from the configuration alone (fp32 elements):
+     * selective: l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
+     *   l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
+     *   both norms); the gathered norm outputs; qkv, attention output, lse,
+     *   fc before and after GeLU; with Ulysses + T aq d: the attention output
+     *   in both layouts. T = seq/(ulysses*ring) * B, B = batch/(dp*grad_accum).
+     * none: + (aq/ulysses) B seq^2, the attention probabilities.
+     * full: l h for a checkpointed block (layer % recompute_every == 0), else 0. */
+    double t = c->tp, B = c->batch / (c->dp * c->grad_accum), T = (double)c->seq / (c->ulysses * c->ring) * B;
     double h = c->hidden;
     double d = (double)c->hidden / c->heads;
     double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
@@ -1362,17 +1526,20 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
     double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
     double elems = l * (4 * h + 4) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + 2 * 4 * h / t);
     if (c->ulysses > 1) elems += T * aq * d;
-    sw_gpt_memory r = {4 * elems, 0};
-    /* measured: what the block's tensors hold */
-    const block_acts *a = &m->acts[layer];
-    const sw_tensor *kept[] = {m->x[layer], a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_u, a->att, a->lse,
-                               a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc, a->fc_gelu};
-    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) r.measured_bytes += (double)sw_tensor_bytes(kept[i]);
-    if (a->att_u != a->att) r.measured_bytes += (double)sw_tensor_bytes(a->att_u);
-    /* gathered norm outputs, when the block owns them (not the norm output
-     * itself, not the scratch shared by every block) */
-    if (a->ln1g != a->ln1 && a->ln1g != m->gath) r.measured_bytes += (double)sw_tensor_bytes(a->ln1g);
-    if (a->ln2g != a->ln2 && a->ln2g != m->gath) r.measured_bytes += (double)sw_tensor_bytes(a->ln2g);
+    if (c->recompute == SW_RECOMPUTE_NONE) elems += aq / c->ulysses * B * (double)c->seq * c->seq;
+    if (c->recompute == SW_RECOMPUTE_FULL) elems = layer % c->recompute_every == 0 ? l * h : 0;
+    return 4 * elems;
+}
+
+sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
+{
+    sw_gpt_memory r = {saved_model_bytes(&m->c, layer), 0};
+    /* measured: the block's input when it is kept, and the tensors allocated
+     * for the block alone (none with full recomputation: its working set is
+     * shared by the blocks of every group) */
+    if (!m->K || layer % m->K == 0) r.measured_bytes += (double)sw_tensor_bytes(m->x[layer]);
+    for (int i = 0; i < m->acts[layer]->nown && !m->K; i++) /* offload: the copies on the offload node */
+        r.measured_bytes += (double)sw_tensor_bytes(m->stash ? m->stash[layer][i] : m->acts[layer]->own[i]);
     return r;
 }
 

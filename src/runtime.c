@@ -22,7 +22,13 @@ static struct {
     int started;
     int rank, size;
     unsigned task_where; /* sw_set_task_where */
-} sw_rt = {0, 0, 1, 0};
+    int offload_node, offload_budget_mb;
+    char offload_dir[4096];
+} sw_rt = {0, 0, 1, 0, -1, 0, ""};
+
+/* what the offload disk node may hold (an accounting limit: the unistd
+ * backend creates files as buffers are evicted) */
+#define SW_OFFLOAD_DISK_BYTES ((starpu_ssize_t)64 << 30)
 
 void sw_options_default(sw_options *opt)
 {
@@ -31,6 +37,8 @@ void sw_options_default(sw_options *opt)
     opt->quiet = 0;
     opt->idle_sleep_us = -1;
     opt->ncuda = -1;
+    opt->offload = 0;
+    opt->offload_budget_mb = 0;
 }
 
 #ifdef STARWEAVE_USE_CUDA
@@ -163,6 +171,11 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                         "MPI_THREAD_SERIALIZED (%d)\n", provided, MPI_THREAD_SERIALIZED);
         return -ENOTSUP;
     }
+    if (opt.offload_budget_mb > 0) { /* read by StarPU's memory manager at init */
+        char mb[32];
+        snprintf(mb, sizeof mb, "%d", opt.offload_budget_mb);
+        setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
+    }
     int rc = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (rc != 0) {
         fprintf(stderr, "starweave: starpu_mpi_init_conf failed: %s (%d)\n",
@@ -177,6 +190,23 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     }
     SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &sw_rt.rank));
     SW_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &sw_rt.size));
+    sw_rt.offload_budget_mb = opt.offload_budget_mb;
+    sw_rt.offload_node = -1;
+    if (opt.offload) {
+        /* out-of-core: the unistd backend keeps one file per evicted buffer in the directory */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(sw_rt.offload_dir, sizeof sw_rt.offload_dir, "%s/starweave-offload.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(sw_rt.offload_dir)) {
+            fprintf(stderr, "starweave: cannot create the offload directory %s: %s\n", sw_rt.offload_dir, strerror(errno));
+            return -errno;
+        }
+        sw_rt.offload_node = starpu_disk_register(&starpu_disk_unistd_ops, sw_rt.offload_dir, SW_OFFLOAD_DISK_BYTES);
+        if (sw_rt.offload_node < 0) {
+            fprintf(stderr, "starweave: starpu_disk_register(%s) failed (%d)\n", sw_rt.offload_dir, sw_rt.offload_node);
+            rmdir(sw_rt.offload_dir);
+            return sw_rt.offload_node;
+        }
+    }
 #ifdef STARWEAVE_USE_CUDA
     /* one cuBLAS handle per CUDA worker, bound to the worker's stream
      * (starpu_cublas_get_local_handle); nothing to do without CUDA workers */
@@ -205,6 +235,8 @@ void sw_shutdown(void)
     starpu_cublas_shutdown();
 #endif
     starpu_mpi_shutdown();
+    if (sw_rt.offload_node >= 0) rmdir(sw_rt.offload_dir); /* StarPU removed its files */
+    sw_rt.offload_node = -1;
     sw_rt.started = 0;
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -280,6 +312,8 @@ int sw_stats_get(sw_stat *out, int max)
 
 int sw_rank(void) { return sw_rt.rank; }
 int sw_world_size(void) { return sw_rt.size; }
+int sw_offload_node(void) { return sw_rt.offload_node; }
+int sw_offload_budget_mb(void) { return sw_rt.offload_budget_mb; }
 int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
 int sw_ncuda(void) { return sw_rt.started ? (int)starpu_cuda_worker_get_count() : 0; }
 

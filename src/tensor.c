@@ -9,12 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Home buffers are not counted against a main-memory budget
+ * (sw_options.offload_budget_mb): it is for the data StarPU allocates. */
+#define SW_MALLOC_FLAGS (sw_offload_budget_mb() > 0 ? 0 : STARPU_MALLOC_COUNT)
+
 size_t sw_dtype_size(sw_dtype dt)
 {
     return dt == SW_F32 ? sizeof(float) : sizeof(int32_t);
 }
 
-sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape)
+static sw_tensor *tensor_create(const char *name, sw_dtype dt, int ndim, const int64_t *shape, int node)
 {
     if (ndim < 1 || ndim > SW_MAX_DIMS) {
         fprintf(stderr, "starweave: tensor %s: ndim %d outside 1..%d\n", name, ndim, SW_MAX_DIMS);
@@ -37,20 +41,40 @@ sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t 
     t->cols = shape[ndim - 1];
     t->rw_plan = -1;
     /* Home node = main RAM: tiles of every split then alias the parent's
-     * buffer, so switching splits costs no copy. */
-    if (starpu_malloc_flags(&t->data, (size_t)(t->rows * t->cols) * sw_dtype_size(dt),
-                            STARPU_MALLOC_COUNT) != 0) {
-        fprintf(stderr, "starweave: tensor %s: cannot allocate %lld bytes\n", name,
-                (long long)(t->rows * t->cols * (int64_t)sw_dtype_size(dt)));
+     * buffer, so switching splits costs no copy. Offload tensors live on
+     * the offload node; tasks read and write their main-RAM copies. */
+    size_t bytes = (size_t)(t->rows * t->cols) * sw_dtype_size(dt);
+    t->node = node;
+    if (node == STARPU_MAIN_RAM ? starpu_malloc_flags(&t->data, bytes, SW_MALLOC_FLAGS) != 0
+                                : !(t->data = (void *)starpu_malloc_on_node(node, bytes))) {
+        fprintf(stderr, "starweave: tensor %s: cannot allocate %zu bytes on memory node %d\n", name, bytes, node);
         abort();
     }
-    starpu_matrix_data_register(&t->handle, STARPU_MAIN_RAM, (uintptr_t)t->data, (uint32_t)t->cols,
+    starpu_matrix_data_register(&t->handle, node, (uintptr_t)t->data, (uint32_t)t->cols,
                                 (uint32_t)t->cols, (uint32_t)t->rows, sw_dtype_size(dt));
     starpu_data_set_name(t->handle, t->name);
     t->whole = (sw_block){t, 0, t->rows, 0, t->cols};
     starpu_data_set_user_data(t->handle, &t->whole);
     return t;
 }
+
+sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_create(name, dt, ndim, shape, STARPU_MAIN_RAM);
+}
+
+sw_tensor *sw_tensor_new_offload(const char *name, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = {rows, cols};
+    if (sw_offload_node() < 0) {
+        fprintf(stderr, "starweave: tensor %s: no offload node (sw_options.offload)\n", name);
+        abort();
+    }
+    return tensor_create(name, SW_F32, 2, shape, sw_offload_node());
+}
+
+void sw_tensor_wont_use(sw_tensor *t) { starpu_data_wont_use(sw_tensor_whole(t, STARPU_R)); }
+
 
 sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols)
 {
@@ -268,7 +292,8 @@ void sw_tensor_free(sw_tensor *t)
     release_plans(t);
     /* waits for the tasks on this tensor only: the buffer is ours to free */
     starpu_data_unregister(t->handle);
-    starpu_free_flags(t->data, sw_tensor_bytes(t), STARPU_MALLOC_COUNT);
+    if (t->node == STARPU_MAIN_RAM) starpu_free_flags(t->data, sw_tensor_bytes(t), SW_MALLOC_FLAGS);
+    else starpu_free_on_node(t->node, (uintptr_t)t->data, sw_tensor_bytes(t));
     free(t);
 }
 

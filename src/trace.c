@@ -1292,11 +1292,13 @@ void sw_trace_dag_copy(starpu_data_handle_t dst, starpu_data_handle_t src)
     pthread_mutex_unlock(&tr.dag.lock);
 }
 
-void sw_copy(starpu_data_handle_t dst, starpu_data_handle_t src)
+void sw_copy_then(starpu_data_handle_t dst, starpu_data_handle_t src, void (*done)(void *), void *arg)
 {
     sw_trace_dag_copy(dst, src);
-    SW_CHECK(starpu_data_cpy(dst, src, 1, NULL, NULL));
+    SW_CHECK(starpu_data_cpy(dst, src, 1, done, arg));
 }
+
+void sw_copy(starpu_data_handle_t dst, starpu_data_handle_t src) { sw_copy_then(dst, src, NULL, NULL); }
 
 /* StarPU-MPI orders a send as a reader of h, a receive as a writer */
 static void dag_request(const char *collective, const char *group, int chunk, MPI_Comm comm, int peer, int is_send,

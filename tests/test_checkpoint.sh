@@ -6,7 +6,6 @@
 # checkpoint is refused with a message and exit 2 on every rank; kill -9
 # during saves leaves the latest checkpoint loadable.
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 ARGS="--dropout 0.1 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --quiet"
 train() { # train NP ARGS...: gpt_train on NP ranks
   np=$1; shift

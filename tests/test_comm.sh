@@ -6,7 +6,6 @@
 # scheduler at 3 and 4 ranks:
 # it must finish, correct, within the launcher's timeout (no deadlock).
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_comm"
 for np in 2 3 4; do
   SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-240} sh "$LAUNCH" "$np" "$PROG" > "$TMPD/out" 2>&1

@@ -2,7 +2,6 @@
 # The process mesh under mpirun with 1 to 4 ranks (every factorisation of
 # the world size), and a bad mesh: exit 2 on every rank, message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_mesh"
 for np in 1 2 3 4; do
   sh "$LAUNCH" "$np" "$PROG" > "$TMPD/out" 2>&1

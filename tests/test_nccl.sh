@@ -3,7 +3,6 @@
 # (exit 77) with the program's reason when the build has no CUDA, a rank has
 # no CUDA worker, or the node has fewer GPUs than ranks.
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_nccl"
 SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-240} sh "$LAUNCH" 2 "$PROG" > "$TMPD/out" 2>&1
 rc=$?

@@ -14,9 +14,17 @@
  * each rank submitted: equal over the ring ranks within 1 % with zigzag,
  * and without it the imbalance is printed (last / first ring rank).
  *
+ * --recompute MODE [--recompute-every K] (activation memory): the parallel
+ * model recomputes as asked and the reference is the same layout with
+ * selective recomputation; before every step the tested model gets the
+ * reference's parameters, so that each step's loss and every gradient are
+ * compared from the same point, relative 1e-6 (AdamW would turn rounding
+ * noise into lr-sized moves otherwise, see below).
+ *
  * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
- *                [--ulysses U] [--ring R] [--no-zigzag]
+ *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
+ *                [--recompute MODE] [--recompute-every K]
  *                (tp = the number of ranks / (dp * ulysses * ring)) */
 #include <string.h>
 
@@ -57,18 +65,20 @@ static double rel_err(const float *got, const float *ref, int64_t n)
 }
 
 /* the worst gradient, summed over dp as the update used it (with ZeRO-1
- * this rank's rows of it) */
-static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, char *worst_name, size_t len)
+ * this rank's rows of it); same: ref has par's layout, gradients compared
+ * as they are */
+static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *worst_name, size_t len)
 {
     const sw_gpt_config *c = sw_gpt_get_config(par);
     double worst = 0;
     for (int i = 0; i < sw_gpt_num_params(c); i++) {
-        int64_t row0;
-        sw_tensor *full = sw_gpt_grad(single, i), *mine = sw_gpt_reduced_grad(par, i, &row0);
+        int64_t row0 = 0;
+        sw_tensor *full = sw_gpt_grad(single, i), *mine = same ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
         float *f = tu_read(full), *got = tu_read(mine);
         float *want = malloc(sw_tensor_bytes(sw_gpt_grad(par, i)));
         if (!want) { perror("malloc"); exit(99); }
-        sw_gpt_shard(c, tp_rank, i, f, want);
+        if (same) memcpy(want, f, sw_tensor_bytes(full));
+        else sw_gpt_shard(c, tp_rank, i, f, want);
         double e = rel_err(got, want + row0 * mine->cols, sw_tensor_numel(mine));
         if (!(e <= worst)) {
             worst = e;
@@ -108,59 +118,82 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
         else if (!strcmp(a, "--ring")) c.ring = atoi(v), i++;
         else if (!strcmp(a, "--no-zigzag")) c.zigzag = 0;
+        else if (!strcmp(a, "--seq")) c.seq = c.max_pos = atoi(v), i++;
+        else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
+        else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
         else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
     }
+    int same = c.recompute != SW_RECOMPUTE_SELECTIVE; /* the reference: this layout, selective */
+    double loss_tol = same ? 1e-6 : 1e-5, grad_tol = same ? 1e-6 : 1e-4;
     sw_gpt_config single_cfg = c;
     single_cfg.zero = 0;
     single_cfg.ulysses = single_cfg.ring = 1;
+    single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
+    single_cfg.recompute_every = 1;
     int cp = c.ulysses * c.ring;
     c.tp = world / (dp * cp);
     c.dp = dp;
     c.grad_accum = accum;
+    if (same) {
+        single_cfg = c;
+        single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
+        single_cfg.recompute_every = 1;
+    }
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
-    sw_gpt *single = sw_gpt_create(&single_cfg, NULL);
+    sw_gpt *single = sw_gpt_create(&single_cfg, same && world > 1 ? comm : NULL);
     sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
     const sw_gpt_config *pc = sw_gpt_get_config(par);
     char what[256];
-    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g",
+    char rec[64] = "";
+    if (same)
+        snprintf(rec, sizeof rec, ", recompute %s every %d vs selective", sw_recompute_name(c.recompute),
+                 c.recompute_every);
+    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s",
              c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
              c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", accum, pc->heads,
-             pc->kv_heads, c.dropout);
+             pc->kv_heads, c.dropout, rec);
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
+    char name[64] = "", line[384];
     for (int step = 1; step <= steps; step++) {
         batch(&c, step, tok, tgt);
         int last = step == steps;
+        if (same)
+            for (int i = 0; i < sw_gpt_num_params(pc); i++) {
+                float *p = tu_read(sw_gpt_param(single, i));
+                sw_tensor_write_host(sw_gpt_param(par, i), p);
+                free(p);
+            }
         step_model(single, step, tok, tgt, !last);
-        step_model(par, step, tok, tgt, !last);
+        step_model(par, step, tok, tgt, !last && !same);
         float ls = sw_gpt_read_loss(single), lp = sw_gpt_read_loss(par);
         double e = fabs((double)lp - ls) / fabs((double)ls);
-        char line[384];
-        snprintf(line, sizeof line, "%s: step %d loss %.7f vs single rank %.7f (relative %.2g, bound 1e-5)", what, step,
-                 lp, ls, e);
-        tu_check_ranks(line, e <= 1e-5);
+        snprintf(line, sizeof line, "%s: step %d loss %.9g vs %s %.9g (relative %.2g, bound %g)", what, step,
+                 lp, same ? "selective" : "single rank", ls, e, loss_tol);
+        tu_check_ranks(line, e <= loss_tol);
+        if (!same && !last) continue;
+        if (c.zero && !same) sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows of the gradients in the update */
+        double eg = compare(single, par, tp_rank, same, name, sizeof name);
+        snprintf(line, sizeof line,
+                 "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound %g)", what,
+                 step, tp_rank, name[0] ? name : "none (all bit-identical)", eg, grad_tol);
+        tu_check_ranks(line, eg <= grad_tol);
     }
-    char name[64] = "", line[384];
-    if (c.zero) sw_gpt_update(par, steps); /* ZeRO-1 sums this rank's rows of the gradients in the update */
-    double eg = compare(single, par, tp_rank, name, sizeof name);
-    snprintf(line, sizeof line,
-             "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound 1e-4)", what,
-             steps, tp_rank, name, eg);
-    tu_check_ranks(line, eg <= 1e-4);
     /* saved activations: measured = model (1 %) on both models; with sp and
      * the re-gather in backward (or tp 1), this rank keeps the single rank's
      * bytes / (tp * dp * grad_accum) */
     for (int l = 0; l < c.layers; l++) {
         sw_gpt_memory ms = sw_gpt_saved_bytes(single, l), mp = sw_gpt_saved_bytes(par, l);
-        double es = fabs(ms.measured_bytes - ms.model_bytes) / ms.model_bytes;
-        double ep = fabs(mp.measured_bytes - mp.model_bytes) / mp.model_bytes;
+        /* full recomputation: blocks other than every K-th keep nothing (model 0) */
+        double es = fabs(ms.measured_bytes - ms.model_bytes) / (ms.model_bytes > 0 ? ms.model_bytes : 1);
+        double ep = fabs(mp.measured_bytes - mp.model_bytes) / (mp.model_bytes > 0 ? mp.model_bytes : 1);
         snprintf(line, sizeof line, "%s: layer %d saved bytes: measured %.0f, model %.0f (single rank: %.0f, %.0f)", what,
                  l, mp.measured_bytes, mp.model_bytes, ms.measured_bytes, ms.model_bytes);
         tu_check_ranks(line, es <= 0.01 && ep <= 0.01);
-        if (((c.sp && c.tp_recompute_allgather) || c.tp == 1) && c.ulysses == 1) {
+        if (((c.sp && c.tp_recompute_allgather) || c.tp == 1) && c.ulysses == 1 && !same) {
             /* a rank keeps 1/tp of its micro-batch's activations of 1/ring of the sequence, a micro-batch is
              * 1/(dp*grad_accum) of the batch */
             double ratio = mp.measured_bytes * c.tp * c.ring * dp * accum / ms.measured_bytes;

@@ -7,16 +7,6 @@
 # against its formula and bad input through gpt_train: exit 2 on every rank,
 # the message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
-PROG="$top_builddir/tests/test_tp"
-run() { # run NP ARGS...
-  np=$1; shift
-  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-180} sh "$LAUNCH" "$np" "$PROG" "$@" > "$TMPD/out" 2>&1
-  rc=$?
-  [ "$rc" = 0 ] || cat "$TMPD/out"
-  worst=$(grep -m 1 'every gradient' "$TMPD/out" | sed 's/.*worst //')
-  check "np=$np $*: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1); gradients: ${worst:-none} (exit $rc)" [ "$rc" = 0 ]
-}
 run 2
 run 2 --dropout 0.1
 run 2 --sp
@@ -62,16 +52,6 @@ for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 
   $ok || cat "$TMPD/out"
   check "gpt_train $args: ${line#communication: } (exit $rc)" $ok
 done
-expect_bad() { # expect_bad NP "message" ARGS...
-  np=$1; msg=$2; shift 2
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
-  rc=$?
-  n=$(grep -c -F -- "$msg" "$TMPD/out")
-  ok=false
-  [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
-  $ok || cat "$TMPD/out"
-  check "np=$np gpt_train $*: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
-}
 expect_bad 2 "heads (6) must be divisible by tp (4)" --tp 4 --heads 6 --hidden 96
 expect_bad 2 "heads (4) must be divisible by kv-heads (3)" --tp 2 --kv-heads 3
 expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp 4 --heads 12 --hidden 96 --kv-heads 6

@@ -7,7 +7,6 @@
 # check is skipped when absent). Then gpt_train --dag on 1 rank and on 2
 # (tp 2, sp), its graph checked against its trace by Python.
 . "${top_srcdir:-.}/tests/common.sh"
-LAUNCH="$top_srcdir/tests/mpi_launch.sh"
 PROG="$top_builddir/tests/test_trace"
 PY=/usr/bin/python3
 for np in 1 2; do

@@ -53,7 +53,30 @@ typedef struct sw_gpt_config {
     int ulysses, ring;      /* degrees (1: none) */
     int zigzag;             /* with ring > 1: ring rank r holds sequence chunks r and 2 ring - 1 - r of 2 ring
                                (causal load balance; default 1) */
+    /* Activation memory (Megatron's recomputation, Open-Sora's gc_step):
+     * SW_RECOMPUTE_NONE keeps the attention probabilities [B hq, s, s] for
+     * backward (the s^2 term; ring = 1 only); SELECTIVE (default) keeps
+     * Q, K, V, the attention output and its log-sum-exp and recomputes the
+     * scores, softmax and dropout in backward; FULL keeps only the input of
+     * every recompute_every-th block and resubmits the forward of each group
+     * of recompute_every blocks before its backward. Dropout masks come from
+     * the counter-based RNG, so every mode computes the same values. */
+    int recompute;          /* sw_recompute */
+    int recompute_every;    /* FULL: blocks per checkpoint (default 1) */
+    /* Activation offload (needs sw_init with sw_options.offload): what
+     * blocks keep for backward (with full recomputation: the kept block
+     * inputs) are offloadable tensors; after a block's forward they are
+     * marked "won't use" (StarPU writes them to the offload node and evicts
+     * them first when main RAM reaches sw_options.offload_budget_mb), and in
+     * backward those of the block below are prefetched while this block runs
+     * (LIFO). A budget below one block's saved activations is refused. */
+    int offload;
 } sw_gpt_config;
+
+typedef enum sw_recompute { SW_RECOMPUTE_NONE, SW_RECOMPUTE_SELECTIVE, SW_RECOMPUTE_FULL } sw_recompute;
+/* "none", "selective", "full"; parse returns -1 for anything else */
+const char *sw_recompute_name(int mode);
+int sw_recompute_parse(const char *name);
 
 void sw_gpt_config_default(sw_gpt_config *c);
 /* Checks every constraint; on violation writes "rule (values)" into msg and
@@ -139,9 +162,10 @@ float sw_gpt_read_loss(sw_gpt *m);
 /* Saved activations of block `layer` on this rank, in bytes: what the
  * library's model says for this configuration (formula in README, "Memory
  * model"), and what the block's saved tensors actually hold (the sum of
- * their allocations). Dropout masks are not saved (regenerated from the
- * counter-based RNG) and attention keeps only its log-sum-exp, so there is
- * no term in seq^2. */
+ * their allocations; tensors shared by several blocks, such as the working
+ * set that full recomputation fills again in backward, are not counted).
+ * Dropout masks are never saved (regenerated from the counter-based RNG);
+ * only SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
 typedef struct sw_gpt_memory {
     double model_bytes, measured_bytes;
 } sw_gpt_memory;

@@ -139,6 +139,26 @@ void sw_attn_bwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_han
                  starpu_data_handle_t dq, starpu_data_handle_t dk, starpu_data_handle_t dv,
                  const sw_attn_args *a);
 
+/* ---- attention without recomputation (codelets/attention_probs.c) ----
+ * Same arguments, layouts, masking, GQA and dropout mask as sw_attn_fwd /
+ * sw_attn_bwd, but the forward saves the softmax probabilities and the
+ * backward reads them instead of recomputing Q K^T (Megatron's
+ * "--recompute none"; O(sq*sk) memory per head). Whole key range only:
+ * merge must be 0 (Ring attention uses the flash tile).
+ * probs[batch*nh*sq, sk] (may be strided): row (b*nh + j)*sq + i holds the
+ * probabilities of query i of head j of batch element b over the keys,
+ * before dropout; masked keys and fully masked rows are 0.
+ * Forward: o, lse, probs written (W); o = dropout(P) V. */
+void sw_attn_probs_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,
+                       starpu_data_handle_t o, starpu_data_handle_t lse, starpu_data_handle_t probs,
+                       const sw_attn_args *a);
+/* Backward from the saved probs: dq (W, or RW += when accumulate), dk, dv
+ * (W, or RW += when accumulate or kv_accumulate). */
+void sw_attn_probs_bwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,
+                       starpu_data_handle_t probs, starpu_data_handle_t dout,
+                       starpu_data_handle_t dq, starpu_data_handle_t dk, starpu_data_handle_t dv,
+                       const sw_attn_args *a);
+
 /* ---- cross-entropy pieces over a block of logits (codelets/crossentropy.c) ----
  * logits[n, vb]: columns are vocabulary ids vocab0 .. vocab0+vb-1; ids >=
  * vocab (padding) are ignored. All outputs are [n,1] and written (W). */

@@ -19,6 +19,11 @@ typedef struct sw_options {
                             -1: $STARPU_NCUDA, else every GPU, or one when ranks share the node. Ranks
                             sharing a node take distinct GPUs (from local rank * ncuda on, mod the GPUs).
                             Ignored (no CUDA worker) in CPU-only builds. */
+    int offload;         /* 1: register an offload memory node, a StarPU disk node (out-of-core) in a fresh
+                            directory under $TMPDIR (or /tmp), removed at sw_shutdown */
+    int offload_budget_mb; /* > 0: main RAM that StarPU-allocated data (offloadable tensors, see
+                            sw_tensor_new_offloadable) may hold (STARPU_LIMIT_CPU_MEM); beyond it StarPU
+                            evicts them to the offload node. 0: no limit */
 } sw_options;
 
 #define SW_IDLE_SLEEP_US_SHARED 100
@@ -34,6 +39,9 @@ void sw_shutdown(void);
 
 int sw_rank(void);
 int sw_world_size(void);
+/* The offload memory node (sw_options.offload), or -1; the budget in MB (0: none). */
+int sw_offload_node(void);
+int sw_offload_budget_mb(void);
 int sw_ncpus(void);
 /* CUDA workers of this rank (0 in CPU-only builds and on machines without GPU). */
 int sw_ncuda(void);

@@ -45,7 +45,8 @@ typedef struct sw_tensor {
     int64_t rows, cols;           /* matrix view: rows = prod(shape[0..ndim-2]), cols = shape[ndim-1] */
     starpu_data_handle_t handle;  /* StarPU matrix: nx = cols, ny = rows, ld = cols */
     sw_block whole;               /* handle's user data: the whole of t */
-    void *data;                   /* home buffer in main RAM (starpu_malloc) */
+    void *data;                   /* home buffer (starpu_malloc in main RAM, or on the offload node) */
+    int node;                     /* its memory node */
     /* submission-time partition state (see tensor.c) */
     sw_plan plans[SW_MAX_PLANS];
     int nplans;
@@ -58,6 +59,16 @@ size_t sw_dtype_size(sw_dtype dt);
 /* New tensor with its home buffer in main RAM. */
 sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape);
 sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols);
+/* An fp32 tensor whose home is the offload node (sw_options.offload): tasks
+ * use a copy in main RAM that StarPU allocates (within
+ * sw_options.offload_budget_mb) and may evict. Use it whole (StarPU reads
+ * each tile of a partitioned one from the offload node on its own).
+ * sw_tensor_wont_use: its value is not needed for a while: StarPU writes it
+ * home when idle and evicts it first (ordered after the tasks submitted
+ * before on the tensor). Bring it back with starpu_data_prefetch_on_node,
+ * which is not ordered: call it once the writers have run. */
+sw_tensor *sw_tensor_new_offload(const char *name, int64_t rows, int64_t cols);
+void sw_tensor_wont_use(sw_tensor *t);
 /* Blocking: waits for the submitted tasks on t, unregisters and frees it. */
 void sw_tensor_free(sw_tensor *t);
 /* Contents no longer needed: StarPU may drop every copy (asynchronous). */

@@ -178,6 +178,8 @@ void sw_trace_dag_copy(starpu_data_handle_t dst, starpu_data_handle_t src);
 /* dst = src, asynchronous (starpu_data_cpy), declared to the task graph:
  * the library's copies go through it. */
 void sw_copy(starpu_data_handle_t dst, starpu_data_handle_t src);
+/* the same, calling done(arg) once the copy has run (from a worker: it must not block) */
+void sw_copy_then(starpu_data_handle_t dst, starpu_data_handle_t src, void (*done)(void *), void *arg);
 /* Collective over MPI_COMM_WORLD: gathers every rank's graph onto rank 0,
  * which writes one dot file: a cluster per rank; nodes r<rank>_<i>, i
  * counting the rank's nodes in submission order, labelled "op\nL<layer>",

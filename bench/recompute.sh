@@ -1,0 +1,36 @@
+#!/bin/sh
+# Activation memory against step time: gpt_train with --recompute none,
+# selective, full and full every 2 (and --offload when given), on W124
+# (GPT-2 124M shape, seq 64, batch 4) and on a longer sequence (seq 512,
+# where none keeps the seq^2 probabilities), one process, 2 CPU workers.
+# Per mode: ms/step (mean of the timed steps, the first is not timed), the
+# overhead against none, and the saved activation bytes of all blocks
+# (measured; equal to the model, see --memory-report).
+# usage: bench/recompute.sh [steps] [extra gpt_train flags for every run]
+#        (run from the build directory or set BUILD)
+set -eu
+steps=${1:-4}
+shift $(( $# > 0 ? 1 : 0 ))
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${BUILD:-.}
+[ -x "$BUILD/examples/gpt_train" ] || { echo "recompute: run from the build directory (or set BUILD)" >&2; exit 2; }
+. "$here/common.sh"
+log=$(mktemp)
+trap 'rm -f "$log" "$log.out"' EXIT
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+bench() { # bench NAME SHAPE
+  name=$1 shape=$2 base=""
+  shift 2
+  echo "== $name: $shape, $steps steps, 2 CPU workers"
+  printf '%-26s %10s %9s %14s\n' mode ms/step overhead "saved MB"
+  for mode in none selective full "full --recompute-every 2" ${SW_BENCH_OFFLOAD:+"selective --offload"}; do
+    "$BUILD/examples/gpt_train" $shape --steps "$steps" --ncpus 2 --log "$log" --memory-report \
+      --recompute $mode "$@" > "$log.out" 2>&1 || { cat "$log.out"; continue; }
+    ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
+    mb=$(awk '$1 == "memory:" && $2 == "0" && $3 ~ /^[0-9]+$/ { b += $5 } END { printf "%.2f", b / 1e6 }' "$log.out")
+    [ -n "$base" ] || base=$ms
+    printf '%-26s %10s %+8.1f%% %14s\n' "$mode" "$ms" "$(awk -v a="$ms" -v b="$base" 'BEGIN { print 100 * (a / b - 1) }')" "$mb"
+  done
+}
+bench W124 "--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --max-pos 1024 --batch 4" "$@"
+bench "seq 512" "--layers 4 --hidden 256 --heads 8 --seq 512 --batch 2" "$@"

@@ -1,0 +1,55 @@
+#!/bin/sh
+# Activation memory. Equivalence: recompute none, full and full every 2
+# against selective recomputation in the same layout (tests/test_tp.c
+# --recompute: each step from the same parameters, the loss and every
+# gradient within relative 1e-6), on one rank and with tp 2 + sp, with
+# dropout. Memory (gpt_train --memory-report): measured = model in every
+# mode; doubling seq doubles selective's bytes (within 2 %), none grows by
+# its model's ratio (the seq^2 term), full keeps only every K-th block's
+# input. Bad input: exit 2, the message once.
+. "${top_srcdir:-.}/tests/common.sh"
+for np in 1 2; do
+  sp=""
+  [ "$np" = 2 ] && sp="--sp"
+  run $np $sp --dropout 0.1 --recompute none
+  run $np $sp --dropout 0.1 --recompute full
+  run $np $sp --dropout 0.1 --recompute full --recompute-every 2
+done
+run 2 --ulysses 2 --recompute none --kv-heads 2      # probabilities over the whole sequence, a/U heads
+run 2 --ring 2 --dropout 0.1 --recompute full        # refilled ring attention
+
+# saved bytes of rank 0's layer L (model, measured) at a sequence length
+mem() { # mem SEQ LAYER ARGS...
+  seq=$1; layer=$2; shift 2
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" --memory-report --layers 4 \
+    --seq "$seq" --batch 2 "$@" > "$TMPD/mem" 2>&1 || { cat "$TMPD/mem"; echo "0 -1"; return; }
+  awk -v l="$layer" '$1 == "memory:" && $2 == "0" && $3 == l { print $4, $5 }' "$TMPD/mem"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
+within() { awk -v x="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(x >= lo && x <= hi) }'; }
+quadratic() { within "$1" "$2" "$2" && within "$1" 2.05 100; } # as the model says, and above linear
+equal2() { [ "$1" = "$2" ] && [ "$3" = "$4" ]; }
+for mode in none selective full; do
+  set -- $(mem 64 0 --recompute $mode); m1=$1 b1=$2
+  set -- $(mem 128 0 --recompute $mode); m2=$1 b2=$2
+  check "recompute $mode, seq 64: measured $b1 = model $m1 bytes" [ "$b1" = "$m1" ]
+  check "recompute $mode, seq 128: measured $b2 = model $m2 bytes" [ "$b2" = "$m2" ]
+  g=$(ratio "$b2" "$b1"); gm=$(ratio "$m2" "$m1")
+  case $mode in
+    none) check "recompute none: doubling seq multiplies the saved bytes by $g (model $gm, above 2: seq^2 term)" \
+            quadratic "$g" "$gm" ;;
+    *) check "recompute $mode: doubling seq multiplies the saved bytes by $g (2 within 2 %)" within "$g" 1.96 2.04 ;;
+  esac
+done
+set -- $(mem 64 0 --recompute full --recompute-every 2); k0=$2
+set -- $(mem 64 1 --recompute full --recompute-every 2); k1=$2
+set -- $(mem 64 0 --recompute selective); s0=$2
+check "recompute full every 2: block 0 keeps its input only ($k0 bytes = 64*2*128*4), block 1 nothing ($k1)" \
+  equal2 "$k0" 65536 "$k1" 0
+check "recompute full keeps $(ratio "$k0" "$s0") of selective's bytes in block 0" [ "$k0" -lt "$s0" ]
+
+expect_bad 1 "--recompute expects none, selective or full, got 'some'" --recompute some
+expect_bad 1 "recompute-every (2) needs recompute full (recompute = selective)" --recompute-every 2
+expect_bad 1 "recompute-every must be at least 1 (recompute-every = 0)" --recompute full --recompute-every 0
+expect_bad 2 "recompute none needs ring = 1 (ring = 2)" --ring 2 --recompute none
+finish
