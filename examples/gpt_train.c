@@ -309,6 +309,22 @@ static void memory_report(sw_gpt *m)
     }
     free(all);
     free(mine);
+    /* StarPU's memory nodes, each rank's line gathered on rank 0 */
+    enum { LINE = 320 };
+    char line[LINE] = "", *lines = me == 0 ? malloc((size_t)world * LINE) : NULL;
+    sw_node_memory nodes[8];
+    int n = sw_memory_nodes(nodes, 8), at = 0;
+    for (int k = 0; k < n && at < LINE; k++)
+        at += snprintf(line + at, (size_t)(LINE - at), "%s%s: peak %.2f MB used (of %.0f), in %.2f MB, out %.2f MB",
+                       k ? "; " : "", nodes[k].name, nodes[k].peak / 1e6, nodes[k].total / 1e6, nodes[k].bytes_in / 1e6,
+                       nodes[k].bytes_out / 1e6);
+    SW_CHECK(MPI_Gather(line, LINE, MPI_CHAR, lines, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
+    if (me == 0) {
+        printf("memory: StarPU memory nodes per rank (used: what StarPU counts; in/out: bytes over its buses during "
+               "the run)\n");
+        for (int r = 0; r < world; r++) printf("memory: rank %d: %s\n", r, lines + (size_t)r * LINE);
+    }
+    free(lines);
 }
 
 /* The merged trace of every rank, its Paje twin and the overlap report;
@@ -471,6 +487,7 @@ int main(int argc, char **argv)
         if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
     if (o.trace) sw_trace_enable(1);
+    if (o.memory_report) sw_memory_watch(1);
     for (int step = step0 + 1; step <= o.steps; step++) {
         sw_trace_mark_step(step);
         if (o.dag) sw_trace_dag_enable(step == step0 + 1); /* the first step's submission */

@@ -231,6 +231,7 @@ void sw_shutdown(void)
 {
     if (!sw_rt.started) return;
     starpu_task_wait_for_all();
+    sw_memory_watch(0);
 #ifdef STARWEAVE_USE_CUDA
     starpu_cublas_shutdown();
 #endif
@@ -241,6 +242,76 @@ void sw_shutdown(void)
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
+}
+
+/* ---- memory per node ---- */
+#define SW_MAX_NODES 8
+static struct {
+    pthread_t thread;
+    volatile int on;
+    double peak[SW_MAX_NODES], in[SW_MAX_NODES], out[SW_MAX_NODES];
+} mw;
+
+static double node_used(unsigned node)
+{
+    return (double)(starpu_memory_get_total(node) - starpu_memory_get_available(node));
+}
+
+static void *memory_sampler(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 500000};
+    unsigned n = starpu_memory_nodes_get_count();
+    while (mw.on) {
+        for (unsigned k = 0; k < n && k < SW_MAX_NODES; k++)
+            if (node_used(k) > mw.peak[k]) mw.peak[k] = node_used(k);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+/* adds the bus counters (which reading resets) to the nodes' totals */
+static void collect_bus_bytes(void)
+{
+    for (int b = 0; b < starpu_bus_get_count(); b++) {
+        struct starpu_profiling_bus_info info;
+        if (starpu_bus_get_profiling_info(b, &info) != 0) continue;
+        int src = starpu_bus_get_src(b), dst = starpu_bus_get_dst(b);
+        if (src < SW_MAX_NODES) mw.out[src] += (double)info.transferred_bytes;
+        if (dst < SW_MAX_NODES) mw.in[dst] += (double)info.transferred_bytes;
+    }
+}
+
+void sw_memory_watch(int on)
+{
+    if (on == mw.on) return;
+    if (on) {
+        collect_bus_bytes();
+        memset(&mw, 0, sizeof mw);
+        mw.on = 1;
+        if (pthread_create(&mw.thread, NULL, memory_sampler, NULL) != 0) mw.on = 0;
+    } else {
+        mw.on = 0;
+        pthread_join(mw.thread, NULL);
+    }
+}
+
+int sw_memory_nodes(sw_node_memory *out, int max)
+{
+    collect_bus_bytes();
+    int n = (int)starpu_memory_nodes_get_count();
+    if (n > max) n = max;
+    if (n > SW_MAX_NODES) n = SW_MAX_NODES;
+    for (int k = 0; k < n; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        starpu_memory_node_get_name((unsigned)k, out[k].name, sizeof out[k].name);
+        out[k].used = node_used((unsigned)k);
+        out[k].peak = mw.peak[k] > out[k].used ? mw.peak[k] : out[k].used;
+        out[k].total = (double)starpu_memory_get_total((unsigned)k);
+        out[k].bytes_in = mw.in[k];
+        out[k].bytes_out = mw.out[k];
+    }
+    return n;
 }
 
 /* ---- per-codelet statistics ---- */

@@ -6,7 +6,11 @@
 # dropout. Memory (gpt_train --memory-report): measured = model in every
 # mode; doubling seq doubles selective's bytes (within 2 %), none grows by
 # its model's ratio (the seq^2 term), full keeps only every K-th block's
-# input. Bad input: exit 2, the message once.
+# input. Offload (--offload, StarPU disk node) under a main-RAM budget
+# smaller than the saved activations: the same losses (every digit logged)
+# and the same checkpoint bytes as without, on one rank and with tp 2 + sp;
+# the memory report shows main RAM within the budget and bytes moved to and
+# from the disk node. Bad input: exit 2, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
 for np in 1 2; do
   sp=""
@@ -48,6 +52,39 @@ check "recompute full every 2: block 0 keeps its input only ($k0 bytes = 64*2*12
   equal2 "$k0" 65536 "$k1" 0
 check "recompute full keeps $(ratio "$k0" "$s0") of selective's bytes in block 0" [ "$k0" -lt "$s0" ]
 
+# offload: 4 blocks of 4.2 MB saved activations (2.1 MB per rank with tp 2 + sp) against budgets of 10 and 6 MB (none: 4.7 and 2.8 MB)
+for np in 1 2; do
+  sp="" budget=10
+  [ "$np" = 2 ] && sp="--sp" budget=6
+  for mode in selective none; do
+    args="--tp $np $sp --layers 4 --steps 6 --dropout 0.1 --recompute $mode"
+    rm -rf "$TMPD/ck0" "$TMPD/ck1"
+    SW_TEST_TIMEOUT=300 sh "$LAUNCH" $np "$GPT_TRAIN" $args --log "$TMPD/a.csv" --save "$TMPD/ck0" > "$TMPD/out" 2>&1
+    SW_TEST_TIMEOUT=300 sh "$LAUNCH" $np "$GPT_TRAIN" $args --log "$TMPD/b.csv" --save "$TMPD/ck1" --offload \
+      --offload-budget-mb $budget --memory-report > "$TMPD/off" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || cat "$TMPD/off"
+    cut -d, -f1,2 "$TMPD/a.csv" > "$TMPD/a.loss"
+    cut -d, -f1,2 "$TMPD/b.csv" > "$TMPD/b.loss"
+    check "np=$np $mode, offload under a $budget MB budget: losses of 6 steps identical to no offload (exit $rc)" \
+      cmp -s "$TMPD/a.loss" "$TMPD/b.loss"
+    same=false
+    for f in "$TMPD"/ck0/step-*/rank-*.ckpt; do
+      [ -f "$f" ] && same=true
+      cmp -s "$f" "$TMPD/ck1/${f#"$TMPD"/ck0/}" || { same=false; break; }
+    done
+    check "np=$np $mode, offload: every rank's checkpoint after 6 steps identical to no offload" $same
+    # rank 0: "NUMA 0: peak P MB used (of B), in I MB, out O MB; Disk 0: ..."
+    ram=$(sed -n 's/^memory: rank 0: NUMA 0: peak \([0-9.]*\) MB used (of \([0-9]*\)), in \([0-9.]*\) MB, out \([0-9.]*\) MB.*/\1 \2 \3 \4/p' "$TMPD/off")
+    set -- $ram
+    check "np=$np $mode, offload: main RAM peak ${1:-?} MB within the budget (${2:-?} MB); ${4:-?} MB written to the disk node, ${3:-?} MB read back" \
+      awk -v p="${1:-1e9}" -v b="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" 'BEGIN { exit !(p <= b * 1.05 && i > 0 && o > 0) }'
+  done
+done
+
+expect_bad 1 "offload-budget-mb (7) must hold two blocks' saved activations (2 x 4.02 MB)" --offload --offload-budget-mb 7
+expect_bad 1 "offload-budget-mb needs --offload" --offload-budget-mb 10
+expect_bad 1 "offload needs recompute none or selective" --offload --recompute full
 expect_bad 1 "--recompute expects none, selective or full, got 'some'" --recompute some
 expect_bad 1 "recompute-every (2) needs recompute full (recompute = selective)" --recompute-every 2
 expect_bad 1 "recompute-every must be at least 1 (recompute-every = 0)" --recompute full --recompute-every 0

@@ -157,7 +157,7 @@ int main(int argc, char **argv)
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
-    char name[64] = "", line[384];
+    char name[64] = "", line[768];
     for (int step = 1; step <= steps; step++) {
         batch(&c, step, tok, tgt);
         int last = step == steps;

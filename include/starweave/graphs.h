@@ -69,7 +69,7 @@ typedef struct sw_gpt_config {
      * marked "won't use" (StarPU writes them to the offload node and evicts
      * them first when main RAM reaches sw_options.offload_budget_mb), and in
      * backward those of the block below are prefetched while this block runs
-     * (LIFO). A budget below one block's saved activations is refused. */
+     * (LIFO). A budget below two blocks' saved activations is refused. */
     int offload;
 } sw_gpt_config;
 

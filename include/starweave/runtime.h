@@ -42,6 +42,20 @@ int sw_world_size(void);
 /* The offload memory node (sw_options.offload), or -1; the budget in MB (0: none). */
 int sw_offload_node(void);
 int sw_offload_budget_mb(void);
+
+/* Memory per StarPU memory node: what StarPU counts as used there (buffers
+ * it allocated, and starpu_malloc'ed home buffers unless a budget is set),
+ * now and the highest value seen by a sampling thread (every 0.5 ms while
+ * watching), and the bytes moved into and out of the node (StarPU's bus
+ * counters) since the watch started. */
+typedef struct sw_node_memory {
+    char name[32];
+    double used, peak, total; /* bytes; total: the node's size or budget */
+    double bytes_in, bytes_out;
+} sw_node_memory;
+void sw_memory_watch(int on);
+/* Fills up to max nodes; returns how many. */
+int sw_memory_nodes(sw_node_memory *out, int max);
 int sw_ncpus(void);
 /* CUDA workers of this rank (0 in CPU-only builds and on machines without GPU). */
 int sw_ncuda(void);
