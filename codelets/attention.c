@@ -9,9 +9,16 @@
  * the group's first head (and, backward, dK/dV are summed over the group in
  * the packed buffers and written back once, after its last). For each (batch,
  * head) the q, k, v slices are packed into contiguous buffers (K and V also
- * transposed where the inner loop runs over keys), then the queries are
- * processed in blocks of ATT_BQ rows against key blocks of ATT_BK keys:
- * at most an ATT_BQ x ATT_BK block of scores exists at a time.
+ * transposed where the inner loop runs over keys; the transposed packs are
+ * copied in blocks of 16 keys and zero-padded to whole key blocks plus 16,
+ * so that their rows do not share cache sets when sk is a power of two),
+ * then the queries are processed in blocks of ATT_BQ rows against key blocks
+ * of ATT_BK keys: at most an ATT_BQ x ATT_BK block of scores exists at a
+ * time. The block products (Q K^T and dO V^T; P V and dS K; dS^T Q and
+ * P^T dO) go through register-blocked kernels in GNU C vectors (simd.h),
+ * 4 rows (or keys) at a time over their common keys (or rows), each sum in
+ * the order of the scalar loops; masked entries are never read as weights
+ * except as zeros of rows with lse = -inf.
  *
  * Causal: key position k_pos0 + j is masked for query position q_pos0 + i
  * when it is larger, so a block's valid keys are a prefix; key blocks past
@@ -52,30 +59,231 @@ static void pack_rows(float *dst, const float *src, int64_t ld, int n, int batch
     }
 }
 
-/* dst[c*n + i] = src[(i*batch + b)*ld + col + c] (transposed pack) */
-static void pack_trans(float *dst, const float *src, int64_t ld, int n, int batch, int b, int64_t col,
-                       int d)
+/* dst[c*ldd + i] = src[(i*batch + b)*ld + col + c] (transposed pack), i < n, in
+ * blocks of 16 rows so that each store fills a cache line; the columns n..ldd-1
+ * of dst are zero, so that the score kernel may read whole vectors past sk. */
+static void pack_trans(float *dst, int64_t ldd, const float *src, int64_t ld, int n, int batch, int b,
+                       int64_t col, int d)
 {
-    for (int i = 0; i < n; i++) {
-        const float *r = src + ((int64_t)i * batch + b) * ld + col;
-        for (int c = 0; c < d; c++) dst[(int64_t)c * n + i] = r[c];
+    for (int i0 = 0; i0 < n; i0 += 16) {
+        const int m = n - i0 < 16 ? n - i0 : 16;
+        const float *r[16];
+        for (int i = 0; i < m; i++) r[i] = src + ((int64_t)(i0 + i) * batch + b) * ld + col;
+        for (int c = 0; c < d; c++) {
+            float *dr = dst + (int64_t)c * ldd + i0;
+            for (int i = 0; i < m; i++) dr[i] = r[i][c];
+        }
+    }
+    for (int c = 0; c < d; c++) memset(dst + (int64_t)c * ldd + n, 0, sizeof(float) * (size_t)(ldd - n));
+}
+
+/* Row length of the transposed packs: the keys rounded up to whole key blocks,
+ * plus 16 so that the rows of a pack do not all fall in the same cache sets
+ * when sk is a power of two. */
+static inline int64_t padded_keys(int sk)
+{
+    return ((int64_t)sk + ATT_BK - 1) / ATT_BK * ATT_BK + 16;
+}
+
+/* Scores, register-blocked in GNU C vectors (simd.h): rows r < 4 of
+ * s[r*ATT_BK + jj] = sum_c A[r*d + c] * BT[c*ldb + jj], jj < nv*SW_VL (nv a
+ * constant after inlining; BT padded). Sums over c in order, as a scalar loop. */
+#define ATT_NV (ATT_BK / SW_VL)
+/* Keeps a loaded vector in a register: without it GCC folds the loads of the
+ * reused operand into every FMA (4x the loads, and the kernels are load-bound).
+ * An empty asm, so the value and the results are unchanged; AVX-512 only (a
+ * 64-byte vector is one register there). */
+#if defined(__AVX512F__) && defined(__GNUC__)
+#define ATT_IN_REG(x) __asm__("" : "+v"(x))
+#else
+#define ATT_IN_REG(x) ((void)0)
+#endif
+static inline __attribute__((always_inline)) void abt4_n(float *restrict s, const float *restrict A,
+                                                         const float *restrict BT, int64_t ldb, int d, int nv)
+{
+    sw_vf acc[4][ATT_NV], bt[ATT_NV];
+    memset(acc, 0, sizeof acc);
+    for (int c = 0; c < d; c++) {
+        for (int v = 0; v < nv; v++) {
+            SW_VLOAD(bt[v], BT + (int64_t)c * ldb + v * SW_VL);
+            ATT_IN_REG(bt[v]);
+        }
+        for (int r = 0; r < 4; r++) {
+            const float ar = A[(int64_t)r * d + c];
+            for (int v = 0; v < nv; v++) acc[r][v] += ar * bt[v];
+        }
+    }
+    for (int r = 0; r < 4; r++) memcpy(s + r * ATT_BK, acc[r], sizeof(sw_vf) * (size_t)nv);
+}
+
+/* One row of the same, nv vectors. */
+static void abt1(float *restrict s, const float *restrict A, const float *restrict BT, int64_t ldb, int d, int nv)
+{
+    sw_vf acc[ATT_NV], bt;
+    memset(acc, 0, sizeof acc);
+    for (int c = 0; c < d; c++) {
+        const float ac = A[c];
+        for (int v = 0; v < nv; v++) {
+            SW_VLOAD(bt, BT + (int64_t)c * ldb + v * SW_VL);
+            acc[v] += ac * bt;
+        }
+    }
+    memcpy(s, acc, sizeof(sw_vf) * (size_t)nv);
+}
+
+/* s[i*ATT_BK + jj] = sum_c A[i*d + c] * BT[c*ldb + jj] for i < nq and at least
+ * jj < ncol(i) = valid_keys of row i (causal: nondecreasing in i), at most
+ * ATT_BK; other entries are left undefined. */
+static void block_abt(float *restrict s, const float *restrict A, const float *restrict BT, int64_t ldb, int nq,
+                      int causal, int64_t qpos0, int64_t kb, int nk, int d)
+{
+    int i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        const int64_t lim = causal ? qpos0 + i + 3 - kb + 1 : nk; /* keys the group's last row sees */
+        const int ncol = lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+        float *si = s + i * ATT_BK;
+        const float *ai = A + (int64_t)i * d;
+        switch ((ncol + SW_VL - 1) / SW_VL) {
+        case 0: break;
+        case 1: abt4_n(si, ai, BT, ldb, d, 1); break;
+        case 2: abt4_n(si, ai, BT, ldb, d, 2); break;
+        case 3: abt4_n(si, ai, BT, ldb, d, 3); break;
+        default: abt4_n(si, ai, BT, ldb, d, ATT_NV); break;
+        }
+    }
+    for (; i < nq; i++) {
+        const int64_t lim = causal ? qpos0 + i - kb + 1 : nk;
+        const int ncol = lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+        abt1(s + i * ATT_BK, A + (int64_t)i * d, BT, ldb, d, (ncol + SW_VL - 1) / SW_VL);
     }
 }
 
-/* s[i*ATT_BK + jj] = sum_c A[i*d + c] * BT[c*ld + jj], i < nq, jj < nk */
-static void block_abt(float *restrict s, const float *restrict A, const float *restrict BT, int64_t ld,
-                      int nq, int nk, int d)
+/* Rows r < 4 of y[r*ldy + c] += sum_{t<n} w[r*wr + t*wt] * M[t*ldm + c], for the
+ * nv*SW_VL columns from c = 0 (nv a constant after inlining): y is held in
+ * registers over the whole sum, t in order. */
+static inline __attribute__((always_inline)) void rows4_n(float *restrict y, int64_t ldy, const float *restrict w,
+                                                          int64_t wr, int64_t wt, const float *restrict M,
+                                                          int64_t ldm, int n, int nv)
 {
-    for (int i = 0; i < nq; i++) {
-        float *restrict si = s + i * ATT_BK;
-        const float *ai = A + (int64_t)i * d;
-        for (int jj = 0; jj < nk; jj++) si[jj] = 0.0f;
-        for (int c = 0; c < d; c++) {
-            const float ac = ai[c];
-            const float *restrict bt = BT + (int64_t)c * ld;
-            for (int jj = 0; jj < nk; jj++) si[jj] += ac * bt[jj];
+    sw_vf acc[4][ATT_NV], m[ATT_NV];
+    for (int r = 0; r < 4; r++)
+        for (int v = 0; v < nv; v++) SW_VLOAD(acc[r][v], y + r * ldy + v * SW_VL);
+    for (int t = 0; t < n; t++) {
+        for (int v = 0; v < nv; v++) {
+            SW_VLOAD(m[v], M + (int64_t)t * ldm + v * SW_VL);
+            ATT_IN_REG(m[v]);
+        }
+        for (int r = 0; r < 4; r++) {
+            const float wv = w[r * wr + t * wt];
+            for (int v = 0; v < nv; v++) acc[r][v] += wv * m[v];
         }
     }
+    for (int r = 0; r < 4; r++) memcpy(y + r * ldy, acc[r], sizeof(sw_vf) * (size_t)nv);
+}
+
+/* rows4_n over all d columns */
+static void rows4(float *restrict y, int64_t ldy, const float *restrict w, int64_t wr, int64_t wt,
+                  const float *restrict M, int64_t ldm, int n, int d)
+{
+    if (n <= 0) return;
+    int c = 0;
+    for (; c + ATT_NV * SW_VL <= d; c += ATT_NV * SW_VL) rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, ATT_NV);
+    switch ((d - c) / SW_VL) {
+    case 3: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 3); break;
+    case 2: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 2); break;
+    case 1: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 1); break;
+    default: break;
+    }
+    c += (d - c) / SW_VL * SW_VL;
+    if (c < d) /* d not a multiple of SW_VL */
+        for (int r = 0; r < 4; r++)
+            for (int t = 0; t < n; t++) {
+                const float wv = w[r * wr + t * wt];
+                const float *mr = M + (int64_t)t * ldm;
+                float *yr = y + r * ldy;
+                for (int x = c; x < d; x++) yr[x] += wv * mr[x];
+            }
+}
+
+/* One row: y[c] += sum_{t<n} w[t*wt] * M[t*ldm + c], c < d, t in order. */
+static void row1(float *restrict y, const float *restrict w, int64_t wt, const float *restrict M, int64_t ldm, int n,
+                 int d)
+{
+    if (n <= 0) return;
+    int c = 0;
+    for (; c + 4 * SW_VL <= d; c += 4 * SW_VL) {
+        sw_vf y0, y1, y2, y3, m;
+        SW_VLOAD(y0, y + c);
+        SW_VLOAD(y1, y + c + SW_VL);
+        SW_VLOAD(y2, y + c + 2 * SW_VL);
+        SW_VLOAD(y3, y + c + 3 * SW_VL);
+        for (int t = 0; t < n; t++) {
+            const float wv = w[(int64_t)t * wt];
+            const float *mr = M + (int64_t)t * ldm + c;
+            SW_VLOAD(m, mr);
+            y0 += wv * m;
+            SW_VLOAD(m, mr + SW_VL);
+            y1 += wv * m;
+            SW_VLOAD(m, mr + 2 * SW_VL);
+            y2 += wv * m;
+            SW_VLOAD(m, mr + 3 * SW_VL);
+            y3 += wv * m;
+        }
+        memcpy(y + c, &y0, sizeof y0);
+        memcpy(y + c + SW_VL, &y1, sizeof y1);
+        memcpy(y + c + 2 * SW_VL, &y2, sizeof y2);
+        memcpy(y + c + 3 * SW_VL, &y3, sizeof y3);
+    }
+    for (; c + SW_VL <= d; c += SW_VL) {
+        sw_vf y0, m;
+        SW_VLOAD(y0, y + c);
+        for (int t = 0; t < n; t++) {
+            SW_VLOAD(m, M + (int64_t)t * ldm + c);
+            y0 += w[(int64_t)t * wt] * m;
+        }
+        memcpy(y + c, &y0, sizeof y0);
+    }
+    for (int t = 0; t < n && c < d; t++) {
+        const float wv = w[(int64_t)t * wt];
+        const float *mr = M + (int64_t)t * ldm;
+        for (int x = c; x < d; x++) y[x] += wv * mr[x];
+    }
+}
+
+/* Y[i*d + c] += sum_{jj < nv[i]} W[i*ATT_BK + jj] * M[jj*d + c] for i < nq (P V in
+ * the forward, dS K in the backward): groups of 4 rows over their common
+ * keys, then each row's own remaining keys; per row the keys in order. */
+static void rows_times_block(float *restrict Y, const float *restrict W, const int *nv, const float *restrict M,
+                             int nq, int d)
+{
+    int i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        int n0 = nv[i];
+        for (int r = 1; r < 4; r++) n0 = nv[i + r] < n0 ? nv[i + r] : n0;
+        rows4(Y + (int64_t)i * d, d, W + i * ATT_BK, ATT_BK, 1, M, d, n0, d);
+        for (int r = 0; r < 4; r++)
+            row1(Y + (int64_t)(i + r) * d, W + (i + r) * ATT_BK + n0, 1, M + (int64_t)n0 * d, d, nv[i + r] - n0,
+                 d);
+    }
+    for (; i < nq; i++) row1(Y + (int64_t)i * d, W + i * ATT_BK, 1, M, d, nv[i], d);
+}
+
+/* Y[jj*d + c] += sum_{f[jj] <= i < nq} W[i*ATT_BK + jj] * M[i*d + c] for jj < nk
+ * (dS^T Q and P^T dO in the backward; f nondecreasing): groups of 4 keys over
+ * their common rows, each key's own earlier rows first; per key the rows in order. */
+static void block_t_times_rows(float *restrict Y, const float *restrict W, const int *f, const float *restrict M,
+                               int nq, int nk, int d)
+{
+    int jj = 0;
+    for (; jj + 4 <= nk; jj += 4) {
+        const int f0 = f[jj + 3];
+        for (int r = 0; r < 4; r++)
+            row1(Y + (int64_t)(jj + r) * d, W + f[jj + r] * ATT_BK + jj + r, ATT_BK, M + (int64_t)f[jj + r] * d, d,
+                 f0 - f[jj + r], d);
+        rows4(Y + (int64_t)jj * d, d, W + f0 * ATT_BK + jj, 1, ATT_BK, M + (int64_t)f0 * d, d, nq - f0, d);
+    }
+    for (; jj < nk; jj++)
+        row1(Y + (int64_t)jj * d, W + f[jj] * ATT_BK + jj, ATT_BK, M + (int64_t)f[jj] * d, d, nq - f[jj], d);
 }
 
 /* Valid (unmasked) keys of a block starting at key position kb, for a query at qpos. */
@@ -84,6 +292,13 @@ static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
     if (!causal) return nk;
     int64_t lim = qpos - kb + 1;
     return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+}
+
+/* First of the nq queries from position qb that sees the key at position kpos. */
+static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq)
+{
+    if (!causal || kpos <= qb) return 0;
+    return kpos - qb >= nq ? nq : (int)(kpos - qb);
 }
 
 /* K/V heads of the tile (0 means nh), checked against the k, v buffers. */
@@ -104,6 +319,15 @@ static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t q
     return (hb * (uint64_t)a->seq_total + (uint64_t)qpos) * (uint64_t)a->seq_total + (uint64_t)kpos;
 }
 
+/* z[jj] = 1/(1-p) where entry jj (global index base + jj) is kept, 0 where dropped, jj < n */
+static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, uint64_t base, float inv_keep)
+{
+    for (int jj = 0; jj < n; jj++)
+        z[jj] = sw_dropout_keep(a->key.seed, a->key.step, a->key.layer, a->key.op, base + (uint64_t)jj, a->dropout)
+                    ? inv_keep
+                    : 0.0f;
+}
+
 /* buffers: q (R), k (R), v (R), o (W | RW when merge), lse (W | RW when merge) */
 static void attn_fwd_cpu(void *buffers[], void *cl_arg)
 {
@@ -118,16 +342,18 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
     const int drop = a.dropout > 0.0f;
     const float inv_keep = drop ? 1.0f / (1.0f - a.dropout) : 1.0f;
 
-    float *Q = att_alloc((size_t)sq * d), *KT = att_alloc((size_t)sk * d), *V = att_alloc((size_t)sk * d);
+    const int64_t skp = padded_keys(sk);
+    float *Q = att_alloc((size_t)sq * d), *KT = att_alloc((size_t)skp * d), *V = att_alloc((size_t)sk * d);
     float *acc = att_alloc((size_t)ATT_BQ * d);
-    float S[ATT_BQ * ATT_BK], m[ATT_BQ], l[ATT_BQ];
+    float S[ATT_BQ * ATT_BK], m[ATT_BQ], l[ATT_BQ], Z[ATT_BK];
+    int NV[ATT_BQ];
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d;
             if (h % grp == 0) { /* first query head of a K/V group */
                 const int64_t kvcol = (int64_t)(h / grp) * d;
-                pack_trans(KT, k, ldk, sk, B, b, kvcol, d);
+                pack_trans(KT, skp, k, ldk, sk, B, b, kvcol, d);
                 pack_rows(V, v, ldv, sk, B, b, kvcol, d, 1.0f);
             }
             pack_rows(Q, q, ldq, sq, B, b, col, d, a.scale);
@@ -143,38 +369,35 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
                     const int nk = sk - j0 < ATT_BK ? sk - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     if (a.causal && kb > qlast) break; /* later blocks are masked too */
-                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, sk, nq, nk, d);
+                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, a.q_pos0 + i0, kb, nk, d);
                     for (int i = 0; i < nq; i++) {
                         const int64_t qpos = a.q_pos0 + i0 + i;
-                        const int nv = valid_keys(a.causal, qpos, kb, nk);
+                        const int nv = NV[i] = valid_keys(a.causal, qpos, kb, nk);
                         if (nv == 0) continue;
                         float *s = S + i * ATT_BK;
-                        float bm = s[0];
-                        for (int jj = 1; jj < nv; jj++) bm = s[jj] > bm ? s[jj] : bm;
+                        const float bm = sw_row_max(s, nv);
                         const float mnew = bm > m[i] ? bm : m[i];
                         const float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
                         for (int jj = 0; jj < nv; jj++) s[jj] = sw_expf(s[jj] - mnew);
-                        float sum = 0.0f;
-                        for (int jj = 0; jj < nv; jj++) sum += s[jj];
+                        sw_vf vs = {0}, vp;
+                        int jj = 0;
+                        for (; jj + SW_VL <= nv; jj += SW_VL) {
+                            SW_VLOAD(vp, s + jj);
+                            vs += vp;
+                        }
+                        float sum = sw_vsum(&vs);
+                        for (; jj < nv; jj++) sum += s[jj];
                         l[i] = l[i] * alpha + sum;
                         m[i] = mnew;
                         if (drop) {
-                            const uint64_t base = drop_index(&a, b, h, qpos, kb);
-                            for (int jj = 0; jj < nv; jj++)
-                                s[jj] = sw_dropout_keep(a.key.seed, a.key.step, a.key.layer, a.key.op,
-                                                        base + (uint64_t)jj, a.dropout)
-                                            ? s[jj] * inv_keep
-                                            : 0.0f;
+                            drop_mask(Z, nv, &a, drop_index(&a, b, h, qpos, kb), inv_keep);
+                            for (jj = 0; jj < nv; jj++) s[jj] *= Z[jj];
                         }
                         float *restrict ac = acc + (int64_t)i * d;
                         if (alpha != 1.0f)
                             for (int c = 0; c < d; c++) ac[c] *= alpha;
-                        for (int jj = 0; jj < nv; jj++) {
-                            const float pj = s[jj];
-                            const float *restrict vr = V + (int64_t)(j0 + jj) * d;
-                            for (int c = 0; c < d; c++) ac[c] += pj * vr[c];
-                        }
                     }
+                    rows_times_block(acc, S, NV, V + (int64_t)j0 * d, nq, d); /* acc += P V */
                 }
                 /* finalise: o_t = acc / l, lse_t = m + log l; write or merge */
                 for (int i = 0; i < nq; i++) {
@@ -232,19 +455,21 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
     const float scale = a.scale;
 
     const size_t nqd = (size_t)sq * d, nkd = (size_t)sk * d;
+    const int64_t skp = padded_keys(sk);
     float *Q = att_alloc(nqd), *dO = att_alloc(nqd), *dQ = att_alloc(nqd);
-    float *K = att_alloc(nkd), *KT = att_alloc(nkd), *VT = att_alloc(nkd);
+    float *K = att_alloc(nkd), *KT = att_alloc((size_t)skp * d), *VT = att_alloc((size_t)skp * d);
     float *dK = att_alloc(nkd), *dV = att_alloc(nkd);
     float *Dr = att_alloc((size_t)sq), *L = att_alloc((size_t)sq);
-    float S[ATT_BQ * ATT_BK], P2[ATT_BQ * ATT_BK];
+    float S[ATT_BQ * ATT_BK], P2[ATT_BQ * ATT_BK], Z[ATT_BK];
+    int NV[ATT_BQ], F[ATT_BK];
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d, kvcol = (int64_t)(h / grp) * d;
             if (h % grp == 0) { /* first query head of a K/V group: dK, dV sum over the group */
                 pack_rows(K, k, ldk, sk, B, b, kvcol, d, 1.0f);
-                pack_trans(KT, k, ldk, sk, B, b, kvcol, d);
-                pack_trans(VT, v, ldv, sk, B, b, kvcol, d);
+                pack_trans(KT, skp, k, ldk, sk, B, b, kvcol, d);
+                pack_trans(VT, skp, v, ldv, sk, B, b, kvcol, d);
                 memset(dK, 0, sizeof(float) * nkd);
                 memset(dV, 0, sizeof(float) * nkd);
             }
@@ -261,44 +486,40 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
             memset(dQ, 0, sizeof(float) * nqd);
             for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
                 const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
-                const int64_t qlast = a.q_pos0 + i0 + nq - 1;
+                const int64_t qb = a.q_pos0 + i0, qlast = qb + nq - 1;
                 for (int j0 = 0; j0 < sk; j0 += ATT_BK) {
                     const int nk = sk - j0 < ATT_BK ? sk - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     if (a.causal && kb > qlast) break;
-                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, sk, nq, nk, d);   /* Q K^T */
-                    block_abt(P2, dO + (int64_t)i0 * d, VT + j0, sk, nq, nk, d); /* dO V^T */
+                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, qb, kb, nk, d);   /* Q K^T */
+                    block_abt(P2, dO + (int64_t)i0 * d, VT + j0, skp, nq, a.causal, qb, kb, nk, d); /* dO V^T */
+                    /* S becomes scale * dS, P2 the dropped probabilities; masked entries 0 */
                     for (int i = 0; i < nq; i++) {
-                        const int64_t qpos = a.q_pos0 + i0 + i;
+                        const int64_t qpos = qb + i;
                         const float li = L[i0 + i], Di = Dr[i0 + i];
-                        const int nv = li == -INFINITY ? 0 : valid_keys(a.causal, qpos, kb, nk);
-                        float *s = S + i * ATT_BK, *dp = P2 + i * ATT_BK;
-                        const uint64_t base = drop ? drop_index(&a, b, h, qpos, kb) : 0;
-                        for (int jj = 0; jj < nv; jj++) {
-                            const float p = sw_expf(scale * s[jj] - li);
-                            float z = 1.0f;
-                            if (drop)
-                                z = sw_dropout_keep(a.key.seed, a.key.step, a.key.layer, a.key.op,
-                                                    base + (uint64_t)jj, a.dropout)
-                                        ? inv_keep
-                                        : 0.0f;
-                            s[jj] = scale * p * (dp[jj] * z - Di); /* scale * dS */
-                            dp[jj] = p * z;                        /* dropped probability */
-                        }
-                        const float *qi = Q + (int64_t)(i0 + i) * d, *gi = dO + (int64_t)(i0 + i) * d;
-                        float *restrict dqi = dQ + (int64_t)(i0 + i) * d;
-                        for (int jj = 0; jj < nv; jj++) {
-                            const float ds = s[jj], pd = dp[jj];
-                            const float *restrict kr = K + (int64_t)(j0 + jj) * d;
-                            float *restrict dkr = dK + (int64_t)(j0 + jj) * d;
-                            float *restrict dvr = dV + (int64_t)(j0 + jj) * d;
-                            for (int c = 0; c < d; c++) {
-                                dqi[c] += ds * kr[c];
-                                dkr[c] += ds * qi[c];
-                                dvr[c] += pd * gi[c];
+                        const int nv = NV[i] = li == -INFINITY ? 0 : valid_keys(a.causal, qpos, kb, nk);
+                        float *restrict s = S + i * ATT_BK, *restrict dp = P2 + i * ATT_BK;
+                        if (drop && nv > 0) {
+                            drop_mask(Z, nv, &a, drop_index(&a, b, h, qpos, kb), inv_keep);
+                            for (int jj = 0; jj < nv; jj++) {
+                                const float p = sw_expf(scale * s[jj] - li), z = Z[jj];
+                                s[jj] = scale * p * (dp[jj] * z - Di);
+                                dp[jj] = p * z;
+                            }
+                        } else {
+                            for (int jj = 0; jj < nv; jj++) {
+                                const float p = sw_expf(scale * s[jj] - li);
+                                s[jj] = scale * p * (dp[jj] - Di);
+                                dp[jj] = p;
                             }
                         }
+                        memset(s + nv, 0, sizeof(float) * (size_t)(nk - nv));
+                        memset(dp + nv, 0, sizeof(float) * (size_t)(nk - nv));
                     }
+                    for (int jj = 0; jj < nk; jj++) F[jj] = first_query(a.causal, qb, kb + jj, nq);
+                    rows_times_block(dQ + (int64_t)i0 * d, S, NV, K + (int64_t)j0 * d, nq, d); /* dQ += dS K */
+                    block_t_times_rows(dK + (int64_t)j0 * d, S, F, Q + (int64_t)i0 * d, nq, nk, d); /* dS^T Q */
+                    block_t_times_rows(dV + (int64_t)j0 * d, P2, F, dO + (int64_t)i0 * d, nq, nk, d); /* P^T dO */
                 }
             }
             /* write back: = (W) or += (RW) */

@@ -555,7 +555,6 @@ static void block_create(sw_gpt *m, block_acts *a, const char *prefix, int b)
     a->fc_gelu = own(a, prefix, b, "fc_gelu", T, hf);
 }
 
-
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = calloc(1, sizeof *m);
@@ -667,7 +666,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->blocks = calloc((size_t)m->nblocks, sizeof(block_acts));
     m->acts = calloc((size_t)c->layers, sizeof(block_acts *));
     if (!m->blocks || !m->acts) { perror("starweave: calloc"); abort(); }
-    for (int b = 0; b < m->nblocks; b++) block_create(m, &m->blocks[b], full ? "work" : "h", b);
+    for (int b = 0; b < m->nblocks; b++) block_create(m, &m->blocks[b], m->nblocks < c->layers ? "work" : "h", b);
     for (int l = 0; l < c->layers; l++) m->acts[l] = &m->blocks[l % m->nblocks];
     if (c->offload) {
         m->stash = calloc((size_t)c->layers, sizeof *m->stash);
@@ -1136,8 +1135,8 @@ static void ring_backward(sw_gpt *m, int step, int layer, sw_tensor *qkv_u, sw_t
                                       dKV[b * dstride + kv], dKV[b * dstride + Gk + kv], &at);
                 else
                     sw_attn_bwd(Q[a * ncol + g], KV[b * kstride + kv], KV[b * kstride + Gk + kv], O[a * G + g],
-                            L[a * G + g], dO[a * G + g], dQ[a * ncol + g], dKV[b * dstride + kv],
-                            dKV[b * dstride + Gk + kv], &at);
+                                L[a * G + g], dO[a * G + g], dQ[a * ncol + g], dKV[b * dstride + kv],
+                                dKV[b * dstride + Gk + kv], &at);
             }
             dq_done[a] = dkv_done[b] = 1;
         }

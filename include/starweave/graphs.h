@@ -63,13 +63,15 @@ typedef struct sw_gpt_config {
      * the counter-based RNG, so every mode computes the same values. */
     int recompute;          /* sw_recompute */
     int recompute_every;    /* FULL: blocks per checkpoint (default 1) */
-    /* Activation offload (needs sw_init with sw_options.offload): what
-     * blocks keep for backward (with full recomputation: the kept block
-     * inputs) are offloadable tensors; after a block's forward they are
-     * marked "won't use" (StarPU writes them to the offload node and evicts
-     * them first when main RAM reaches sw_options.offload_budget_mb), and in
-     * backward those of the block below are prefetched while this block runs
-     * (LIFO). A budget below two blocks' saved activations is refused. */
+    /* Activation offload (needs sw_init with sw_options.offload; recompute
+     * none or selective): blocks compute into a working set of two; after a
+     * block's forward, what it keeps (but its input, the residual stream) is
+     * copied into tensors on the offload node, marked "won't use" (StarPU
+     * writes them there and evicts their main-RAM copies first when main RAM
+     * reaches sw_options.offload_budget_mb); in backward, last block first,
+     * they are copied back before the block's backward, and the block
+     * below's are prefetched while it runs. A budget below two blocks' saved
+     * activations is refused. */
     int offload;
 } sw_gpt_config;
 
@@ -163,7 +165,8 @@ float sw_gpt_read_loss(sw_gpt *m);
  * library's model says for this configuration (formula in README, "Memory
  * model"), and what the block's saved tensors actually hold (the sum of
  * their allocations; tensors shared by several blocks, such as the working
- * set that full recomputation fills again in backward, are not counted).
+ * set that full recomputation fills again in backward, are not counted;
+ * with offload, the block's tensors on the offload node).
  * Dropout masks are never saved (regenerated from the counter-based RNG);
  * only SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
 typedef struct sw_gpt_memory {
