@@ -36,59 +36,9 @@
 #include "philox.h"
 #include "starweave/ops.h"
 
-#define ATT_BQ 32
-#define ATT_BK 64
+#define ATT_WHO "attention"
+#include "attention_common.h"
 
-static float *att_alloc(size_t n)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    if (!p) {
-        fprintf(stderr, "starweave: attention: cannot allocate %zu floats\n", n);
-        abort();
-    }
-    return p;
-}
-
-/* dst[i*d + c] = s * src[(i*batch + b)*ld + col + c] */
-static void pack_rows(float *dst, const float *src, int64_t ld, int n, int batch, int b, int64_t col,
-                      int d, float s)
-{
-    for (int i = 0; i < n; i++) {
-        const float *r = src + ((int64_t)i * batch + b) * ld + col;
-        for (int c = 0; c < d; c++) dst[(int64_t)i * d + c] = s * r[c];
-    }
-}
-
-/* dst[c*ldd + i] = src[(i*batch + b)*ld + col + c] (transposed pack), i < n, in
- * blocks of 16 rows so that each store fills a cache line; the columns n..ldd-1
- * of dst are zero, so that the score kernel may read whole vectors past sk. */
-static void pack_trans(float *dst, int64_t ldd, const float *src, int64_t ld, int n, int batch, int b,
-                       int64_t col, int d)
-{
-    for (int i0 = 0; i0 < n; i0 += 16) {
-        const int m = n - i0 < 16 ? n - i0 : 16;
-        const float *r[16];
-        for (int i = 0; i < m; i++) r[i] = src + ((int64_t)(i0 + i) * batch + b) * ld + col;
-        for (int c = 0; c < d; c++) {
-            float *dr = dst + (int64_t)c * ldd + i0;
-            for (int i = 0; i < m; i++) dr[i] = r[i][c];
-        }
-    }
-    for (int c = 0; c < d; c++) memset(dst + (int64_t)c * ldd + n, 0, sizeof(float) * (size_t)(ldd - n));
-}
-
-/* Row length of the transposed packs: the keys rounded up to whole key blocks,
- * plus 16 so that the rows of a pack do not all fall in the same cache sets
- * when sk is a power of two. */
-static inline int64_t padded_keys(int sk)
-{
-    return ((int64_t)sk + ATT_BK - 1) / ATT_BK * ATT_BK + 16;
-}
-
-/* Scores, register-blocked in GNU C vectors (simd.h): rows r < 4 of
- * s[r*ATT_BK + jj] = sum_c A[r*d + c] * BT[c*ldb + jj], jj < nv*SW_VL (nv a
- * constant after inlining; BT padded). Sums over c in order, as a scalar loop. */
-#define ATT_NV (ATT_BK / SW_VL)
 /* Keeps a loaded vector in a register: without it GCC folds the loads of the
  * reused operand into every FMA (4x the loads, and the kernels are load-bound).
  * An empty asm, so the value and the results are unchanged; AVX-512 only (a
@@ -98,6 +48,9 @@ static inline int64_t padded_keys(int sk)
 #else
 #define ATT_IN_REG(x) ((void)0)
 #endif
+/* Scores, register-blocked in GNU C vectors (simd.h): rows r < 4 of
+ * s[r*ATT_BK + jj] = sum_c A[r*d + c] * BT[c*ldb + jj], jj < nv*SW_VL (nv a
+ * constant after inlining; BT padded). Sums over c in order, as a scalar loop. */
 static inline __attribute__((always_inline)) void abt4_n(float *restrict s, const float *restrict A,
                                                          const float *restrict BT, int64_t ldb, int d, int nv)
 {
@@ -210,39 +163,7 @@ static void row1(float *restrict y, const float *restrict w, int64_t wt, const f
                  int d)
 {
     if (n <= 0) return;
-    int c = 0;
-    for (; c + 4 * SW_VL <= d; c += 4 * SW_VL) {
-        sw_vf y0, y1, y2, y3, m;
-        SW_VLOAD(y0, y + c);
-        SW_VLOAD(y1, y + c + SW_VL);
-        SW_VLOAD(y2, y + c + 2 * SW_VL);
-        SW_VLOAD(y3, y + c + 3 * SW_VL);
-        for (int t = 0; t < n; t++) {
-            const float wv = w[(int64_t)t * wt];
-            const float *mr = M + (int64_t)t * ldm + c;
-            SW_VLOAD(m, mr);
-            y0 += wv * m;
-            SW_VLOAD(m, mr + SW_VL);
-            y1 += wv * m;
-            SW_VLOAD(m, mr + 2 * SW_VL);
-            y2 += wv * m;
-            SW_VLOAD(m, mr + 3 * SW_VL);
-            y3 += wv * m;
-        }
-        memcpy(y + c, &y0, sizeof y0);
-        memcpy(y + c + SW_VL, &y1, sizeof y1);
-        memcpy(y + c + 2 * SW_VL, &y2, sizeof y2);
-        memcpy(y + c + 3 * SW_VL, &y3, sizeof y3);
-    }
-    for (; c + SW_VL <= d; c += SW_VL) {
-        sw_vf y0, m;
-        SW_VLOAD(y0, y + c);
-        for (int t = 0; t < n; t++) {
-            SW_VLOAD(m, M + (int64_t)t * ldm + c);
-            y0 += w[(int64_t)t * wt] * m;
-        }
-        memcpy(y + c, &y0, sizeof y0);
-    }
+    int c = att_axpy_vec(y, w, wt, M, ldm, n, d);
     for (int t = 0; t < n && c < d; t++) {
         const float wv = w[(int64_t)t * wt];
         const float *mr = M + (int64_t)t * ldm;
@@ -284,48 +205,6 @@ static void block_t_times_rows(float *restrict Y, const float *restrict W, const
     }
     for (; jj < nk; jj++)
         row1(Y + (int64_t)jj * d, W + f[jj] * ATT_BK + jj, ATT_BK, M + (int64_t)f[jj] * d, d, nq - f[jj], d);
-}
-
-/* Valid (unmasked) keys of a block starting at key position kb, for a query at qpos. */
-static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
-{
-    if (!causal) return nk;
-    int64_t lim = qpos - kb + 1;
-    return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
-}
-
-/* First of the nq queries from position qb that sees the key at position kpos. */
-static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq)
-{
-    if (!causal || kpos <= qb) return 0;
-    return kpos - qb >= nq ? nq : (int)(kpos - qb);
-}
-
-/* K/V heads of the tile (0 means nh), checked against the k, v buffers. */
-static int kv_heads(const sw_attn_args *a, void *kbuf, void *vbuf)
-{
-    const int nkv = a->nkv > 0 ? a->nkv : a->nh;
-    STARPU_ASSERT_MSG(nkv > 0 && a->nh % nkv == 0, "attention: nh %% nkv != 0 (nh=%d nkv=%d)", a->nh, nkv);
-    STARPU_ASSERT_MSG(SW_COLS_OF(kbuf) == (int64_t)nkv * a->d && SW_COLS_OF(vbuf) == (int64_t)nkv * a->d,
-                      "attention: k, v tiles must have nkv*d = %d columns (k %d, v %d)", nkv * a->d,
-                      (int)SW_COLS_OF(kbuf), (int)SW_COLS_OF(vbuf));
-    return nkv;
-}
-
-/* The dropout index is per query head (head0 + h), whatever K/V head it reads. */
-static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t qpos, int64_t kpos)
-{
-    uint64_t hb = (uint64_t)(a->key.batch0 + b) * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
-    return (hb * (uint64_t)a->seq_total + (uint64_t)qpos) * (uint64_t)a->seq_total + (uint64_t)kpos;
-}
-
-/* z[jj] = 1/(1-p) where entry jj (global index base + jj) is kept, 0 where dropped, jj < n */
-static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, uint64_t base, float inv_keep)
-{
-    for (int jj = 0; jj < n; jj++)
-        z[jj] = sw_dropout_keep(a->key.seed, a->key.step, a->key.layer, a->key.op, base + (uint64_t)jj, a->dropout)
-                    ? inv_keep
-                    : 0.0f;
 }
 
 /* buffers: q (R), k (R), v (R), o (W | RW when merge), lse (W | RW when merge) */
@@ -378,20 +257,12 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
                         const float bm = sw_row_max(s, nv);
                         const float mnew = bm > m[i] ? bm : m[i];
                         const float alpha = expf(m[i] - mnew); /* 0 when m was -inf */
-                        for (int jj = 0; jj < nv; jj++) s[jj] = sw_expf(s[jj] - mnew);
-                        sw_vf vs = {0}, vp;
-                        int jj = 0;
-                        for (; jj + SW_VL <= nv; jj += SW_VL) {
-                            SW_VLOAD(vp, s + jj);
-                            vs += vp;
-                        }
-                        float sum = sw_vsum(&vs);
-                        for (; jj < nv; jj++) sum += s[jj];
+                        const float sum = att_exp_sum(s, nv, mnew);
                         l[i] = l[i] * alpha + sum;
                         m[i] = mnew;
                         if (drop) {
                             drop_mask(Z, nv, &a, drop_index(&a, b, h, qpos, kb), inv_keep);
-                            for (jj = 0; jj < nv; jj++) s[jj] *= Z[jj];
+                            for (int jj = 0; jj < nv; jj++) s[jj] *= Z[jj];
                         }
                         float *restrict ac = acc + (int64_t)i * d;
                         if (alpha != 1.0f)
@@ -649,12 +520,6 @@ static void check_args(const sw_attn_args *a)
 {
     STARPU_ASSERT_MSG(a->nh > 0 && a->nkv >= 0 && (a->nkv == 0 || a->nh % a->nkv == 0),
                       "sw_attn: nh (%d) must be a positive multiple of nkv (%d)", a->nh, a->nkv);
-}
-
-static double attn_flops(const sw_attn_args *a, double per)
-{
-    double f = per * a->batch * a->nh * (double)a->sq * a->sk * a->d;
-    return a->causal ? 0.5 * f : f;
 }
 
 void sw_attn_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,

@@ -7,20 +7,21 @@
  * the flash tile (attention.c): rows in [s, b] order, head j of the tile in
  * columns j*d .. j*d+d-1 (strided column tiles allowed), query head j reads
  * K/V head j / (nh / nkv), the dropout bit of (query, key) drawn from the
- * same counter, so both paths drop the same entries. probs[batch*nh*sq, sk]
- * holds P before dropout, row (b*nh + j)*sq + i; masked keys are 0.
+ * same counter, so both paths drop the same entries (the helpers are shared:
+ * attention_common.h). probs[batch*nh*sq, sk] holds P before dropout, row
+ * (b*nh + j)*sq + i; masked keys are 0.
  *
  * For each (batch, head) the slices are packed into contiguous buffers (K
  * transposed for the scores, V transposed for dO V^T, both zero-padded to
- * whole key blocks; K/V once per group). Queries go in blocks of APB_BQ
- * rows against key blocks of APB_BK keys, over the key range that the
+ * whole key blocks; K/V once per group). Queries go in blocks of ATT_BQ
+ * rows against key blocks of ATT_BK keys, over the key range that the
  * block's last query can see.
  *   forward:  S = scale Q K^T (into the probs rows), P = softmax(S) in
  *             place, O = D(P) V, lse = max + log(sum)
  *   backward: dP = D(dO V^T), dV += D(P)^T dO, r = rowsum(dP o P)   (pass 1)
  *             dS = P o (dP - r), dQ += scale dS K, dK += scale dS^T Q (pass 2)
  * where D() drops and rescales by 1/(1-p). The two passes over a query
- * block keep its dP rows (APB_BQ x sk floats). Unlike the flash tile, whose
+ * block keep its dP rows (ATT_BQ x sk floats). Unlike the flash tile, whose
  * scores live one block at a time, the products here are whole blocks, so
  * they go through two register-blocked kernels in GNU C vectors (simd.h):
  * block_abt (scores, dO V^T) and axpy_rows (the four products with a d-wide
@@ -35,82 +36,35 @@
 #include "philox.h"
 #include "starweave/ops.h"
 
-#define APB_BQ 32
-#define APB_BK 64
+#define ATT_WHO "attention_probs"
+#include "attention_common.h"
 
-static float *apb_alloc(size_t n)
-{
-    float *p = malloc(sizeof(float) * (n ? n : 1));
-    if (!p) {
-        fprintf(stderr, "starweave: attention_probs: cannot allocate %zu floats\n", n);
-        abort();
-    }
-    return p;
-}
-
-/* dst[i*d + c] = s * src[(i*batch + b)*ld + col + c] */
-static void pack_rows(float *dst, const float *src, int64_t ld, int n, int batch, int b, int64_t col, int d,
-                      float s)
-{
-    for (int i = 0; i < n; i++) {
-        const float *r = src + ((int64_t)i * batch + b) * ld + col;
-        for (int c = 0; c < d; c++) dst[(int64_t)i * d + c] = s * r[c];
-    }
-}
-
-/* dst[c*ldd + i] = src[(i*batch + b)*ld + col + c] (transposed pack), i < n, in
- * blocks of 16 rows so that each store fills a cache line; the columns n..ldd-1
- * of dst are zero, so that block_abt may read whole key blocks. */
-static void pack_trans(float *dst, int64_t ldd, const float *src, int64_t ld, int n, int batch, int b, int64_t col,
-                       int d)
-{
-    for (int i0 = 0; i0 < n; i0 += 16) {
-        const int m = n - i0 < 16 ? n - i0 : 16;
-        const float *r[16];
-        for (int i = 0; i < m; i++) r[i] = src + ((int64_t)(i0 + i) * batch + b) * ld + col;
-        for (int c = 0; c < d; c++) {
-            float *dr = dst + (int64_t)c * ldd + i0;
-            for (int i = 0; i < m; i++) dr[i] = r[i][c];
-        }
-    }
-    for (int c = 0; c < d; c++) memset(dst + (int64_t)c * ldd + n, 0, sizeof(float) * (size_t)(ldd - n));
-}
-
-/* Row length of the transposed packs: the keys rounded up to whole key blocks
- * (block_abt reads APB_BK columns), plus 16 so that the rows of a pack do not
- * all fall in the same cache sets when sk is a power of two. */
-static inline int64_t padded_keys(int sk)
-{
-    return ((int64_t)sk + APB_BK - 1) / APB_BK * APB_BK + 16;
-}
-
-/* s[i*lds + jj] = sum_c A[i*d + c] * BT[c*ldb + jj], i < nq, jj < nk <= APB_BK. Reads
- * APB_BK columns of BT from column 0 (padded packs). Register blocks of 4 rows x
- * APB_BK keys: per c, APB_BK/SW_VL loads of BT feed 4 times as many FMAs. */
-#define APB_NV (APB_BK / SW_VL)
+/* s[i*lds + jj] = sum_c A[i*d + c] * BT[c*ldb + jj], i < nq, jj < nk <= ATT_BK. Reads
+ * ATT_BK columns of BT from column 0 (padded packs). Register blocks of 4 rows x
+ * ATT_BK keys: per c, ATT_BK/SW_VL loads of BT feed 4 times as many FMAs. */
 static void block_abt(float *restrict s, int64_t lds, const float *restrict A, const float *restrict BT,
                       int64_t ldb, int nq, int nk, int d)
 {
     int i = 0;
     for (; i + 4 <= nq; i += 4) {
-        sw_vf acc[4][APB_NV], bt[APB_NV];
+        sw_vf acc[4][ATT_NV], bt[ATT_NV];
         memset(acc, 0, sizeof acc);
         const float *a0 = A + (int64_t)i * d;
         for (int c = 0; c < d; c++) {
-            for (int v = 0; v < APB_NV; v++) SW_VLOAD(bt[v], BT + (int64_t)c * ldb + v * SW_VL);
+            for (int v = 0; v < ATT_NV; v++) SW_VLOAD(bt[v], BT + (int64_t)c * ldb + v * SW_VL);
             for (int r = 0; r < 4; r++) {
                 const float ar = a0[(int64_t)r * d + c];
-                for (int v = 0; v < APB_NV; v++) acc[r][v] += ar * bt[v];
+                for (int v = 0; v < ATT_NV; v++) acc[r][v] += ar * bt[v];
             }
         }
         for (int r = 0; r < 4; r++) memcpy(s + (int64_t)(i + r) * lds, acc[r], sizeof(float) * (size_t)nk);
     }
     for (; i < nq; i++) {
-        sw_vf acc[APB_NV], bt;
+        sw_vf acc[ATT_NV], bt;
         memset(acc, 0, sizeof acc);
         const float *ai = A + (int64_t)i * d;
         for (int c = 0; c < d; c++)
-            for (int v = 0; v < APB_NV; v++) {
+            for (int v = 0; v < ATT_NV; v++) {
                 SW_VLOAD(bt, BT + (int64_t)c * ldb + v * SW_VL);
                 acc[v] += ai[c] * bt;
             }
@@ -123,39 +77,7 @@ static void block_abt(float *restrict s, int64_t lds, const float *restrict A, c
 static void axpy_rows(float *restrict y, const float *restrict w, int64_t ldw, const float *restrict M, int64_t ldm,
                       int n, int d)
 {
-    int c = 0;
-    for (; c + 4 * SW_VL <= d; c += 4 * SW_VL) {
-        sw_vf y0, y1, y2, y3, m;
-        SW_VLOAD(y0, y + c);
-        SW_VLOAD(y1, y + c + SW_VL);
-        SW_VLOAD(y2, y + c + 2 * SW_VL);
-        SW_VLOAD(y3, y + c + 3 * SW_VL);
-        for (int j = 0; j < n; j++) {
-            const float wj = w[(int64_t)j * ldw];
-            const float *mr = M + (int64_t)j * ldm + c;
-            SW_VLOAD(m, mr);
-            y0 += wj * m;
-            SW_VLOAD(m, mr + SW_VL);
-            y1 += wj * m;
-            SW_VLOAD(m, mr + 2 * SW_VL);
-            y2 += wj * m;
-            SW_VLOAD(m, mr + 3 * SW_VL);
-            y3 += wj * m;
-        }
-        memcpy(y + c, &y0, sizeof y0);
-        memcpy(y + c + SW_VL, &y1, sizeof y1);
-        memcpy(y + c + 2 * SW_VL, &y2, sizeof y2);
-        memcpy(y + c + 3 * SW_VL, &y3, sizeof y3);
-    }
-    for (; c + SW_VL <= d; c += SW_VL) {
-        sw_vf y0, m;
-        SW_VLOAD(y0, y + c);
-        for (int j = 0; j < n; j++) {
-            SW_VLOAD(m, M + (int64_t)j * ldm + c);
-            y0 += w[(int64_t)j * ldw] * m;
-        }
-        memcpy(y + c, &y0, sizeof y0);
-    }
+    const int c = att_axpy_vec(y, w, ldw, M, ldm, n, d);
     if (c < d) { /* d not a multiple of SW_VL */
         float t[SW_VL];
         const int nt = d - c;
@@ -184,54 +106,12 @@ static inline float vdot(const float *x, const float *y, int n)
     return s;
 }
 
-/* Keys (from 0) that query position qpos sees among n keys starting at position kb. */
-static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int n)
-{
-    if (!causal) return n;
-    int64_t lim = qpos - kb + 1;
-    return lim <= 0 ? 0 : (lim >= n ? n : (int)lim);
-}
-
-/* First of the nq queries from position qb that sees the key at position kpos. */
-static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq)
-{
-    if (!causal || kpos <= qb) return 0;
-    return kpos - qb >= nq ? nq : (int)(kpos - qb);
-}
-
-/* K/V heads of the tile (0 means nh), checked against the k, v buffers. */
-static int kv_heads(const sw_attn_args *a, void *kbuf, void *vbuf)
-{
-    const int nkv = a->nkv > 0 ? a->nkv : a->nh;
-    STARPU_ASSERT_MSG(nkv > 0 && a->nh % nkv == 0, "attention_probs: nh %% nkv != 0 (nh=%d nkv=%d)", a->nh, nkv);
-    STARPU_ASSERT_MSG(SW_COLS_OF(kbuf) == (int64_t)nkv * a->d && SW_COLS_OF(vbuf) == (int64_t)nkv * a->d,
-                      "attention_probs: k, v tiles must have nkv*d = %d columns (k %d, v %d)", nkv * a->d,
-                      (int)SW_COLS_OF(kbuf), (int)SW_COLS_OF(vbuf));
-    return nkv;
-}
-
 static void check_probs_buf(const sw_attn_args *a, void *pbuf)
 {
     STARPU_ASSERT_MSG(SW_ROWS_OF(pbuf) == (int64_t)a->batch * a->nh * a->sq && SW_COLS_OF(pbuf) == a->sk,
                       "attention_probs: probs must be [batch*nh*sq, sk] = [%lld, %d] (got [%lld, %lld])",
                       (long long)a->batch * a->nh * a->sq, a->sk, (long long)SW_ROWS_OF(pbuf),
                       (long long)SW_COLS_OF(pbuf));
-}
-
-/* The same index as attention.c: per query head (head0 + h), whatever K/V head it reads. */
-static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t qpos, int64_t kpos)
-{
-    uint64_t hb = (uint64_t)(a->key.batch0 + b) * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
-    return (hb * (uint64_t)a->seq_total + (uint64_t)qpos) * (uint64_t)a->seq_total + (uint64_t)kpos;
-}
-
-/* z[jj] = 1/(1-p) where entry jj (global index base + jj) is kept, 0 where dropped, jj < n */
-static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, uint64_t base, float inv_keep)
-{
-    for (int jj = 0; jj < n; jj++)
-        z[jj] = sw_dropout_keep(a->key.seed, a->key.step, a->key.layer, a->key.op, base + (uint64_t)jj, a->dropout)
-                    ? inv_keep
-                    : 0.0f;
 }
 
 /* Keys of the tile that the query block ending at position qlast can see. */
@@ -256,9 +136,9 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
     const int drop = a.dropout > 0.0f;
     const float inv_keep = drop ? 1.0f / (1.0f - a.dropout) : 1.0f;
 
-    float *Q = apb_alloc((size_t)sq * d), *KT = apb_alloc((size_t)skp * d), *V = apb_alloc((size_t)sk * d);
-    float *acc = apb_alloc((size_t)APB_BQ * d);
-    float Z[APB_BK];
+    float *Q = att_alloc((size_t)sq * d), *KT = att_alloc((size_t)skp * d), *V = att_alloc((size_t)sk * d);
+    float *acc = att_alloc((size_t)ATT_BQ * d);
+    float Z[ATT_BK];
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
@@ -270,12 +150,12 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
             }
             pack_rows(Q, q, ldq, sq, B, b, col, d, a.scale);
             float *Ph = probs + ((int64_t)b * a.nh + h) * sq * ldp;
-            for (int i0 = 0; i0 < sq; i0 += APB_BQ) {
-                const int nq = sq - i0 < APB_BQ ? sq - i0 : APB_BQ;
+            for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
+                const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
                 const int kend = key_extent(&a, a.q_pos0 + i0 + nq - 1);
                 /* scaled scores of the keys the block can see, straight into the probs rows */
-                for (int j0 = 0; j0 < kend; j0 += APB_BK) {
-                    const int nk = kend - j0 < APB_BK ? kend - j0 : APB_BK;
+                for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
+                    const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
                     block_abt(Ph + (int64_t)i0 * ldp + j0, ldp, Q + (int64_t)i0 * d, KT + j0, skp, nq, nk, d);
                 }
                 /* softmax in place over each row's visible keys; the rest 0 */
@@ -289,24 +169,16 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
                         continue;
                     }
                     const float m = sw_row_max(p, nv);
-                    for (int j = 0; j < nv; j++) p[j] = sw_expf(p[j] - m);
-                    sw_vf vs = {0}, vp;
-                    int j = 0;
-                    for (; j + SW_VL <= nv; j += SW_VL) {
-                        SW_VLOAD(vp, p + j);
-                        vs += vp;
-                    }
-                    float sum = sw_vsum(&vs);
-                    for (; j < nv; j++) sum += p[j];
+                    const float sum = att_exp_sum(p, nv, m);
                     const float inv = 1.0f / sum;
-                    for (j = 0; j < nv; j++) p[j] *= inv;
+                    for (int j = 0; j < nv; j++) p[j] *= inv;
                     memset(p + nv, 0, sizeof(float) * (size_t)(sk - nv));
                     lse[row * ldl + h] = m + logf(sum);
                 }
                 /* O = D(P) V, key block by key block (a V block is reused by every row) */
                 memset(acc, 0, sizeof(float) * (size_t)nq * d);
-                for (int j0 = 0; j0 < kend; j0 += APB_BK) {
-                    const int nk = kend - j0 < APB_BK ? kend - j0 : APB_BK;
+                for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
+                    const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     for (int i = 0; i < nq; i++) {
                         const int64_t qpos = a.q_pos0 + i0 + i;
@@ -356,11 +228,11 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
     const float scale = a.scale;
 
     const size_t nqd = (size_t)sq * d, nkd = (size_t)sk * d;
-    float *Q = apb_alloc(nqd), *dO = apb_alloc(nqd), *dQ = apb_alloc(nqd);
-    float *K = apb_alloc(nkd), *VT = apb_alloc((size_t)skp * d), *dK = apb_alloc(nkd), *dV = apb_alloc(nkd);
-    float *G = apb_alloc((size_t)APB_BQ * skp); /* dP of a query block's rows */
-    float *W = apb_alloc((size_t)APB_BQ * APB_BK); /* D(P), then dS, of a block; masked entries 0 */
-    float r[APB_BQ], Z[APB_BK];
+    float *Q = att_alloc(nqd), *dO = att_alloc(nqd), *dQ = att_alloc(nqd);
+    float *K = att_alloc(nkd), *VT = att_alloc((size_t)skp * d), *dK = att_alloc(nkd), *dV = att_alloc(nkd);
+    float *G = att_alloc((size_t)ATT_BQ * skp); /* dP of a query block's rows */
+    float *W = att_alloc((size_t)ATT_BQ * ATT_BK); /* D(P), then dS, of a block; masked entries 0 */
+    float r[ATT_BQ], Z[ATT_BK];
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < a.nh; h++) {
@@ -375,20 +247,20 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
             pack_rows(dO, dout, lddo, sq, B, b, col, d, 1.0f);
             memset(dQ, 0, sizeof(float) * nqd);
             const float *Ph = probs + ((int64_t)b * a.nh + h) * sq * ldp;
-            for (int i0 = 0; i0 < sq; i0 += APB_BQ) {
-                const int nq = sq - i0 < APB_BQ ? sq - i0 : APB_BQ;
+            for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
+                const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
                 const int64_t qb = a.q_pos0 + i0;
                 const int kend = key_extent(&a, qb + nq - 1);
                 for (int i = 0; i < nq; i++) r[i] = 0.0f;
                 /* pass 1: dP = D(dO V^T); dV += D(P)^T dO; r = rowsum(dP o P) */
-                for (int j0 = 0; j0 < kend; j0 += APB_BK) {
-                    const int nk = kend - j0 < APB_BK ? kend - j0 : APB_BK;
+                for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
+                    const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     block_abt(G + j0, skp, dO + (int64_t)i0 * d, VT + j0, skp, nq, nk, d);
                     for (int i = 0; i < nq; i++) {
                         const int nv = valid_keys(a.causal, qb + i, kb, nk);
                         const float *pr = Ph + (int64_t)(i0 + i) * ldp + j0;
-                        float *g = G + (int64_t)i * skp + j0, *wr = W + i * APB_BK;
+                        float *g = G + (int64_t)i * skp + j0, *wr = W + i * ATT_BK;
                         if (drop && nv > 0) {
                             drop_mask(Z, nv, &a, drop_index(&a, b, h, qb + i, kb), inv_keep);
                             for (int jj = 0; jj < nv; jj++) {
@@ -403,19 +275,19 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                     }
                     for (int jj = 0; jj < nk; jj++) {
                         const int f = first_query(a.causal, qb, kb + jj, nq);
-                        axpy_rows(dV + (int64_t)(j0 + jj) * d, W + f * APB_BK + jj, APB_BK,
+                        axpy_rows(dV + (int64_t)(j0 + jj) * d, W + f * ATT_BK + jj, ATT_BK,
                                   dO + (int64_t)(i0 + f) * d, d, nq - f, d);
                     }
                 }
                 /* pass 2: scale dS = scale P o (dP - r); dQ += scale dS K; dK += scale dS^T Q */
-                for (int j0 = 0; j0 < kend; j0 += APB_BK) {
-                    const int nk = kend - j0 < APB_BK ? kend - j0 : APB_BK;
+                for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
+                    const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     for (int i = 0; i < nq; i++) {
                         const int nv = valid_keys(a.causal, qb + i, kb, nk);
                         const float *pr = Ph + (int64_t)(i0 + i) * ldp + j0;
                         const float *g = G + (int64_t)i * skp + j0;
-                        float *wr = W + i * APB_BK;
+                        float *wr = W + i * ATT_BK;
                         const float ri = r[i];
                         for (int jj = 0; jj < nv; jj++) wr[jj] = scale * pr[jj] * (g[jj] - ri);
                         memset(wr + nv, 0, sizeof(float) * (size_t)(nk - nv));
@@ -423,7 +295,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                     }
                     for (int jj = 0; jj < nk; jj++) {
                         const int f = first_query(a.causal, qb, kb + jj, nq);
-                        axpy_rows(dK + (int64_t)(j0 + jj) * d, W + f * APB_BK + jj, APB_BK,
+                        axpy_rows(dK + (int64_t)(j0 + jj) * d, W + f * ATT_BK + jj, ATT_BK,
                                   Q + (int64_t)(i0 + f) * d, d, nq - f, d);
                     }
                 }
@@ -499,13 +371,6 @@ static void check_args(const char *fn, const sw_attn_args *a, starpu_data_handle
                       "%s: probs must be [batch*nh*sq, sk] = [%lld, %d] (got [%u, %u])", fn,
                       (long long)a->batch * a->nh * a->sq, a->sk, (unsigned)starpu_matrix_get_ny(probs),
                       (unsigned)starpu_matrix_get_nx(probs));
-}
-
-/* per * batch * nh * sq * sk * d, halved when causal (as attention.c counts) */
-static double attn_flops(const sw_attn_args *a, double per)
-{
-    double f = per * a->batch * a->nh * (double)a->sq * a->sk * a->d;
-    return a->causal ? 0.5 * f : f;
 }
 
 void sw_attn_probs_fwd(starpu_data_handle_t q, starpu_data_handle_t k, starpu_data_handle_t v,

@@ -1,0 +1,193 @@
+/* Helpers shared by the two CPU attention codelets: the flash tile
+ * (attention.c) and the attention with saved probabilities
+ * (attention_probs.c). Block sizes, the allocation wrapper, the packs of the
+ * q/k/v slices, causal masking, grouped-query heads, the dropout mask (the
+ * same counter in both, so that both paths drop the same entries) and the
+ * flop count.
+ *
+ * The including file defines ATT_WHO, its name in messages ("attention",
+ * "attention_probs"), before including this header. */
+#ifndef STARWEAVE_ATTENTION_COMMON_H
+#define STARWEAVE_ATTENTION_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codelet_util.h"
+#include "simd.h"
+#include "philox.h"
+#include "starweave/ops.h"
+
+#ifndef ATT_WHO
+#error "define ATT_WHO (the codelet's name in messages) before including attention_common.h"
+#endif
+
+/* Queries go in blocks of ATT_BQ rows against key blocks of ATT_BK keys. */
+#define ATT_BQ 32
+#define ATT_BK 64
+/* GNU C vectors (simd.h) in a key block */
+#define ATT_NV (ATT_BK / SW_VL)
+
+/* The helpers that are not inline stay so (inlining them changes the kernels'
+ * code); an includer that does not call one of them gets no warning. */
+#define ATT_UNUSED __attribute__((unused))
+
+static ATT_UNUSED float *att_alloc(size_t n)
+{
+    float *p = malloc(sizeof(float) * (n ? n : 1));
+    if (!p) {
+        fprintf(stderr, "starweave: " ATT_WHO ": cannot allocate %zu floats\n", n);
+        abort();
+    }
+    return p;
+}
+
+/* dst[i*d + c] = s * src[(i*batch + b)*ld + col + c] */
+static ATT_UNUSED void pack_rows(float *dst, const float *src, int64_t ld, int n, int batch, int b, int64_t col,
+                                 int d, float s)
+{
+    for (int i = 0; i < n; i++) {
+        const float *r = src + ((int64_t)i * batch + b) * ld + col;
+        for (int c = 0; c < d; c++) dst[(int64_t)i * d + c] = s * r[c];
+    }
+}
+
+/* dst[c*ldd + i] = src[(i*batch + b)*ld + col + c] (transposed pack), i < n, in
+ * blocks of 16 rows so that each store fills a cache line; the columns n..ldd-1
+ * of dst are zero, so that the score kernels may read whole vectors (whole key
+ * blocks) past n. */
+static ATT_UNUSED void pack_trans(float *dst, int64_t ldd, const float *src, int64_t ld, int n, int batch, int b,
+                                  int64_t col, int d)
+{
+    for (int i0 = 0; i0 < n; i0 += 16) {
+        const int m = n - i0 < 16 ? n - i0 : 16;
+        const float *r[16];
+        for (int i = 0; i < m; i++) r[i] = src + ((int64_t)(i0 + i) * batch + b) * ld + col;
+        for (int c = 0; c < d; c++) {
+            float *dr = dst + (int64_t)c * ldd + i0;
+            for (int i = 0; i < m; i++) dr[i] = r[i][c];
+        }
+    }
+    for (int c = 0; c < d; c++) memset(dst + (int64_t)c * ldd + n, 0, sizeof(float) * (size_t)(ldd - n));
+}
+
+/* Row length of the transposed packs: the keys rounded up to whole key blocks
+ * (the score kernels read up to ATT_BK columns), plus 16 so that the rows of a
+ * pack do not all fall in the same cache sets when sk is a power of two. */
+static inline int64_t padded_keys(int sk)
+{
+    return ((int64_t)sk + ATT_BK - 1) / ATT_BK * ATT_BK + 16;
+}
+
+/* The vector part of y[c] += sum_{t<n} w[t*wt] * M[t*ldm + c]: the columns c
+ * < d in whole vectors, y held in registers (4 vectors at a time, then 1) over
+ * the whole sum, t in order. Returns the first column not done (c < d when d
+ * is not a multiple of SW_VL), for the caller's scalar tail. */
+static inline __attribute__((always_inline)) int att_axpy_vec(float *restrict y, const float *restrict w, int64_t wt,
+                                                              const float *restrict M, int64_t ldm, int n, int d)
+{
+    int c = 0;
+    for (; c + 4 * SW_VL <= d; c += 4 * SW_VL) {
+        sw_vf y0, y1, y2, y3, m;
+        SW_VLOAD(y0, y + c);
+        SW_VLOAD(y1, y + c + SW_VL);
+        SW_VLOAD(y2, y + c + 2 * SW_VL);
+        SW_VLOAD(y3, y + c + 3 * SW_VL);
+        for (int t = 0; t < n; t++) {
+            const float wv = w[(int64_t)t * wt];
+            const float *mr = M + (int64_t)t * ldm + c;
+            SW_VLOAD(m, mr);
+            y0 += wv * m;
+            SW_VLOAD(m, mr + SW_VL);
+            y1 += wv * m;
+            SW_VLOAD(m, mr + 2 * SW_VL);
+            y2 += wv * m;
+            SW_VLOAD(m, mr + 3 * SW_VL);
+            y3 += wv * m;
+        }
+        memcpy(y + c, &y0, sizeof y0);
+        memcpy(y + c + SW_VL, &y1, sizeof y1);
+        memcpy(y + c + 2 * SW_VL, &y2, sizeof y2);
+        memcpy(y + c + 3 * SW_VL, &y3, sizeof y3);
+    }
+    for (; c + SW_VL <= d; c += SW_VL) {
+        sw_vf y0, m;
+        SW_VLOAD(y0, y + c);
+        for (int t = 0; t < n; t++) {
+            SW_VLOAD(m, M + (int64_t)t * ldm + c);
+            y0 += w[(int64_t)t * wt] * m;
+        }
+        memcpy(y + c, &y0, sizeof y0);
+    }
+    return c;
+}
+
+/* p[j] = sw_expf(p[j] - m) for j < n; returns their sum (in SW_VL lanes,
+ * summed pairwise, then the rest in order), the softmax denominator. */
+static inline __attribute__((always_inline)) float att_exp_sum(float *p, int n, float m)
+{
+    for (int j = 0; j < n; j++) p[j] = sw_expf(p[j] - m);
+    sw_vf vs = {0}, vp;
+    int j = 0;
+    for (; j + SW_VL <= n; j += SW_VL) {
+        SW_VLOAD(vp, p + j);
+        vs += vp;
+    }
+    float sum = sw_vsum(&vs);
+    for (; j < n; j++) sum += p[j];
+    return sum;
+}
+
+/* Valid (unmasked) keys, from 0, among the nk keys starting at key position
+ * kb, for a query at position qpos. */
+static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
+{
+    if (!causal) return nk;
+    int64_t lim = qpos - kb + 1;
+    return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+}
+
+/* First of the nq queries from position qb that sees the key at position kpos. */
+static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq)
+{
+    if (!causal || kpos <= qb) return 0;
+    return kpos - qb >= nq ? nq : (int)(kpos - qb);
+}
+
+/* K/V heads of the tile (0 means nh), checked against the k, v buffers. */
+static ATT_UNUSED int kv_heads(const sw_attn_args *a, void *kbuf, void *vbuf)
+{
+    const int nkv = a->nkv > 0 ? a->nkv : a->nh;
+    STARPU_ASSERT_MSG(nkv > 0 && a->nh % nkv == 0, ATT_WHO ": nh %% nkv != 0 (nh=%d nkv=%d)", a->nh, nkv);
+    STARPU_ASSERT_MSG(SW_COLS_OF(kbuf) == (int64_t)nkv * a->d && SW_COLS_OF(vbuf) == (int64_t)nkv * a->d,
+                      ATT_WHO ": k, v tiles must have nkv*d = %d columns (k %d, v %d)", nkv * a->d,
+                      (int)SW_COLS_OF(kbuf), (int)SW_COLS_OF(vbuf));
+    return nkv;
+}
+
+/* The dropout index is per query head (head0 + h), whatever K/V head it reads. */
+static inline uint64_t drop_index(const sw_attn_args *a, int b, int h, int64_t qpos, int64_t kpos)
+{
+    uint64_t hb = (uint64_t)(a->key.batch0 + b) * (uint64_t)a->heads_total + (uint64_t)(a->head0 + h);
+    return (hb * (uint64_t)a->seq_total + (uint64_t)qpos) * (uint64_t)a->seq_total + (uint64_t)kpos;
+}
+
+/* z[jj] = 1/(1-p) where entry jj (global index base + jj) is kept, 0 where dropped, jj < n */
+static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, uint64_t base, float inv_keep)
+{
+    for (int jj = 0; jj < n; jj++)
+        z[jj] = sw_dropout_keep(a->key.seed, a->key.step, a->key.layer, a->key.op, base + (uint64_t)jj, a->dropout)
+                    ? inv_keep
+                    : 0.0f;
+}
+
+/* per * batch * nh * sq * sk * d, halved when causal */
+static ATT_UNUSED double attn_flops(const sw_attn_args *a, double per)
+{
+    double f = per * a->batch * a->nh * (double)a->sq * a->sk * a->d;
+    return a->causal ? 0.5 * f : f;
+}
+
+#endif
