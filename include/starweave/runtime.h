@@ -21,9 +21,10 @@ typedef struct sw_options {
                             Ignored (no CUDA worker) in CPU-only builds. */
     int offload;         /* 1: register an offload memory node, a StarPU disk node (out-of-core) in a fresh
                             directory under $TMPDIR (or /tmp), removed at sw_shutdown */
-    int offload_budget_mb; /* > 0: main RAM that StarPU-allocated data (offloadable tensors, see
-                            sw_tensor_new_offloadable) may hold (STARPU_LIMIT_CPU_MEM); beyond it StarPU
-                            evicts them to the offload node. 0: no limit */
+    int offload_budget_mb; /* > 0: main RAM that the data StarPU allocates may hold (STARPU_LIMIT_CPU_MEM),
+                            e.g. the main-RAM copies of offload tensors (sw_tensor_new_offload), which it
+                            then evicts to the offload node; starweave's own tensors are not counted.
+                            0: no limit */
 } sw_options;
 
 #define SW_IDLE_SLEEP_US_SHARED 100
