@@ -84,6 +84,7 @@ done
 
 expect_bad 1 "offload-budget-mb (7) must hold two blocks' saved activations (2 x 4.02 MB)" --offload --offload-budget-mb 7
 expect_bad 1 "offload-budget-mb needs --offload" --offload-budget-mb 10
+expect_bad 2 "offload-budget-mb (2) must hold two blocks' saved activations (2 x 2.51 MB)" --tp 2 --sp --offload --offload-budget-mb 2
 expect_bad 1 "offload needs recompute none or selective" --offload --recompute full
 expect_bad 1 "--recompute expects none, selective or full, got 'some'" --recompute some
 expect_bad 1 "recompute-every (2) needs recompute full (recompute = selective)" --recompute-every 2
