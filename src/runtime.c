@@ -197,8 +197,9 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         const char *tmp = getenv("TMPDIR");
         snprintf(sw_rt.offload_dir, sizeof sw_rt.offload_dir, "%s/starweave-offload.XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(sw_rt.offload_dir)) {
-            fprintf(stderr, "starweave: cannot create the offload directory %s: %s\n", sw_rt.offload_dir, strerror(errno));
-            return -errno;
+            int err = errno;
+            fprintf(stderr, "starweave: cannot create the offload directory %s: %s\n", sw_rt.offload_dir, strerror(err));
+            return -err;
         }
         sw_rt.offload_node = starpu_disk_register(&starpu_disk_unistd_ops, sw_rt.offload_dir, SW_OFFLOAD_DISK_BYTES);
         if (sw_rt.offload_node < 0) {

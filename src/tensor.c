@@ -75,7 +75,6 @@ sw_tensor *sw_tensor_new_offload(const char *name, int64_t rows, int64_t cols)
 
 void sw_tensor_wont_use(sw_tensor *t) { starpu_data_wont_use(sw_tensor_whole(t, STARPU_R)); }
 
-
 sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols)
 {
     int64_t shape[2] = {rows, cols};
