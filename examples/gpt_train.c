@@ -146,8 +146,12 @@ static void parse_args(int argc, char **argv, train_opts *o)
             *(!strcmp(a, "--sp") ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
             continue;
         }
-        if (!strcmp(a, "--no-zigzag") || !strcmp(a, "--offload")) {
-            *(a[2] == 'n' ? &o->cfg.zigzag : &o->cfg.offload) = a[2] != 'n';
+        if (!strcmp(a, "--no-zigzag")) {
+            o->cfg.zigzag = 0;
+            continue;
+        }
+        if (!strcmp(a, "--offload")) {
+            o->cfg.offload = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);

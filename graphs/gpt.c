@@ -735,7 +735,7 @@ void sw_gpt_destroy(sw_gpt *m)
         sw_tensor_free(m->gshard[i]);
     }
     for (int l = 0; l <= m->c.layers; l++)
-        if (!m->K || l < m->K || l % m->K == 0 || l == m->c.layers) sw_tensor_free(m->x[l]); /* not an alias */
+        if (!m->K || l < m->K || m->x[l] != m->x[l % m->K]) sw_tensor_free(m->x[l]); /* not a working-set alias */
     for (int l = 0; m->stash && l < m->c.layers; l++) {
         for (int i = 0; i < m->acts[l]->nown; i++) sw_tensor_free(m->stash[l][i]);
         free(m->stash[l]);
@@ -1303,7 +1303,6 @@ static void onload_block(sw_gpt *m, int l)
 {
     block_acts *a = m->acts[l];
     sw_trace_set_phase(SW_PHASE_OFFLOAD, l);
-    if (l == m->c.layers - 1) prefetch_block(&m->sref[l]);
     for (int i = 0; i < a->nown; i++)
         sw_copy_then(whole_w(a->own[i]), whole_r(m->stash[l][i]), i == 0 && l > 0 ? prefetch_block : NULL,
                      l > 0 ? &m->sref[l - 1] : NULL);
