@@ -24,6 +24,9 @@ typedef struct train_opts {
     const char *trace, *dag;
     int save_every;
     int offload_budget_mb;
+    int ncuda;
+    unsigned where;          /* sw_set_task_where: 0 (any), STARPU_CPU or STARPU_CUDA */
+    sw_comm_backend backend;
 } train_opts;
 
 static void usage(FILE *f)
@@ -75,6 +78,12 @@ static void usage(FILE *f)
             "                    the rest is evicted to the disk node (0: no limit)\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
+            "  --ncuda N         CUDA workers per rank, GPU builds (default: every GPU with one rank\n"
+            "                    per node, else one GPU per rank; 0: none)\n"
+            "  --device D        where ops run: any (the scheduler chooses), cuda (every op with a\n"
+            "                    CUDA implementation on a GPU) or cpu (any)\n"
+            "  --comm B          collectives: auto (NCCL when every rank has a GPU of its own and there\n"
+            "                    are 2 ranks or more, else StarPU-MPI), mpi or nccl (auto)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
@@ -127,6 +136,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     o->offload_budget_mb = 0;
+    o->ncuda = -1;
+    o->where = 0;
+    o->backend = SW_BACKEND_AUTO;
     int seed = (int)o->cfg.seed;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -189,6 +201,19 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
+        else if (!strcmp(a, "--ncuda")) parse_int(a, v, &o->ncuda);
+        else if (!strcmp(a, "--device")) {
+            if (!strcmp(v, "any")) o->where = 0;
+            else if (!strcmp(v, "cuda")) o->where = STARPU_CUDA;
+            else if (!strcmp(v, "cpu")) o->where = STARPU_CPU;
+            else sw_usage_error("--device expects any, cuda or cpu, got '%s'", v);
+        }
+        else if (!strcmp(a, "--comm")) {
+            if (!strcmp(v, "auto")) o->backend = SW_BACKEND_AUTO;
+            else if (!strcmp(v, "mpi")) o->backend = SW_BACKEND_MPI;
+            else if (!strcmp(v, "nccl")) o->backend = SW_BACKEND_NCCL;
+            else sw_usage_error("--comm expects auto, mpi or nccl, got '%s'", v);
+        }
         else if (!strcmp(a, "--recompute")) {
             o->cfg.recompute = sw_recompute_parse(v);
             if (o->cfg.recompute < 0) sw_usage_error("--recompute expects none, selective or full, got '%s'", v);
@@ -204,6 +229,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
     if (o->ncpus == 0 || o->ncpus < -1) sw_usage_error("ncpus must be positive (ncpus = %d)", o->ncpus);
+    if (o->ncuda < -1) sw_usage_error("ncuda must not be negative (ncuda = %d)", o->ncuda);
+    if (o->ncuda == 0 && o->where == STARPU_CUDA) sw_usage_error("--device cuda needs CUDA workers (ncuda = 0)");
     char msg[256];
     if (sw_gpt_config_check(&o->cfg, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
 }
@@ -453,11 +480,23 @@ int main(int argc, char **argv)
     ropt.quiet = o.quiet;
     ropt.offload = o.cfg.offload;
     ropt.offload_budget_mb = o.offload_budget_mb;
+    ropt.ncuda = o.ncuda;
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
+    /* GPU requests where no CUDA worker started: every rank checks its own,
+     * so a rank with a GPU and one without agree through MPI */
+    int gpu_ok = !(o.ncuda > 0 || o.where == STARPU_CUDA) || sw_ncuda() > 0, all_ok = 0;
+    SW_CHECK(MPI_Allreduce(&gpu_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all_ok)
+        sw_usage_error("%s needs a CUDA worker on every rank, and a rank has none (a GPU build, configure "
+                       "--enable-cuda, on a machine with a GPU; this rank has %d)",
+                       o.where == STARPU_CUDA ? "--device cuda" : "--ncuda", sw_ncuda());
+    sw_set_task_where(o.where);
 
     /* every rank checks the mesh against the world size before any collective */
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, o.cfg.ulysses, o.cfg.ring, o.cfg.dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
+    char why[320];
+    if (sw_comm_set_backend(comm, o.backend, why, sizeof why) < 0) sw_usage_error("--comm nccl: %s", why);
     int me = sw_rank();
     if (me != 0) o.quiet = 1;
     FILE *log = NULL;
@@ -474,12 +513,12 @@ int main(int argc, char **argv)
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
-               "%d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU workers per rank, "
-               "%.1f GFLOP/step, data %s (%zu bytes)\n",
+               "%d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU + %d CUDA workers per "
+               "rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
                c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
                sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
-               sw_gpt_step_flops(c) / 1e9,
+               sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
 
     float first = 0, loss = 0;

@@ -38,7 +38,29 @@ struct sw_comm {
     long calls[SW_GROUP_COUNT];        /* collectives submitted on a group of 2 or more */
     const char *op;                    /* the collective being submitted, for sw_trace */
     int64_t op_base;                   /* its first tag: a request's chunk is tag - op_base */
+    struct sw_nccl *nccl;              /* GPU builds: the collectives go to NCCL */
+    int nccl_owned;                    /* created by sw_comm_set_backend, destroyed with c */
 };
+
+/* GPU builds: a context handed an NCCL one passes each collective on. */
+#ifdef STARWEAVE_USE_CUDA
+#include "starweave/comm_nccl.h"
+void sw_comm_use_nccl(sw_comm *c, sw_nccl *n)
+{
+    if (c->nccl_owned) sw_nccl_destroy(c->nccl);
+    c->nccl = n;
+    c->nccl_owned = 0;
+}
+#define VIA_NCCL(call)       \
+    do {                     \
+        if (c->nccl) {       \
+            call;            \
+            return;          \
+        }                    \
+    } while (0)
+#else
+#define VIA_NCCL(call) ((void)0)
+#endif
 
 sw_comm *sw_comm_create(const sw_mesh *m)
 {
@@ -61,7 +83,49 @@ sw_comm *sw_comm_create(const sw_mesh *m)
     return c;
 }
 
-void sw_comm_destroy(sw_comm *c) { free(c); }
+void sw_comm_destroy(sw_comm *c)
+{
+    if (!c) return;
+#ifdef STARWEAVE_USE_CUDA
+    if (c->nccl_owned) sw_nccl_destroy(c->nccl);
+#endif
+    free(c);
+}
+
+const char *sw_comm_backend_name(const sw_comm *c) { return c->nccl ? "nccl" : "mpi"; }
+
+int sw_comm_set_backend(sw_comm *c, sw_comm_backend b, char *msg, size_t n)
+{
+    char dummy[1];
+    if (!msg || n == 0) msg = dummy, n = sizeof dummy;
+    msg[0] = 0;
+    if (b == SW_BACKEND_MPI) return SW_BACKEND_MPI;
+#ifdef STARWEAVE_USE_CUDA
+    /* agree on the verdict: the lowest rank that cannot use NCCL tells why */
+    MPI_Comm world = sw_mesh_comm(c->mesh, SW_GROUP_WORLD);
+    int me, size;
+    SW_CHECK(MPI_Comm_rank(world, &me));
+    SW_CHECK(MPI_Comm_size(world, &size));
+    char why[256] = "";
+    int mine = sw_nccl_check(why, sizeof why) != 0 ? me : size, first;
+    SW_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world));
+    if (first < size) {
+        SW_CHECK(MPI_Bcast(why, (int)sizeof why, MPI_CHAR, first, world));
+        if (b == SW_BACKEND_AUTO) return SW_BACKEND_MPI;
+        snprintf(msg, n, "rank %d cannot use NCCL: %s", first, why);
+        return -1;
+    }
+    if (b == SW_BACKEND_AUTO && size < 2) return SW_BACKEND_MPI;
+    c->nccl = sw_nccl_create(c->mesh);
+    c->nccl_owned = 1;
+    return SW_BACKEND_NCCL;
+#else
+    (void)c;
+    if (b == SW_BACKEND_AUTO) return SW_BACKEND_MPI;
+    snprintf(msg, n, "built without the GPU backend (configure --enable-cuda)");
+    return -1;
+#endif
+}
 void sw_comm_set_algo(sw_comm *c, sw_comm_algo algo) { c->algo = algo; }
 void sw_comm_set_small_bytes(sw_comm *c, size_t bytes) { c->small_bytes = bytes; }
 const sw_mesh *sw_comm_mesh(const sw_comm *c) { return c->mesh; }
@@ -77,6 +141,12 @@ void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *cal
 {
     *sent_bytes = (unsigned)g < SW_GROUP_COUNT ? c->sent_bytes[g] : 0;
     *calls = (unsigned)g < SW_GROUP_COUNT ? c->calls[g] : 0;
+#ifdef STARWEAVE_USE_CUDA
+    if (c->nccl) {
+        *sent_bytes += sw_nccl_sent_bytes(c->nccl, g);
+        *calls += sw_nccl_calls(c->nccl, g);
+    }
+#endif
 }
 
 int64_t sw_comm_next_tag(const sw_comm *c, sw_group g)
@@ -331,6 +401,7 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
 
 void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
 {
+    VIA_NCCL(sw_nccl_allreduce(c->nccl, g, t, op));
     check_f32(t, "sw_allreduce");
     const int p = sw_mesh_size(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_allreduce: group out of range", -EINVAL);
@@ -397,6 +468,7 @@ static void allgather_ring(sw_comm *c, sw_group g, starpu_data_handle_t *o, star
 
 void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
 {
+    VIA_NCCL(sw_nccl_allgather(c->nccl, g, in, out));
     check_f32(in, "sw_allgather");
     check_f32(out, "sw_allgather");
     check_rows("sw_allgather", c, g, out, in);
@@ -413,6 +485,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
 
 void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
 {
+    VIA_NCCL(sw_nccl_allgather_inplace(c->nccl, g, t));
     check_f32(t, "sw_allgather_inplace");
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p == 1) return;
@@ -427,6 +500,7 @@ void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
 
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)
 {
+    VIA_NCCL(sw_nccl_reduce_scatter(c->nccl, g, in, out, op));
     check_f32(in, "sw_reduce_scatter");
     check_f32(out, "sw_reduce_scatter");
     check_rows("sw_reduce_scatter", c, g, in, out);
@@ -461,6 +535,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
 
 void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
 {
+    VIA_NCCL(sw_nccl_broadcast(c->nccl, g, t, root));
     check_f32(t, "sw_broadcast");
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1 || root < 0 || root >= p) sw_fail(__FILE__, __LINE__, "sw_broadcast: bad group or root", -EINVAL);
@@ -487,6 +562,7 @@ static void shape_fail(const char *what, const sw_tensor *a, const sw_tensor *b,
 
 void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift)
 {
+    VIA_NCCL(sw_nccl_ring_shift(c->nccl, g, send, recv, shift));
     check_f32(send, "sw_ring_shift");
     check_f32(recv, "sw_ring_shift");
     if (send->rows != recv->rows || send->cols != recv->cols)
@@ -497,6 +573,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
 
 void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift)
 {
+    VIA_NCCL(sw_nccl_ring_shift_handles(c->nccl, g, send, recv, shift));
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_ring_shift: group out of range", -EINVAL);
     const int k = mod(shift, p);
@@ -525,6 +602,7 @@ void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, st
 
 void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim)
 {
+    VIA_NCCL(sw_nccl_alltoall(c->nccl, g, in, out, scatter_dim, gather_dim));
     static const char *dn[2] = {"rows", "cols"};
     check_f32(in, "sw_alltoall");
     check_f32(out, "sw_alltoall");
@@ -562,6 +640,7 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
 
 void sw_alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv)
 {
+    VIA_NCCL(sw_nccl_alltoall_parts(c->nccl, g, n, send, recv));
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
     for (int i = 0; i < n; i++) /* the local parts */

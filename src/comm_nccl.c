@@ -52,6 +52,7 @@ struct sw_nccl {
     starpu_data_handle_t token[SW_GROUP_COUNT]; /* per communicator: its calls in submission order */
     starpu_data_handle_t order;                /* every call of the context in submission order */
     long calls[SW_GROUP_COUNT];
+    double sent[SW_GROUP_COUNT];               /* payload bytes, as sw_nccl_traffic counts them */
 };
 
 /* What a collective task needs besides its buffers. */
@@ -64,6 +65,8 @@ struct nccl_args {
     int64_t rows;     /* allgather / reduce-scatter: rows of the full tensor; alltoall: rows of in */
     int64_t cols;     /* columns (of in for the all-to-all) */
     int scatter_dim, gather_dim;
+    int to, from;     /* ring shift: destination and source ranks in the group */
+    int nparts;       /* all-to-all of parts: parts per member */
 };
 
 static ncclDataType_t nccl_type(int dtype) { return dtype == SW_I32 ? ncclInt32 : ncclFloat32; }
@@ -78,6 +81,51 @@ static char *contiguous(void *buf)
 }
 
 /* ---------------- CUDA functions of the collective codelets ---------------- */
+
+/* Tiles of a handle (column blocks) may be strided; NCCL wants contiguous
+ * buffers, so such a buffer travels through a stream-ordered staging copy. */
+static int dense(void *buf) { return SW_ROWS_OF(buf) <= 1 || SW_LD_OF(buf) == SW_COLS_OF(buf); }
+
+static void copy_2d(char *dst, int64_t dld, const char *src, int64_t sld, void *shape_of, cudaStream_t s)
+{
+    SW_CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)dld * sizeof(float), src, (size_t)sld * sizeof(float),
+                                    (size_t)SW_COLS_OF(shape_of) * sizeof(float), (size_t)SW_ROWS_OF(shape_of),
+                                    cudaMemcpyDeviceToDevice, s));
+}
+
+/* A contiguous buffer holding buf's value: buf itself when dense and not
+ * forced, else a staging copy (*staged set, freed by the caller). */
+static char *send_buffer(void *buf, int force, char **staged, cudaStream_t s)
+{
+    char *p = (char *)STARPU_MATRIX_GET_PTR(buf);
+    *staged = NULL;
+    if (dense(buf) && !force) return p;
+    SW_CUDA_CHECK(cudaMallocAsync((void **)staged, (size_t)SW_NUMEL_OF(buf) * sizeof(float), s));
+    copy_2d(*staged, SW_COLS_OF(buf), p, SW_LD_OF(buf), buf, s);
+    return *staged;
+}
+
+/* Where to receive buf's value: buf itself when dense, else staging that
+ * recv_done copies into buf and frees. */
+static char *recv_buffer(void *buf, char **staged, cudaStream_t s)
+{
+    *staged = NULL;
+    if (dense(buf)) return (char *)STARPU_MATRIX_GET_PTR(buf);
+    SW_CUDA_CHECK(cudaMallocAsync((void **)staged, (size_t)SW_NUMEL_OF(buf) * sizeof(float), s));
+    return *staged;
+}
+
+static void recv_done(void *buf, char *staged, cudaStream_t s)
+{
+    if (!staged) return;
+    copy_2d((char *)STARPU_MATRIX_GET_PTR(buf), SW_LD_OF(buf), staged, SW_COLS_OF(buf), buf, s);
+    SW_CUDA_CHECK(cudaFreeAsync(staged, s));
+}
+
+static void free_staged(char *staged, cudaStream_t s)
+{
+    if (staged) SW_CUDA_CHECK(cudaFreeAsync(staged, s));
+}
 
 /* buffers: t (RW), token, order */
 static void allreduce_cuda(void *buffers[], void *cl_arg)
@@ -216,6 +264,63 @@ static void alltoall_cuda(void *buffers[], void *cl_arg)
     if (recvbuf) SW_CUDA_CHECK(cudaFreeAsync(recvbuf, s));
 }
 
+/* buffers: send (R) and recv (W), or one buffer (RW, in place: the outgoing
+ * value is staged first), token, order */
+static void ring_shift_cuda(void *buffers[], void *cl_arg)
+{
+    struct nccl_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    const int inplace = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 3;
+    void *sb = buffers[0], *rb = inplace ? buffers[0] : buffers[1];
+    char *ss, *rs;
+    char *src = send_buffer(sb, inplace, &ss, s), *dst = recv_buffer(rb, &rs, s);
+    const size_t n = (size_t)SW_NUMEL_OF(sb);
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(src, n, ncclFloat32, a.to, a.comm, s));
+    NCCL_CHECK(ncclRecv(dst, n, ncclFloat32, a.from, a.comm, s));
+    NCCL_CHECK(ncclGroupEnd());
+    recv_done(rb, rs, s);
+    free_staged(ss, s);
+}
+
+/* buffers: send[j*n + i] (R) for the p members j and n parts i, then
+ * recv[j*n + i] (W), token, order. The local parts are copied; the others
+ * go out in one group call (a send and a receive per member and part). */
+static void alltoall_parts_cuda(void *buffers[], void *cl_arg)
+{
+    struct nccl_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    const int n = a.nparts, np = n * a.p;
+    void **send = buffers, **recv = buffers + np;
+    char **stage = calloc((size_t)(2 * np), sizeof *stage), **ptr = calloc((size_t)(2 * np), sizeof *ptr);
+    if (!stage || !ptr) sw_fail(__FILE__, __LINE__, "calloc(alltoall staging)", -ENOMEM);
+    for (int k = 0; k < np; k++) {
+        if (k / n == a.me) {
+            copy_2d((char *)STARPU_MATRIX_GET_PTR(recv[k]), SW_LD_OF(recv[k]), (char *)STARPU_MATRIX_GET_PTR(send[k]),
+                    SW_LD_OF(send[k]), send[k], s);
+            continue;
+        }
+        ptr[k] = send_buffer(send[k], 0, &stage[k], s);
+        ptr[np + k] = recv_buffer(recv[k], &stage[np + k], s);
+    }
+    NCCL_CHECK(ncclGroupStart());
+    for (int k = 0; k < np; k++) {
+        const int j = k / n;
+        if (j == a.me) continue;
+        NCCL_CHECK(ncclSend(ptr[k], (size_t)SW_NUMEL_OF(send[k]), ncclFloat32, j, a.comm, s));
+        NCCL_CHECK(ncclRecv(ptr[np + k], (size_t)SW_NUMEL_OF(recv[k]), ncclFloat32, j, a.comm, s));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    for (int k = 0; k < np; k++) {
+        recv_done(recv[k], stage[np + k], s);
+        free_staged(stage[k], s);
+    }
+    free(stage);
+    free(ptr);
+}
+
 /* ---------------- codelets: CUDA only, the collective's data then the two tokens ---------------- */
 
 SW_PERFMODEL(nccl_allreduce_model, "sw_nccl_allreduce");
@@ -224,6 +329,8 @@ SW_PERFMODEL(nccl_allgather_inplace_model, "sw_nccl_allgather_inplace");
 SW_PERFMODEL(nccl_reduce_scatter_model, "sw_nccl_reduce_scatter");
 SW_PERFMODEL(nccl_broadcast_model, "sw_nccl_broadcast");
 SW_PERFMODEL(nccl_alltoall_model, "sw_nccl_alltoall");
+SW_PERFMODEL(nccl_ring_shift_model, "sw_nccl_ring_shift");
+SW_PERFMODEL(nccl_alltoall_parts_model, "sw_nccl_alltoall_parts");
 
 static struct starpu_codelet allreduce_cl = {
     .cuda_funcs = {allreduce_cuda},
@@ -279,6 +386,23 @@ static struct starpu_codelet alltoall_cl = {
     .name = "nccl_alltoall",
 };
 
+/* two buffers and the tokens, or one (in place) and the tokens */
+static struct starpu_codelet ring_shift_cl = {
+    .cuda_funcs = {ring_shift_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &nccl_ring_shift_model,
+    .name = "nccl_ring_shift",
+};
+
+static struct starpu_codelet alltoall_parts_cl = {
+    .cuda_funcs = {alltoall_parts_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &nccl_alltoall_parts_model,
+    .name = "nccl_alltoall_parts",
+};
+
 /* ---------------- context ---------------- */
 
 int sw_nccl_check(char *msg, size_t n)
@@ -293,6 +417,13 @@ int sw_nccl_check(char *msg, size_t n)
     if (starpu_cuda_worker_get_count() == 0) {
         snprintf(msg, n, "no CUDA worker (%d GPU(s) visible to CUDA%s)", ndev,
                  ndev > 0 ? "; STARPU_NCUDA or sw_options.ncuda may be 0" : "");
+        return -1;
+    }
+    /* NCCL refuses two ranks of a communicator on one device */
+    const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int local = ls ? atoi(ls) : 1;
+    if (ndev < local) {
+        snprintf(msg, n, "%d ranks on this node need a GPU each, found %d", local, ndev);
         return -1;
     }
     return 0;
@@ -348,6 +479,7 @@ void sw_nccl_destroy(sw_nccl *c)
 const sw_mesh *sw_nccl_mesh(const sw_nccl *c) { return c->mesh; }
 int sw_nccl_worker(const sw_nccl *c) { return c->worker; }
 long sw_nccl_calls(const sw_nccl *c, sw_group g) { return (unsigned)g < SW_GROUP_COUNT ? c->calls[g] : 0; }
+double sw_nccl_sent_bytes(const sw_nccl *c, sw_group g) { return (unsigned)g < SW_GROUP_COUNT ? c->sent[g] : 0; }
 
 /* ---------------- collectives ---------------- */
 
@@ -384,6 +516,16 @@ static void check_rows(const char *what, sw_nccl *c, sw_group g, const sw_tensor
     }
 }
 
+/* Bytes of the row chunks of full other than chunk `skip` (sw_tile_range):
+ * what this member sends in a ring all-gather (skip = me + 1) or
+ * reduce-scatter (skip = me). */
+static double ring_bytes(const sw_tensor *full, int p, int skip)
+{
+    int64_t first, n;
+    sw_tile_range(full->rows, p, ((skip % p) + p) % p, &first, &n);
+    return (double)(full->rows - n) * (double)full->cols * (double)sw_dtype_size(full->dtype);
+}
+
 static struct nccl_args args_of(sw_nccl *c, sw_group g, int dtype)
 {
     struct nccl_args a;
@@ -402,6 +544,7 @@ void sw_nccl_allreduce(sw_nccl *c, sw_group g, sw_tensor *t, sw_reduce_op op)
     if (group_size(c, g, "sw_nccl_allreduce") == 1) return;
     struct nccl_args a = args_of(c, g, (int)t->dtype);
     a.op = (int)op;
+    c->sent[g] += 2.0 * (a.p - 1) / a.p * (double)sw_tensor_bytes(t);
     NCCL_INSERT(&allreduce_cl, STARPU_RW, sw_tensor_whole(t, STARPU_RW), STARPU_RW, c->token[g], STARPU_RW, c->order,
                 STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
 }
@@ -419,6 +562,7 @@ void sw_nccl_allgather(sw_nccl *c, sw_group g, sw_tensor *in, sw_tensor *out)
     struct nccl_args a = args_of(c, g, SW_F32);
     a.rows = out->rows;
     a.cols = out->cols;
+    c->sent[g] += ring_bytes(out, a.p, a.me + 1);
     NCCL_INSERT(&allgather_cl, STARPU_R, src, STARPU_W, sw_tensor_whole(out, STARPU_W), STARPU_RW, c->token[g],
                 STARPU_RW, c->order, STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
 }
@@ -436,6 +580,7 @@ void sw_nccl_allgather_inplace(sw_nccl *c, sw_group g, sw_tensor *t)
     struct nccl_args a = args_of(c, g, SW_F32);
     a.rows = t->rows;
     a.cols = t->cols;
+    c->sent[g] += ring_bytes(t, a.p, a.me + 1);
     NCCL_INSERT(&allgather_inplace_cl, STARPU_RW, sw_tensor_whole(t, STARPU_RW), STARPU_RW, c->token[g], STARPU_RW,
                 c->order, STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
 }
@@ -454,6 +599,7 @@ void sw_nccl_reduce_scatter(sw_nccl *c, sw_group g, sw_tensor *in, sw_tensor *ou
     a.op = (int)op;
     a.rows = in->rows;
     a.cols = in->cols;
+    c->sent[g] += ring_bytes(in, a.p, a.me);
     NCCL_INSERT(&reduce_scatter_cl, STARPU_R, src, STARPU_W, sw_tensor_whole(out, STARPU_W), STARPU_RW, c->token[g],
                 STARPU_RW, c->order, STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
 }
@@ -466,6 +612,7 @@ void sw_nccl_broadcast(sw_nccl *c, sw_group g, sw_tensor *t, int root)
     if (p == 1) return;
     struct nccl_args a = args_of(c, g, (int)t->dtype);
     a.root = root;
+    if (a.me == root) c->sent[g] += (double)(p - 1) * (double)sw_tensor_bytes(t);
     NCCL_INSERT(&broadcast_cl, STARPU_RW, sw_tensor_whole(t, STARPU_RW), STARPU_RW, c->token[g], STARPU_RW, c->order,
                 STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
 }
@@ -509,6 +656,85 @@ void sw_nccl_alltoall(sw_nccl *c, sw_group g, sw_tensor *in, sw_tensor *out, int
     a.cols = in->cols;
     a.scatter_dim = scatter_dim;
     a.gather_dim = gather_dim;
+    c->sent[g] += (double)(p - 1) / p * (double)sw_tensor_bytes(in);
     NCCL_INSERT(&alltoall_cl, STARPU_R, src, STARPU_W, sw_tensor_whole(out, STARPU_W), STARPU_RW, c->token[g],
                 STARPU_RW, c->order, STARPU_VALUE, &a, sizeof a, STARPU_EXECUTE_ON_WORKER, c->worker);
+}
+
+static double handle_bytes(starpu_data_handle_t h)
+{
+    return (double)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
+}
+
+static void check_f32_handle(starpu_data_handle_t h, const char *what)
+{
+    if (starpu_data_get_interface_id(h) == STARPU_MATRIX_INTERFACE_ID && starpu_matrix_get_elemsize(h) == sizeof(float))
+        return;
+    fprintf(stderr, "starweave: %s: a handle is not an fp32 matrix\n", what);
+    sw_fail(__FILE__, __LINE__, what, -EINVAL);
+}
+
+void sw_nccl_ring_shift_handles(sw_nccl *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift)
+{
+    const char *what = "sw_nccl_ring_shift";
+    const int p = group_size(c, g, what);
+    check_f32_handle(send, what);
+    if (recv) {
+        check_f32_handle(recv, what);
+        if (starpu_matrix_get_nx(send) != starpu_matrix_get_nx(recv) ||
+            starpu_matrix_get_ny(send) != starpu_matrix_get_ny(recv)) {
+            fprintf(stderr, "starweave: %s: send [%u, %u] and recv [%u, %u] differ\n", what, starpu_matrix_get_ny(send),
+                    starpu_matrix_get_nx(send), starpu_matrix_get_ny(recv), starpu_matrix_get_nx(recv));
+            sw_fail(__FILE__, __LINE__, what, -EINVAL);
+        }
+    }
+    const int k = ((shift % p) + p) % p;
+    if (k == 0) {
+        if (recv) sw_copy(recv, send);
+        return;
+    }
+    struct nccl_args a = args_of(c, g, SW_F32);
+    a.to = (a.me + k) % p;
+    a.from = (a.me - k + p) % p;
+    c->sent[g] += handle_bytes(send);
+    struct starpu_data_descr d[4] = {{send, recv ? STARPU_R : STARPU_RW}, {recv, STARPU_W}, {c->token[g], STARPU_RW},
+                                     {c->order, STARPU_RW}};
+    if (!recv) d[1] = d[2], d[2] = d[3];
+    NCCL_INSERT(&ring_shift_cl, STARPU_DATA_MODE_ARRAY, d, recv ? 4 : 3, STARPU_VALUE, &a, sizeof a,
+                STARPU_EXECUTE_ON_WORKER, c->worker);
+}
+
+void sw_nccl_ring_shift(sw_nccl *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift)
+{
+    check_dtype(send, "sw_nccl_ring_shift", 0);
+    check_dtype(recv, "sw_nccl_ring_shift", 0);
+    sw_nccl_ring_shift_handles(c, g, sw_tensor_whole(send, send == recv ? STARPU_RW : STARPU_R),
+                               send == recv ? NULL : sw_tensor_whole(recv, STARPU_W), shift);
+}
+
+void sw_nccl_alltoall_parts(sw_nccl *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv)
+{
+    const char *what = "sw_nccl_alltoall_parts";
+    const int p = group_size(c, g, what), np = n * p;
+    if (n < 1) sw_fail(__FILE__, __LINE__, "sw_nccl_alltoall_parts: n must be positive", -EINVAL);
+    if (p == 1) {
+        for (int i = 0; i < n; i++) sw_copy(recv[i], send[i]);
+        return;
+    }
+    struct starpu_data_descr *d = malloc(sizeof *d * (size_t)(2 * np + 2));
+    if (!d) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+    struct nccl_args a = args_of(c, g, SW_F32);
+    a.nparts = n;
+    for (int k = 0; k < np; k++) {
+        check_f32_handle(send[k], what);
+        check_f32_handle(recv[k], what);
+        d[k] = (struct starpu_data_descr){send[k], STARPU_R};
+        d[np + k] = (struct starpu_data_descr){recv[k], STARPU_W};
+        if (k / n != a.me) c->sent[g] += handle_bytes(send[k]);
+    }
+    d[2 * np] = (struct starpu_data_descr){c->token[g], STARPU_RW};
+    d[2 * np + 1] = (struct starpu_data_descr){c->order, STARPU_RW};
+    NCCL_INSERT(&alltoall_parts_cl, STARPU_DATA_MODE_ARRAY, d, 2 * np + 2, STARPU_VALUE, &a, sizeof a,
+                STARPU_EXECUTE_ON_WORKER, c->worker);
+    free(d);
 }

@@ -29,4 +29,18 @@ n=$(grep -c "must be divisible" "$TMPD/out")
 ok=false
 [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
 check "mpirun -np 2 with a bad flag: exit 2 without hanging (rc $rc), message printed once ($n times)" $ok
+expect "--comm expects auto, mpi or nccl, got 'gloo'" --comm gloo
+expect "--device expects any, cuda or cpu, got 'gpu'" --device gpu
+expect "--device cuda needs CUDA workers (ncuda = 0)" --device cuda --ncuda 0
+# GPU requests where there is no GPU (or fewer GPUs than ranks): refused on every rank
+ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
+if [ "$ngpu" -lt 2 ]; then
+  expect_bad 2 "--comm nccl: " --tp 2 --comm nccl
+else
+  echo "(--comm nccl on 2 ranks not refused here: $ngpu GPUs)"
+fi
+if [ "$ngpu" = 0 ]; then
+  expect_bad 2 "--device cuda needs a CUDA worker on every rank" --tp 2 --device cuda
+  expect "--ncuda needs a CUDA worker on every rank" --ncuda 1
+fi
 finish

@@ -1,7 +1,8 @@
 /* The NCCL collectives (comm_nccl.h) under mpirun (tests/test_nccl.sh):
  * every collective against values computed on the host (exact: with two
  * ranks a sum is one fp32 addition), equal and uneven row splits, int32
- * sums, groups of one rank, the all-to-all both ways, the CPU backend's
+ * sums, groups of one rank, the all-to-all both ways, ring shifts and the
+ * all-to-all of parts on strided tiles, sw_comm routed to NCCL, the CPU backend's
  * result on the same input, and 60 collectives on two communicators
  * interleaved with compute (the token handles keep the order).
  * Skipped (exit 77, "SKIP: reason" from rank 0) in builds without CUDA, or
@@ -161,6 +162,67 @@ static void test_broadcast_alltoall(sw_nccl *c, sw_group g)
     sw_tensor_free(t), sw_tensor_free(a), sw_tensor_free(b), sw_tensor_free(back);
 }
 
+/* Ring shifts (tensor to tensor, and in place on a strided column tile) and
+ * the all-to-all of parts on strided column tiles: bitwise. */
+static void test_shift_parts(sw_nccl *c, sw_group g)
+{
+    const int64_t R = 5, C = 7;
+    const int left = (me - 1 + np) % np;
+    sw_tensor *a = input("a", R, C, 12, me), *b = sw_tensor_new2d("b", SW_F32, R, C);
+    double before = sw_nccl_sent_bytes(c, g);
+    sw_nccl_ring_shift(c, g, a, b, 1);
+    float *w = malloc(sizeof(float) * (size_t)(R * 3 * C));
+    if (!w) exit(99);
+    for (int64_t i = 0; i < R * C; i++) w[i] = val(12, left, i);
+    expect("ring shift by 1: the left neighbour's value", b, w, 1);
+    tu_check_ranks("ring shift counted as one buffer sent", sw_nccl_sent_bytes(c, g) - before == (double)(R * C * 4));
+
+    /* in place on the middle column tile of t [R, 3C] */
+    sw_tensor *t = input("t", R, 3 * C, 13, me);
+    sw_nccl_ring_shift_handles(c, g, sw_tensor_tiles(t, SW_COLS, 3, STARPU_RW)[1], NULL, -1);
+    const int right = (me + 1) % np;
+    for (int64_t i = 0; i < R * 3 * C; i++) w[i] = val(13, (i % (3 * C)) / C == 1 ? right : me, i);
+    expect("ring shift by -1 in place on a strided tile: the right neighbour's columns, the rest kept", t, w, 1);
+    free(w);
+
+    /* n = 2 parts per member, column tiles of [R, 2 np C] */
+    const int n = 2, np2 = n * np;
+    sw_tensor *s = input("s", R, np2 * C, 14, me), *r = sw_tensor_new2d("r", SW_F32, R, np2 * C);
+    sw_nccl_alltoall_parts(c, g, n, sw_tensor_tiles(s, SW_COLS, np2, STARPU_R),
+                           sw_tensor_tiles(r, SW_COLS, np2, STARPU_W));
+    /* r's tile j*n + i = member j's s tile me*n + i */
+    float *wr = malloc(sizeof(float) * (size_t)(R * np2 * C));
+    if (!wr) exit(99);
+    for (int64_t row = 0; row < R; row++)
+        for (int64_t col = 0; col < np2 * C; col++) {
+            const int k = (int)(col / C), j = k / n, i = k % n;
+            wr[row * np2 * C + col] = val(14, j, row * np2 * C + (me * n + i) * C + col % C);
+        }
+    expect("all-to-all of 2 parts per member on strided tiles", r, wr, 1);
+    free(wr);
+    sw_tensor_free(a), sw_tensor_free(b), sw_tensor_free(t), sw_tensor_free(s), sw_tensor_free(r);
+}
+
+/* A sw_comm handed the NCCL context: comm.h's calls become NCCL tasks. */
+static void test_routed(sw_nccl *c, sw_comm *cc, sw_group g)
+{
+    const long calls = sw_nccl_calls(c, g);
+    double bytes0, bytes1;
+    long n0, n1;
+    sw_comm_traffic(cc, g, &bytes0, &n0);
+    sw_comm_use_nccl(cc, c);
+    sw_tensor *a = input("a", 33, 10, 15, me);
+    sw_allreduce(cc, g, a, SW_SUM);
+    float *w = want_sum(15, 0, 330);
+    expect("sw_allreduce through sw_comm_use_nccl", a, w, np == 2);
+    sw_comm_traffic(cc, g, &bytes1, &n1);
+    sw_comm_use_nccl(cc, NULL);
+    tu_check_ranks("the routed all-reduce ran on NCCL and is in sw_comm_traffic",
+                   sw_nccl_calls(c, g) == calls + 1 && n1 == n0 + 1 && bytes1 > bytes0);
+    free(w);
+    sw_tensor_free(a);
+}
+
 /* The CPU backend on the same input: the same sums (two ranks: bitwise). */
 static void test_vs_cpu(sw_nccl *c, sw_comm *cc, sw_group g)
 {
@@ -220,14 +282,7 @@ int main(int argc, char **argv)
     }
     me = sw_rank(), np = sw_world_size();
     char why[256] = "";
-    int ok = sw_nccl_check(why, sizeof why) == 0, ndev = 0;
-    const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    const int local = ls ? atoi(ls) : 1;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-    if (ok && ndev < local) {
-        snprintf(why, sizeof why, "%d ranks on this node need %d GPUs, found %d", local, local, ndev);
-        ok = 0;
-    }
+    int ok = sw_nccl_check(why, sizeof why) == 0;
     if (ok && np < 2) snprintf(why, sizeof why, "needs 2 ranks or more (mpirun -np 2)"), ok = 0;
     int all = 0;
     SW_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -248,6 +303,8 @@ int main(int argc, char **argv)
     test_gather_scatter(c, SW_GROUP_WORLD, 4 * np + 1);
     test_broadcast_alltoall(c, SW_GROUP_TP);
     test_vs_cpu(c, cc, SW_GROUP_TP);
+    test_shift_parts(c, SW_GROUP_TP);
+    test_routed(c, cc, SW_GROUP_TP);
     test_order(c, SW_GROUP_TP, SW_GROUP_WORLD);
     /* a group of one: nothing to exchange */
     sw_tensor *t = input("t", 9, 9, 11, me), *o = sw_tensor_new2d("o", SW_F32, 9, 9);

@@ -1,4 +1,5 @@
-/* Collectives as task-graph nodes (CPU backend on StarPU-MPI).
+/* Collectives as task-graph nodes (CPU backend on StarPU-MPI; GPU builds
+ * can switch a context to NCCL with sw_comm_set_backend).
  *
  * Every collective only submits: StarPU-MPI detached point-to-point
  * requests on data handles (the tensor's tiles, or temporaries registered
@@ -52,8 +53,24 @@ typedef struct sw_comm sw_comm;
 /* Context for the collectives on the groups of m (m must outlive it).
  * Local, no communication; call it on every rank. Never returns NULL. */
 sw_comm *sw_comm_create(const sw_mesh *m);
-/* Frees the context (submitted requests do not refer to it). NULL: no-op. */
+/* Frees the context (submitted requests do not refer to it; an NCCL backend
+ * waits for its collectives). NULL: no-op. */
 void sw_comm_destroy(sw_comm *c);
+/* Backend of c's collectives. MPI: StarPU-MPI requests plus reduction tasks
+ * (the default; data in main RAM). NCCL (GPU builds, configure
+ * --enable-cuda): one CUDA task per collective issuing the NCCL call on a
+ * CUDA worker's stream (comm_nccl.h), for data that lives on GPUs; every
+ * rank needs a CUDA worker and a GPU of its own. AUTO: NCCL where every
+ * rank can use it and the world has two ranks or more, else MPI.
+ * Collective over the mesh's world: call it on every rank, once, before any
+ * collective of c. Returns the backend in use; where NCCL was asked for and
+ * some rank cannot use it, returns -1 on every rank with the reason (that
+ * of the lowest such rank, or "built without the GPU backend") in msg (n
+ * bytes) and c stays on MPI. */
+typedef enum { SW_BACKEND_AUTO = 0, SW_BACKEND_MPI = 1, SW_BACKEND_NCCL = 2 } sw_comm_backend;
+int sw_comm_set_backend(sw_comm *c, sw_comm_backend b, char *msg, size_t n);
+/* "mpi" or "nccl": the backend c's collectives use now. */
+const char *sw_comm_backend_name(const sw_comm *c);
 /* Algorithm choice for sw_allreduce, and AUTO's threshold: must be the same
  * on every rank of a group. */
 void sw_comm_set_algo(sw_comm *c, sw_comm_algo algo);

@@ -44,8 +44,9 @@ extern "C" {
 
 typedef struct sw_nccl sw_nccl;
 
-/* Local check, no communication: 0 if this rank can use NCCL (GPU build and
- * at least one CUDA worker), else -1 with the reason in msg (n bytes, may
+/* Local check, no communication: 0 if this rank can use NCCL (GPU build, at
+ * least one CUDA worker, and a GPU for each rank of the node), else -1 with
+ * the reason in msg (n bytes, may
  * be NULL/0). Ranks may disagree (a rank without GPU): agree on the
  * verdict (e.g. MPI_Allreduce) before sw_nccl_create. */
 int sw_nccl_check(char *msg, size_t n);
@@ -81,6 +82,28 @@ void sw_nccl_broadcast(sw_nccl *c, sw_group g, sw_tensor *t, int root);
  * ncclSend/ncclRecv in a group call; column parts are packed into and
  * unpacked from contiguous buffers with cudaMemcpy2DAsync. */
 void sw_nccl_alltoall(sw_nccl *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim);
+/* As sw_ring_shift / sw_ring_shift_handles (recv NULL: in place): an
+ * ncclSend to (me + shift) mod p and an ncclRecv from (me - shift) mod p in
+ * one group call; strided tiles travel through staging buffers. */
+void sw_nccl_ring_shift(sw_nccl *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift);
+void sw_nccl_ring_shift_handles(sw_nccl *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv,
+                                int shift);
+/* As sw_alltoall_parts: send[j*n + i] (R) to member j's recv[me*n + i] (W);
+ * one task, its sends and receives in one group call. */
+void sw_nccl_alltoall_parts(sw_nccl *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv);
+/* Payload bytes this rank's collectives on g sent, counted as the
+ * point-to-point schedule of the CPU backend's algorithm would send them
+ * (ring all-reduce 2(p-1)/p of the buffer, ring all-gather/reduce-scatter
+ * the chunks forwarded, broadcast (p-1) buffers from the root, all-to-all
+ * and ring shift the parts sent): NCCL picks its own algorithm and
+ * protocol, so this is the algorithmic volume, not bytes on the wire. */
+double sw_nccl_sent_bytes(const sw_nccl *c, sw_group g);
+
+/* From now on the collectives of c (comm.h) are those of n (same mesh):
+ * graph builders written against comm.h then run on NCCL unchanged, and
+ * sw_comm_traffic reports n's counts. NULL goes back to StarPU-MPI. Call
+ * on every rank alike, between collectives. */
+void sw_comm_use_nccl(sw_comm *c, sw_nccl *n);
 
 #ifdef __cplusplus
 }
