@@ -24,7 +24,8 @@ static struct {
     unsigned task_where; /* sw_set_task_where */
     int offload_node, offload_budget_mb;
     char offload_dir[4096];
-} sw_rt = {0, 0, 1, 0, -1, 0, ""};
+    int pinned; /* home buffers page-locked (CUDA workers) */
+} sw_rt = {0, 0, 1, 0, -1, 0, "", 0};
 
 /* what the offload disk node may hold (an accounting limit: the unistd
  * backend creates files as buffers are evicted) */
@@ -171,10 +172,13 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                         "MPI_THREAD_SERIALIZED (%d)\n", provided, MPI_THREAD_SERIALIZED);
         return -ENOTSUP;
     }
+    /* offload from GPUs goes to pinned main RAM, otherwise to a disk node */
+    const int offload_to_ram = opt.offload && ngpu > 0;
+    sw_rt.pinned = ngpu > 0;
     if (opt.offload_budget_mb > 0) { /* read by StarPU's memory manager at init */
         char mb[32];
         snprintf(mb, sizeof mb, "%d", opt.offload_budget_mb);
-        setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
+        setenv(offload_to_ram ? "STARPU_LIMIT_CUDA_MEM" : "STARPU_LIMIT_CPU_MEM", mb, 1);
     }
     int rc = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (rc != 0) {
@@ -192,7 +196,9 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     SW_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &sw_rt.size));
     sw_rt.offload_budget_mb = opt.offload_budget_mb;
     sw_rt.offload_node = -1;
-    if (opt.offload) {
+    if (offload_to_ram) {
+        sw_rt.offload_node = STARPU_MAIN_RAM;
+    } else if (opt.offload) {
         /* out-of-core: the unistd backend keeps one file per evicted buffer in the directory */
         const char *tmp = getenv("TMPDIR");
         snprintf(sw_rt.offload_dir, sizeof sw_rt.offload_dir, "%s/starweave-offload.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -237,7 +243,7 @@ void sw_shutdown(void)
     starpu_cublas_shutdown();
 #endif
     starpu_mpi_shutdown();
-    if (sw_rt.offload_node >= 0) rmdir(sw_rt.offload_dir); /* StarPU removed its files */
+    if (sw_rt.offload_node > STARPU_MAIN_RAM) rmdir(sw_rt.offload_dir); /* StarPU removed its files */
     sw_rt.offload_node = -1;
     sw_rt.started = 0;
     int finalized = 0;
@@ -386,6 +392,7 @@ int sw_rank(void) { return sw_rt.rank; }
 int sw_world_size(void) { return sw_rt.size; }
 int sw_offload_node(void) { return sw_rt.offload_node; }
 int sw_offload_budget_mb(void) { return sw_rt.offload_budget_mb; }
+int sw_home_pinned(void) { return sw_rt.pinned; }
 int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
 int sw_ncuda(void) { return sw_rt.started ? (int)starpu_cuda_worker_get_count() : 0; }
 

@@ -10,8 +10,11 @@
 #include <string.h>
 
 /* Home buffers are not counted against a main-memory budget
- * (sw_options.offload_budget_mb): it is for the data StarPU allocates. */
-#define SW_MALLOC_FLAGS (sw_offload_budget_mb() > 0 ? 0 : STARPU_MALLOC_COUNT)
+ * (sw_options.offload_budget_mb): it is for the data StarPU allocates. With
+ * CUDA workers they are pinned: StarPU's copies to and from the GPUs are
+ * then asynchronous (the offload node is main RAM there). */
+#define SW_MALLOC_FLAGS \
+    ((sw_offload_budget_mb() > 0 ? 0 : STARPU_MALLOC_COUNT) | (sw_home_pinned() ? STARPU_MALLOC_PINNED : 0))
 
 size_t sw_dtype_size(sw_dtype dt)
 {

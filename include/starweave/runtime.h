@@ -19,12 +19,16 @@ typedef struct sw_options {
                             -1: $STARPU_NCUDA, else every GPU, or one when ranks share the node. Ranks
                             sharing a node take distinct GPUs (from local rank * ncuda on, mod the GPUs).
                             Ignored (no CUDA worker) in CPU-only builds. */
-    int offload;         /* 1: register an offload memory node, a StarPU disk node (out-of-core) in a fresh
-                            directory under $TMPDIR (or /tmp), removed at sw_shutdown */
-    int offload_budget_mb; /* > 0: main RAM that the data StarPU allocates may hold (STARPU_LIMIT_CPU_MEM),
-                            e.g. the main-RAM copies of offload tensors (sw_tensor_new_offload), which it
-                            then evicts to the offload node; starweave's own tensors are not counted.
-                            0: no limit */
+    int offload;         /* 1: an offload memory node. With CUDA workers: main RAM, whose home buffers are
+                            then pinned (page-locked), so that StarPU's GPU<->host copies are
+                            asynchronous DMA beside the kernels. Without: a StarPU disk node
+                            (out-of-core) in a fresh directory under $TMPDIR (or /tmp), removed at
+                            sw_shutdown */
+    int offload_budget_mb; /* > 0: memory that the data StarPU allocates may hold on the memory the
+                            offload node backs: main RAM (STARPU_LIMIT_CPU_MEM; starweave's own home
+                            buffers are not counted) with the disk node, each GPU's memory
+                            (STARPU_LIMIT_CUDA_MEM; everything on the GPU counts) with CUDA workers.
+                            StarPU evicts what does not fit to the offload node. 0: no limit */
 } sw_options;
 
 #define SW_IDLE_SLEEP_US_SHARED 100
@@ -40,9 +44,12 @@ void sw_shutdown(void);
 
 int sw_rank(void);
 int sw_world_size(void);
-/* The offload memory node (sw_options.offload), or -1; the budget in MB (0: none). */
+/* The offload memory node (sw_options.offload): STARPU_MAIN_RAM (0) with
+ * CUDA workers, a disk node without, -1 when off; the budget in MB (0: none). */
 int sw_offload_node(void);
 int sw_offload_budget_mb(void);
+/* 1 when tensors' home buffers are pinned (CUDA workers were asked for). */
+int sw_home_pinned(void);
 
 /* Memory per StarPU memory node: what StarPU counts as used there (buffers
  * it allocated, and starpu_malloc'ed home buffers unless a budget is set),

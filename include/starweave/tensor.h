@@ -60,8 +60,9 @@ size_t sw_dtype_size(sw_dtype dt);
 sw_tensor *sw_tensor_new(const char *name, sw_dtype dt, int ndim, const int64_t *shape);
 sw_tensor *sw_tensor_new2d(const char *name, sw_dtype dt, int64_t rows, int64_t cols);
 /* An fp32 tensor whose home is the offload node (sw_options.offload): tasks
- * use a copy in main RAM that StarPU allocates (within
- * sw_options.offload_budget_mb) and may evict. Use it whole (StarPU reads
+ * use a copy that StarPU allocates where they run (main RAM with the disk
+ * node, the GPU with CUDA workers, whose offload node is pinned main RAM),
+ * within sw_options.offload_budget_mb, and may evict. Use it whole (StarPU reads
  * each tile of a partitioned one from the offload node on its own).
  * sw_tensor_wont_use: its value is not needed for a while: StarPU writes it
  * home when idle and evicts it first (ordered after the tasks submitted
