@@ -428,38 +428,6 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
 }
 
 #ifdef STARWEAVE_USE_CUDA
-static sw_cuda_attn cuda_attn(const sw_attn_args *a, int nkv)
-{
-    STARPU_ASSERT_MSG(a->d >= 1 && a->d <= SW_CUDA_ATT_DMAX,
-                      "attention: the CUDA tile takes head dims 1..%d (d = %d)", SW_CUDA_ATT_DMAX, a->d);
-    sw_cuda_attn c;
-    memset(&c, 0, sizeof c);
-    c.batch = a->batch;
-    c.nh = a->nh;
-    c.nkv = nkv;
-    c.d = a->d;
-    c.sq = a->sq;
-    c.sk = a->sk;
-    c.q_pos0 = a->q_pos0;
-    c.k_pos0 = a->k_pos0;
-    c.causal = a->causal;
-    c.scale = a->scale;
-    c.dropout = a->dropout;
-    c.inv_keep = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
-    c.seed = a->key.seed;
-    c.step = a->key.step;
-    c.layer = a->key.layer;
-    c.op = a->key.op;
-    c.batch0 = a->key.batch0;
-    c.head0 = a->head0;
-    c.heads_total = a->heads_total;
-    c.seq_total = a->seq_total;
-    c.merge = a->merge;
-    c.accumulate = a->accumulate;
-    c.kv_accumulate = a->kv_accumulate;
-    return c;
-}
-
 /* buffers as attn_fwd_cpu */
 static void attn_fwd_cuda(void *buffers[], void *cl_arg)
 {

@@ -2,8 +2,8 @@
  * (attention.c) and the attention with saved probabilities
  * (attention_probs.c). Block sizes, the allocation wrapper, the packs of the
  * q/k/v slices, causal masking, grouped-query heads, the dropout mask (the
- * same counter in both, so that both paths drop the same entries) and the
- * flop count.
+ * same counter in both, so that both paths drop the same entries), the
+ * flop count and, in CUDA builds, the arguments of the CUDA kernels.
  *
  * The including file defines ATT_WHO, its name in messages ("attention",
  * "attention_probs"), before including this header. */
@@ -182,6 +182,43 @@ static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, ui
                     ? inv_keep
                     : 0.0f;
 }
+
+#ifdef STARWEAVE_USE_CUDA
+/* The arguments as the CUDA kernels take them (cuda/kernels.h), nkv resolved
+ * by kv_heads(): the same counter fields, so the kernels draw the same
+ * dropout bits. */
+static ATT_UNUSED sw_cuda_attn cuda_attn(const sw_attn_args *a, int nkv)
+{
+    STARPU_ASSERT_MSG(a->d >= 1 && a->d <= SW_CUDA_ATT_DMAX,
+                      ATT_WHO ": the CUDA kernels take head dims 1..%d (d = %d)", SW_CUDA_ATT_DMAX, a->d);
+    sw_cuda_attn c;
+    memset(&c, 0, sizeof c);
+    c.batch = a->batch;
+    c.nh = a->nh;
+    c.nkv = nkv;
+    c.d = a->d;
+    c.sq = a->sq;
+    c.sk = a->sk;
+    c.q_pos0 = a->q_pos0;
+    c.k_pos0 = a->k_pos0;
+    c.causal = a->causal;
+    c.scale = a->scale;
+    c.dropout = a->dropout;
+    c.inv_keep = a->dropout > 0.0f ? 1.0f / (1.0f - a->dropout) : 1.0f;
+    c.seed = a->key.seed;
+    c.step = a->key.step;
+    c.layer = a->key.layer;
+    c.op = a->key.op;
+    c.batch0 = a->key.batch0;
+    c.head0 = a->head0;
+    c.heads_total = a->heads_total;
+    c.seq_total = a->seq_total;
+    c.merge = a->merge;
+    c.accumulate = a->accumulate;
+    c.kv_accumulate = a->kv_accumulate;
+    return c;
+}
+#endif
 
 /* per * batch * nh * sq * sk * d, halved when causal */
 static ATT_UNUSED double attn_flops(const sw_attn_args *a, double per)

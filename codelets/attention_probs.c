@@ -25,7 +25,8 @@
  * scores live one block at a time, the products here are whole blocks, so
  * they go through two register-blocked kernels in GNU C vectors (simd.h):
  * block_abt (scores, dO V^T) and axpy_rows (the four products with a d-wide
- * result, accumulated in registers). CPU only. */
+ * result, accumulated in registers). CUDA: codelets/cuda/attention_probs.cu,
+ * the same formulas (and dropout bits) by query and key tiles. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,13 +334,48 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
     free(W);
 }
 
+#ifdef STARWEAVE_USE_CUDA
+/* buffers as attn_probs_fwd_cpu */
+static void attn_probs_fwd_cuda(void *buffers[], void *cl_arg)
+{
+    sw_attn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]);
+    check_probs_buf(&a, buffers[5]);
+    SW_CUDA_CHECK(sw_cuda_attn_probs_fwd(
+        SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]), SW_LD_OF(buffers[1]),
+        SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]), SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]),
+        SW_F32_OF(buffers[4]), SW_LD_OF(buffers[4]), SW_F32_OF(buffers[5]), SW_LD_OF(buffers[5]), cuda_attn(&a, nkv),
+        starpu_cuda_get_local_stream()));
+}
+
+/* buffers as attn_probs_bwd_cpu */
+static void attn_probs_bwd_cuda(void *buffers[], void *cl_arg)
+{
+    sw_attn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const int nkv = kv_heads(&a, buffers[1], buffers[2]);
+    check_probs_buf(&a, buffers[3]);
+    SW_CUDA_CHECK(sw_cuda_attn_probs_bwd(
+        SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]), SW_LD_OF(buffers[1]),
+        SW_F32_OF(buffers[2]), SW_LD_OF(buffers[2]), SW_F32_OF(buffers[3]), SW_LD_OF(buffers[3]),
+        SW_F32_OF(buffers[4]), SW_LD_OF(buffers[4]), SW_F32_OF(buffers[5]), SW_LD_OF(buffers[5]),
+        SW_F32_OF(buffers[6]), SW_LD_OF(buffers[6]), SW_F32_OF(buffers[7]), SW_LD_OF(buffers[7]), cuda_attn(&a, nkv),
+        starpu_cuda_get_local_stream()));
+}
+#endif
+
 SW_PERFMODEL(attn_probs_fwd_model, "sw_attn_probs_fwd");
 SW_PERFMODEL(attn_probs_bwd_model, "sw_attn_probs_bwd");
 
-/* CPU only. Backward: the dq/dk/dv modes depend on accumulate/kv_accumulate. */
+/* Backward: the dq/dk/dv modes depend on accumulate/kv_accumulate. */
 static struct starpu_codelet attn_probs_fwd_cl = {
     .cpu_funcs = {attn_probs_fwd_cpu},
     .cpu_funcs_name = {"attn_probs_fwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {attn_probs_fwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 6,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W, STARPU_W},
     .model = &attn_probs_fwd_model,
@@ -349,6 +385,10 @@ static struct starpu_codelet attn_probs_fwd_cl = {
 static struct starpu_codelet attn_probs_bwd_cl = {
     .cpu_funcs = {attn_probs_bwd_cpu},
     .cpu_funcs_name = {"attn_probs_bwd_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {attn_probs_bwd_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &attn_probs_bwd_model,
     .name = "attn_probs_bwd",

@@ -11,7 +11,8 @@
  * others wait at a barrier is reported and aborts. Not emulated: warps,
  * shuffles, atomics, races (threads run in order, so a missing barrier may
  * go unnoticed). Kernel files launch through SW_LAUNCH and declare dynamic
- * shared memory with SW_DYN_SHARED (codelets/cuda/cuda_util.cuh). */
+ * shared memory with SW_DYN_SHARED (codelets/cuda/cuda_util.cuh); their
+ * launchers may take stream-ordered scratch (cudaMallocAsync/cudaFreeAsync). */
 #ifndef STARWEAVE_CUDA_EMU_H
 #define STARWEAVE_CUDA_EMU_H
 
@@ -31,7 +32,7 @@ struct dim3 {
 };
 typedef void *cudaStream_t;
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
 
 #define __global__
 #define __device__
@@ -138,6 +139,21 @@ inline void __syncthreads()
 }
 
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+
+/* Stream-ordered scratch: host memory filled with NaN bytes (reading what no
+ * kernel wrote shows up), freed at once (launches run to completion). */
+inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t)
+{
+    *p = malloc(n ? n : 1);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, n);
+    return cudaSuccess;
+}
+inline cudaError_t cudaFreeAsync(void *p, cudaStream_t)
+{
+    free(p);
+    return cudaSuccess;
+}
 
 #define SW_LAUNCH(kernel, grid, block, shmem, stream, ...) \
     ((void)(stream), sw_emu::launch(dim3(grid), dim3(block), (size_t)(shmem), [=]() { kernel(__VA_ARGS__); }))

@@ -232,6 +232,45 @@ static void c_attention(outputs *o)
     FREE(q, k, v, out, lse, dout, dq, dk, dv);
 }
 
+/* Attention with saved probabilities on the head-group column tiles (GQA
+ * 4/2, two tasks of one K/V group each), causal with positions past the
+ * first keys, dropout; then the backward from the probs, dq written and
+ * dk, dv accumulated. */
+static void c_attention_probs(outputs *o)
+{
+    const int B = 2, nh = 4, nkv = 2, d = 64, s = 80, G = 2; /* s: two query tiles, one partial */
+    const int64_t rq = (int64_t)s * B;
+    sw_tensor *q = T("q", rq, nh * d, 31, 1), *k = T("k", rq, nkv * d, 32, 1), *v = T("v", rq, nkv * d, 33, 1);
+    sw_tensor *out = T("o", rq, nh * d, 0, 0), *lse = T("lse", rq, nh, 0, 0), *dout = T("do", rq, nh * d, 34, 1);
+    sw_tensor *dq = T("dq", rq, nh * d, 0, 0), *dk = T("dk", rq, nkv * d, 35, 1), *dv = T("dv", rq, nkv * d, 36, 1);
+    sw_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = B, a.nh = nh / G, a.nkv = nkv / G, a.d = d, a.sq = s, a.sk = s, a.causal = 1, a.scale = 0.125f;
+    a.q_pos0 = 5, a.k_pos0 = 0, a.dropout = 0.1f, a.kv_accumulate = 1;
+    a.key.seed = 6, a.key.step = 2, a.key.layer = 1, a.key.op = 3, a.heads_total = nh, a.seq_total = s + 5;
+    starpu_data_handle_t *qt = sw_tensor_tiles(q, SW_COLS, G, STARPU_R), *kt = sw_tensor_tiles(k, SW_COLS, G, STARPU_R);
+    starpu_data_handle_t *vt = sw_tensor_tiles(v, SW_COLS, G, STARPU_R);
+    starpu_data_handle_t *ot = sw_tensor_tiles(out, SW_COLS, G, STARPU_W);
+    starpu_data_handle_t *lt = sw_tensor_tiles(lse, SW_COLS, G, STARPU_W);
+    starpu_data_handle_t *gt = sw_tensor_tiles(dout, SW_COLS, G, STARPU_R);
+    starpu_data_handle_t *dqt = sw_tensor_tiles(dq, SW_COLS, G, STARPU_W);
+    starpu_data_handle_t *dkt = sw_tensor_tiles(dk, SW_COLS, G, STARPU_RW);
+    starpu_data_handle_t *dvt = sw_tensor_tiles(dv, SW_COLS, G, STARPU_RW);
+    /* one probs tensor per task: [B * (nh/G) * s, s] */
+    sw_tensor *pg[2];
+    for (int g = 0; g < G; g++) {
+        pg[g] = T(g ? "probs1" : "probs0", (int64_t)B * a.nh * s, s, 0, 0);
+        a.head0 = g * a.nh;
+        sw_attn_probs_fwd(qt[g], kt[g], vt[g], ot[g], lt[g], W(pg[g]), &a);
+        sw_attn_probs_bwd(qt[g], kt[g], vt[g], RD(pg[g]), gt[g], dqt[g], dkt[g], dvt[g], &a);
+    }
+    keep(o, "attention_probs fwd o (GQA column tiles)", out), keep(o, "attention_probs fwd lse", lse);
+    keep(o, "attention_probs probs (group 0)", pg[0]), keep(o, "attention_probs probs (group 1)", pg[1]);
+    keep(o, "attention_probs dq", dq), keep(o, "attention_probs dk (+=)", dk);
+    keep(o, "attention_probs dv (+=)", dv);
+    FREE(q, k, v, out, lse, dout, dq, dk, dv, pg[0], pg[1]);
+}
+
 /* ---------------- driver ---------------- */
 
 typedef enum { BITS, REL, MAXREL } tol_kind;
@@ -298,6 +337,7 @@ int main(int argc, char **argv)
         {"cross-entropy", c_crossentropy, REL, 2e-5},
         {"adamw", c_adamw, MAXREL, 1e-5},
         {"attention", c_attention, REL, 1e-4},
+        {"attention_probs", c_attention_probs, REL, 1e-4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         outputs cpu = {0}, gpu = {0};

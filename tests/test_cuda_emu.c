@@ -2,7 +2,8 @@
  * tests/cuda_emu.h, against the CPU codelets run by StarPU on the same
  * inputs: GPU builds only, and no GPU needed, so that CI checks the
  * kernels' arithmetic and index math (strided tiles, partial blocks, grid
- * loops, masks, GQA, merge) where no kernel can run for real.
+ * loops, masks, GQA, merge; the attention with saved probabilities) where
+ * no kernel can run for real.
  *
  * The emulated launchers get host buffers with a leading dimension wider
  * than the matrix (and strided vectors); the padding holds a sentinel that
@@ -11,7 +12,8 @@
  * (dropout, embedding, adds, copies); otherwise 1e-5 relative (5e-5 where
  * a reduction's order differs on long rows); the dropout masks of the
  * attention tiles are the CPU's exactly (the kept/dropped pattern is
- * checked through zeros). */
+ * checked through zeros; with saved probabilities, one-hot V and dO make o
+ * and dv the dropped probabilities themselves, so every entry's bit shows). */
 #include <string.h>
 
 #include "cuda/kernels.h"
@@ -514,13 +516,13 @@ static sw_cuda_attn att_cuda(const sw_attn_args *a)
     return c;
 }
 
-/* exact zeros (rows with every key masked) at the same places */
-static void same_zeros(const char *what, const float *got, const float *ref, int64_t n)
+/* exact zeros (which: rows with every key masked, masked keys, dropped entries) at the same places */
+static void same_zeros(const char *what, const char *which, const float *got, const float *ref, int64_t n)
 {
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) bad += (got[i] == 0.0f) != (ref[i] == 0.0f);
     char buf[400];
-    snprintf(buf, sizeof buf, "%s: zeros (fully masked rows) at the same places (%lld differ)", what, (long long)bad);
+    snprintf(buf, sizeof buf, "%s: zeros (%s) at the same places (%lld differ)", what, which, (long long)bad);
     tu_true(buf, bad == 0);
 }
 
@@ -574,7 +576,7 @@ static void test_attention_case(const att_case *c)
     close_f(what, gl, lse, rq * c->nh, 1e-5, 1e-6);
     if (c->p > 0) {
         snprintf(what, sizeof what, "attn %s fwd", c->name);
-        same_zeros(what, go1, o1, rq * cq);
+        same_zeros(what, "fully masked rows", go1, o1, rq * cq);
     }
     snprintf(what, sizeof what, "attn %s fwd", c->name);
     check_pad(what, ho1);
@@ -616,6 +618,119 @@ static void test_attention(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention_case(&cases[i]);
 }
 
+/* ================= attention with saved probabilities ================= */
+typedef struct {
+    att_case c;
+    int accumulate, kv_acc;
+    int onehot; /* V[key j] = e_j, dO[query i] = e_i (d >= sk, sq; no GQA): o = D(P), dv = D(P)^T */
+} probs_case;
+
+/* x[(pos*B + b)*cols + h*d + c] = (c == pos) for every head h */
+static float *one_hot(int n, int B, int heads, int d)
+{
+    float *x = xmalloc(sizeof(float) * (size_t)n * B * heads * d);
+    for (int pos = 0; pos < n; pos++)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < heads; h++) x[((int64_t)pos * B + b) * heads * d + (int64_t)h * d + pos] = 1.0f;
+    return x;
+}
+
+static void test_attention_probs_case(const probs_case *pc)
+{
+    const att_case *c = &pc->c;
+    const int nkv = c->nkv ? c->nkv : c->nh;
+    const int64_t rq = (int64_t)c->sq * c->B, rk = (int64_t)c->sk * c->B, rp = (int64_t)c->B * c->nh * c->sq;
+    const int64_t cq = (int64_t)c->nh * c->d, ck = (int64_t)nkv * c->d;
+    float *q = rnd(rq * cq, 40, 1.5f), *k = rnd(rk * ck, 41, 1.5f);
+    float *v = pc->onehot ? one_hot(c->sk, c->B, nkv, c->d) : rnd(rk * ck, 42, 1.0f);
+    float *dout = pc->onehot ? one_hot(c->sq, c->B, c->nh, c->d) : rnd(rq * cq, 43, 1.0f);
+    float *dq0 = rnd(rq * cq, 44, 1.0f), *dk0 = rnd(rk * ck, 45, 1.0f), *dv0 = rnd(rk * ck, 46, 1.0f);
+    char what[256];
+
+    /* CPU: the forward, then the backward from its probs */
+    sw_tensor *Q = T("q", rq, cq, q), *K = T("k", rk, ck, k), *V = T("v", rk, ck, v);
+    sw_tensor *O = T("o", rq, cq, NULL), *LSE = T("lse", rq, c->nh, NULL), *P = T("probs", rp, c->sk, NULL);
+    sw_tensor *DO = T("dout", rq, cq, dout), *DQ = T("dq", rq, cq, dq0), *DK = T("dk", rk, ck, dk0),
+              *DV = T("dv", rk, ck, dv0);
+    sw_attn_args af = att_args(c, c->sk, c->k_pos0, 0, 0, 0);
+    sw_attn_args ab = att_args(c, c->sk, c->k_pos0, 0, pc->accumulate, pc->kv_acc);
+    sw_attn_probs_fwd(RD(Q), RD(K), RD(V), W(O), W(LSE), W(P), &af);
+    sw_attn_probs_bwd(RD(Q), RD(K), RD(V), RD(P), RD(DO), pc->accumulate ? RW(DQ) : W(DQ),
+                      pc->accumulate || pc->kv_acc ? RW(DK) : W(DK), pc->accumulate || pc->kv_acc ? RW(DV) : W(DV),
+                      &ab);
+    float *o = tu_read(O), *lse = tu_read(LSE), *probs = tu_read(P), *dq = tu_read(DQ), *dk = tu_read(DK),
+          *dv = tu_read(DV);
+
+    /* emulated forward */
+    hmat hq = hm_new(rq, cq, q), hk = hm_new(rk, ck, k), hv = hm_new(rk, ck, v), ho = hm_new(rq, cq, NULL),
+         hl = hm_new(rq, c->nh, NULL), hp = hm_new(rp, c->sk, NULL);
+    CHECK_LAUNCH(sw_cuda_attn_probs_fwd(hq.p, hq.ld, hk.p, hk.ld, hv.p, hv.ld, ho.p, ho.ld, hl.p, hl.ld, hp.p, hp.ld,
+                                        att_cuda(&af), NULL));
+    float *go = hm_get(ho), *gl = hm_get(hl), *gp = hm_get(hp);
+    snprintf(what, sizeof what, "attn_probs %s fwd o", c->name);
+    close_f(what, go, o, rq * cq, 1e-5, 1e-6);
+    snprintf(what, sizeof what, "attn_probs %s fwd lse", c->name);
+    close_f(what, gl, lse, rq * c->nh, 1e-5, 1e-6);
+    snprintf(what, sizeof what, "attn_probs %s fwd probs", c->name);
+    close_f(what, gp, probs, rp * c->sk, 1e-5, 1e-7);
+    snprintf(what, sizeof what, "attn_probs %s fwd probs", c->name);
+    same_zeros(what, "masked keys, fully masked rows", gp, probs, rp * c->sk);
+    if (c->p > 0 && pc->onehot) {
+        snprintf(what, sizeof what, "attn_probs %s fwd o = D(P)", c->name);
+        same_zeros(what, "dropped and masked entries", go, o, rq * cq);
+    }
+    snprintf(what, sizeof what, "attn_probs %s fwd o", c->name);
+    check_pad(what, ho);
+    snprintf(what, sizeof what, "attn_probs %s fwd lse", c->name);
+    check_pad(what, hl);
+    snprintf(what, sizeof what, "attn_probs %s fwd probs", c->name);
+    check_pad(what, hp);
+
+    /* emulated backward from the CPU's probs */
+    hmat hpc = hm_new(rp, c->sk, probs), hdo = hm_new(rq, cq, dout);
+    hmat hdq = hm_new(rq, cq, dq0), hdk = hm_new(rk, ck, dk0), hdv = hm_new(rk, ck, dv0);
+    CHECK_LAUNCH(sw_cuda_attn_probs_bwd(hq.p, hq.ld, hk.p, hk.ld, hv.p, hv.ld, hpc.p, hpc.ld, hdo.p, hdo.ld, hdq.p,
+                                        hdq.ld, hdk.p, hdk.ld, hdv.p, hdv.ld, att_cuda(&ab), NULL));
+    float *gdq = hm_get(hdq), *gdk = hm_get(hdk), *gdv = hm_get(hdv);
+    snprintf(what, sizeof what, "attn_probs %s bwd dq (%s)", c->name, pc->accumulate ? "+=" : "=");
+    close_f(what, gdq, dq, rq * cq, 1e-5, 1e-5);
+    snprintf(what, sizeof what, "attn_probs %s bwd dk (%s, summed over the group)", c->name,
+             pc->accumulate || pc->kv_acc ? "+=" : "=");
+    close_f(what, gdk, dk, rk * ck, 1e-5, 1e-5);
+    snprintf(what, sizeof what, "attn_probs %s bwd dv (%s)", c->name, pc->accumulate || pc->kv_acc ? "+=" : "=");
+    close_f(what, gdv, dv, rk * ck, 1e-5, 1e-5);
+    if (c->p > 0 && pc->onehot) {
+        snprintf(what, sizeof what, "attn_probs %s bwd dv = D(P)^T", c->name);
+        same_zeros(what, "dropped and masked entries", gdv, dv, rk * ck);
+    }
+    snprintf(what, sizeof what, "attn_probs %s bwd", c->name);
+    check_pad(what, hdq);
+    check_pad(what, hdk);
+    check_pad(what, hdv);
+
+    free(o), free(lse), free(probs), free(dq), free(dk), free(dv);
+    free(go), free(gl), free(gp), free(gdq), free(gdk), free(gdv);
+    hmat hs[] = {hq, hk, hv, ho, hl, hp, hpc, hdo, hdq, hdk, hdv};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) free(hs[i].p);
+    sw_tensor *all[] = {Q, K, V, O, LSE, P, DO, DQ, DK, DV};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+    free(q), free(k), free(v), free(dout), free(dq0), free(dk0), free(dv0);
+}
+
+static void test_attention_probs(void)
+{
+    /* {name, B, nh, nkv, d, sq, sk, q_pos0, k_pos0, causal, p}, accumulate, kv_accumulate, one-hot */
+    const probs_case cases[] = {
+        {{"full, 2 query and key tiles", 2, 2, 0, 16, 70, 90, 0, 0, 0, 0.0f}, 1, 0, 0},
+        {{"causal, offsets, GQA 4/2, dropout", 2, 4, 2, 16, 70, 90, 30, 5, 1, 0.1f}, 0, 1, 0},
+        {{"causal, fully masked rows, dropout", 1, 2, 1, 8, 40, 50, 0, 20, 1, 0.2f}, 1, 0, 0},
+        {{"d=200 (tiles of 49), GQA 3/1, dropout", 1, 3, 1, 200, 65, 61, 64, 0, 1, 0.1f}, 0, 0, 0},
+        {{"causal, one-hot V and dO, dropout", 2, 2, 0, 64, 50, 60, 10, 0, 1, 0.3f}, 0, 0, 1},
+        {{"full, one-hot V and dO, dropout", 1, 2, 0, 64, 37, 64, 0, 0, 0, 0.5f}, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention_probs_case(&cases[i]);
+}
+
 int main(int argc, char **argv)
 {
     sw_options opt;
@@ -635,5 +750,6 @@ int main(int argc, char **argv)
     test_crossentropy();
     test_adamw();
     test_attention();
+    test_attention_probs();
     return tu_finish();
 }

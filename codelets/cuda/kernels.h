@@ -100,7 +100,7 @@ cudaError_t sw_cuda_ce_bwd(float *x, int64_t n, int64_t vb, int64_t ld, int64_t 
                            cudaStream_t s);
 
 /* ---- attention.cu: the fields of sw_attn_args (ops.h), nkv resolved ---- */
-#define SW_CUDA_ATT_DMAX 256 /* largest head dim of the CUDA attention tile */
+#define SW_CUDA_ATT_DMAX 256 /* largest head dim of the CUDA attention kernels */
 typedef struct sw_cuda_attn {
     int batch, nh, nkv, d, sq, sk;
     int64_t q_pos0, k_pos0;
@@ -119,6 +119,17 @@ cudaError_t sw_cuda_attn_bwd(const float *q, int64_t ldq, const float *k, int64_
                              const float *o, int64_t ldo, const float *lse, int64_t ldl, const float *dout,
                              int64_t lddo, float *dq, int64_t lddq, float *dk, int64_t lddk, float *dv, int64_t lddv,
                              sw_cuda_attn a, cudaStream_t s);
+
+/* ---- attention_probs.cu: the arguments as for attention.cu (merge 0); probs [batch*nh*sq, sk]
+ * (ld ldp) holds P before dropout, row (b*nh + h)*sq + i, masked keys 0. The backward allocates
+ * batch*nh*sq floats on the stream (cudaMallocAsync) and frees them there. ---- */
+cudaError_t sw_cuda_attn_probs_fwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                   int64_t ldv, float *o, int64_t ldo, float *lse, int64_t ldl, float *probs,
+                                   int64_t ldp, sw_cuda_attn a, cudaStream_t s);
+cudaError_t sw_cuda_attn_probs_bwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,
+                                   int64_t ldv, const float *probs, int64_t ldp, const float *dout, int64_t lddo,
+                                   float *dq, int64_t lddq, float *dk, int64_t lddk, float *dv, int64_t lddv,
+                                   sw_cuda_attn a, cudaStream_t s);
 
 /* ---- adamw.cu: the scalars as the CPU function forms them ---- */
 typedef struct sw_cuda_adamw_scalars {
