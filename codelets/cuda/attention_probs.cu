@@ -37,6 +37,7 @@
 #include "cuda_util.cuh"
 #include "fastmath.h"
 #include "philox.h"
+#include "attention_common.cuh"
 
 #define PROBS_TMAX 64
 #define PROBS_SMEM_FLOATS 12288 /* 48 KiB */
@@ -55,15 +56,6 @@ static int probs_tile(int d)
     return t;
 }
 
-/* Valid (unmasked) keys, from 0, among the nk keys starting at key position
- * kb, for a query at qpos (attention_common.h: valid_keys). */
-static __device__ __forceinline__ int probs_valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
-{
-    if (!causal) return nk;
-    const int64_t lim = qpos - kb + 1;
-    return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
-}
-
 /* Of the n valid keys of a row (a prefix), those in the tile j0 .. j0+nk-1. */
 static __device__ __forceinline__ int probs_in_tile(int n, int j0, int nk)
 {
@@ -76,19 +68,8 @@ static __device__ __forceinline__ int probs_in_tile(int n, int j0, int nk)
  * head whatever K/V head it reads) and counter. */
 static __device__ __forceinline__ float probs_keep(const sw_cuda_attn &a, int b, int h, int64_t qpos, int64_t kpos)
 {
-    const uint64_t hb = (uint64_t)(a.batch0 + b) * (uint64_t)a.heads_total + (uint64_t)(a.head0 + h);
-    const uint64_t idx = (hb * (uint64_t)a.seq_total + (uint64_t)qpos) * (uint64_t)a.seq_total + (uint64_t)kpos;
-    return sw_dropout_keep(a.seed, a.step, a.layer, a.op, idx, a.dropout) ? a.inv_keep : 0.0f;
-}
-
-/* dst[r * d + c] = src[((r0 + r) * B + b) * ld + col + c] for r < n: rows of a q/k/v/dO tile */
-static __device__ __forceinline__ void probs_stage(float *dst, const float *src, int64_t ld, int r0, int n, int B,
-                                                   int b, int64_t col, int d)
-{
-    for (int idx = threadIdx.x; idx < n * d; idx += blockDim.x) {
-        const int r = idx / d, c = idx - r * d;
-        dst[idx] = src[((int64_t)(r0 + r) * B + b) * ld + col + c];
-    }
+    return sw_dropout_keep(a.seed, a.step, a.layer, a.op, att_drop_index(a, b, h, qpos, kpos), a.dropout) ? a.inv_keep
+                                                                                                       : 0.0f;
 }
 
 /* S[r * lds + c] = P[r * ldp + c], r < nr, c < nc: a block of probs rows */
@@ -125,8 +106,8 @@ __global__ void attn_probs_fwd_kernel(const float *q, int64_t ldq, const float *
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
     const int64_t qpos = a.q_pos0 + i;
-    const int kend = probs_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, sk); /* keys the tile sees */
-    const int nv = active ? probs_valid_keys(a.causal, qpos, a.k_pos0, sk) : 0;       /* keys this row sees */
+    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, sk); /* keys the tile sees */
+    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, sk) : 0;       /* keys this row sees */
     const int drop = a.dropout > 0.0f;
     float *P = probs + ((int64_t)(b * a.nh + h) * a.sq + i0) * ldp; /* probs row of query i0 */
     float *Srow = S + (size_t)t * lds;
@@ -142,7 +123,7 @@ __global__ void attn_probs_fwd_kernel(const float *q, int64_t ldq, const float *
     float m = -INFINITY;
     for (int j0 = 0; j0 < kend; j0 += T) {
         const int nk = kend - j0 < T ? kend - j0 : T, nt = probs_in_tile(nv, j0, nk);
-        probs_stage(KV, k, ldk, j0, nk, B, b, kvcol, d);
+        att_stage(KV, k, ldk, j0, nk, B, b, kvcol, d);
         __syncthreads();
         for (int jj = 0; jj < nk; jj++) {
             float s = 0.0f;
@@ -176,7 +157,7 @@ __global__ void attn_probs_fwd_kernel(const float *q, int64_t ldq, const float *
         const int ns = probs_in_tile(kend, j0, nk), nt = probs_in_tile(nv, j0, nk); /* scored, valid */
         if (ns > 0) { /* uniform over the block */
             probs_load(S, lds, P + j0, ldp, nq, ns);
-            probs_stage(KV, v, ldv, j0, ns, B, b, kvcol, d);
+            att_stage(KV, v, ldv, j0, ns, B, b, kvcol, d);
             __syncthreads();
             for (int jj = 0; jj < nt; jj++) {
                 const float p = sw_expf(Srow[jj] - m) * inv;
@@ -211,8 +192,8 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
     const int64_t qpos = a.q_pos0 + i;
-    const int kend = probs_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, a.sk);
-    const int nv = active ? probs_valid_keys(a.causal, qpos, a.k_pos0, a.sk) : 0;
+    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, a.sk);
+    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, a.sk) : 0;
     const int drop = a.dropout > 0.0f;
     const float scale = a.scale;
     const float *P = probs + ((int64_t)(b * a.nh + h) * a.sq + i0) * ldp;
@@ -230,7 +211,7 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
     for (int j0 = 0; j0 < kend; j0 += T) {
         const int nk = kend - j0 < T ? kend - j0 : T, nt = probs_in_tile(nv, j0, nk);
         probs_load(S, lds, P + j0, ldp, nq, nk);
-        probs_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
+        att_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
         for (int jj = 0; jj < nt; jj++) {
             const float *vr = KV + (size_t)jj * d;
@@ -247,7 +228,7 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
     for (int j0 = 0; j0 < kend; j0 += T) {
         const int nk = kend - j0 < T ? kend - j0 : T, nt = probs_in_tile(nv, j0, nk);
         probs_load(S, lds, P + j0, ldp, nq, nk);
-        probs_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
+        att_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
         for (int jj = 0; jj < nt; jj++) {
             const float *vr = KV + (size_t)jj * d;
@@ -257,7 +238,7 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
             Srow[jj] = scale * Srow[jj] * (dp - r);
         }
         __syncthreads();
-        probs_stage(KV, k, ldk, j0, nk, B, b, kvcol, d);
+        att_stage(KV, k, ldk, j0, nk, B, b, kvcol, d);
         __syncthreads();
         for (int jj = 0; jj < nt; jj++) {
             const float ds = Srow[jj];
@@ -312,7 +293,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
             if (a.causal && a.q_pos0 + i0 + nq - 1 < kfirst) continue;
             probs_load(S, lds, Ph + (int64_t)i0 * ldp, ldp, nq, nk);
             if (t < nq) R[t] = rh[i0 + t];
-            probs_stage(QG, dout, lddo, i0, nq, B, b, col, d);
+            att_stage(QG, dout, lddo, i0, nq, B, b, col, d);
             __syncthreads();
             /* dV += D(P)^T dO; dS = scale P o (dP - r) over the block */
             if (active) {
@@ -334,7 +315,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
                 }
             }
             __syncthreads();
-            probs_stage(QG, q, ldq, i0, nq, B, b, col, d);
+            att_stage(QG, q, ldq, i0, nq, B, b, col, d);
             __syncthreads();
             /* dK += dS^T Q */
             if (active) {
