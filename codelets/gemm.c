@@ -1,9 +1,12 @@
 /* GEMM through CBLAS (CPU) and cuBLAS (CUDA): C[m,n] = alpha op(A) op(B) +
  * beta C (+ bias row). OpenBLAS runs single-threaded inside the task;
- * parallelism comes from tiling in the graph builders. */
+ * parallelism comes from tiling in the graph builders. A and B may be bf16
+ * (both): fp32 accumulation, C fp32 (ops.h). */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "codelet_util.h"
 #include "starweave/ops.h"
 #ifdef STARWEAVE_USE_CUDA
@@ -24,15 +27,44 @@ static void gemm_dims(void *buffers[], const struct gemm_args *g, int *m, int *n
     *n = (int)(g->transB ? SW_ROWS_OF(buffers[1]) : SW_COLS_OF(buffers[1]));
 }
 
+static int is_bf16(void *buf) { return STARPU_MATRIX_GET_ELEMSIZE(buf) == sizeof(uint16_t); }
+
+/* An fp32 operand for sgemm: buf itself, or its bf16 values widened
+ * (exactly) into *tmp (contiguous; the caller frees it), *ld set. */
+static const float *f32_operand(void *buf, float **tmp, int *ld)
+{
+    *tmp = NULL;
+    *ld = (int)SW_LD_OF(buf);
+    if (!is_bf16(buf)) return SW_F32_OF(buf);
+    const int64_t R = SW_ROWS_OF(buf), C = SW_COLS_OF(buf), lds = SW_LD_OF(buf);
+    const uint16_t *s = (const uint16_t *)STARPU_MATRIX_GET_PTR(buf);
+    *tmp = malloc(sizeof(float) * (size_t)(R * C > 0 ? R * C : 1));
+    STARPU_ASSERT_MSG(*tmp, "gemm: no memory to widen a bf16 operand");
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) (*tmp)[r * C + c] = sw_f32_from_bf16(s[r * lds + c]);
+    *ld = (int)C;
+    return *tmp;
+}
+
+static void sgemm_cpu(void *a, void *b, const struct gemm_args *g, int m, int n, int k, float alpha, float beta,
+                      float *c, int ldc)
+{
+    float *ta, *tb;
+    int lda, ldb;
+    const float *A = f32_operand(a, &ta, &lda), *B = f32_operand(b, &tb, &ldb);
+    cblas_sgemm(CblasRowMajor, g->transA ? CblasTrans : CblasNoTrans, g->transB ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, A, lda, B, ldb, beta, c, ldc);
+    free(ta);
+    free(tb);
+}
+
 static void gemm_cpu(void *buffers[], void *cl_arg)
 {
     struct gemm_args g;
     starpu_codelet_unpack_args(cl_arg, &g);
     int m, n, k;
     gemm_dims(buffers, &g, &m, &n, &k);
-    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans,
-                m, n, k, g.alpha, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
-                (int)SW_LD_OF(buffers[1]), g.beta, SW_F32_OF(buffers[2]), (int)SW_LD_OF(buffers[2]));
+    sgemm_cpu(buffers[0], buffers[1], &g, m, n, k, g.alpha, g.beta, SW_F32_OF(buffers[2]), (int)SW_LD_OF(buffers[2]));
 }
 
 /* buffers: A, B, bias[1,n], C */
@@ -46,9 +78,7 @@ static void gemm_bias_cpu(void *buffers[], void *cl_arg)
     float *c = SW_F32_OF(buffers[3]);
     int64_t ldc = SW_LD_OF(buffers[3]);
     for (int i = 0; i < m; i++) memcpy(c + i * ldc, bias, sizeof(float) * (size_t)n);
-    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans,
-                m, n, k, 1.0f, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
-                (int)SW_LD_OF(buffers[1]), 1.0f, c, (int)ldc);
+    sgemm_cpu(buffers[0], buffers[1], &g, m, n, k, 1.0f, 1.0f, c, (int)ldc);
 }
 
 #ifdef STARWEAVE_USE_CUDA
@@ -56,12 +86,19 @@ static void gemm_bias_cpu(void *buffers[], void *cl_arg)
  * gets B first, with the worker's handle (bound to its stream by
  * starpu_cublas_init). fp32 throughout: cuBLAS's default math mode uses no
  * TF32. */
-static void gemm_cublas(const struct gemm_args *g, int m, int n, int k, const float *A, int lda, const float *B,
-                        int ldb, float beta, float *C, int ldc)
+static void gemm_cublas(const struct gemm_args *g, int m, int n, int k, void *a, void *b, float beta, float *C,
+                        int ldc)
 {
-    cublasStatus_t st = cublasSgemm(starpu_cublas_get_local_handle(), g->transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                    g->transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &g->alpha, B, ldb, A, lda,
-                                    &beta, C, ldc);
+    const void *A = (const void *)STARPU_MATRIX_GET_PTR(a), *B = (const void *)STARPU_MATRIX_GET_PTR(b);
+    const int lda = (int)SW_LD_OF(a), ldb = (int)SW_LD_OF(b);
+    const cublasOperation_t opB = g->transB ? CUBLAS_OP_T : CUBLAS_OP_N, opA = g->transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t st;
+    if (is_bf16(a)) /* bf16 inputs, fp32 output and accumulation (tensor cores) */
+        st = cublasGemmEx(starpu_cublas_get_local_handle(), opB, opA, n, m, k, &g->alpha, B, CUDA_R_16BF, ldb, A,
+                          CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+        st = cublasSgemm(starpu_cublas_get_local_handle(), opB, opA, n, m, k, &g->alpha, (const float *)B, ldb,
+                         (const float *)A, lda, &beta, C, ldc);
     if (st != CUBLAS_STATUS_SUCCESS) STARPU_CUBLAS_REPORT_ERROR(st);
 }
 
@@ -71,8 +108,7 @@ static void gemm_cuda(void *buffers[], void *cl_arg)
     starpu_codelet_unpack_args(cl_arg, &g);
     int m, n, k;
     gemm_dims(buffers, &g, &m, &n, &k);
-    gemm_cublas(&g, m, n, k, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
-                (int)SW_LD_OF(buffers[1]), g.beta, SW_F32_OF(buffers[2]), (int)SW_LD_OF(buffers[2]));
+    gemm_cublas(&g, m, n, k, buffers[0], buffers[1], g.beta, SW_F32_OF(buffers[2]), (int)SW_LD_OF(buffers[2]));
 }
 
 static void gemm_bias_cuda(void *buffers[], void *cl_arg)
@@ -85,8 +121,7 @@ static void gemm_bias_cuda(void *buffers[], void *cl_arg)
     const int64_t ldc = SW_LD_OF(buffers[3]);
     SW_CUDA_CHECK(sw_cuda_bias_rows(c, ldc, SW_F32_OF(buffers[2]), sw_vec_inc(buffers[2]), m, n,
                                     starpu_cuda_get_local_stream()));
-    gemm_cublas(&g, m, n, k, SW_F32_OF(buffers[0]), (int)SW_LD_OF(buffers[0]), SW_F32_OF(buffers[1]),
-                (int)SW_LD_OF(buffers[1]), 1.0f, c, (int)ldc);
+    gemm_cublas(&g, m, n, k, buffers[0], buffers[1], 1.0f, c, (int)ldc);
 }
 #endif
 
@@ -120,6 +155,16 @@ static struct starpu_codelet gemm_bias_cl = {
     .name = "gemm_bias",
 };
 
+/* A and B both fp32 or both bf16, C fp32 */
+static void check_types(starpu_data_handle_t A, starpu_data_handle_t B, starpu_data_handle_t C)
+{
+    const size_t ea = starpu_matrix_get_elemsize(A), eb = starpu_matrix_get_elemsize(B),
+                 ec = starpu_matrix_get_elemsize(C);
+    STARPU_ASSERT_MSG(ea == eb && (ea == 4 || ea == 2) && ec == 4,
+                      "sw_gemm: A and B must both be fp32 or both bf16, C fp32 (element sizes %zu, %zu, %zu)", ea,
+                      eb, ec);
+}
+
 static double gemm_flops(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB)
 {
     double m = transA ? starpu_matrix_get_nx(A) : starpu_matrix_get_ny(A);
@@ -132,6 +177,7 @@ void sw_gemm(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int tra
              starpu_data_handle_t C, float alpha, float beta)
 {
     struct gemm_args g = {transA, transB, alpha, beta};
+    check_types(A, B, C);
     SW_INSERT(&gemm_cl, STARPU_R, A, STARPU_R, B, beta == 0.0f ? STARPU_W : STARPU_RW, C,
               STARPU_VALUE, &g, sizeof g, STARPU_FLOPS, gemm_flops(A, transA, B, transB));
 }
@@ -140,6 +186,7 @@ void sw_gemm_bias(starpu_data_handle_t A, int transA, starpu_data_handle_t B, in
                   starpu_data_handle_t bias, starpu_data_handle_t C)
 {
     struct gemm_args g = {transA, transB, 1.0f, 1.0f};
+    check_types(A, B, C);
     SW_INSERT(&gemm_bias_cl, STARPU_R, A, STARPU_R, B, STARPU_R, bias, STARPU_W, C, STARPU_VALUE, &g,
               sizeof g, STARPU_FLOPS, gemm_flops(A, transA, B, transB));
 }

@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --vocab N         vocabulary, padded to a multiple of 128*tp (256)\n"
             "  --max-pos N       learned positions (default: seq)\n"
             "  --dropout P       dropout probability (0)\n"
+            "  --dtype T         fp32, or bf16: GEMMs on bf16 operands with fp32 accumulation, fp32\n"
+            "                    master weights, gradients, optimizer and the other ops (fp32)\n"
             "training:\n"
             "  --seq N           sequence length (64)\n"
             "  --batch N         sequences per step (8)\n"
@@ -203,6 +205,11 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
         else if (!strcmp(a, "--ncuda")) parse_int(a, v, &o->ncuda);
+        else if (!strcmp(a, "--dtype")) {
+            if (!strcmp(v, "fp32")) o->cfg.dtype = SW_F32;
+            else if (!strcmp(v, "bf16")) o->cfg.dtype = SW_BF16;
+            else sw_usage_error("--dtype expects fp32 or bf16, got '%s'", v);
+        }
         else if (!strcmp(a, "--device")) {
             if (!strcmp(v, "any")) o->where = 0;
             else if (!strcmp(v, "cuda")) o->where = STARPU_CUDA;
@@ -514,9 +521,10 @@ int main(int argc, char **argv)
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
-               "%d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU + %d CUDA workers per "
-               "rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
+               "%s, %d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU + %d CUDA workers "
+               "per rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
                c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
+               c->dtype == SW_BF16 ? "bf16 GEMMs" : "fp32",
                sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
                sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,

@@ -68,6 +68,7 @@ struct sw_gpt {
     int Vl;                 /* local vocabulary rows */
     int nparams;
     sw_tensor **param, **grad, **adam_m, **adam_v;
+    sw_tensor **w16;                      /* --dtype bf16: bf16 copies of the GEMM weights (NULL: none) */
     sw_tensor *tokens, *targets;          /* [T,1] int32 */
     sw_tensor **x;                        /* x[0] embedding output .. x[L] last block output, [l,h] */
     int K;                                /* blocks per checkpoint with full recomputation, else 0 */
@@ -218,6 +219,8 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
          c->ring);
     RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
          "offload needs recompute none or selective (recompute = full keeps only block inputs)");
+    RULE(c->dtype == SW_F32 || c->dtype == SW_BF16, "dtype must be fp32 (%d) or bf16 (%d) (dtype = %d)", SW_F32,
+         SW_BF16, c->dtype);
     RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
     int local_rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
@@ -276,6 +279,15 @@ void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_
 }
 
 static int block_param(int layer, int k) { return 2 + SW_GPT_LAYER_PARAMS * layer + k; }
+
+/* parameters that enter GEMMs: wte (the tied LM head) and the blocks' linear weights */
+static int gemm_weight(const sw_gpt_config *c, int index)
+{
+    if (index == 0) return 1;
+    if (index < 2 || index >= 2 + SW_GPT_LAYER_PARAMS * c->layers) return 0;
+    int k = (index - 2) % SW_GPT_LAYER_PARAMS;
+    return k == QKV_W || k == PROJ_W || k == FC_W || k == FC2_W;
+}
 
 /* ---------------------------------------------------------------- shards */
 
@@ -613,7 +625,8 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->adam_v = calloc((size_t)m->nparams, sizeof(sw_tensor *));
     m->x = calloc((size_t)c->layers + 1, sizeof(sw_tensor *));
     m->gshard = calloc((size_t)m->nparams, sizeof(sw_tensor *));
-    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->gshard) {
+    if (c->dtype == SW_BF16) m->w16 = calloc((size_t)m->nparams, sizeof(sw_tensor *));
+    if (!m->param || !m->grad || !m->adam_m || !m->adam_v || !m->x || !m->gshard || (c->dtype == SW_BF16 && !m->w16)) {
         perror("starweave: calloc");
         abort();
     }
@@ -625,6 +638,10 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
         m->param[i] = sw_tensor_new2d(name, SW_F32, lrows, lcols);
         snprintf(gname, sizeof gname, "d.%s", name);
         m->grad[i] = sw_tensor_new2d(gname, SW_F32, lrows, lcols);
+        if (m->w16 && gemm_weight(c, i)) {
+            snprintf(gname, sizeof gname, "bf16.%s", name);
+            m->w16[i] = sw_tensor_new2d(gname, SW_BF16, lrows, lcols);
+        }
         /* ZeRO-1: the moments of this dp rank's rows only */
         int64_t mrows = lrows;
         if (sharded(m, lrows)) {
@@ -733,6 +750,7 @@ void sw_gpt_destroy(sw_gpt *m)
         sw_tensor_free(m->adam_m[i]);
         sw_tensor_free(m->adam_v[i]);
         sw_tensor_free(m->gshard[i]);
+        if (m->w16) sw_tensor_free(m->w16[i]);
     }
     for (int l = 0; l <= m->c.layers; l++)
         if (!m->K || l < m->K || m->x[l] != m->x[l % m->K]) sw_tensor_free(m->x[l]); /* not a working-set alias */
@@ -776,6 +794,7 @@ void sw_gpt_destroy(sw_gpt *m)
     free(m->adam_m);
     free(m->adam_v);
     free(m->gshard);
+    free(m->w16);
     free(m->x);
     free(m->acts);
     free(m);
@@ -843,6 +862,16 @@ static sw_rng_key drop_key(sw_gpt *m, int step, unsigned layer, unsigned op, int
 
 static int tp_on(const sw_gpt *m) { return m->tp.t > 1; }
 
+/* --dtype bf16: the weight a GEMM reads (the bf16 copy of a GEMM weight),
+ * and a GEMM operand from an fp32 handle: a bf16 temporary cast from it,
+ * released by op_done once its GEMMs are submitted. fp32: the same. */
+static sw_tensor *gemm_w(const sw_gpt *m, int w) { return m->w16 && m->w16[w] ? m->w16[w] : m->param[w]; }
+static starpu_data_handle_t op16(const sw_gpt *m, starpu_data_handle_t h) { return m->w16 ? sw_cast_bf16_temp(h) : h; }
+static void op_done(const sw_gpt *m, starpu_data_handle_t h)
+{
+    if (m->w16) starpu_data_unregister_submit(h);
+}
+
 /* ------------------------------------------------------- layer builders */
 
 /* y[l,h] = LayerNorm(x) with saved mean/rstd [l,1] */
@@ -881,19 +910,23 @@ static void layernorm_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, sw
 static void column_forward(sw_gpt *m, sw_tensor *x_local, sw_tensor *x_full, int w, sw_tensor *y, int n,
                            const int64_t *sizes)
 {
-    starpu_data_handle_t *W = sw_tensor_split(m->param[w], SW_ROWS, n, sizes, STARPU_R);
+    starpu_data_handle_t *W = sw_tensor_split(gemm_w(m, w), SW_ROWS, n, sizes, STARPU_R);
     starpu_data_handle_t *B = sw_tensor_split(m->param[w + 1], SW_COLS, n, sizes, STARPU_R);
     if (x_full == x_local) {
+        starpu_data_handle_t x = op16(m, whole_r(x_full));
         for (int j = 0; j < n; j++)
-            sw_gemm_bias(whole_r(x_full), 0, W[j], 1, B[j], sw_tensor_split(y, SW_COLS, n, sizes, STARPU_W)[j]);
+            sw_gemm_bias(x, 0, W[j], 1, B[j], sw_tensor_split(y, SW_COLS, n, sizes, STARPU_W)[j]);
+        op_done(m, x);
         return;
     }
     int t = m->tp.t;
     for (int k = 0; k < t; k++) {
         int i = (m->tp.rank - k + t) % t; /* the ring all-gather's arrival order */
-        starpu_data_handle_t src = i == m->tp.rank ? whole_r(x_local) : sw_tensor_tiles(x_full, SW_ROWS, t, STARPU_R)[i];
+        starpu_data_handle_t src =
+            op16(m, i == m->tp.rank ? whole_r(x_local) : sw_tensor_tiles(x_full, SW_ROWS, t, STARPU_R)[i]);
         for (int j = 0; j < n; j++)
             sw_gemm_bias(src, 0, W[j], 1, B[j], sw_tensor_grid(y, t, NULL, n, sizes, STARPU_W)[i * n + j]);
+        op_done(m, src);
     }
 }
 
@@ -902,14 +935,18 @@ static void column_forward(sw_gpt *m, sw_tensor *x_local, sw_tensor *x_full, int
 static void linear_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x, int w, int bias, sw_tensor *dx, int n,
                             const int64_t *sizes)
 {
+    starpu_data_handle_t x16 = op16(m, whole_r(x));
     for (int j = 0; j < n; j++) {
-        starpu_data_handle_t dyj = sw_tensor_split(dy, SW_COLS, n, sizes, STARPU_R)[j];
-        sw_gemm(dyj, 1, whole_r(x), 0, sw_tensor_split(m->grad[w], SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+        starpu_data_handle_t dyj = sw_tensor_split(dy, SW_COLS, n, sizes, STARPU_R)[j], dy16 = op16(m, dyj);
+        sw_gemm(dy16, 1, x16, 0, sw_tensor_split(m->grad[w], SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(m, dy16);
         if (bias) sw_colsum(dyj, sw_tensor_split(m->grad[w + 1], SW_COLS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
     }
+    op_done(m, x16);
+    starpu_data_handle_t dy16 = op16(m, whole_r(dy));
     for (int j = 0; j < m->P; j++)
-        sw_gemm(whole_r(dy), 0, sw_tensor_tiles(m->param[w], SW_COLS, m->P, STARPU_R)[j], 0, cols_w(m, dx, j),
-                1.0f, 0.0f);
+        sw_gemm(dy16, 0, sw_tensor_tiles(gemm_w(m, w), SW_COLS, m->P, STARPU_R)[j], 0, cols_w(m, dx, j), 1.0f, 0.0f);
+    op_done(m, dy16);
 }
 
 /* backward of a column-parallel linear whose input was x_local (gathered
@@ -927,15 +964,18 @@ static sw_tensor *column_backward(sw_gpt *m, sw_tensor *dy, sw_tensor *x_local, 
  * the reduction; returns the tensor holding y */
 static sw_tensor *row_forward(sw_gpt *m, sw_tensor *x, int w)
 {
+    starpu_data_handle_t x16 = op16(m, whole_r(x));
     if (!tp_on(m)) {
         for (int j = 0; j < m->P; j++)
-            sw_gemm_bias(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, m->P, STARPU_R)[j], 1,
+            sw_gemm_bias(x16, 0, sw_tensor_tiles(gemm_w(m, w), SW_ROWS, m->P, STARPU_R)[j], 1,
                          cols_r(m, m->param[w + 1], j), cols_w(m, m->part, j));
+        op_done(m, x16);
         return m->part;
     }
     for (int j = 0; j < m->P; j++)
-        sw_gemm(whole_r(x), 0, sw_tensor_tiles(m->param[w], SW_ROWS, m->P, STARPU_R)[j], 1, cols_w(m, m->part, j),
-                1.0f, 0.0f);
+        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(m, w), SW_ROWS, m->P, STARPU_R)[j], 1, cols_w(m, m->part, j), 1.0f,
+                0.0f);
+    op_done(m, x16);
     sw_tensor *y = sw_tp_g_forward(&m->tp, m->part, m->red);
     for (int i = 0; i < m->P; i++) sw_bias_add(rows_rw(m, y, i), whole_r(m->param[w + 1]));
     return y;
@@ -1247,9 +1287,11 @@ static void lm_head_forward(sw_gpt *m)
     int P = m->P;
     int64_t vocab0 = (int64_t)m->tp.rank * m->Vl;
     sw_tensor *lnf = sw_tp_f_forward(&m->tp, m->lnf, m->lnfg);
+    starpu_data_handle_t x16 = op16(m, whole_r(lnf));
     for (int j = 0; j < P; j++)
-        sw_gemm(whole_r(lnf), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 1, cols_w(m, m->logits, j),
-                1.0f, 0.0f);
+        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(m, 0), SW_ROWS, P, STARPU_R)[j], 1, cols_w(m, m->logits, j), 1.0f,
+                0.0f);
+    op_done(m, x16);
     for (int i = 0; i < P; i++) {
         sw_ce_max(rows_r(m, m->logits, i), rows_w(m, m->ce_max, i), vocab0, c->vocab);
         sw_ce_target(rows_r(m, m->logits, i), rows_r(m, m->targets, i), rows_w(m, m->ce_tgt, i), vocab0);
@@ -1336,6 +1378,9 @@ void sw_gpt_forward(sw_gpt *m, int step)
 {
     const sw_gpt_config *c = &m->c;
     sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
+    /* bf16: the GEMMs' weights, from the master weights as they are now */
+    for (int i = 0; m->w16 && m->micro == 0 && i < m->nparams; i++)
+        if (m->w16[i]) sw_cast(whole_r(m->param[i]), whole_w(m->w16[i]));
     embedding_forward(m, step);
     for (int l = 0; l < c->layers; l++) {
         sw_trace_set_phase(SW_PHASE_FORWARD, l);
@@ -1361,17 +1406,26 @@ static sw_tensor *lm_head_backward(sw_gpt *m)
         sw_ce_bwd(rows_rw(m, m->logits, i), rows_r(m, m->ce_max, i), rows_r(m, m->ce_sumexp, i),
                   rows_r(m, m->targets, i), vocab0, c->vocab, 1.0f / ((float)m->T * m->gn * c->grad_accum));
     /* dwte = dlogits^T lnf (split over the vocabulary) */
-    for (int j = 0; j < P; j++)
-        sw_gemm(cols_r(m, m->logits, j), 1, whole_r(m->lnfg), 0,
-                sw_tensor_tiles(m->grad[0], SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+    starpu_data_handle_t x16 = op16(m, whole_r(m->lnfg));
+    for (int j = 0; j < P; j++) {
+        starpu_data_handle_t d16 = op16(m, cols_r(m, m->logits, j));
+        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(m->grad[0], SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(m, d16);
+    }
+    op_done(m, x16);
     /* dlnf = dlogits wte, split over the vocabulary (the reduction dimension:
      * neither large operand is re-packed) into partial sums, then added */
     if (P == 1) {
-        sw_gemm(whole_r(m->logits), 0, whole_r(m->param[0]), 0, whole_w(m->part), 1.0f, 0.0f);
+        starpu_data_handle_t d16 = op16(m, whole_r(m->logits));
+        sw_gemm(d16, 0, whole_r(gemm_w(m, 0)), 0, whole_w(m->part), 1.0f, 0.0f);
+        op_done(m, d16);
     } else {
-        for (int j = 0; j < P; j++)
-            sw_gemm(cols_r(m, m->logits, j), 0, sw_tensor_tiles(m->param[0], SW_ROWS, P, STARPU_R)[j], 0,
+        for (int j = 0; j < P; j++) {
+            starpu_data_handle_t d16 = op16(m, cols_r(m, m->logits, j));
+            sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(m, 0), SW_ROWS, P, STARPU_R)[j], 0,
                     sw_tensor_tiles(m->lm_part, SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+            op_done(m, d16);
+        }
         starpu_data_handle_t *lp = sw_tensor_tiles(m->lm_part, SW_ROWS, P, STARPU_R);
         sw_add(lp[0], lp[1], whole_w(m->part));
         for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(m->part, STARPU_RW));

@@ -18,7 +18,7 @@
 
 size_t sw_dtype_size(sw_dtype dt)
 {
-    return dt == SW_F32 ? sizeof(float) : sizeof(int32_t);
+    return dt == SW_BF16 ? sizeof(uint16_t) : dt == SW_F32 ? sizeof(float) : sizeof(int32_t);
 }
 
 static sw_tensor *tensor_create(const char *name, sw_dtype dt, int ndim, const int64_t *shape, int node)

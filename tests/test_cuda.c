@@ -98,6 +98,37 @@ static void c_gemm(outputs *o)
     FREE(A, B, C, D, bias, E);
 }
 
+/* fp32 -> bf16 on strided column tiles, back to fp32 on row tiles */
+static void c_cast(outputs *o)
+{
+    sw_tensor *X = T("x", 70, 130, 11, 3), *H = sw_tensor_new2d("x16", SW_BF16, 70, 130), *Y = T("y", 70, 130, 0, 0);
+    starpu_data_handle_t *xt = sw_tensor_tiles(X, SW_COLS, 3, STARPU_R), *ht = sw_tensor_tiles(H, SW_COLS, 3, STARPU_W);
+    for (int j = 0; j < 3; j++) sw_cast(xt[j], ht[j]);
+    starpu_data_handle_t *hr = sw_tensor_tiles(H, SW_ROWS, 2, STARPU_R), *yt = sw_tensor_tiles(Y, SW_ROWS, 2, STARPU_W);
+    for (int i = 0; i < 2; i++) sw_cast(hr[i], yt[i]);
+    keep(o, "fp32 -> bf16 -> fp32", Y);
+    FREE(X, H, Y);
+}
+
+/* bf16 operands (cuBLAS GemmEx, fp32 accumulation): strided tiles, transposes, bias */
+static void c_gemm_bf16(outputs *o)
+{
+    sw_tensor *A = T("A", 96, 160, 1, 1), *B = T("B", 200, 160, 2, 1), *C = T("C", 96, 200, 3, 1);
+    sw_tensor *A16 = sw_tensor_new2d("A16", SW_BF16, 96, 160), *B16 = sw_tensor_new2d("B16", SW_BF16, 200, 160);
+    sw_tensor *D = T("D", 160, 160, 0, 0), *bias = T("bias", 1, 200, 4, 1), *E = T("E", 96, 200, 0, 0);
+    sw_cast(RD(A), W(A16));
+    sw_cast(RD(B), W(B16));
+    starpu_data_handle_t *bt = sw_tensor_tiles(B16, SW_ROWS, 2, STARPU_R);
+    starpu_data_handle_t *ct = sw_tensor_tiles(C, SW_COLS, 2, STARPU_RW);
+    for (int i = 0; i < 2; i++) sw_gemm(RD(A16), 0, bt[i], 1, ct[i], 0.5f, 1.0f);
+    sw_gemm(RD(A16), 1, RD(A16), 0, W(D), 1.0f, 0.0f);
+    sw_gemm_bias(RD(A16), 0, RD(B16), 1, RD(bias), W(E));
+    keep(o, "bf16 gemm A B^T + C (strided tiles)", C);
+    keep(o, "bf16 gemm A^T A", D);
+    keep(o, "bf16 gemm_bias", E);
+    FREE(A, B, C, A16, B16, D, bias, E);
+}
+
 static void c_norms(outputs *o)
 {
     const int64_t R = 64, C = 384;
@@ -329,6 +360,8 @@ int main(int argc, char **argv)
     }
     const test_case cases[] = {
         {"gemm", c_gemm, MAXREL, 1e-4},
+        {"cast", c_cast, BITS, 0},
+        {"bf16 gemm", c_gemm_bf16, MAXREL, 1e-4},
         {"norms", c_norms, REL, 2e-5},
         {"gelu/softmax", c_pointwise, REL, 2e-5},
         {"dropout", c_dropout, BITS, 0},

@@ -16,6 +16,7 @@
  * and dv the dropped probabilities themselves, so every entry's bit shows). */
 #include <string.h>
 
+#include "bf16.h"
 #include "cuda/kernels.h"
 #include "testutil.h"
 
@@ -310,6 +311,33 @@ static void test_dropout(void)
     check_pad("dropout", hy);
     free(y), free(g), free(gy), free(gg), free(hx.p), free(hy.p), free(x);
     sw_tensor_free(X), sw_tensor_free(Y), sw_tensor_free(G);
+}
+
+/* ================= casts: fp32 <-> bf16, bitwise, padding kept ================= */
+static void test_cast(void)
+{
+    const int64_t R = 9, C = 300, ld16 = C + 3;
+    float *x = rnd(R * C, 12, 4.0f);
+    x[0] = 1.00390625f, x[1] = -0.0f, x[2] = INFINITY, x[3] = 1e-40f, x[4] = 3.3895314e38f;
+    hmat hx = hm_new(R, C, x), hy = hm_new(R, C, NULL);
+    uint16_t *h = (uint16_t *)xmalloc(sizeof(uint16_t) * (size_t)(R * ld16));
+    for (int64_t i = 0; i < R * ld16; i++) h[i] = 0xabcd;
+    CHECK_LAUNCH(sw_cuda_cast_to_bf16(hx.p, hx.ld, h, ld16, R, C, NULL));
+    CHECK_LAUNCH(sw_cuda_cast_from_bf16(h, ld16, hy.p, hy.ld, R, C, NULL));
+    int64_t bad = 0, pad = 0;
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t c = 0; c < C; c++) bad += h[r * ld16 + c] != sw_bf16_from_f32(x[r * C + c]);
+        for (int64_t c = C; c < ld16; c++) pad += h[r * ld16 + c] != 0xabcd;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "cast to bf16: %lld of %lld differ from bf16.h, %lld padding values touched",
+             (long long)bad, (long long)(R * C), (long long)pad);
+    tu_true(what, bad == 0 && pad == 0);
+    float *want = (float *)xmalloc(sizeof(float) * (size_t)(R * C)), *gy = hm_get(hy);
+    for (int64_t i = 0; i < R * C; i++) want[i] = sw_f32_from_bf16(sw_bf16_from_f32(x[i]));
+    same_bits("cast back to fp32", gy, want, R * C);
+    check_pad("cast", hy);
+    free(x), free(h), free(want), free(gy), free(hx.p), free(hy.p);
 }
 
 /* ================= adds, colsum, copy_flat ================= */
@@ -745,6 +773,7 @@ int main(int argc, char **argv)
     test_norms();
     test_gelu_softmax();
     test_dropout();
+    test_cast();
     test_adds();
     test_embedding();
     test_crossentropy();

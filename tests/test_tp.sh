@@ -38,6 +38,19 @@ run 4 --ring 2 --sp --dropout 0.1             # tp 2 x ring 2
 run 4 --ulysses 2 --sp --kv-heads 4           # tp 2 x ulysses 2
 run 4 --ring 2 --dp 2 --dropout 0.1           # dp 2 x ring 2
 run 4 --ring 2 --dp 2 --zero 1
+# bf16 GEMM operands (--dtype bf16): tp 2 + sp and Ulysses against one rank, each step from the same parameters
+run 2 --sp --dtype bf16 --dropout 0.1 --kv-heads 2
+run 2 --ulysses 2 --dtype bf16
+# bf16 against fp32 on one rank: the losses of 6 steps within bf16's precision (2^-7 relative), not identical
+for dt in fp32 bf16; do
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 6 --dtype $dt --quiet --log "$TMPD/$dt.csv" > "$TMPD/out" 2>&1 ||
+    cat "$TMPD/out"
+done
+out=$(awk -F, 'NR == FNR { if (FNR > 1) a[$1] = $2; next }
+  FNR > 1 { n++; r = ($2 - a[$1]) / a[$1]; if (r < 0) r = -r; if (r > w) w = r; if ($2 != a[$1]) d++ }
+  END { printf "%d steps, worst relative difference %.3g, %d differ", n, w, d; exit (n == 6 && w <= 1 / 128 && d > 0) ? 0 : 1 }' \
+  "$TMPD/fp32.csv" "$TMPD/bf16.csv")
+check "gpt_train --dtype bf16 vs fp32 losses: $out" [ $? = 0 ]
 # the TP, Ulysses and ring traffic the library counts equals its formula (2
 # ranks: every collective is bandwidth-optimal there)
 for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp" "--ulysses 2" \
@@ -63,4 +76,5 @@ expect_bad 2 "kv-heads (1) must be divisible by tp*ulysses (1*2)" --ulysses 2 --
 expect_bad 2 "seq (62) must be divisible by 2*ring*ulysses (2*2*1) with zigzag" --ring 2 --seq 62
 expect_bad 2 "seq (63) must be divisible by ring*ulysses (2*1)" --ring 2 --seq 63 --no-zigzag
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*2*2*1*1 = 4)" --ulysses 2 --ring 2
+expect_bad 2 "--dtype expects fp32 or bf16, got 'fp16'" --tp 2 --dtype fp16
 finish

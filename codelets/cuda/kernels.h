@@ -23,6 +23,12 @@ extern "C" {
 cudaError_t sw_cuda_bias_rows(float *c, int64_t ldc, const float *bias, int64_t incb, int64_t m, int64_t n,
                               cudaStream_t s);
 
+/* ---- cast.cu: fp32 <-> bf16 (bf16.h), strided rows ---- */
+cudaError_t sw_cuda_cast_to_bf16(const float *s, int64_t lds, uint16_t *d, int64_t ldd, int64_t R, int64_t C,
+                                 cudaStream_t st);
+cudaError_t sw_cuda_cast_from_bf16(const uint16_t *s, int64_t lds, float *d, int64_t ldd, int64_t R, int64_t C,
+                                   cudaStream_t st);
+
 /* ---- layernorm.cu ---- */
 cudaError_t sw_cuda_layernorm_fwd(const float *x, int64_t ldx, const float *w, int64_t incw, const float *b,
                                   int64_t incb, float *y, int64_t ldy, float *mean, int64_t incm, float *rstd,

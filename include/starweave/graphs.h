@@ -73,6 +73,14 @@ typedef struct sw_gpt_config {
      * below's are prefetched while it runs. A budget below two blocks' saved
      * activations is refused. */
     int offload;
+    /* Mixed precision (--dtype bf16): SW_BF16 runs every GEMM on bf16
+     * operands with fp32 accumulation -- the weights' bf16 copies, cast
+     * from the fp32 master weights at the first forward of each step, and
+     * bf16 casts of the activations and gradients entering the GEMM, made
+     * right before it -- while the master weights, gradients, optimizer
+     * states, norms, softmax, attention and the saved activations stay fp32
+     * (the memory model is that of fp32). SW_F32 (the default): fp32 GEMMs. */
+    int dtype;
 } sw_gpt_config;
 
 typedef enum sw_recompute { SW_RECOMPUTE_NONE, SW_RECOMPUTE_SELECTIVE, SW_RECOMPUTE_FULL } sw_recompute;

@@ -44,6 +44,20 @@ void sw_gemm(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int tra
 void sw_gemm_bias(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB,
                   starpu_data_handle_t bias, starpu_data_handle_t C);
 
+/* bf16 operands (--dtype bf16): A and B both fp32 or both bf16 (element
+ * size 2, see sw_cast); products accumulate in fp32 (cuBLAS GemmEx with
+ * fp32 compute on GPUs; on CPUs the bf16 tiles are widened, exactly, and go
+ * through sgemm); C and bias are fp32. */
+
+/* ---- casts (codelets/cast.c) ----
+ * dst = src between fp32 and bf16 (the direction from the element sizes;
+ * to bf16: round to nearest even), same shape. */
+void sw_cast(starpu_data_handle_t src, starpu_data_handle_t dst);
+/* A bf16 copy of the fp32 src in a temporary handle (home node -1: StarPU
+ * allocates it where its readers run): release it with
+ * starpu_data_unregister_submit once they are submitted. */
+starpu_data_handle_t sw_cast_bf16_temp(starpu_data_handle_t src);
+
 /* ---- LayerNorm (codelets/layernorm.c), rows normalised over cols ----
  * y[r,c] = (x - mean) * rstd * w + b; mean[r,1], rstd[r,1] saved (W). */
 void sw_layernorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t b,

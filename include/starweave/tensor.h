@@ -10,7 +10,8 @@
 extern "C" {
 #endif
 
-typedef enum { SW_F32 = 0, SW_I32 = 1 } sw_dtype;
+/* SW_BF16: bfloat16 storage (codelets/bf16.h), for GEMM operands (ops.h) */
+typedef enum { SW_F32 = 0, SW_I32 = 1, SW_BF16 = 2 } sw_dtype;
 typedef enum { SW_ROWS = 0, SW_COLS = 1 } sw_split;
 
 #define SW_MAX_DIMS 4
