@@ -562,13 +562,13 @@ static void shape_fail(const char *what, const sw_tensor *a, const sw_tensor *b,
 
 void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int shift)
 {
-    VIA_NCCL(sw_nccl_ring_shift(c->nccl, g, send, recv, shift));
     check_f32(send, "sw_ring_shift");
     check_f32(recv, "sw_ring_shift");
     if (send->rows != recv->rows || send->cols != recv->cols)
         shape_fail("sw_ring_shift", send, recv, "shapes differ");
-    sw_ring_shift_handles(c, g, sw_tensor_whole(send, STARPU_R), send == recv ? NULL : sw_tensor_whole(recv, STARPU_W),
-                          shift);
+    /* in place: written, so any read-only tiling of send must go first */
+    sw_ring_shift_handles(c, g, sw_tensor_whole(send, send == recv ? STARPU_RW : STARPU_R),
+                          send == recv ? NULL : sw_tensor_whole(recv, STARPU_W), shift);
 }
 
 void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift)
