@@ -256,15 +256,7 @@ __global__ void attn_bwd_dkv_kernel(const float *q, int64_t ldq, const float *k,
             __syncthreads();
         }
     }
-    if (!active) return;
-    float *rk = dk + row * lddk + kvcol, *rv = dv + row * lddv + kvcol;
-    if (a.accumulate || a.kv_accumulate) {
-        for (int c = 0; c < d; c++) rk[c] += dkr[c];
-        for (int c = 0; c < d; c++) rv[c] += dvr[c];
-    } else {
-        for (int c = 0; c < d; c++) rk[c] = dkr[c];
-        for (int c = 0; c < d; c++) rv[c] = dvr[c];
-    }
+    if (active) att_store_dkv(dk + row * lddk + kvcol, dv + row * lddv + kvcol, dkr, dvr, d, a.accumulate || a.kv_accumulate);
 }
 
 extern "C" cudaError_t sw_cuda_attn_fwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v,

@@ -72,6 +72,15 @@ static __device__ __forceinline__ float probs_keep(const sw_cuda_attn &a, int b,
                                                                                                        : 0.0f;
 }
 
+/* dP of key j (0 = the first key of the call) for the query at qpos: D(dO . v_j) */
+static __device__ __forceinline__ float probs_dp(const sw_cuda_attn &a, const float *g, const float *vr, int drop, int b,
+                                                 int h, int64_t qpos, int j)
+{
+    float dp = 0.0f;
+    for (int c = 0; c < a.d; c++) dp += g[c] * vr[c];
+    return drop ? dp * probs_keep(a, b, h, qpos, a.k_pos0 + j) : dp;
+}
+
 /* S[r * lds + c] = P[r * ldp + c], r < nr, c < nc: a block of probs rows */
 static __device__ __forceinline__ void probs_load(float *S, int lds, const float *P, int64_t ldp, int nr, int nc)
 {
@@ -213,13 +222,7 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
         probs_load(S, lds, P + j0, ldp, nq, nk);
         att_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
-        for (int jj = 0; jj < nt; jj++) {
-            const float *vr = KV + (size_t)jj * d;
-            float dp = 0.0f;
-            for (int c = 0; c < d; c++) dp += g[c] * vr[c];
-            if (drop) dp *= probs_keep(a, b, h, qpos, a.k_pos0 + j0 + jj);
-            r += dp * Srow[jj];
-        }
+        for (int jj = 0; jj < nt; jj++) r += probs_dp(a, g, KV + (size_t)jj * d, drop, b, h, qpos, j0 + jj) * Srow[jj];
         __syncthreads();
     }
     if (active) rs[(int64_t)(b * a.nh + h) * a.sq + i] = r;
@@ -230,13 +233,8 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
         probs_load(S, lds, P + j0, ldp, nq, nk);
         att_stage(KV, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
-        for (int jj = 0; jj < nt; jj++) {
-            const float *vr = KV + (size_t)jj * d;
-            float dp = 0.0f;
-            for (int c = 0; c < d; c++) dp += g[c] * vr[c];
-            if (drop) dp *= probs_keep(a, b, h, qpos, a.k_pos0 + j0 + jj);
-            Srow[jj] = scale * Srow[jj] * (dp - r);
-        }
+        for (int jj = 0; jj < nt; jj++)
+            Srow[jj] = scale * Srow[jj] * (probs_dp(a, g, KV + (size_t)jj * d, drop, b, h, qpos, j0 + jj) - r);
         __syncthreads();
         att_stage(KV, k, ldk, j0, nk, B, b, kvcol, d);
         __syncthreads();
@@ -329,15 +327,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
             __syncthreads();
         }
     }
-    if (!active) return;
-    float *rk = dk + row * lddk + kvcol, *rv = dv + row * lddv + kvcol;
-    if (a.accumulate || a.kv_accumulate) {
-        for (int c = 0; c < d; c++) rk[c] += dkr[c];
-        for (int c = 0; c < d; c++) rv[c] += dvr[c];
-    } else {
-        for (int c = 0; c < d; c++) rk[c] = dkr[c];
-        for (int c = 0; c < d; c++) rv[c] = dvr[c];
-    }
+    if (active) att_store_dkv(dk + row * lddk + kvcol, dv + row * lddv + kvcol, dkr, dvr, d, a.accumulate || a.kv_accumulate);
 }
 
 static int probs_args_ok(const sw_cuda_attn &a)
