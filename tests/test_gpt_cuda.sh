@@ -42,7 +42,10 @@ train gpu 1 --ncuda 1 --device cuda
 compare cpu gpu 1e-4
 train gpu_offload 1 --ncuda 1 --device cuda --offload
 compare gpu gpu_offload 0
-train gpu_budget 1 --ncuda 1 --device cuda --offload --offload-budget-mb 32 --memory-report
+# 48 MB of GPU memory: parameters, gradients and AdamW states (about 19 MB)
+# and the two blocks of the working set (about 17 MB) fit, the six blocks'
+# offloaded activations (about 50 MB) do not, so StarPU evicts them to RAM
+train gpu_budget 1 --ncuda 1 --device cuda --offload --offload-budget-mb 48 --memory-report
 grep -E "^memory|node" "$TMPD/gpu_budget.out" | head -n 8
 compare gpu gpu_budget 0
 ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
