@@ -491,10 +491,8 @@ int main(int argc, char **argv)
     ropt.ncuda = o.ncuda;
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
     /* GPU requests where no CUDA worker started: every rank checks its own,
-     * so a rank with a GPU and one without agree through MPI */
-    int gpu_ok = !(o.ncuda > 0 || o.where == STARPU_CUDA) || sw_ncuda() > 0, all_ok = 0;
-    SW_CHECK(MPI_Allreduce(&gpu_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (!all_ok)
+     * so a rank with a GPU and one without agree on the verdict */
+    if (!sw_world_min(!(o.ncuda > 0 || o.where == STARPU_CUDA) || sw_ncuda() > 0))
         sw_usage_error("%s needs a CUDA worker on every rank, and a rank has none (a GPU build, configure "
                        "--enable-cuda, on a machine with a GPU; this rank has %d)",
                        o.where == STARPU_CUDA ? "--device cuda" : "--ncuda", sw_ncuda());

@@ -396,6 +396,13 @@ int sw_home_pinned(void) { return sw_rt.pinned; }
 int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
 int sw_ncuda(void) { return sw_rt.started ? (int)starpu_cuda_worker_get_count() : 0; }
 
+int sw_world_min(int v)
+{
+    int m = v;
+    if (sw_rt.started && sw_rt.size > 1) SW_CHECK(MPI_Allreduce(&v, &m, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    return m;
+}
+
 void sw_set_task_where(unsigned where) { sw_rt.task_where = where; }
 
 int32_t sw_task_where(const struct starpu_codelet *cl)

@@ -67,6 +67,9 @@ int sw_memory_nodes(sw_node_memory *out, int max);
 int sw_ncpus(void);
 /* CUDA workers of this rank (0 in CPU-only builds and on machines without GPU). */
 int sw_ncuda(void);
+/* The smallest v over every rank (collective over MPI_COMM_WORLD: every
+ * rank calls it): for agreeing on a check that ranks evaluate alone. */
+int sw_world_min(int v);
 
 /* Worker types the codelet tasks submitted from now on may run on: an or of
  * STARPU_CPU and STARPU_CUDA, or 0 (the default) for any. A codelet with no
