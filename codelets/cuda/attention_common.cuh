@@ -31,12 +31,10 @@ static __device__ __forceinline__ void att_stage(float *dst, const float *src, i
     }
 }
 
-/* a key row's dK and dV (d floats each), written or added */
-static __device__ __forceinline__ void att_store_dkv(float *rk, float *rv, const float *dkr, const float *dvr, int d,
-                                                     int add)
+/* a row of d floats of a gradient (dQ, dK or dV), written or added */
+static __device__ __forceinline__ void att_store_row(float *dst, const float *v, int d, int add)
 {
-    for (int c = 0; c < d; c++) rk[c] = add ? rk[c] + dkr[c] : dkr[c];
-    for (int c = 0; c < d; c++) rv[c] = add ? rv[c] + dvr[c] : dvr[c];
+    for (int c = 0; c < d; c++) dst[c] = add ? dst[c] + v[c] : v[c];
 }
 
 #endif

@@ -245,12 +245,7 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
         }
         __syncthreads();
     }
-    if (!active) return;
-    float *rq = dq + row * lddq + col;
-    if (a.accumulate)
-        for (int c = 0; c < d; c++) rq[c] += dqr[c];
-    else
-        for (int c = 0; c < d; c++) rq[c] = dqr[c];
+    if (active) att_store_row(dq + row * lddq + col, dqr, d, a.accumulate);
 }
 
 /* dK, dV: grid (key tiles, nkv, batch), T threads, one key row each */
@@ -327,7 +322,9 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
             __syncthreads();
         }
     }
-    if (active) att_store_dkv(dk + row * lddk + kvcol, dv + row * lddv + kvcol, dkr, dvr, d, a.accumulate || a.kv_accumulate);
+    if (!active) return;
+    att_store_row(dk + row * lddk + kvcol, dkr, d, a.accumulate || a.kv_accumulate);
+    att_store_row(dv + row * lddv + kvcol, dvr, d, a.accumulate || a.kv_accumulate);
 }
 
 static int probs_args_ok(const sw_cuda_attn &a)
