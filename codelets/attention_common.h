@@ -54,6 +54,19 @@ static ATT_UNUSED void pack_rows(float *dst, const float *src, int64_t ld, int n
     }
 }
 
+/* The inverse of pack_rows (s = 1) for a gradient: dst[(i*batch + b)*ld + col + c]
+ * = (or += when add) src[i*d + c] */
+static ATT_UNUSED void unpack_rows(float *dst, int64_t ld, const float *src, int n, int batch, int b, int64_t col,
+                                   int d, int add)
+{
+    for (int i = 0; i < n; i++) {
+        float *r = dst + ((int64_t)i * batch + b) * ld + col;
+        const float *g = src + (int64_t)i * d;
+        if (add) for (int c = 0; c < d; c++) r[c] += g[c];
+        else memcpy(r, g, sizeof(float) * (size_t)d);
+    }
+}
+
 /* dst[c*ldd + i] = src[(i*batch + b)*ld + col + c] (transposed pack), i < n, in
  * blocks of 16 rows so that each store fills a cache line; the columns n..ldd-1
  * of dst are zero, so that the score kernels may read whole vectors (whole key

@@ -302,25 +302,10 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                 }
             }
             /* write back: = (W) or += (RW) */
-            for (int i = 0; i < sq; i++) {
-                float *rq = dq + ((int64_t)i * B + b) * lddq + col;
-                const float *gq = dQ + (int64_t)i * d;
-                if (a.accumulate) for (int c = 0; c < d; c++) rq[c] += gq[c];
-                else memcpy(rq, gq, sizeof(float) * (size_t)d);
-            }
+            unpack_rows(dq, lddq, dQ, sq, B, b, col, d, a.accumulate);
             if (h % grp != grp - 1) continue; /* dK, dV: after the group's last query head */
-            for (int j = 0; j < sk; j++) {
-                float *rk = dk + ((int64_t)j * B + b) * lddk + kvcol;
-                float *rv = dv + ((int64_t)j * B + b) * lddv + kvcol;
-                const float *gk = dK + (int64_t)j * d, *gv = dV + (int64_t)j * d;
-                if (kv_add) {
-                    for (int c = 0; c < d; c++) rk[c] += gk[c];
-                    for (int c = 0; c < d; c++) rv[c] += gv[c];
-                } else {
-                    memcpy(rk, gk, sizeof(float) * (size_t)d);
-                    memcpy(rv, gv, sizeof(float) * (size_t)d);
-                }
-            }
+            unpack_rows(dk, lddk, dK, sk, B, b, kvcol, d, kv_add);
+            unpack_rows(dv, lddv, dV, sk, B, b, kvcol, d, kv_add);
         }
     }
     free(Q);
