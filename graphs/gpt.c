@@ -1318,17 +1318,18 @@ static void lm_head_forward(sw_gpt *m)
 /* Offload (Open-Sora's stack, as tasks): after block l's forward its saved
  * activations are copied from the working set (two blocks, alternating)
  * into their tensors on the offload node and marked "won't use" (StarPU
- * writes them home and evicts their main-RAM copies first); in backward
+ * writes them home and evicts their working copies first: main RAM's, or
+ * with CUDA workers the GPU's); in backward
  * they are copied back into the working set before block l's backward
  * (last block first), and once that onload has run, block l - 1's are
- * prefetched while block l computes. (StarPU's prefetch does not wait for
+ * prefetched (to sw_compute_node) while block l computes. (StarPU's prefetch does not wait for
  * the tasks submitted before it, so it is issued from the onload's
  * completion, when it is due, not at submission.) */
 static void prefetch_block(void *arg)
 {
     const struct stash_ref *r = arg;
     for (int i = 0; i < r->m->acts[r->l]->nown; i++)
-        starpu_data_prefetch_on_node(r->m->stash[r->l][i]->handle, STARPU_MAIN_RAM, 1);
+        starpu_data_prefetch_on_node(r->m->stash[r->l][i]->handle, (unsigned)sw_compute_node(), 1);
 }
 
 static void offload_block(sw_gpt *m, int l)

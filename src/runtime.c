@@ -393,6 +393,13 @@ int sw_world_size(void) { return sw_rt.size; }
 int sw_offload_node(void) { return sw_rt.offload_node; }
 int sw_offload_budget_mb(void) { return sw_rt.offload_budget_mb; }
 int sw_home_pinned(void) { return sw_rt.pinned; }
+
+int sw_compute_node(void)
+{
+    int id;
+    if (starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, &id, 1) < 1) return STARPU_MAIN_RAM;
+    return (int)starpu_worker_get_memory_node((unsigned)id);
+}
 int sw_ncpus(void) { return (int)starpu_cpu_worker_get_count(); }
 int sw_ncuda(void) { return sw_rt.started ? (int)starpu_cuda_worker_get_count() : 0; }
 

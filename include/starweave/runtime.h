@@ -50,6 +50,9 @@ int sw_offload_node(void);
 int sw_offload_budget_mb(void);
 /* 1 when tensors' home buffers are pinned (CUDA workers were asked for). */
 int sw_home_pinned(void);
+/* The memory node tasks compute in, where offloaded data is prefetched
+ * back to: the first CUDA worker's with CUDA workers, else main RAM. */
+int sw_compute_node(void);
 
 /* Memory per StarPU memory node: what StarPU counts as used there (buffers
  * it allocated, and starpu_malloc'ed home buffers unless a budget is set),
