@@ -61,7 +61,7 @@ static void usage(FILE *f)
             "                    instead of keeping them\n"
             "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
             "  --grad-accum K    micro-batches per step and rank (1), gradients summed\n"
-            "  --bucket-mb X     gradient bucket size of the dp all-reduce in MB (25)\n"
+            "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
             "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (and ulysses x ring) (0)\n"
             "  --ulysses N       DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
             "                    all-to-all around attention\n"
@@ -77,7 +77,7 @@ static void usage(FILE *f)
             "  --offload         saved activations leave the memory that computes after their forward\n"
             "                    and come back (prefetched, last block first) for backward: to a StarPU\n"
             "                    disk node in $TMPDIR, or with CUDA workers to pinned main RAM\n"
-            "  --offload-budget-mb N  with --offload, memory (MB) StarPU may allocate in main RAM (disk\n"
+            "  --offload-budget-mb N  with --offload, memory (MiB) StarPU may allocate in main RAM (disk\n"
             "                    node) or on each GPU (CUDA); the rest is evicted (0: no limit)\n"
             "runtime:\n"
             "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
@@ -354,9 +354,9 @@ static void memory_report(sw_gpt *m)
     sw_node_memory nodes[8];
     int n = sw_memory_nodes(nodes, 8), at = 0;
     for (int k = 0; k < n && at < LINE; k++)
-        at += snprintf(line + at, (size_t)(LINE - at), "%s%s: peak %.2f MB used (of %.0f), in %.2f MB, out %.2f MB",
-                       k ? "; " : "", nodes[k].name, nodes[k].peak / 1e6, nodes[k].total / 1e6, nodes[k].bytes_in / 1e6,
-                       nodes[k].bytes_out / 1e6);
+        at += snprintf(line + at, (size_t)(LINE - at), "%s%s: peak %.2f MiB used (of %.0f), in %.2f MiB, out %.2f MiB",
+                       k ? "; " : "", nodes[k].name, nodes[k].peak / 1048576.0, nodes[k].total / 1048576.0,
+                       nodes[k].bytes_in / 1048576.0, nodes[k].bytes_out / 1048576.0);
     SW_CHECK(MPI_Gather(line, LINE, MPI_CHAR, lines, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (me == 0) {
         printf("memory: StarPU memory nodes per rank (used: what StarPU counts; in/out: bytes over its buses during "
@@ -445,9 +445,10 @@ static void context_report(const sw_gpt *m, const sw_comm *comm, int steps)
             long calls;
             sw_comm_traffic(comm, groups[k], &sent, &calls);
             if (calls)
-                printf("communication: rank 0 sent %.3f MB per step on the %s group in %.1f collectives "
-                       "(model: %.3f MB)\n",
-                       sent / steps / 1e6, sw_group_name(groups[k]), (double)calls / steps, model[k] / 1e6);
+                printf("communication: rank 0 sent %.3f MiB per step on the %s group in %.1f collectives "
+                       "(model: %.3f MiB)\n",
+                       sent / steps / 1048576.0, sw_group_name(groups[k]), (double)calls / steps,
+                       model[k] / 1048576.0);
         }
         double lo = all[0], hi = all[0];
         for (int r = 1; r < n; r++) lo = all[r] < lo ? all[r] : lo, hi = all[r] > hi ? all[r] : hi;
@@ -592,9 +593,9 @@ int main(int argc, char **argv)
         long calls;
         sw_comm_traffic(comm, SW_GROUP_TP, &sent, &calls);
         if (me == 0)
-            printf("communication: rank 0 sent %.3f MB per step on the TP group in %.1f collectives "
-                   "(model: %.3f MB)\n",
-                   sent / o.steps / 1e6, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / 1e6);
+            printf("communication: rank 0 sent %.3f MiB per step on the TP group in %.1f collectives "
+                   "(model: %.3f MiB)\n",
+                   sent / o.steps / 1048576.0, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / 1048576.0);
     }
     if (c->ulysses * c->ring > 1) context_report(m, comm, o.steps);
     if (log) fclose(log);
