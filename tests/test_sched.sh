@@ -1,19 +1,46 @@
 #!/bin/sh
-# Results must not depend on the StarPU scheduler nor on the number of workers:
-# the losses of 3 training steps (with dropout) are bit-identical.
+# Results must not depend on the StarPU scheduler nor on the number of
+# workers: 3 training steps (dropout on) under eager, lws, ws, dmda and
+# random with 1 and 2 CPU workers per rank give the logged losses and every
+# rank's checkpoint after step 3 (parameters and AdamW moments) byte for
+# byte equal to a reference run with StarPU's default scheduler and worker
+# count -- on one rank, with tp 2 + sp on 2 ranks and with dp 2 + ZeRO-1 on
+# 2 ranks. Every run must exit 0 and write its log and checkpoint.
 . "${top_srcdir:-.}/tests/common.sh"
 args="--layers 2 --hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1 --quiet"
-ref=""
-for sched in eager lws ws dmda random; do
-  for ncpus in 1 2; do
-    log="$TMPD/$sched-$ncpus.csv"
-    if ! timeout 300 "$GPT_TRAIN" $args --sched "$sched" --ncpus "$ncpus" --log "$log" > "$TMPD/out" 2>&1; then
-      cat "$TMPD/out"; check "gpt_train under $sched with $ncpus workers runs" false; continue
-    fi
-    losses=$(cut -d, -f2 "$log" | tail -n +2 | tr '\n' ' ')
-    echo "$sched x$ncpus: $losses"
-    [ -n "$ref" ] || ref=$losses
-    check "$sched with $ncpus workers gives the same losses" [ "$losses" = "$ref" ]
+train() { # train NP DIR ARGS...: gpt_train on NP ranks, log DIR.csv, checkpoint in DIR; its exit status
+  np=$1; d=$2; shift 2
+  SW_TEST_TIMEOUT=300 sh "$LAUNCH" "$np" "$GPT_TRAIN" $args --log "$d.csv" --save "$d" "$@" > "$d.out" 2>&1
+}
+same_run() { # same_run RC NP DIR_A DIR_B: RC 0, 3 steps logged, same losses, every rank's checkpoint identical
+  [ "$1" = 0 ] && [ "$(wc -l < "$4.csv.loss")" = 4 ] && cmp -s "$3.csv.loss" "$4.csv.loss" || return 1
+  shift
+  for r in $(seq 0 $(($1 - 1))); do
+    f=$(printf 'step-%08d/rank-%05d.ckpt' 3 "$r")
+    [ -s "$2/$f" ] && cmp -s "$2/$f" "$3/$f" || return 1
+  done
+}
+n=0
+for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
+  set -- $layout; np=$1; shift
+  n=$((n + 1)); ref="$TMPD/ref$n"
+  # the reference: StarPU's default scheduler, the launcher's worker count
+  train "$np" "$ref" "$@"
+  rc=$?
+  [ "$rc" = 0 ] || cat "$ref.out"
+  check "np=$np${*:+ $*}: reference run (default scheduler): exit $rc" [ "$rc" = 0 ]
+  cut -d, -f1,2 "$ref.csv" > "$ref.csv.loss" 2> /dev/null
+  echo "np=$np${*:+ $*}: reference losses $(tail -n +2 "$ref.csv.loss" | tr '\n' ' ')"
+  for sched in eager lws ws dmda random; do
+    for ncpus in 1 2; do
+      d="$TMPD/$n-$sched-$ncpus"
+      train "$np" "$d" "$@" --sched "$sched" --ncpus "$ncpus"
+      rc=$?
+      [ "$rc" = 0 ] || cat "$d.out"
+      cut -d, -f1,2 "$d.csv" > "$d.csv.loss" 2> /dev/null
+      check "np=$np${*:+ $*} under $sched with $ncpus worker(s) per rank: exit $rc, losses and every rank's checkpoint equal the reference's" \
+        same_run "$rc" "$np" "$ref" "$d"
+    done
   done
 done
 finish
