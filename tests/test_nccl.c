@@ -5,9 +5,10 @@
  * all-to-all of parts on strided tiles, sw_comm routed to NCCL, the CPU backend's
  * result on the same input, and 60 collectives on two communicators
  * interleaved with compute (the token handles keep the order).
- * Skipped (exit 77, "SKIP: reason" from rank 0) in builds without CUDA, or
- * when a rank has no CUDA worker, or the ranks of a node outnumber its GPUs
- * (NCCL wants a device per rank). */
+ * Skipped (exit 77, a "SKIP" line from every rank, rank 0's with the
+ * reason) in builds without CUDA, or when a rank has no CUDA worker, or the
+ * ranks of a node outnumber its GPUs (NCCL wants a device per rank);
+ * test_nccl.sh counts the lines, so a rank that dies instead is a failure. */
 #include "config.h"
 
 #ifndef STARWEAVE_USE_CUDA
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
     if (!all) {
         /* rank 0 prints a reason: its own, or that another rank had one */
         if (me == 0) printf("SKIP: %s\n", ok ? "another rank has no usable GPU" : why);
+        else printf("SKIP (rank %d): as rank 0\n", me);
         fflush(stdout);
         sw_shutdown();
         return 77;
