@@ -506,12 +506,13 @@ int main(int argc, char **argv)
     if (sw_comm_set_backend(comm, o.backend, why, sizeof why) < 0) sw_usage_error("--comm nccl: %s", why);
     int me = sw_rank();
     if (me != 0) o.quiet = 1;
-    FILE *log = NULL;
-    if (me == 0) {
-        log = fopen(o.log, "w");
-        if (!log) sw_usage_error("cannot write log '%s': %s", o.log, strerror(errno));
-        fprintf(log, "step,loss,ms,tokens_per_s\n");
-    }
+    /* rank 0 writes the log; every rank learns whether it could, so that
+     * all of them stop (the others would wait in collectives for rank 0) */
+    FILE *log = me == 0 ? fopen(o.log, "w") : NULL;
+    const int log_errno = errno;
+    if (!sw_world_min(me != 0 || log != NULL))
+        sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
+    if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     const sw_gpt_config *c = sw_gpt_get_config(m);

@@ -32,6 +32,9 @@ check "mpirun -np 2 with a bad flag: exit 2 without hanging (rc $rc), message pr
 expect "--comm expects auto, mpi or nccl, got 'gloo'" --comm gloo
 expect "--device expects any, cuda or cpu, got 'gpu'" --device gpu
 expect "--device cuda needs CUDA workers (ncuda = 0)" --device cuda --ncuda 0
+# rank 0 cannot write the log: every rank stops (the others do not wait for it)
+expect_bad 1 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --log /nonexistent/dir/log.csv
+expect_bad 2 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --tp 2 --log /nonexistent/dir/log.csv
 # GPU requests where there is no GPU (or fewer GPUs than ranks): refused on every rank
 ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
 if [ "$ngpu" -lt 2 ]; then
