@@ -7,13 +7,6 @@
 
 enum { R = 7, C = 13, NSTEP = 3 };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 /* PyTorch AdamW, one step, in double */
 static void ref_step(double *p, const float *g, double *m, double *v, int64_t n, const sw_adamw_args *a)
 {
@@ -29,7 +22,7 @@ static void ref_step(double *p, const float *g, double *m, double *v, int64_t n,
 
 static void check(const char *what, const float *got, const double *ref, int64_t n)
 {
-    tu_close(what, got, ref, n, 1e-5, 1e-6 * maxabs(ref, n));
+    tu_close(what, got, ref, n, 1e-5, 1e-6 * tu_maxabs(ref, n));
 }
 
 /* tiles: 0 = whole tensors, else that many column tiles */

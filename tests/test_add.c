@@ -8,13 +8,6 @@
 
 enum { R = 37, C = 53, N = R * C };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 struct tiling {
     sw_split split;
     int nt;
@@ -48,7 +41,7 @@ int main(int argc, char **argv)
         float *got = tu_read(Z);
         for (int i = 0; i < N; i++) ref[i] = (double)x[i] + y[i];
         snprintf(what, sizeof what, "add z = x + y, %dx%d, %s", R, C, tl->name);
-        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * tu_maxabs(ref, N));
         free(got);
 
         /* y += -0.6 x */
@@ -57,7 +50,7 @@ int main(int argc, char **argv)
         got = tu_read(Y);
         for (int i = 0; i < N; i++) ref[i] = (double)y[i] - 0.6 * x[i];
         snprintf(what, sizeof what, "axpy y += -0.6 x, %s", tl->name);
-        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * tu_maxabs(ref, N));
         free(got);
 
         /* x[r,c] += bias[c]: bias whole for row tiles, bias column tiles for column tiles */
@@ -68,7 +61,7 @@ int main(int argc, char **argv)
         got = tu_read(X);
         for (int i = 0; i < N; i++) ref[i] = (double)x[i] + bias[i % C];
         snprintf(what, sizeof what, "bias_add x += bias[1,c], %s", tl->name);
-        tu_close(what, got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        tu_close(what, got, ref, N, 1e-6, 1e-7 * tu_maxabs(ref, N));
         free(got);
 
         sw_tensor_free(X);
@@ -100,7 +93,7 @@ int main(int argc, char **argv)
             float *got = tu_read(Y);
             for (int c = 0; c < C; c++) ref[c] = 0.5 * cs[c] + (beta ? (double)y0[c] : 0.0);
             snprintf(what, sizeof what, "colsum y = %d y + 0.5 sum_r x, %s", beta, tl->name);
-            tu_close(what, got, ref, C, 1e-6, 1e-6 * maxabs(ref, C));
+            tu_close(what, got, ref, C, 1e-6, 1e-6 * tu_maxabs(ref, C));
             free(got);
             sw_tensor_free(X);
             sw_tensor_free(Y);
@@ -120,7 +113,7 @@ int main(int argc, char **argv)
         sw_tensor_fill(Y, NAN);
         sw_colsum(sw_tensor_whole(X, STARPU_R), sw_tensor_whole(Y, STARPU_W), 1.0f, 0.0f);
         float *got = tu_read(Y);
-        tu_close("colsum 7x1100 (several column blocks), beta 0", got, rw, CW, 1e-6, 1e-6 * maxabs(rw, CW));
+        tu_close("colsum 7x1100 (several column blocks), beta 0", got, rw, CW, 1e-6, 1e-6 * tu_maxabs(rw, CW));
         free(got);
         sw_tensor_free(X);
         sw_tensor_free(Y);
@@ -142,7 +135,7 @@ int main(int argc, char **argv)
             ref[c] = y0[c] - 2.0 * cs[c];
             other_ok &= got[2 * c] == -7.0f;
         }
-        tu_close("colsum into a strided [C,1] vector, alpha -2, beta 1", col, ref, C, 1e-6, 1e-6 * maxabs(ref, C));
+        tu_close("colsum into a strided [C,1] vector, alpha -2, beta 1", col, ref, C, 1e-6, 1e-6 * tu_maxabs(ref, C));
         tu_true("colsum into a strided vector leaves the other column alone", other_ok);
         free(got);
         sw_tensor_free(X);
@@ -160,7 +153,7 @@ int main(int argc, char **argv)
         sw_bias_add(sw_tensor_whole(X, STARPU_RW), bc[0]);
         float *got = tu_read(X);
         for (int i = 0; i < N; i++) ref[i] = (double)x[i] + bias[i % C];
-        tu_close("bias_add with a strided [C,1] bias", got, ref, N, 1e-6, 1e-7 * maxabs(ref, N));
+        tu_close("bias_add with a strided [C,1] bias", got, ref, N, 1e-6, 1e-7 * tu_maxabs(ref, N));
         free(got);
         sw_tensor_free(X);
         sw_tensor_free(Bs);

@@ -129,9 +129,7 @@ static void ref_gemm(const float *A, int ta, const float *B, int tb, double *C, 
 static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
-    double mx = 0;
-    for (int i = 0; i < M * N; i++) mx = fabs(ref[i]) > mx ? fabs(ref[i]) : mx;
-    tu_close(what, got, ref, M * N, 1e-5, 1e-5 * mx);
+    tu_close(what, got, ref, M * N, 1e-5, 1e-5 * tu_maxabs(ref, M * N));
     free(got);
 }
 

@@ -11,13 +11,6 @@
 
 enum { N = 6, VP = 48 }; /* rows, padded vocabulary (columns) */
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 /* loss of row r over the first vocab columns */
 static double ref_row_loss(const double *x, int vocab, int target)
 {
@@ -29,7 +22,7 @@ static double ref_row_loss(const double *x, int vocab, int target)
 
 static void check(const char *what, const float *got, const double *ref, int64_t n, double rtol)
 {
-    tu_close(what, got, ref, n, rtol, 1e-6 * (1 + maxabs(ref, n)));
+    tu_close(what, got, ref, n, rtol, 1e-6 * (1 + tu_maxabs(ref, n)));
 }
 
 typedef struct ce_t {

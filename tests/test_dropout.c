@@ -9,13 +9,6 @@
 
 enum { R = 61, C = 97, N = R * C };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 static sw_rng_key base_key(void)
 {
     sw_rng_key k;
@@ -138,7 +131,7 @@ int main(int argc, char **argv)
             fd[i] = (lp - lm) / (2 * h);
         }
         snprintf(what, sizeof what, "dropout bwd p=%.1f vs finite differences", p);
-        tu_close(what, g1, fd, N, 1e-5, 1e-6 * maxabs(fd, N));
+        tu_close(what, g1, fd, N, 1e-5, 1e-6 * tu_maxabs(fd, N));
         free(y1);
         free(y3);
         free(yc);

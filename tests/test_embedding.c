@@ -12,13 +12,6 @@
 enum { S = 7, B = 3, T = S * B, C = 10, V = 20, P = 12 };
 static const int64_t VOCAB0 = 15, POS0 = 2;
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 /* x = wte[tok - vocab0] (if in range) + wpe[pos0 + g / B] for rows g */
 static void ref_fwd(const int32_t *tok, const double *wte, const double *wpe, double *x)
 {
@@ -55,7 +48,7 @@ static void fd_grad(const int32_t *tok, double *wte, double *wpe, const double *
 
 static void check(const char *what, const float *got, const double *ref, int64_t n)
 {
-    tu_close(what, got, ref, n, 1e-5, 1e-6 * (1 + maxabs(ref, n)));
+    tu_close(what, got, ref, n, 1e-5, 1e-6 * (1 + tu_maxabs(ref, n)));
 }
 
 int main(int argc, char **argv)

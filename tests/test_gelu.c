@@ -8,13 +8,6 @@
 
 enum { R = 37, C = 53, N = R * C };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 static double ref_gelu(double x)
 {
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -62,7 +55,7 @@ int main(int argc, char **argv)
         xd[i] = s;
         dx_ref[i] = (lp - lm) / (2 * h);
     }
-    const double ymax = maxabs(y_ref, N), dxmax = maxabs(dx_ref, N);
+    const double ymax = tu_maxabs(y_ref, N), dxmax = tu_maxabs(dx_ref, N);
     char what[160];
 
     struct { sw_split split; int nt; const char *name; } tilings[] = {

@@ -7,13 +7,6 @@
 
 enum { M = 37, N = 53, K = 29 };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 /* C = alpha op(A) op(B) + beta C0 (C0 ignored when beta == 0); A is stored
  * [k,m] when ta else [m,k], B [n,k] when tb else [k,n], all contiguous. */
 static void ref_gemm(const float *A, int ta, const float *B, int tb, const float *C0, double alpha,
@@ -35,7 +28,7 @@ static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
     int64_t n = sw_tensor_numel(C);
-    tu_close(what, got, ref, n, 1e-5, 1e-5 * maxabs(ref, n));
+    tu_close(what, got, ref, n, 1e-5, 1e-5 * tu_maxabs(ref, n));
     free(got);
 }
 

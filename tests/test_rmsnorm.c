@@ -12,13 +12,6 @@ struct rms_ref {
     double x[R * C], w[C], r[R * C];
 };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 static void ref_fwd(const struct rms_ref *p, double *y, double *rstd)
 {
     for (int i = 0; i < R; i++) {
@@ -58,7 +51,7 @@ int main(int argc, char **argv)
     ref_fwd(&p, y_ref, rstd_ref);
     tu_fd_grad(ref_loss, &p, p.x, R * C, dx_ref);
     tu_fd_grad(ref_loss, &p, p.w, C, dw_ref);
-    const double ymax = maxabs(y_ref, R * C), dxmax = maxabs(dx_ref, R * C), dwmax = maxabs(dw_ref, C);
+    const double ymax = tu_maxabs(y_ref, R * C), dxmax = tu_maxabs(dx_ref, R * C), dwmax = tu_maxabs(dw_ref, C);
     char what[160];
 
     const int tilings[] = {1, 3, 5};

@@ -8,13 +8,6 @@
 
 enum { R = 37, C = 53, N = R * C };
 
-static double maxabs(const double *x, int64_t n)
-{
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
 static void ref_softmax(const double *x, double *y, int rows, int cols)
 {
     for (int i = 0; i < rows; i++) {
@@ -63,7 +56,7 @@ int main(int argc, char **argv)
         xd[i] = s;
         dx_ref[i] = (lp - lm) / (2 * h);
     }
-    const double dxmax = maxabs(dx_ref, N);
+    const double dxmax = tu_maxabs(dx_ref, N);
     char what[160];
 
     for (int nt = 1; nt <= 3; nt += 2) {

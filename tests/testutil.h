@@ -49,14 +49,41 @@ static inline float *tu_read(sw_tensor *t)
     return x;
 }
 
-/* |got - ref| <= atol + rtol * |ref| element-wise; prints the worst. */
+/* Largest |x| over the finite values: a tolerance scaled by it stays finite
+ * when the reference holds infinities (the lse of a fully masked row). */
+static inline double tu_maxabs(const double *x, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* The rule for a pair where either value is not finite: they are compared
+ * exactly, an infinity on either side must be the same infinity on the other
+ * and NaN matches only NaN. (Through a tolerance, ref = -inf would give
+ * limit = atol + rtol * inf = inf and pass any got.) */
+static inline int tu_nonfinite_match(double got, double ref)
+{
+    return isnan(got) ? isnan(ref) : got == ref;
+}
+
+/* |got - ref| <= atol + rtol * |ref| element-wise where both are finite,
+ * tu_nonfinite_match elsewhere; prints the worst. */
 static inline int tu_close(const char *what, const float *got, const double *ref, int64_t n,
                            double rtol, double atol)
 {
     double worst = 0; int64_t wi = 0; int ok = 1;
     for (int64_t i = 0; i < n; i++) {
-        double err = fabs((double)got[i] - ref[i]);
-        double lim = atol + rtol * fabs(ref[i]);
+        const double g = got[i];
+        double err, lim;
+        if (isfinite(g) && isfinite(ref[i])) {
+            err = fabs(g - ref[i]);
+            lim = atol + rtol * fabs(ref[i]);
+        } else {
+            err = tu_nonfinite_match(g, ref[i]) ? 0 : INFINITY;
+            lim = 0;
+        }
         if (!(err <= lim)) ok = 0;
         double r = err / (lim > 0 ? lim : 1);
         if (!(r <= worst)) { worst = r; wi = i; }
