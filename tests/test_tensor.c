@@ -39,10 +39,17 @@ int main(int argc, char **argv)
     for (int64_t i = 0; i < R * C; i++) ref[i] = -2.0 * a[i];
     tu_close("whole write after read-only splits", b, ref, R * C, 1e-6, 0);
 
-    /* column tiles are strided views: write each with a distinct value */
+    /* column tiles are strided views of the row-major parent: each keeps
+     * the full row as its ld, with its share of the columns */
     for (int j = 0; j < 4; j++) {
         starpu_data_handle_t h = sw_tensor_tiles(u, SW_COLS, 4, STARPU_W)[j];
-        tu_true("column tile has ld = full row", starpu_matrix_get_local_ld(h) == (uint32_t)C || j > 0);
+        int64_t first, count;
+        sw_tile_range(C, 4, j, &first, &count);
+        char what[128];
+        snprintf(what, sizeof what, "column tile %d of 4: ld = %d (full row), %lld columns from %lld", j, (int)C,
+                 (long long)count, (long long)first);
+        tu_true(what, starpu_matrix_get_local_ld(h) == (uint32_t)C && starpu_matrix_get_nx(h) == (uint32_t)count &&
+                          starpu_matrix_get_ny(h) == (uint32_t)R);
     }
     /* explicit column sizes (a q | k | v split) and a grid: u = t + t block
      * by block through the split, then u += t through a 3 x 2 grid */
