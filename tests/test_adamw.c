@@ -76,12 +76,13 @@ static void run(int tiles, int step0, const char *tag)
         free(gm);
         free(gv);
     }
-    /* the update is not just decay: parameters moved by about lr per step */
+    /* the reference's update is not just decay: parameters moved by about lr
+     * per step (else matching it would say little about the Adam term) */
     {
         double moved = 0;
         for (int64_t i = 0; i < n; i++) moved += fabs(pd[i] - p[i] * pow(1 - 1e-2 * 0.1, NSTEP));
-        snprintf(what, sizeof what, "adamw: reference moved the parameters by ~lr per step (%s)", tag);
-        tu_true(what, moved / (double)n > 0.5 * 1e-2 && moved / (double)n < NSTEP * 1.5e-2);
+        snprintf(what, sizeof what, "adamw: moved the parameters by ~lr per step (%s)", tag);
+        tu_require(what, moved / (double)n > 0.5 * 1e-2 && moved / (double)n < NSTEP * 1.5e-2);
     }
     sw_tensor_free(P);
     sw_tensor_free(G);

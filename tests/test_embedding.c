@@ -185,7 +185,9 @@ int main(int argc, char **argv)
     free(dte);
     free(dpe);
 
-    /* rows of wte for ids outside the shard get nothing: rows with no id stay g0 */
+    /* the data has rows of wte that no id of the shard uses and the reference
+     * gives them nothing, so the dwte checks above (= g0 + reference) also
+     * show that the library leaves those rows at g0 */
     {
         int used[V] = {0};
         for (int g = 0; g < T; g++)
@@ -196,7 +198,7 @@ int main(int argc, char **argv)
             if (!used[v])
                 for (int c = 0; c < C; c++) ok &= gte[v * C + c] == 0.0;
         }
-        tu_true("reference: unused shard rows have zero gradient, some rows used", ok && nused > 2 && nused < V);
+        tu_require("embedding: unused shard rows have zero gradient, some rows used", ok && nused > 2 && nused < V);
     }
 
     sw_tensor_free(TOK);

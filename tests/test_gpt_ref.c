@@ -144,9 +144,9 @@ static void check_reference_fd(void)
     }
     char buf[200];
     snprintf(buf, sizeof buf,
-             "reference vs finite differences (tiny model, dropout 0.1, %d embedding elements dropped): "
+             "ref_gpt backward vs finite differences (tiny model, dropout 0.1, %d embedding elements dropped): "
              "worst max|fd-g|/max|g| %.3g (limit 1e-6)", dropped, worst);
-    tu_true(buf, worst <= 1e-6 && dropped > 0);
+    tu_require(buf, worst <= 1e-6 && dropped > 0);
     ref_gpt_acts_free(a);
     for (int i = 0; i < n; i++) { free(P[i]); free(G[i]); }
     free(P);
@@ -298,11 +298,7 @@ static void run_case(float dropout, int kv_heads, int do_export)
             ref_gpt_backward(&c, P, tok, tgt, step, acts, G);
         }
         losses[step - 1] = sw_gpt_read_loss(m);
-        if (step == 1) {
-            snprintf(what, sizeof what, "step-1 loss (dropout %.2f): got %.9g ref %.9g, rel err %.3g (limit 1e-5)",
-                     (double)dropout, (double)losses[0], ref_losses[0],
-                     fabs(losses[0] - ref_losses[0]) / fabs(ref_losses[0]));
-            tu_true(what, fabs(losses[0] - ref_losses[0]) <= 1e-5 * fabs(ref_losses[0]));
+        if (step == 1) { /* its loss is checked below with the others */
             if (do_export) export_raw("loss", 0, "loss1", "f32", 1, 1, &losses[0], sizeof(float));
             for (int i = 0; i < n; i++) {
                 int64_t k = ref_gpt_param_numel(&c, i);
@@ -330,7 +326,8 @@ static void run_case(float dropout, int kv_heads, int do_export)
                  ref_losses[step - 1], rel);
         tu_true(what, rel <= 1e-5);
     }
-    tu_true("training lowers the loss (reference)", ref_losses[NSTEPS] < ref_losses[0]);
+    /* else matching the reference's steps would not show that AdamW trains */
+    tu_require("training lowers the loss", ref_losses[NSTEPS] < ref_losses[0]);
     if (do_export) {
         export_raw("losses", 0, "losses_after_update", "f32", NSTEPS, 1, &losses[1], sizeof(float));
         export_end();

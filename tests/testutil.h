@@ -1,5 +1,6 @@
 /* Helpers for the unit tests: plain programs, exit 0 = pass, 1 = fail,
- * 77 = skip (Automake's convention). Each check prints one line. */
+ * 77 = skip, 99 = hard error (Automake's convention). Each check prints one
+ * line. */
 #ifndef STARWEAVE_TESTUTIL_H
 #define STARWEAVE_TESTUTIL_H
 
@@ -99,6 +100,20 @@ static inline int tu_true(const char *what, int cond)
     if (cond) tu_passed++; else tu_failed++;
     printf("%s %s\n", cond ? "PASS" : "FAIL", what);
     return cond;
+}
+
+/* A precondition on the test's own reference or set-up, not a check of the
+ * library: never counted in passed. If it does not hold, the test cannot
+ * judge the library at all, so it stops with Automake's hard error (99). */
+static inline void tu_require(const char *what, int cond)
+{
+    if (cond) {
+        printf("ok (reference) %s\n", what);
+        return;
+    }
+    printf("ERROR reference: %s\n", what);
+    fflush(stdout);
+    exit(99);
 }
 
 /* Central differences: g[i] = d loss(ctx) / d v[i] for i < n, where v is
