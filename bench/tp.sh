@@ -25,7 +25,7 @@ run() { # run NAME STEPS NP ARGS...
   fi
   ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
   loss=$(sed -n 's/.*-> \([0-9.]*\) after.*/\1/p' "$log.out")
-  comm=$(sed -n 's/^communication: rank 0 sent \([0-9.]*\) MB per step .* in \([0-9.]*\) collectives (model: \([0-9.]*\) MB)/\1 MB in \2 collectives, model \3 MB/p' "$log.out")
+  comm=$(sed -n 's/^communication: rank 0 sent \([0-9.]*\) MiB per step .* in \([0-9.]*\) collectives (model: \([0-9.]*\) MiB)/\1 MiB in \2 collectives, model \3 MiB/p' "$log.out")
   busy=$(sed -n 's/^profile: [0-9]* tasks, workers busy \([0-9.]*%\).*GEMM share of step time \([0-9.]*%\).*/busy \1, GEMM \2/p' "$log.out")
   printf '%-28s %-34s ms/step %8s  final loss %s  %s  %s\n' "$name" "np=$np $*" "${ms:-FAILED}" "${loss:-?}" "${comm:-}" "${busy:-}"
   [ -n "$ms" ] || cat "$log.out"

@@ -495,8 +495,9 @@ int64_t sw_gpt_position(const sw_gpt *m, int64_t i)
 static int sharded(const sw_gpt *m, int64_t rows) { return m->c.zero && m->gn > 1 && rows >= m->gn; }
 
 /* Gradient buckets, in reverse parameter order (backward produces the last
- * parameters' gradients first): at most bucket_mb each, the first at most
- * 1 MB so that the first reduction starts early (as PyTorch DDP does). */
+ * parameters' gradients first): at most bucket_mb MiB each, the first at
+ * most 1 MiB so that the first reduction starts early (as PyTorch DDP does,
+ * whose bucket_cap_mb is in MiB too). */
 static void create_buckets(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
@@ -512,10 +513,10 @@ static void create_buckets(sw_gpt *m)
         perror("starweave: calloc");
         abort();
     }
-    double limit = c->bucket_mb * 1e6;
+    double limit = c->bucket_mb * 1048576.0;
     for (int p = n - 1; p >= 0;) {
         int b = m->nbuckets++, first = p;
-        double cap = b == 0 && limit > 1e6 ? 1e6 : limit, bytes = 0;
+        double cap = b == 0 && limit > 1048576.0 ? 1048576.0 : limit, bytes = 0;
         while (p >= 0 && (p == first || bytes + (double)sw_tensor_bytes(m->grad[p]) <= cap))
             bytes += (double)sw_tensor_bytes(m->grad[p--]);
         int count = first - p;
@@ -556,6 +557,7 @@ static void block_create(sw_gpt *m, block_acts *a, const char *prefix, int b)
     a->att = own(a, prefix, b, "att", T, (int64_t)m->aq * m->d);
     a->att_u = m->U > 1 ? own(a, prefix, b, "att_u", m->Tr, (int64_t)m->hq * m->d) : a->att;
     a->lse = own(a, prefix, b, "lse", m->Tr, m->hq);
+    (void)sw_tensor_new2d("broken_unreported", SW_F32, T, h); /* BROKEN: kept but not reported */
     if (c->recompute == SW_RECOMPUTE_NONE) /* ring = 1: the attention space holds the whole sequence */
         a->probs = own(a, prefix, b, "probs", (int64_t)m->Tr * m->hq, c->seq);
     a->x_mid = own(a, prefix, b, "x_mid", Tl, h);
@@ -592,7 +594,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
      * found no room for the collectives' buffers and waited forever) */
     double block_mib = saved_model_bytes(c, 0) / 1048576.0;
     if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
-        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MB)",
+        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
                        sw_offload_budget_mb(), block_mib);
     m->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, comm ? sw_mesh_rank(sw_comm_mesh(comm), SW_GROUP_TP) : 0, c->sp};
     m->comm = comm;

@@ -58,8 +58,8 @@ for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --steps 2 --log "$TMPD/log.csv" $args > "$TMPD/out" 2>&1
   rc=$?
   line=$(grep -m 1 '^communication:' "$TMPD/out")
-  sent=$(echo "$line" | sed -n 's/.* sent \([0-9.]*\) MB.*/\1/p')
-  model=$(echo "$line" | sed -n 's/.*model: \([0-9.]*\) MB.*/\1/p')
+  sent=$(echo "$line" | sed -n 's/.* sent \([0-9.]*\) MiB.*/\1/p')
+  model=$(echo "$line" | sed -n 's/.*model: \([0-9.]*\) MiB.*/\1/p')
   ok=false
   [ "$rc" = 0 ] && [ -n "$sent" ] && [ "$sent" = "$model" ] && ok=true
   $ok || cat "$TMPD/out"

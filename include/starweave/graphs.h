@@ -40,7 +40,7 @@ typedef struct sw_gpt_config {
     int tp_recompute_allgather; /* sp: keep only the local norm outputs, gather them again in backward */
     int dp;                 /* data-parallel degree: batch is the global batch, split over dp ranks */
     int grad_accum;         /* micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
-    float bucket_mb;        /* gradient bucket size for the dp all-reduce (MB; the first bucket is at most 1 MB) */
+    float bucket_mb;        /* gradient bucket size for the dp all-reduce (MiB; the first bucket is at most 1 MiB) */
     int zero;               /* 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
                                with at least dp rows): gradients reduce-scattered, parameters all-gathered */
     /* Context parallelism over the mesh's Ulysses x Ring group (USP, Ulysses
