@@ -557,7 +557,6 @@ static void block_create(sw_gpt *m, block_acts *a, const char *prefix, int b)
     a->att = own(a, prefix, b, "att", T, (int64_t)m->aq * m->d);
     a->att_u = m->U > 1 ? own(a, prefix, b, "att_u", m->Tr, (int64_t)m->hq * m->d) : a->att;
     a->lse = own(a, prefix, b, "lse", m->Tr, m->hq);
-    (void)sw_tensor_new2d("broken_unreported", SW_F32, T, h); /* BROKEN: kept but not reported */
     if (c->recompute == SW_RECOMPUTE_NONE) /* ring = 1: the attention space holds the whole sequence */
         a->probs = own(a, prefix, b, "probs", (int64_t)m->Tr * m->hq, c->seq);
     a->x_mid = own(a, prefix, b, "x_mid", Tl, h);
