@@ -1,0 +1,88 @@
+/* Saved-activation memory measured by StarPU, not by the builder's own
+ * bookkeeping (under mpirun, tests/test_memory.sh). sw_gpt_saved_bytes's
+ * "measured" figure sums the tensors the builder registered for a block;
+ * here the bytes come from StarPU's allocator: every tensor's home buffer
+ * is starpu_malloc'ed with STARPU_MALLOC_COUNT, so the main-RAM node's used
+ * bytes (total - available) count every allocation of the library. A model
+ * of L + 1 blocks allocates one block more than a model of L blocks: its
+ * parameters, gradients and AdamW moments (4 x the block's parameter bytes
+ * on this rank, from the shapes) and what the block keeps for backward.
+ * The difference minus the parameter state must equal the memory model's
+ * bytes for block L (sw_gpt_saved_bytes(.).model_bytes) within 1 %, in
+ * every recompute mode, on one rank and per rank with tp 2 + sp.
+ * A builder that keeps a tensor it does not report, or reports one it does
+ * not allocate, fails here.
+ *
+ * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K]
+ *        (tp = the number of ranks) */
+#include <string.h>
+
+#include "testutil.h"
+
+/* bytes StarPU counts as allocated in main RAM */
+static double ram_used(void)
+{
+    return (double)(starpu_memory_get_total(STARPU_MAIN_RAM) - starpu_memory_get_available(STARPU_MAIN_RAM));
+}
+
+/* main-RAM bytes a model of c allocates at creation */
+static double model_alloc(const sw_gpt_config *c, sw_comm *comm)
+{
+    starpu_task_wait_for_all();
+    double before = ram_used();
+    sw_gpt *m = sw_gpt_create(c, comm);
+    starpu_task_wait_for_all();
+    double after = ram_used();
+    sw_gpt_destroy(m);
+    return after - before;
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; c.seq = 32; c.max_pos = 32; c.batch = 4;
+    c.tp = sw_world_size();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--sp")) c.sp = 1;
+        else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
+        else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
+        else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
+    }
+    char msg[256];
+    if (sw_gpt_config_check(&c, msg, sizeof msg) != 0) { fprintf(stderr, "test_memory: %s\n", msg); return 99; }
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, 1, 1});
+    sw_comm *comm = sw_comm_create(mesh);
+    sw_comm *use = c.tp > 1 ? comm : NULL;
+    const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    /* blocks L = 2 and 3: with recompute full every 2, block 2 keeps its input and block 3 nothing */
+    for (int L = 2; L <= 3; L++) {
+        sw_gpt_config small = c, big = c;
+        small.layers = L, big.layers = L + 1;
+        const double grown = model_alloc(&big, use) - model_alloc(&small, use);
+        /* the block's parameter state from its shapes: param, grad, m, v */
+        double state = 0;
+        for (int p = 0; p < SW_GPT_LAYER_PARAMS; p++) {
+            int64_t rows, cols;
+            sw_gpt_local_shape(&big, tp_rank, 2 + L * SW_GPT_LAYER_PARAMS + p, &rows, &cols);
+            state += 4.0 * sizeof(float) * (double)(rows * cols);
+        }
+        sw_gpt *m = sw_gpt_create(&big, use);
+        const double model = sw_gpt_saved_bytes(m, L).model_bytes;
+        sw_gpt_destroy(m);
+        const double saved = grown - state;
+        const double err = model > 0 ? fabs(saved - model) / model : fabs(saved);
+        char line[400];
+        snprintf(line, sizeof line,
+                 "tp %d%s, recompute %s every %d, block %d: StarPU's main-RAM bytes grow by %.0f with the block, "
+                 "%.0f of them parameter state, %.0f saved activations; model %.0f (%s %.2g)",
+                 c.tp, c.sp ? " + sp" : "", sw_recompute_name(c.recompute), c.recompute_every, L, grown, state, saved,
+                 model, model > 0 ? "relative difference" : "bytes off", err);
+        tu_check_ranks(line, model > 0 ? err <= 0.01 : saved == 0);
+    }
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
+    return tu_finish_all();
+}

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Saved activations measured by StarPU's allocator against the memory model
+# (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp.
+. "${top_srcdir:-.}/tests/common.sh"
+mem() { # mem NP ARGS...
+  np=$1; shift
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$top_builddir/tests/test_memory" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  cat "$TMPD/out"
+  check "np=$np $*: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1) (exit $rc)" [ "$rc" = 0 ]
+}
+for np in 1 2; do
+  sp=""
+  [ "$np" = 2 ] && sp="--sp"
+  for mode in none selective full; do mem "$np" $sp --recompute "$mode"; done
+  mem "$np" $sp --recompute full --recompute-every 2
+done
+finish
