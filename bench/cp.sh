@@ -43,6 +43,6 @@ run "ring 4 (no zigzag)" 4 --ring 4 --no-zigzag
 h=256 N=4
 awk -v s="$seq" -v h="$h" -v N="$N" 'BEGIN {
   e = s * h / N * 4 * 2;   # b s h / N fp32 elements in bytes, 2 layers
-  printf "reference.md, per rank and step (2 layers, fp32): ulysses 4: 8*(3/4) b s h/N = %.3f MB;", 6 * e / 1e6
-  printf " ulysses 2 x ring 2: %.3f MB + ring %.3f MB; ring 4: %.3f MB\n", 8 * 0.5 * e / 1e6, (1 + 1 + 2) * 2 * e / 1e6 / 1, (3 + 3 + 4) * 2 * e / 1e6
+  printf "reference.md, per rank and step (2 layers, fp32): ulysses 4: 8*(3/4) b s h/N = %.3f MiB;", 6 * e / 1048576
+  printf " ulysses 2 x ring 2: %.3f MiB + ring %.3f MiB; ring 4: %.3f MiB\n", 8 * 0.5 * e / 1048576, (1 + 1 + 2) * 2 * e / 1048576 / 1, (3 + 3 + 4) * 2 * e / 1048576
 }'

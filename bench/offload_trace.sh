@@ -6,7 +6,7 @@
 # memory nodes' copy time ran while a worker executed a task.
 # Needs a starweave build against a StarPU with FxT (autotools/build-starpu.sh;
 # .ci/run makes one in build-fxt).
-# usage: BUILD=build-fxt STARPU_PREFIX=<prefix> bench/offload_trace.sh [steps] [budget MB]
+# usage: BUILD=build-fxt STARPU_PREFIX=<prefix> bench/offload_trace.sh [steps] [budget MiB]
 set -eu
 steps=${1:-3}
 budget=${2:-40}

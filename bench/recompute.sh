@@ -21,17 +21,17 @@ BUILD=${BUILD:-.}
 log=$(mktemp)
 trap 'rm -f "$log" "$log.out"' EXIT
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-bench() { # bench NAME SHAPE BUDGET_MB
+bench() { # bench NAME SHAPE BUDGET_MIB
   name=$1 shape=$2 budget=$3 base=""
   shift 3
   echo "== $name: $shape, $steps steps, 2 CPU workers"
-  printf '%-44s %10s %9s %10s   %s\n' mode ms/step overhead "saved MB" "offload (rank 0)"
+  printf '%-44s %10s %9s %10s   %s\n' mode ms/step overhead "saved MiB" "offload (rank 0)"
   for mode in none selective full "full --recompute-every 2" "selective --offload" \
       "selective --offload --offload-budget-mb $budget"; do
     "$BUILD/examples/gpt_train" $shape --steps "$steps" --ncpus 2 --log "$log" --memory-report \
       --recompute $mode "$@" > "$log.out" 2>&1 || { cat "$log.out"; continue; }
     ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
-    mb=$(awk '$1 == "memory:" && $2 == "0" && $3 ~ /^[0-9]+$/ { b += $5 } END { printf "%.2f", b / 1e6 }' "$log.out")
+    mb=$(awk '$1 == "memory:" && $2 == "0" && $3 ~ /^[0-9]+$/ { b += $5 } END { printf "%.2f", b / 1048576 }' "$log.out")
     [ -n "$base" ] || base=$ms
     off=""
     case $mode in *offload*) off=$(sed -n 's/^memory: rank 0: //p' "$log.out");; esac

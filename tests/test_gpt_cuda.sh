@@ -42,9 +42,9 @@ train gpu 1 --ncuda 1 --device cuda
 compare cpu gpu 1e-4
 train gpu_offload 1 --ncuda 1 --device cuda --offload
 compare gpu gpu_offload 0
-# 48 MB of GPU memory: parameters, gradients and AdamW states (about 19 MB)
-# and the two blocks of the working set (about 17 MB) fit, the six blocks'
-# offloaded activations (about 50 MB) do not, so StarPU evicts them to RAM
+# 48 MiB of GPU memory: parameters, gradients and AdamW states (about 19 MiB)
+# and the two blocks of the working set (2 x 8.03 MiB) fit, the six blocks'
+# offloaded activations (48.2 MiB) do not, so StarPU evicts them to RAM
 train gpu_budget 1 --ncuda 1 --device cuda --offload --offload-budget-mb 48 --memory-report
 grep -E "^memory|node" "$TMPD/gpu_budget.out" | head -n 8
 compare gpu gpu_budget 0

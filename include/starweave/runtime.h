@@ -24,7 +24,7 @@ typedef struct sw_options {
                             asynchronous DMA beside the kernels. Without: a StarPU disk node
                             (out-of-core) in a fresh directory under $TMPDIR (or /tmp), removed at
                             sw_shutdown */
-    int offload_budget_mb; /* > 0: memory that the data StarPU allocates may hold on the memory the
+    int offload_budget_mb; /* > 0: MiB that the data StarPU allocates may hold on the memory the
                             offload node backs: main RAM (STARPU_LIMIT_CPU_MEM; starweave's own home
                             buffers are not counted) with the disk node, each GPU's memory
                             (STARPU_LIMIT_CUDA_MEM; everything on the GPU counts) with CUDA workers.
@@ -45,7 +45,7 @@ void sw_shutdown(void);
 int sw_rank(void);
 int sw_world_size(void);
 /* The offload memory node (sw_options.offload): STARPU_MAIN_RAM (0) with
- * CUDA workers, a disk node without, -1 when off; the budget in MB (0: none). */
+ * CUDA workers, a disk node without, -1 when off; the budget in MiB (0: none). */
 int sw_offload_node(void);
 int sw_offload_budget_mb(void);
 /* 1 when tensors' home buffers are pinned (CUDA workers were asked for). */
