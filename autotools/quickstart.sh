@@ -17,7 +17,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 pkgs="build-essential autoconf automake libtool pkg-config libstarpu-dev starpu-tools libstarpumpi-1.3-3 \
-libopenmpi-dev openmpi-bin libhwloc-dev libopenblas-dev python3-torch valgrind graphviz"
+libopenmpi-dev openmpi-bin libhwloc-dev libopenblas-dev python3-torch valgrind graphviz pajeng vite"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -47,6 +47,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 make -j"$jobs"
 
 if [ "$mode" = check ]; then
+  # the Paje readers (pj_dump, ViTE) were installed above: tests/test_trace.sh
+  # fails instead of skipping their checks if they are missing
+  export SW_REQUIRE_PAJE_READERS=1
   # serial: Debian's StarPU has non-blocking drivers, idle workers spin, so
   # test programs running side by side on a small machine slow each other down
   make check || { cat tests/*.log 2>/dev/null | tail -n 200; exit 1; }

@@ -1,14 +1,115 @@
 #!/bin/sh
 # sw_trace (tests/test_trace.c) on 1 rank and under mpirun on 2 ranks: the
 # program checks its own Chrome JSON, Paje, overlap and task graph files;
-# here they are also read by independent tools where this machine has them:
-# Python's json module, pajeng's pj_dump (strict Paje reader), ViTE's SVG
-# export and Graphviz's dot (Debian packages pajeng, vite, graphviz; each
-# check is skipped when absent). Then gpt_train --dag on 1 rank and on 2
-# (tp 2, sp), its graph checked against its trace by Python.
+# here they are also read by independent tools: Python's json module,
+# Graphviz's dot, and two Paje readers (Debian packages pajeng and vite,
+# which the quick start installs):
+#  - pajeng's pj_dump simulates the whole file strictly (exit 0, nothing on
+#    stderr), and its dump must hold a Rank container per rank, each with a
+#    Worker container and Task states, as many Task states as the trace has
+#    tasks and "MPI request" states as requests (the program's counts), a
+#    Transfer link per send/receive pair, and only state values that the
+#    file defines (pajeng takes an undefined value silently);
+#  - ViTE (a Qt program, run headless: QT_QPA_PLATFORM=offscreen) parses the
+#    file with "0 errors and 0 warnings" and exports it to a complete SVG
+#    with a label per rank and the states drawn.
+# A reader that is not installed is reported as a "SKIP <reader>: ..." line,
+# or fails the test when SW_REQUIRE_PAJE_READERS=1 (the quick start's check
+# sets it: there they were installed). Then gpt_train --trace and --dag on 1
+# rank and on 2 (tp 2, sp): its Paje file through pj_dump, its graph
+# checked against its trace by Python.
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_trace"
 PY=/usr/bin/python3
+have_reader() { # have_reader COMMAND PACKAGE: 0 if installed; else a SKIP line, or a FAIL when required
+  command -v "$1" > /dev/null 2>&1 && return 0
+  if [ "${SW_REQUIRE_PAJE_READERS:-0}" = 1 ]; then
+    check "$1 installed (Debian package $2; SW_REQUIRE_PAJE_READERS=1)" false
+  else
+    echo "SKIP $1: not installed (Debian package $2): its Paje checks not run"
+  fi
+  return 1
+}
+have_pj_dump=false have_vite=false
+have_reader pj_dump pajeng && have_pj_dump=true
+have_reader vite vite && have_vite=true
+# pj_dump_check PAJE NP TASKS REQUESTS (TASKS, REQUESTS: -1 for not known):
+# prints "ok ..." or "bad: ..." and the dump's summary
+pj_dump_check() {
+  pj_dump "$1" > "$TMPD/pj" 2> "$TMPD/pj.err"
+  pj_rc=$?
+  [ -s "$TMPD/pj.err" ] && pj_rc="$pj_rc, stderr: $(head -c 200 "$TMPD/pj.err" | tr '\n' ' ')"
+  awk -v np="$2" -v nt="$3" -v nc="$4" -v rc="$pj_rc" '
+    NR == FNR { # the Paje file: the names of the entity values it defines
+      if ($1 == "%EventDef" && $2 == "PajeDefineEntityValue") vid = $3
+      else if (vid != "" && $1 == vid && match($0, /"[^"]*"/)) defined[substr($0, RSTART + 1, RLENGTH - 2)] = 1
+      next
+    }
+    { n = split($0, f, /, /) }
+    f[1] == "Container" {
+      cur = f[n]
+      if (f[3] == "Rank") { r = -1; nranks++; if (f[n] ~ /^rank [0-9]+$/) seen[substr(f[n], 6) + 0]++ }
+      else if (f[2] ~ /^rank [0-9]+$/) {
+        r = substr(f[2], 6) + 0
+        if (f[3] == "Worker") workers[r]++
+      } else r = -1
+    }
+    f[1] == "State" {
+      if (f[2] != cur || r < 0) misplaced++
+      if (!(f[n] in defined)) { undefined++; if (!bad_value) bad_value = f[n] }
+      if (f[3] == "Task") { tasks[r]++; ntasks++ }
+      else if (f[3] == "MPI request") { reqs[r]++; nreqs++ }
+      else other++
+    }
+    f[1] == "Link" { nlinks++ }
+    END {
+      why = ""
+      if (rc != "0") why = " exit/stderr " rc
+      else for (k = 0; k < np; k++) {
+        if (seen[k] != 1) why = why " rank" k ":containers=" seen[k] + 0
+        if (workers[k] < 1 || tasks[k] < 1) why = why " rank" k ":workers=" workers[k] + 0 ",tasks=" tasks[k] + 0
+        if (np > 1 && reqs[k] < 1) why = why " rank" k ":requests=0"
+      }
+      if (nranks != np) why = why " rank-containers=" nranks + 0
+      if (nt >= 0 && ntasks != nt) why = why " tasks=" ntasks + 0 "(trace " nt ")"
+      if (nc >= 0 && (nreqs != nc || 2 * nlinks != nc)) why = why " requests=" nreqs + 0 ",links=" nlinks + 0 "(trace " nc ")"
+      if (misplaced || other) why = why " misplaced=" misplaced + 0 ",other=" other + 0
+      if (undefined) why = why " undefined-values=" undefined "(\"" bad_value "\")"
+      per = ""
+      for (k = 0; k < np; k++) per = per (k ? "," : "") tasks[k] + 0 "+" reqs[k] + 0
+      printf "%s ranks=%d task-states=%d request-states=%d links=%d per-rank=%s\n", why == "" ? "ok" : "bad:" why,
+        nranks, ntasks, nreqs, nlinks, per
+    }' "$1" "$TMPD/pj"
+}
+# vite_check PAJE NP: prints "ok ..." or "bad: ..." (ViTE writes log.txt in
+# its working directory: it runs in $TMPD/vite)
+vite_check() {
+  mkdir -p "$TMPD/vite" && chmod 700 "$TMPD/vite" && rm -f "$TMPD/vite/out.svg"
+  (cd "$TMPD/vite" && QT_QPA_PLATFORM=offscreen XDG_RUNTIME_DIR="$TMPD/vite" timeout 120 vite "$1" -e out.svg) \
+    > "$TMPD/vite.out" 2>&1 < /dev/null
+  v_rc=$?
+  awk -v np="$2" -v rc="$v_rc" '
+    NR == FNR { if ($0 ~ /^0 errors and 0 warnings were found during parsing/) clean = 1
+                if ($0 ~ /^(ERROR|Warning)/) noisy++
+                next }
+    /<clipPath id="stateArea">/ && match($0, /M [0-9.]+ /) { left = substr($0, RSTART + 2, RLENGTH - 3) + 0 }
+    { rest = $0
+      while (match(rest, /<rect x="[0-9.]+"/)) { x = substr(rest, RSTART + 9, RLENGTH - 10) + 0
+        if (left > 0 && x >= left) states++
+        rest = substr(rest, RSTART + RLENGTH) }
+      rest = $0
+      while (match(rest, />rank [0-9]+</)) { label[substr(rest, RSTART + 6, RLENGTH - 7) + 0]++; rest = substr(rest, RSTART + RLENGTH) } }
+    /<\/svg>/ { closed = 1 }
+    END {
+      why = ""
+      if (rc != 0) why = why " exit " rc
+      if (!clean || noisy) why = why " parse-messages"
+      if (!closed) why = why " svg-incomplete"
+      for (k = 0; k < np; k++) if (!label[k]) why = why " no-label-rank" k
+      if (states < np) why = why " states-drawn=" states + 0
+      printf "%s state-rectangles=%d\n", why == "" ? "ok" : "bad:" why, states
+    }' "$TMPD/vite.out" "$TMPD/vite/out.svg" 2> /dev/null || echo "bad: no SVG"
+}
 for np in 1 2; do
   out="$TMPD/trace$np"
   SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-240} sh "$LAUNCH" "$np" "$PROG" "$out" > "$TMPD/out" 2>&1
@@ -24,22 +125,19 @@ for np in 1 2; do
   else
     echo "# no $PY: python JSON check skipped"
   fi
-  if command -v pj_dump > /dev/null 2>&1; then
-    check "np=$np: pj_dump reads the Paje file" sh -c "pj_dump '$out.paje' > '$TMPD/pj' 2>&1"
-  else
-    echo "# no pj_dump (Debian package pajeng): Paje cross-check skipped"
+  # the program's own counts of the merged trace: "Paje: N states pushed (= T tasks + R requests)"
+  set -- $(sed -n 's/.*Paje: [0-9]* states pushed (= \([0-9]*\) tasks + \([0-9]*\) requests).*/\1 \2/p' "$TMPD/out")
+  nt=${1:-0} nc=${2:-0}
+  if $have_pj_dump; then
+    res=$(pj_dump_check "$out.paje" "$np" "$nt" "$nc")
+    [ "${res%% *}" = ok ] || head -n 5 "$TMPD/pj.err"
+    check "np=$np: pj_dump reads the Paje file strictly: $res" [ "${res%% *}" = ok ]
   fi
-  if command -v vite > /dev/null 2>&1; then
-    # ViTE is a Qt program: offscreen platform, export to SVG, no error reported
-    mkdir -p "$TMPD/xdg" && chmod 700 "$TMPD/xdg"
-    QT_QPA_PLATFORM=offscreen XDG_RUNTIME_DIR="$TMPD/xdg" timeout 120 vite -f "$out.paje" -e "$out.svg" \
-      > "$TMPD/vite" 2>&1 < /dev/null
-    ok=0
-    grep -q '0 errors and 0 warnings' "$TMPD/vite" && [ -s "$out.svg" ] && ok=1
-    [ "$ok" = 1 ] || cat "$TMPD/vite"
-    check "np=$np: ViTE parses the Paje file without errors or warnings and exports it" [ "$ok" = 1 ]
-  else
-    echo "# no vite: ViTE check skipped"
+  if $have_vite; then
+    res=$(vite_check "$out.paje" "$np")
+    [ "${res%% *}" = ok ] || cat "$TMPD/vite.out"
+    check "np=$np: ViTE (headless) parses the Paje file with 0 errors and 0 warnings and exports it to SVG: $res" \
+      [ "${res%% *}" = ok ]
   fi
   if command -v dot > /dev/null 2>&1; then
     for f in "$out.dot" "$out.blocks.dot"; do
@@ -147,6 +245,16 @@ $ok || cat "$TMPD/out"
 check "gpt_train --tp 2 --sp --trace, 2 ranks: overlap > 0 on both ranks ($(echo "$rows" | awk '{printf "%s ", $9}')) (exit $rc)" $ok
 [ -s "$TMPD/gpt.json.paje" ] && [ -s "$TMPD/gpt.json.overlap.json" ]
 check "gpt_train --trace wrote the Paje file and the overlap report" [ $? = 0 ]
+if $have_pj_dump; then
+  # the numbers of tasks and requests from the JSON trace of the same run
+  nt=-1 nc=-1
+  [ -x "$PY" ] && set -- $("$PY" -c 'import json,sys
+x = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "transfer"]
+print(sum(e["tid"] < 100000 for e in x), sum(e["tid"] >= 100000 for e in x))' "$TMPD/gpt.json") && nt=$1 nc=$2
+  res=$(pj_dump_check "$TMPD/gpt.json.paje" 2 "$nt" "$nc")
+  [ "${res%% *}" = ok ] || head -n 5 "$TMPD/pj.err"
+  check "gpt_train --tp 2 --sp --trace, 2 ranks: pj_dump reads its Paje file strictly: $res" [ "${res%% *}" = ok ]
+fi
 grep -q '^gpt_train: task graph of step 1' "$TMPD/out" && [ -s "$TMPD/gpt.dot" ]
 check "gpt_train --dag, 2 ranks tp 2 sp: the dot file is written" [ $? = 0 ]
 if [ -x "$PY" ]; then
