@@ -91,7 +91,7 @@ static void usage(FILE *f)
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
-            "  --memory-report   saved activation bytes per layer and rank: model and measured\n"
+            "  --memory-report   saved activation bytes per layer and rank: model and registered\n"
             "  --trace FILE      trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
             "                    FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step\n"
             "  --dag FILE        task graph of the first step run (step 1, or the one after --resume),\n"
@@ -317,7 +317,8 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Saved activations per layer and rank (model of the library, measured),
+/* Saved activations per layer and rank (model of the library, and the
+ * bytes of the tensors the builder keeps for the block: "registered"),
  * printed by rank 0. */
 static void memory_report(sw_gpt *m)
 {
@@ -329,7 +330,7 @@ static void memory_report(sw_gpt *m)
     for (int l = 0; l < c->layers; l++) {
         sw_gpt_memory r = sw_gpt_saved_bytes(m, l);
         mine[2 * l] = r.model_bytes;
-        mine[2 * l + 1] = r.measured_bytes;
+        mine[2 * l + 1] = r.registered_bytes;
     }
     SW_CHECK(MPI_Gather(mine, 2 * c->layers, MPI_DOUBLE, all, 2 * c->layers, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (me == 0) {
@@ -338,7 +339,7 @@ static void memory_report(sw_gpt *m)
                    ? "l h elements for every recompute-every-th block (its input), 0 for the others"
                    : "l(4h+4) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 8h/t) [+ Ulysses: T aq d]"
                      " [+ none: aq/U B seq^2] elements");
-        printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "measured", "diff");
+        printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "registered", "diff");
         for (int r = 0; r < world; r++)
             for (int l = 0; l < c->layers; l++) {
                 double mo = all[2 * (r * c->layers + l)], me_ = all[2 * (r * c->layers + l) + 1];

@@ -1589,12 +1589,12 @@ static double saved_model_bytes(const sw_gpt_config *c, int layer)
 sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
 {
     sw_gpt_memory r = {saved_model_bytes(&m->c, layer), 0};
-    /* measured: the block's input when it is kept, and the tensors allocated
+    /* registered: the block's input when it is kept, and the tensors allocated
      * for the block alone (none with full recomputation: its working set is
      * shared by the blocks of every group) */
-    if (!m->K || layer % m->K == 0) r.measured_bytes += (double)sw_tensor_bytes(m->x[layer]);
+    if (!m->K || layer % m->K == 0) r.registered_bytes += (double)sw_tensor_bytes(m->x[layer]);
     for (int i = 0; i < m->acts[layer]->nown && !m->K; i++) /* offload: the copies on the offload node */
-        r.measured_bytes += (double)sw_tensor_bytes(m->stash ? m->stash[layer][i] : m->acts[layer]->own[i]);
+        r.registered_bytes += (double)sw_tensor_bytes(m->stash ? m->stash[layer][i] : m->acts[layer]->own[i]);
     return r;
 }
 

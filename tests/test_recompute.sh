@@ -3,8 +3,9 @@
 # against selective recomputation in the same layout (tests/test_tp.c
 # --recompute: each step from the same parameters, the loss and every
 # gradient bit for bit with full, within relative 1e-6 with none), on one
-# rank and with tp 2 + sp, with dropout. Memory (gpt_train --memory-report): measured = model in every
-# mode; doubling seq doubles selective's bytes (within 2 %), none grows by
+# rank and with tp 2 + sp, with dropout. Memory (gpt_train
+# --memory-report; tests/test_memory measures through StarPU's allocator):
+# the bytes the builder registered = model in every mode; doubling seq doubles selective's bytes (within 2 %), none grows by
 # its model's ratio (the seq^2 term), full keeps only every K-th block's
 # input. Offload (--offload, StarPU disk node) under a main-RAM budget
 # smaller than the saved activations: the same losses (every digit logged)
@@ -22,7 +23,7 @@ done
 run 2 --ulysses 2 --recompute none --kv-heads 2      # probabilities over the whole sequence, a/U heads
 run 2 --ring 2 --dropout 0.1 --recompute full        # refilled ring attention
 
-# saved bytes of rank 0's layer L (model, measured) at a sequence length
+# saved bytes of rank 0's layer L (model, registered by the builder) at a sequence length
 mem() { # mem SEQ LAYER ARGS...
   seq=$1; layer=$2; shift 2
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" --memory-report --layers 4 \
@@ -36,8 +37,8 @@ equal2() { [ "$1" = "$2" ] && [ "$3" = "$4" ]; }
 for mode in none selective full; do
   set -- $(mem 64 0 --recompute $mode); m1=$1 b1=$2
   set -- $(mem 128 0 --recompute $mode); m2=$1 b2=$2
-  check "recompute $mode, seq 64: measured $b1 = model $m1 bytes" [ "$b1" = "$m1" ]
-  check "recompute $mode, seq 128: measured $b2 = model $m2 bytes" [ "$b2" = "$m2" ]
+  check "recompute $mode, seq 64: registered $b1 = model $m1 bytes" [ "$b1" = "$m1" ]
+  check "recompute $mode, seq 128: registered $b2 = model $m2 bytes" [ "$b2" = "$m2" ]
   g=$(ratio "$b2" "$b1"); gm=$(ratio "$m2" "$m1")
   case $mode in
     none) check "recompute none: doubling seq multiplies the saved bytes by $g (model $gm, above 2: seq^2 term)" \

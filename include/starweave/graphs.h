@@ -171,14 +171,16 @@ float sw_gpt_read_loss(sw_gpt *m);
 
 /* Saved activations of block `layer` on this rank, in bytes: what the
  * library's model says for this configuration (formula in README, "Memory
- * model"), and what the block's saved tensors actually hold (the sum of
- * their allocations; tensors shared by several blocks, such as the working
- * set that full recomputation fills again in backward, are not counted;
- * with offload, the block's tensors on the offload node).
+ * model"), and the bytes of the tensors the builder registered as the
+ * block's saved tensors (its own bookkeeping, not a measurement: tensors
+ * shared by several blocks, such as the working set that full
+ * recomputation fills again in backward, are not counted; with offload,
+ * the block's tensors on the offload node). tests/test_memory measures the
+ * same bytes through StarPU's allocator.
  * Dropout masks are never saved (regenerated from the counter-based RNG);
  * only SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
 typedef struct sw_gpt_memory {
-    double model_bytes, measured_bytes;
+    double model_bytes, registered_bytes;
 } sw_gpt_memory;
 sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 
