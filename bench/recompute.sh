@@ -6,7 +6,7 @@
 # 512, where none keeps the seq^2 probabilities), one process, 2 CPU
 # workers. Per mode: ms/step (mean of the timed steps, the first is not
 # timed), the overhead against none, the saved activation bytes of all
-# blocks (measured; equal to the model, see --memory-report), and main RAM's
+# blocks (registered by the builder; equal to the model, see --memory-report and tests/test_memory.sh), and main RAM's
 # peak as StarPU counts it with the bytes written to / read from the disk
 # node (offload).
 # usage: bench/recompute.sh [steps] [extra gpt_train flags for every run]
