@@ -235,7 +235,10 @@ static void fd_check(const char *what, const ref_cfg *c, double *Q, double *K, d
             }
     }
     host_end();
-    check_f(what, got, ref, n, 1e-3, 1e-4);
+    /* worst err/limit 0.076 over 14 seeds; the same with eps 1e-3 or 1e-5, so
+     * it is the kernels' fp32 rounding (sums over 70 keys), not the
+     * differences; 10x tighter would leave less than a 10x margin */
+    check_f(what, got, ref, n, 1e-5, 5e-6);
     free(got);
     free(ref);
 }

@@ -25,6 +25,15 @@ static void check(const char *what, const float *got, const double *ref, int64_t
     tu_close(what, got, ref, n, rtol, 1e-6 * (1 + tu_maxabs(ref, n)));
 }
 
+/* The backward vs central differences: worst err/limit 0.027 over 8 seeds.
+ * That is the kernel's fp32 rounding (a few ulps of exp(x - max) / sumexp):
+ * eps 1e-4 to 1e-6 give the same figure; rtol 1e-6 with atol 1e-7 max|ref|
+ * already leaves less than a 10x margin. */
+static void check_bwd(const char *what, const float *got, const double *ref, int64_t n)
+{
+    tu_close(what, got, ref, n, 1e-6, 1e-6 * tu_maxabs(ref, n));
+}
+
 typedef struct ce_t {
     sw_tensor *L, *T, *mx, *tgt, *se, *loss;
 } ce_t;
@@ -86,7 +95,7 @@ static void run(const char *tag, const float *x, int vocab, const int32_t *tg, f
     sw_ce_bwd(sw_tensor_whole(L, STARPU_RW), wr(MX), wr(SE), wr(T), 0, vocab, scale);
     float *gg = tu_read(L);
     snprintf(what, sizeof what, "ce one block: bwd vs finite differences, padding 0 (%s)", tag);
-    check(what, gg, g, N * VP, 1e-3);
+    check_bwd(what, gg, g, N * VP);
     free(gmx); free(gtg); free(gse); free(gl); free(gg);
 
     /* two vocabulary blocks of VP/2 columns (strided column tiles); the
@@ -153,7 +162,7 @@ static void run(const char *tag, const float *x, int vocab, const int32_t *tg, f
         sw_ce_bwd(sw_tensor_tiles(L, SW_COLS, 2, STARPU_RW)[j], wr(MX), wr(SE), wr(T), j * vb, vocab, scale);
     gg = tu_read(L);
     snprintf(what, sizeof what, "ce two blocks: bwd vs finite differences, padding 0 (%s)", tag);
-    check(what, gg, g, N * VP, 1e-3);
+    check_bwd(what, gg, g, N * VP);
     free(pm); free(pt); free(ps); free(gl); free(gg);
 
     sw_tensor_free(L); sw_tensor_free(T); sw_tensor_free(MX); sw_tensor_free(TG); sw_tensor_free(SE);

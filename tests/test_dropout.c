@@ -131,7 +131,8 @@ int main(int argc, char **argv)
             fd[i] = (lp - lm) / (2 * h);
         }
         snprintf(what, sizeof what, "dropout bwd p=%.1f vs finite differences", p);
-        tu_close(what, g1, fd, N, 1e-5, 1e-6 * tu_maxabs(fd, N));
+        /* dy / (1 - p) in fp32 is within ~2 ulps: worst err/limit 0.094 over 8 seeds */
+        tu_close(what, g1, fd, N, 1e-6, 1e-7 * tu_maxabs(fd, N));
         free(y1);
         free(y3);
         free(yc);
