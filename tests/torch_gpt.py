@@ -6,11 +6,12 @@ index.txt and raw little-endian float32 / int32 files), builds the same model
 in PyTorch (float32, explicit tensors, torch.nn.functional ops, tanh GELU,
 dropout 0 only; grouped-query attention when config.txt has kv_heads < heads:
 qkv columns [q | k | v] of heads, kv_heads, kv_heads heads, K/V heads
-repeat_interleave'd to the query heads) and compares, at relative 1e-4:
-  - the step-1 loss;
-  - every parameter gradient: max|g_sw - g_torch| <= 1e-4 * max|g_torch| per tensor;
+repeat_interleave'd to the query heads) and compares:
+  - the step-1 loss, at relative LOSS_RTOL;
+  - every parameter gradient: max|g_sw - g_torch| <= GRAD_RTOL * max|g_torch|
+    per tensor;
   - the losses of the forwards after each of 5 torch.optim.AdamW steps (same lr,
-    betas, eps, weight_decay on every parameter).
+    betas, eps, weight_decay on every parameter), at relative LOSS_RTOL.
 Prints PASS/FAIL per item; exit 0 when all pass, 1 otherwise.
 
 Usage: torch_gpt.py EXPORT_DIR
@@ -22,7 +23,11 @@ import sys
 import torch
 import torch.nn.functional as F
 
-RTOL = 1e-4
+# SPEC's tolerance for losses (measured on the exported case: 1.2e-7 at most).
+LOSS_RTOL = 1e-5
+# Tighter than SPEC's 1e-4 for gradients: measured 5.2e-7 at most (fp32 noise
+# on both sides), so 1e-5 keeps a 19x margin.
+GRAD_RTOL = 1e-5
 
 
 def read_config(d):
@@ -139,7 +144,8 @@ def main():
     loss.backward()
     lt = loss.item()
     rel = abs(loss_sw - lt) / abs(lt)
-    check(rel <= RTOL, "step-1 loss: starweave %.9g torch %.9g rel err %.3g (limit %g)" % (loss_sw, lt, rel, RTOL))
+    check(rel <= LOSS_RTOL,
+          "step-1 loss: starweave %.9g torch %.9g rel err %.3g (limit %g)" % (loss_sw, lt, rel, LOSS_RTOL))
     for i in range(n):
         gt = P[i].grad.detach().reshape(-1).double()
         gs = G_sw[i].reshape(-1).double()
@@ -150,10 +156,10 @@ def main():
         err = (gs - gt).abs()
         worst = err.max().item()
         wi = int(err.argmax().item())
-        check(worst <= RTOL * scale,
+        check(worst <= GRAD_RTOL * scale,
               "grad %d %s: max|g_sw-g_torch| %.3g at %d (sw %.9g torch %.9g), max|g_torch| %.3g, ratio %.3g (limit %g)"
               % (i, names[i], worst, wi, gs[wi].item(), gt[wi].item(), scale, worst / scale if scale > 0 else worst,
-                 RTOL))
+                 GRAD_RTOL))
     opt.step()
     steps = cfg["steps"]
     for k in range(1, steps + 1):
@@ -165,8 +171,8 @@ def main():
         lt = loss.item()
         ls = losses_sw[k - 1]
         rel = abs(ls - lt) / abs(lt)
-        check(rel <= RTOL, "loss after AdamW update %d: starweave %.9g torch %.9g rel err %.3g (limit %g)"
-              % (k, ls, lt, rel, RTOL))
+        check(rel <= LOSS_RTOL, "loss after AdamW update %d: starweave %.9g torch %.9g rel err %.3g (limit %g)"
+              % (k, ls, lt, rel, LOSS_RTOL))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
