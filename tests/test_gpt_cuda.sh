@@ -6,6 +6,9 @@
 # - the same with --offload to pinned main RAM, and with a GPU memory budget
 #   that evicts: the same losses as the GPU run without offload, bit for bit
 #   (the same kernels on the same values, only the places of the data differ);
+# - one rank: tests/test_tp --device cuda, the model's tasks on the GPU
+#   against the same model's on CPU workers in one process: the loss of
+#   every step (1e-5 relative) and every gradient (1e-4 of max |g|);
 # - with 2 GPUs: tp 2 + sp on 2 ranks with NCCL collectives (--comm nccl)
 #   against the one-rank CPU run, 1e-4 relative.
 # Skipped (exit 77) with the reason where no CUDA worker starts (CPU-only
@@ -40,6 +43,7 @@ compare() { # compare A B TOL: the losses of each step within TOL relative (0: i
 train cpu 1 --ncuda 0
 train gpu 1 --ncuda 1 --device cuda
 compare cpu gpu 1e-4
+run 1 --device cuda --dropout 0.1
 train gpu_offload 1 --ncuda 1 --device cuda --offload
 compare gpu gpu_offload 0
 # 48 MiB of GPU memory: parameters, gradients and AdamW states (about 19 MiB)

@@ -25,12 +25,21 @@
  * --dtype bf16 (both models): each step from the single rank's parameters
  * too; losses relative 1e-5, gradients 2^-7 (bf16's precision, see below).
  *
+ * --device cuda (GPU builds): one CUDA worker per rank; the tested model's
+ * tasks run on CUDA workers, the reference's on CPU workers (each op that
+ * has a CUDA implementation; sw_set_task_where before each model's
+ * submissions, which is when a task takes it). Skipped (exit 77, a SKIP line
+ * from every rank) where a rank has no CUDA or no CPU worker.
+ *
  * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
  *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
  *                [--recompute MODE] [--recompute-every K] [--dtype bf16]
+ *                [--device cuda]
  *                (tp = the number of ranks / (dp * ulysses * ring)) */
 #include <string.h>
+
+#include "config.h"
 
 #include "testutil.h"
 
@@ -93,9 +102,42 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
     return worst;
 }
 
+/* --device cuda where a rank lacks a CUDA or a CPU worker: every rank says
+ * SKIP (rank 0 with the reason) and the test exits 77 */
+static int cuda_missing(void)
+{
+    const int mine = sw_ncuda() > 0 && sw_ncpus() > 0;
+    if (sw_world_min(mine)) return 0;
+    if (sw_rank() != 0)
+        printf("SKIP (rank %d): as rank 0\n", sw_rank());
+    else if (mine)
+        printf("SKIP: --device cuda: another rank has no CUDA worker or no CPU worker\n");
+    else
+        printf("SKIP: --device cuda needs a CUDA worker and a CPU worker (rank 0 has %d CUDA, %d CPU workers; %s)\n",
+               sw_ncuda(), sw_ncpus(),
+#ifdef STARWEAVE_USE_CUDA
+               "no usable GPU"
+#else
+               "built without CUDA, configure --enable-cuda"
+#endif
+        );
+    fflush(stdout);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    tu_init(&argc, &argv);
+    /* known before sw_init: it sets how many CUDA workers start */
+    int cuda = 0;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--device")) cuda = !strcmp(argv[i + 1], "cuda");
+    tu_init_ncuda(&argc, &argv, cuda ? 1 : -1); /* one GPU, whatever $STARPU_NCUDA says (make check sets 0) */
+    if (cuda && cuda_missing()) {
+        sw_shutdown();
+        return 77;
+    }
+    /* where each model's tasks may run (0: anywhere, the default) */
+    const unsigned ref_where = cuda ? STARPU_CPU : 0, par_where = cuda ? STARPU_CUDA : 0;
     int world = sw_world_size(), steps = 3, dp = 1, accum = 1;
     sw_gpt_config c;
     sw_gpt_config_default(&c);
@@ -126,6 +168,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seq")) c.seq = c.max_pos = atoi(v), i++;
         else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
         else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
+        else if (!strcmp(a, "--device") && !strcmp(v, "cuda")) i++; /* read above */
         else { fprintf(stderr, "test_tp: unknown argument %s\n", a); return 99; }
     }
     int same = c.recompute != SW_RECOMPUTE_SELECTIVE; /* the reference: this layout, selective */
@@ -162,7 +205,9 @@ int main(int argc, char **argv)
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, 1});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    sw_set_task_where(ref_where);
     sw_gpt *single = sw_gpt_create(&single_cfg, same && world > 1 ? comm : NULL);
+    sw_set_task_where(par_where);
     sw_gpt *par = sw_gpt_create(&c, world > 1 ? comm : NULL);
     const sw_gpt_config *pc = sw_gpt_get_config(par);
     char what[256];
@@ -170,10 +215,10 @@ int main(int argc, char **argv)
     if (same)
         snprintf(rec, sizeof rec, ", recompute %s every %d vs selective", sw_recompute_name(c.recompute),
                  c.recompute_every);
-    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s",
+    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
              c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
              c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", accum, pc->heads,
-             pc->kv_heads, c.dropout, rec);
+             pc->kv_heads, c.dropout, rec, cuda ? ", on CUDA vs the reference on CPU" : "");
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
     if (!tok || !tgt) { perror("malloc"); return 99; }
@@ -189,7 +234,9 @@ int main(int argc, char **argv)
             sw_tensor_write_host(sw_gpt_param(par, i), mine);
             free(p), free(mine);
         }
+        sw_set_task_where(ref_where);
         step_model(single, step, tok, tgt, !last);
+        sw_set_task_where(par_where); /* the rest of the step is par's */
         step_model(par, step, tok, tgt, !last && !restart);
         float ls = sw_gpt_read_loss(single), lp = sw_gpt_read_loss(par);
         double e = fabs((double)lp - ls) / fabs((double)ls);

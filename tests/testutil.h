@@ -14,16 +14,20 @@
 
 static int tu_passed, tu_failed;
 
-static inline void tu_init(int *argc, char ***argv)
+/* ncuda: as sw_options.ncuda (-1: $STARPU_NCUDA, else every GPU) */
+static inline void tu_init_ncuda(int *argc, char ***argv, int ncuda)
 {
     sw_options opt;
     sw_options_default(&opt);
     opt.quiet = 1;
+    opt.ncuda = ncuda;
     if (sw_init(argc, argv, &opt) != 0) {
         fprintf(stderr, "SKIP: StarPU could not start\n");
         exit(77);
     }
 }
+
+static inline void tu_init(int *argc, char ***argv) { tu_init_ncuda(argc, argv, -1); }
 
 /* Deterministic values uniform in [-scale, scale) (xorshift). */
 static inline void tu_rand(float *x, int64_t n, uint64_t seed, float scale)
