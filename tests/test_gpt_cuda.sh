@@ -2,7 +2,11 @@
 # GPT on GPUs (GPU builds, configure --enable-cuda): gpt_train with every op
 # that has a CUDA implementation on a CUDA worker (--device cuda) against the
 # CPU run of the same model and data:
-# - one rank, one GPU: losses of 6 steps within 1e-4 relative (SPEC: fp32);
+# - one rank, one GPU: losses of 6 steps within 1e-4 relative (looser than
+#   SPEC's 1e-5 on purpose: over 6 AdamW steps the GPU's and CPU's summation
+#   orders give gradients that differ by rounding, and AdamW turns that noise
+#   in near-zero gradients into lr-sized moves -- see tests/test_tp.c; the
+#   same-point comparison at 1e-5 is test_tp --device cuda below);
 # - the same with --offload to pinned main RAM, and with a GPU memory budget
 #   that evicts: the same losses as the GPU run without offload, bit for bit
 #   (the same kernels on the same values, only the places of the data differ);
