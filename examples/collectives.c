@@ -267,7 +267,7 @@ int main(int argc, char **argv)
     for (int si = 0; si < o.nsizes; si++) {
         /* shape [rows, cols]: rows a multiple of p (equal blocks for the
          * MPI all-gather / reduce-scatter), cols <= 1024 floats */
-        int64_t want = (int64_t)(o.sizes_mib[si] * 1048576.0 / sizeof(float) + 0.5);
+        int64_t want = (int64_t)(o.sizes_mib[si] * SW_MIB / sizeof(float) + 0.5);
         if (want < p) want = p;
         int64_t cols = 1024;
         while (cols > 1 && want / cols < p) cols /= 2;

@@ -356,8 +356,8 @@ static void memory_report(sw_gpt *m)
     int n = sw_memory_nodes(nodes, 8), at = 0;
     for (int k = 0; k < n && at < LINE; k++)
         at += snprintf(line + at, (size_t)(LINE - at), "%s%s: peak %.2f MiB used (of %.0f), in %.2f MiB, out %.2f MiB",
-                       k ? "; " : "", nodes[k].name, nodes[k].peak / 1048576.0, nodes[k].total / 1048576.0,
-                       nodes[k].bytes_in / 1048576.0, nodes[k].bytes_out / 1048576.0);
+                       k ? "; " : "", nodes[k].name, nodes[k].peak / SW_MIB, nodes[k].total / SW_MIB,
+                       nodes[k].bytes_in / SW_MIB, nodes[k].bytes_out / SW_MIB);
     SW_CHECK(MPI_Gather(line, LINE, MPI_CHAR, lines, LINE, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (me == 0) {
         printf("memory: StarPU memory nodes per rank (used: what StarPU counts; in/out: bytes over its buses during "
@@ -448,8 +448,8 @@ static void context_report(const sw_gpt *m, const sw_comm *comm, int steps)
             if (calls)
                 printf("communication: rank 0 sent %.3f MiB per step on the %s group in %.1f collectives "
                        "(model: %.3f MiB)\n",
-                       sent / steps / 1048576.0, sw_group_name(groups[k]), (double)calls / steps,
-                       model[k] / 1048576.0);
+                       sent / steps / SW_MIB, sw_group_name(groups[k]), (double)calls / steps,
+                       model[k] / SW_MIB);
         }
         double lo = all[0], hi = all[0];
         for (int r = 1; r < n; r++) lo = all[r] < lo ? all[r] : lo, hi = all[r] > hi ? all[r] : hi;
@@ -597,7 +597,7 @@ int main(int argc, char **argv)
         if (me == 0)
             printf("communication: rank 0 sent %.3f MiB per step on the TP group in %.1f collectives "
                    "(model: %.3f MiB)\n",
-                   sent / o.steps / 1048576.0, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / 1048576.0);
+                   sent / o.steps / SW_MIB, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / SW_MIB);
     }
     if (c->ulysses * c->ring > 1) context_report(m, comm, o.steps);
     if (log) fclose(log);

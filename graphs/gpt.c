@@ -513,10 +513,10 @@ static void create_buckets(sw_gpt *m)
         perror("starweave: calloc");
         abort();
     }
-    double limit = c->bucket_mb * 1048576.0;
+    double limit = c->bucket_mb * SW_MIB;
     for (int p = n - 1; p >= 0;) {
         int b = m->nbuckets++, first = p;
-        double cap = b == 0 && limit > 1048576.0 ? 1048576.0 : limit, bytes = 0;
+        double cap = b == 0 && limit > SW_MIB ? SW_MIB : limit, bytes = 0;
         while (p >= 0 && (p == first || bytes + (double)sw_tensor_bytes(m->grad[p]) <= cap))
             bytes += (double)sw_tensor_bytes(m->grad[p--]);
         int count = first - p;
@@ -591,7 +591,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     /* the budget must hold the saved activations of the block in backward
      * and of the one prefetched (measured: with tp 2 and 1.5 blocks, StarPU
      * found no room for the collectives' buffers and waited forever) */
-    double block_mib = saved_model_bytes(c, 0) / 1048576.0;
+    double block_mib = saved_model_bytes(c, 0) / SW_MIB;
     if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
         sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
                        sw_offload_budget_mb(), block_mib);

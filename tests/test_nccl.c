@@ -285,13 +285,7 @@ int main(int argc, char **argv)
     char why[256] = "";
     int ok = sw_nccl_check(why, sizeof why) == 0;
     if (ok && np < 2) snprintf(why, sizeof why, "needs 2 ranks or more (mpirun -np 2)"), ok = 0;
-    int all = 0;
-    SW_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (!all) {
-        /* rank 0 prints a reason: its own, or that another rank had one */
-        if (me == 0) printf("SKIP: %s\n", ok ? "another rank has no usable GPU" : why);
-        else printf("SKIP (rank %d): as rank 0\n", me);
-        fflush(stdout);
+    if (!tu_all_ranks_can(ok, why)) {
         sw_shutdown();
         return 77;
     }

@@ -10,7 +10,9 @@
  *    and on every rank the two ran interleaved, not one after the other:
  *    the all-reduce's first request was posted before the chain's last
  *    GEMM started, and the chain's first GEMM started before the
- *    all-reduce's last request completed. A dependency between the two
+ *    all-reduce's last task (gate or reduction) ended -- not its last
+ *    request: starpu_task_wait_for_all does not wait for detached requests,
+ *    so that one completes after the chain even when serialised. A dependency between the two
  *    (or a wait between their submissions) makes one of the two false.
  *    The trace must hold every GEMM of the chain and at least one request
  *    per rank.
@@ -152,7 +154,7 @@ int main(int argc, char **argv)
     sw_comm *comm = sw_comm_create(mesh);
 
     float *a = malloc(sizeof(float) * (size_t)dim * dim);
-    int64_t cols = 1024, rows = (int64_t)(mib * 1024 * 1024 / 4 / cols);
+    int64_t cols = 1024, rows = (int64_t)(mib * SW_MIB / 4 / cols);
     float *x = malloc(sizeof(float) * (size_t)(rows * cols)), *ref = malloc(sizeof(float) * (size_t)(rows * cols));
     if (!a || !x || !ref) { perror("malloc"); return 99; }
     tu_rand(a, (int64_t)dim * dim, 1, 1.0f);

@@ -106,23 +106,16 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
  * SKIP (rank 0 with the reason) and the test exits 77 */
 static int cuda_missing(void)
 {
-    const int mine = sw_ncuda() > 0 && sw_ncpus() > 0;
-    if (sw_world_min(mine)) return 0;
-    if (sw_rank() != 0)
-        printf("SKIP (rank %d): as rank 0\n", sw_rank());
-    else if (mine)
-        printf("SKIP: --device cuda: another rank has no CUDA worker or no CPU worker\n");
-    else
-        printf("SKIP: --device cuda needs a CUDA worker and a CPU worker (rank 0 has %d CUDA, %d CPU workers; %s)\n",
-               sw_ncuda(), sw_ncpus(),
+    char why[200];
+    snprintf(why, sizeof why, "--device cuda needs a CUDA worker and a CPU worker (rank 0 has %d CUDA, %d CPU workers; %s)",
+             sw_ncuda(), sw_ncpus(),
 #ifdef STARWEAVE_USE_CUDA
-               "no usable GPU"
+             "no usable GPU"
 #else
-               "built without CUDA, configure --enable-cuda"
+             "built without CUDA, configure --enable-cuda"
 #endif
-        );
-    fflush(stdout);
-    return 1;
+    );
+    return !tu_all_ranks_can(sw_ncuda() > 0 && sw_ncpus() > 0, why);
 }
 
 int main(int argc, char **argv)

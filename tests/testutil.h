@@ -161,6 +161,19 @@ static inline int tu_check_ranks(const char *what, int cond)
     return cond;
 }
 
+/* For MPI tests, a requirement each rank checks alone (a GPU, say): 1 when
+ * every rank meets it; otherwise every rank prints a SKIP line (rank 0 with
+ * its reason `why`, or that another rank failed it; the scripts count one
+ * line per rank) and 0 is returned: the caller shuts down and exits 77. */
+static inline int tu_all_ranks_can(int ok, const char *why)
+{
+    if (sw_world_min(ok)) return 1;
+    if (sw_rank() != 0) printf("SKIP (rank %d): as rank 0\n", sw_rank());
+    else printf("SKIP: %s\n", ok ? "another rank cannot run this test" : why);
+    fflush(stdout);
+    return 0;
+}
+
 /* For MPI tests: one verdict summed over every rank, printed by rank 0. */
 static inline int tu_finish_all(void)
 {

@@ -54,6 +54,10 @@ int sw_home_pinned(void);
  * back to: the first CUDA worker's with CUDA workers, else main RAM. */
 int sw_compute_node(void);
 
+/* Bytes in a MiB: the unit of every memory size starweave takes or prints
+ * (flags, budgets, reports), as of StarPU's memory limits. */
+#define SW_MIB 1048576.0
+
 /* Memory per StarPU memory node: what StarPU counts as used there (buffers
  * it allocated, and starpu_malloc'ed home buffers unless a budget is set),
  * now and the highest value seen by a sampling thread (every 0.5 ms while
