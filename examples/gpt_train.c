@@ -516,6 +516,8 @@ int main(int argc, char **argv)
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
+    sw_ckpt_field fields[8];
+    int nfields = sw_gpt_checkpoint_fields(m, fields);
     const sw_gpt_config *c = sw_gpt_get_config(m);
     int64_t T = (int64_t)c->seq * c->batch;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);
@@ -535,7 +537,7 @@ int main(int argc, char **argv)
     double total_ms = 0, submit_ms = 0;
     int step0 = 0; /* the last step already done */
     if (o.resume) {
-        step0 = sw_checkpoint_load(m, o.resume);
+        step0 = sw_checkpoint_load(sw_gpt_params(m), fields, nfields, o.resume);
         if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
         if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
@@ -563,7 +565,7 @@ int main(int argc, char **argv)
             return 1;
         }
         if (o.save && (step == o.steps || (o.save_every > 0 && step % o.save_every == 0))) {
-            sw_checkpoint_save(m, o.save, step);
+            sw_checkpoint_save(sw_gpt_params(m), fields, nfields, o.save, step);
             if (!o.quiet) printf("gpt_train: checkpoint of step %d in %s\n", step, o.save);
         }
         if (step == step0 + 1) {

@@ -1,6 +1,8 @@
-/* Checkpoints of a GPT model: parameters and AdamW moments of every rank
- * (its shards), the step, and the layout, so that a resumed run continues
- * exactly (dropout masks and batches are functions of seed and step).
+/* Checkpoints of a parameter registry (any model): parameters and AdamW
+ * moments of every rank (its shards), the step, the model's fields given by
+ * the caller, the parallel layout and every parameter's name and shape, so
+ * that a resumed run continues exactly (dropout masks and batches are
+ * functions of seed and step) and a mismatch is named.
  *
  * Layout on disk: DIR/step-NNNNNNNN/rank-RRRRR.ckpt, one file per rank, and
  * DIR/latest naming the last complete step. Every file is written to a
@@ -11,7 +13,7 @@
 #ifndef STARWEAVE_CHECKPOINT_H
 #define STARWEAVE_CHECKPOINT_H
 
-#include "starweave/graphs.h"
+#include "starweave/params.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,12 +22,17 @@ extern "C" {
 /* Saves after `step` (its update done). Blocking: waits for the tasks that
  * write the saved tensors. Returns 0, or exits 1 on every rank with the
  * reason if a file cannot be written. */
-int sw_checkpoint_save(sw_gpt *m, const char *dir, int step);
-/* Loads DIR/latest into m and returns its step. A missing, truncated,
+typedef struct sw_ckpt_field {
+    const char *name;       /* e.g. "hidden": named in the refusal of a mismatched checkpoint */
+    int64_t value;
+} sw_ckpt_field;
+/* model: at most 8 fields that must match (NULL, 0: none) */
+int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir, int step);
+/* Loads DIR/latest into p and returns its step. A missing, truncated,
  * corrupt (checksum) or mismatched (model, layout, rank count) checkpoint
  * is refused: every rank exits 2, the reason printed by the ranks that saw
  * it. */
-int sw_checkpoint_load(sw_gpt *m, const char *dir);
+int sw_checkpoint_load(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir);
 
 #ifdef __cplusplus
 }

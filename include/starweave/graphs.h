@@ -1,11 +1,16 @@
-/* Graph builders: a layer or a model is a function that submits tasks.
- * Builders never wait and never touch raw pointers. */
+/* Models: GPT-2, built from the public layers (layers.h), the parameter
+ * registry (params.h) and the block policies (blocks.h). Builders never
+ * wait and never touch raw pointers. */
 #ifndef STARWEAVE_GRAPHS_H
 #define STARWEAVE_GRAPHS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "starweave/blocks.h"
+#include "starweave/checkpoint.h"
 #include "starweave/comm.h"
+#include "starweave/layers.h"
+#include "starweave/params.h"
 #include "starweave/tensor.h"
 
 #ifdef __cplusplus
@@ -22,7 +27,7 @@ extern "C" {
  * head vocab-parallel, cross-entropy from three [T,1] all-reduces. K/V
  * heads are split when kv_heads >= tp and replicated (tp / kv_heads copies)
  * otherwise. With sp, norms, dropout and residual adds run on the T/tp rows
- * of this rank (the f/g operators of graphs/tp_mappings.h). */
+ * of this rank (the f/g operators of mappings.h). */
 typedef struct sw_gpt_config {
     int layers, hidden, heads;
     int kv_heads;           /* K/V heads; 0: = heads */
@@ -83,11 +88,6 @@ typedef struct sw_gpt_config {
     int dtype;
 } sw_gpt_config;
 
-typedef enum sw_recompute { SW_RECOMPUTE_NONE, SW_RECOMPUTE_SELECTIVE, SW_RECOMPUTE_FULL } sw_recompute;
-/* "none", "selective", "full"; parse returns -1 for anything else */
-const char *sw_recompute_name(int mode);
-int sw_recompute_parse(const char *name);
-
 void sw_gpt_config_default(sw_gpt_config *c);
 /* Checks every constraint; on violation writes "rule (values)" into msg and
  * returns -1. Fills vocab_padded. */
@@ -111,10 +111,6 @@ void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_
 void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols);
 void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local);
 
-/* Dropout op ids in the RNG key (layer = block index; embedding uses layer 0xFFFF). */
-enum { SW_DROP_EMBED = 0, SW_DROP_ATTN_PROBS = 1, SW_DROP_ATTN_OUT = 2, SW_DROP_MLP_OUT = 3 };
-#define SW_DROP_EMBED_LAYER 0xFFFFu
-
 typedef struct sw_gpt sw_gpt;
 
 /* Creates the model and its tensors; parameters initialised as GPT-2
@@ -126,6 +122,11 @@ typedef struct sw_gpt sw_gpt;
 sw_gpt *sw_gpt_create(const sw_gpt_config *c, sw_comm *comm);
 void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
+/* the model's parameter registry (checkpoints, the services) */
+sw_params *sw_gpt_params(sw_gpt *m);
+/* The model's fields a checkpoint must match (layers, hidden, heads,
+ * kv-heads, padded vocabulary, max-pos): fills out[0..5], returns 6. */
+int sw_gpt_checkpoint_fields(const sw_gpt *m, sw_ckpt_field out[8]);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
 /* The gradient of parameter `index` summed over dp, as the update used it:
@@ -183,6 +184,8 @@ typedef struct sw_gpt_memory {
     double model_bytes, registered_bytes;
 } sw_gpt_memory;
 sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
+/* the model's figure alone, from the configuration */
+double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer);
 
 /* Bytes one rank sends on the TP group per training step (forward +
  * backward), by the formula of bandwidth-optimal collectives (all-reduce

@@ -13,17 +13,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "starweave/mesh.h"
 #include "starweave/runtime.h"
 
-#define MAGIC "SWCKPT02"
+#define MAGIC "SWCKPT03"
 
-/* what must match between the saving and the resuming run */
+/* what must match between the saving and the resuming run: the model's
+ * fields (given by the caller), the parallel layout, the parameters */
+enum { MAX_FIELDS = 16 };
+typedef struct ckpt_field {
+    char name[32];
+    int64_t value;
+} ckpt_field;
 typedef struct ckpt_header {
     char magic[8];
-    int32_t layers, hidden, heads, kv_heads, vocab_padded, max_pos, tp, dp, zero, world, rank, nparams, step;
-    int32_t ulysses, ring, zigzag;
+    int32_t nfields, rank, step, pad;
+    ckpt_field field[MAX_FIELDS]; /* the model's, then layout fields, then the parameter count */
     uint64_t seed;
 } ckpt_header;
+/* then per parameter: its name and this rank's shape */
+typedef struct ckpt_param {
+    char name[48];
+    int64_t rows, cols;
+} ckpt_param;
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -33,36 +45,62 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 }
 #define FNV_START 0xcbf29ce484222325ull
 
-static ckpt_header header_of(sw_gpt *m, int step)
+/* index of the first layout field: the ones after it get the advice to
+ * resume with the same layout */
+static int header_of(sw_params *p, const sw_ckpt_field *model, int nmodel, int step, ckpt_header *h)
 {
-    const sw_gpt_config *c = sw_gpt_get_config(m);
-    ckpt_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, MAGIC, 8);
-    h.layers = c->layers, h.hidden = c->hidden, h.heads = c->heads, h.kv_heads = c->kv_heads;
-    h.vocab_padded = c->vocab_padded, h.max_pos = c->max_pos, h.tp = c->tp, h.dp = c->dp, h.zero = c->zero;
-    h.ulysses = c->ulysses, h.ring = c->ring, h.zigzag = c->ring > 1 && c->zigzag;
-    h.world = sw_world_size(), h.rank = sw_rank(), h.nparams = sw_gpt_num_params(c), h.step = step;
-    h.seed = c->seed;
-    return h;
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, MAGIC, 8);
+    if (nmodel > MAX_FIELDS - 8) sw_fail(__FILE__, __LINE__, "sw_checkpoint: more than 8 model fields", -22);
+    const sw_mesh *mesh = sw_params_comm(p) ? sw_comm_mesh(sw_params_comm(p)) : NULL;
+    int n = 0;
+    for (int i = 0; i < nmodel; i++, n++) {
+        snprintf(h->field[n].name, sizeof h->field[n].name, "%s", model[i].name);
+        h->field[n].value = model[i].value;
+    }
+    int layout = n;
+    const struct { const char *name; sw_group g; } groups[] = {
+        {"tp", SW_GROUP_TP}, {"dp", SW_GROUP_DP}, {"ulysses", SW_GROUP_ULYSSES}, {"ring", SW_GROUP_RING}};
+    snprintf(h->field[n].name, sizeof h->field[n].name, "number of ranks");
+    h->field[n++].value = sw_world_size();
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++, n++) {
+        snprintf(h->field[n].name, sizeof h->field[n].name, "%s", groups[i].name);
+        h->field[n].value = mesh ? sw_mesh_size(mesh, groups[i].g) : 1;
+    }
+    snprintf(h->field[n].name, sizeof h->field[n].name, "zero");
+    h->field[n++].value = sw_params_get_config(p)->zero;
+    snprintf(h->field[n].name, sizeof h->field[n].name, "parameters");
+    h->field[n++].value = sw_params_count(p);
+    h->nfields = n, h->rank = sw_rank(), h->step = step;
+    h->seed = sw_params_get_config(p)->seed;
+    return layout;
+}
+
+static void params_of(sw_params *p, ckpt_param *out)
+{
+    for (int i = 0; i < sw_params_count(p); i++) {
+        memset(&out[i], 0, sizeof out[i]);
+        snprintf(out[i].name, sizeof out[i].name, "%s", sw_params_desc(p, i)->name);
+        out[i].rows = sw_params_value(p, i)->rows, out[i].cols = sw_params_value(p, i)->cols;
+    }
 }
 
 /* The three tensors saved per parameter, in file order (with ZeRO-1 the
  * moments are this rank's rows only). */
-static sw_tensor *saved_tensor(sw_gpt *m, int i, int which)
+static sw_tensor *saved_tensor(sw_params *p, int i, int which)
 {
-    return which == 0 ? sw_gpt_param(m, i) : which == 1 ? sw_gpt_adam_m(m, i) : sw_gpt_adam_v(m, i);
+    return which == 0 ? sw_params_value(p, i) : which == 1 ? sw_params_adam_m(p, i) : sw_params_adam_v(p, i);
 }
 
-/* The saved tensors between the header and the checksum: copied out of
- * (to_file) or into the model, in file order; returns their bytes (buf
- * NULL: only counts). */
-static size_t copy_tensors(sw_gpt *m, char *buf, int to_file)
+/* The saved tensors after the header and the parameter table: copied out
+ * of (to_file) or into the registry, in file order; returns their bytes
+ * (buf NULL: only counts). */
+static size_t copy_tensors(sw_params *p, char *buf, int to_file)
 {
     size_t off = 0;
-    for (int i = 0; i < sw_gpt_num_params(sw_gpt_get_config(m)); i++)
+    for (int i = 0; i < sw_params_count(p); i++)
         for (int which = 0; which < 3; which++) {
-            sw_tensor *t = saved_tensor(m, i, which);
+            sw_tensor *t = saved_tensor(p, i, which);
             if (buf && to_file) sw_tensor_read_host(t, buf + off);
             else if (buf) sw_tensor_write_host(t, buf + off);
             off += sw_tensor_bytes(t);
@@ -119,7 +157,7 @@ static int write_atomic(const char *path, const char *dirpath, const void *data,
     return 0;
 }
 
-int sw_checkpoint_save(sw_gpt *m, const char *dir, int step)
+int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir, int step)
 {
     char err[PATH_MAX + 128] = "", sdir[PATH_MAX], path[PATH_MAX + 32];
     step_dir(sdir, sizeof sdir, dir, step);
@@ -131,13 +169,16 @@ int sw_checkpoint_save(sw_gpt *m, const char *dir, int step)
     }
     agree_or_exit(err, 1);
 
-    /* header, then param, m, v of every parameter, then the checksum */
-    ckpt_header h = header_of(m, step);
-    size_t total = sizeof h + copy_tensors(m, NULL, 1) + sizeof(uint64_t);
+    /* header, parameter table, then param, m, v of every parameter, then the checksum */
+    ckpt_header h;
+    header_of(p, model, nmodel, step, &h);
+    size_t table = sizeof(ckpt_param) * (size_t)sw_params_count(p);
+    size_t total = sizeof h + table + copy_tensors(p, NULL, 1) + sizeof(uint64_t);
     char *buf = malloc(total);
     if (!buf) sw_fail(__FILE__, __LINE__, "malloc(checkpoint)", -ENOMEM);
     memcpy(buf, &h, sizeof h);
-    size_t off = sizeof h + copy_tensors(m, buf + sizeof h, 1);
+    params_of(p, (ckpt_param *)(buf + sizeof h));
+    size_t off = sizeof h + table + copy_tensors(p, buf + sizeof h + table, 1);
     uint64_t sum = fnv1a(FNV_START, buf, off);
     memcpy(buf + off, &sum, sizeof sum);
     snprintf(path, sizeof path, "%s/rank-%05d.ckpt", sdir, h.rank);
@@ -157,19 +198,18 @@ int sw_checkpoint_save(sw_gpt *m, const char *dir, int step)
 }
 
 /* "name: checkpoint A, this run B" for the first field that differs */
-static int mismatch(char *err, size_t n, const char *path, const ckpt_header *f, const ckpt_header *me)
+static int mismatch(char *err, size_t n, const char *path, const ckpt_header *f, const ckpt_header *me, int layout)
 {
-    struct { const char *name; int32_t a, b; } fields[] = {
-        {"layers", f->layers, me->layers}, {"hidden", f->hidden, me->hidden}, {"heads", f->heads, me->heads},
-        {"kv-heads", f->kv_heads, me->kv_heads}, {"padded vocabulary", f->vocab_padded, me->vocab_padded},
-        {"max-pos", f->max_pos, me->max_pos}, {"number of ranks", f->world, me->world}, {"tp", f->tp, me->tp},
-        {"dp", f->dp, me->dp}, {"ulysses", f->ulysses, me->ulysses}, {"ring", f->ring, me->ring},
-        {"zigzag", f->zigzag, me->zigzag}, {"zero", f->zero, me->zero}, {"parameters", f->nparams, me->nparams}};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (fields[i].a != fields[i].b) {
-            snprintf(err, n, "checkpoint %s does not match this run: %s %d in the checkpoint, %d here%s", path,
-                     fields[i].name, fields[i].a, fields[i].b,
-                     i >= 6 && i <= 12 ? " (resume with the parallel layout it was saved with)" : "");
+    if (f->nfields != me->nfields) {
+        snprintf(err, n, "checkpoint %s does not match this run: %d fields in the checkpoint, %d here", path,
+                 f->nfields, me->nfields);
+        return 1;
+    }
+    for (int i = 0; i < me->nfields; i++)
+        if (strcmp(f->field[i].name, me->field[i].name) != 0 || f->field[i].value != me->field[i].value) {
+            snprintf(err, n, "checkpoint %s does not match this run: %s %lld in the checkpoint, %lld here%s", path,
+                     me->field[i].name, (long long)f->field[i].value, (long long)me->field[i].value,
+                     i >= layout && i < me->nfields - 1 ? " (resume with the parallel layout it was saved with)" : "");
             return 1;
         }
     if (f->seed != me->seed) {
@@ -180,7 +220,20 @@ static int mismatch(char *err, size_t n, const char *path, const ckpt_header *f,
     return 0;
 }
 
-int sw_checkpoint_load(sw_gpt *m, const char *dir)
+/* the first parameter whose name or shape differs */
+static int param_mismatch(char *err, size_t n, const char *path, const ckpt_param *f, const ckpt_param *me, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(f[i].name, me[i].name) != 0 || f[i].rows != me[i].rows || f[i].cols != me[i].cols) {
+            snprintf(err, n, "checkpoint %s does not match this run: parameter %d is %s [%lld,%lld] in the checkpoint, "
+                     "%s [%lld,%lld] here", path, i, f[i].name, (long long)f[i].rows, (long long)f[i].cols,
+                     me[i].name, (long long)me[i].rows, (long long)me[i].cols);
+            return 1;
+        }
+    return 0;
+}
+
+int sw_checkpoint_load(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir)
 {
     char err[2 * PATH_MAX] = "", path[PATH_MAX + 64], name[64] = "";
     snprintf(path, sizeof path, "%s/latest", dir);
@@ -194,9 +247,15 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
     }
     agree_or_exit(err, 2);
 
-    ckpt_header me = header_of(m, 0);
+    ckpt_header me;
+    int layout = header_of(p, model, nmodel, 0, &me);
+    int np = sw_params_count(p);
+    size_t table = sizeof(ckpt_param) * (size_t)np;
+    ckpt_param *mine = malloc(table + 1);
+    if (!mine) sw_fail(__FILE__, __LINE__, "malloc(checkpoint)", -ENOMEM);
+    params_of(p, mine);
     snprintf(path, sizeof path, "%s/%s/rank-%05d.ckpt", dir, name, me.rank);
-    size_t want = sizeof me + copy_tensors(m, NULL, 0) + sizeof(uint64_t);
+    size_t want = sizeof me + table + copy_tensors(p, NULL, 0) + sizeof(uint64_t);
     char *buf = NULL;
     struct stat st;
     if (stat(path, &st) != 0) snprintf(err, sizeof err, "checkpoint: cannot open %s: %s", path, strerror(errno));
@@ -214,7 +273,10 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
         else if (memcmp(fh.magic, MAGIC, 8) != 0) snprintf(err, sizeof err, "%s is not a starweave checkpoint", path);
         else if (fh.rank != me.rank)
             snprintf(err, sizeof err, "checkpoint %s holds rank %d, not %d", path, fh.rank, me.rank);
-        else if (mismatch(err, sizeof err, path, &fh, &me)) {
+        else if (mismatch(err, sizeof err, path, &fh, &me, layout)) {
+        } else if ((size_t)st.st_size < sizeof me + table)
+            snprintf(err, sizeof err, "checkpoint %s is truncated (%lld bytes)", path, (long long)st.st_size);
+        else if (param_mismatch(err, sizeof err, path, (const ckpt_param *)(buf + sizeof me), mine, np)) {
         } else if ((size_t)st.st_size != want)
             snprintf(err, sizeof err, "checkpoint %s is truncated or padded: %lld bytes, expected %zu", path,
                      (long long)st.st_size, want);
@@ -225,7 +287,8 @@ int sw_checkpoint_load(sw_gpt *m, const char *dir)
     }
     agree_or_exit(err, 2);
 
-    copy_tensors(m, buf + sizeof me, 0);
+    copy_tensors(p, buf + sizeof me + table, 0);
     free(buf);
+    free(mine);
     return me.step;
 }

@@ -12,10 +12,14 @@
  * function submits and returns the tensor that holds its result: the input
  * itself for an identity or an in-place all-reduce, else `out`. With t = 1
  * nothing is submitted. Called in the same order on every TP rank. */
-#ifndef STARWEAVE_TP_MAPPINGS_H
-#define STARWEAVE_TP_MAPPINGS_H
+#ifndef STARWEAVE_MAPPINGS_H
+#define STARWEAVE_MAPPINGS_H
 
 #include "starweave/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct sw_tp {
     sw_comm *comm; /* NULL when t == 1 */
@@ -34,5 +38,9 @@ sw_tensor *sw_tp_g_backward(const sw_tp *tp, sw_tensor *local, sw_tensor *full);
 /* gradient of a parameter replicated over the group but computed from the
  * local rows only (SP: norms, row-parallel biases): sum over the group */
 void sw_tp_sum_replicated_grad(const sw_tp *tp, sw_tensor *grad);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

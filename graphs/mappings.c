@@ -1,5 +1,5 @@
-/* f and g of tensor/sequence parallelism (see tp_mappings.h). */
-#include "tp_mappings.h"
+/* f and g of tensor/sequence parallelism (see starweave/mappings.h). */
+#include "starweave/mappings.h"
 
 static int active(const sw_tp *tp) { return tp->t > 1; }
 

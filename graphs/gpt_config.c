@@ -1,0 +1,187 @@
+/* GPT-2's configuration: its rules, and the analytical models of its
+ * saved activations, communication and FLOPs (see graphs.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "starweave/graphs.h"
+
+static int kv_heads_of(const sw_gpt_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
+
+/* ---------------------------------------------------------------- config */
+
+void sw_gpt_config_default(sw_gpt_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->layers = 2;
+    c->hidden = 128;
+    c->heads = 4;
+    c->vocab = 256;
+    c->max_pos = 64;
+    c->seq = 64;
+    c->batch = 8;
+    c->dropout = 0.0f;
+    c->ln_eps = 1e-5f;
+    c->seed = 1234;
+    c->tiles = 4;
+    c->lr = 1e-3f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->adam_eps = 1e-8f;
+    c->weight_decay = 0.0f;
+    c->tp = 1;
+    c->dp = 1;
+    c->grad_accum = 1;
+    c->bucket_mb = 25.0f;
+    c->ulysses = 1;
+    c->ring = 1;
+    c->zigzag = 1;
+    c->recompute = SW_RECOMPUTE_SELECTIVE;
+    c->recompute_every = 1;
+}
+
+int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
+{
+#define RULE(cond, ...)                         \
+    do {                                        \
+        if (!(cond)) {                          \
+            snprintf(msg, n, __VA_ARGS__);      \
+            return -1;                          \
+        }                                       \
+    } while (0)
+    RULE(c->layers > 0, "layers must be positive (layers = %d)", c->layers);
+    RULE(c->hidden > 0, "hidden must be positive (hidden = %d)", c->hidden);
+    RULE(c->heads > 0, "heads must be positive (heads = %d)", c->heads);
+    RULE(c->hidden % c->heads == 0, "hidden (%d) must be divisible by heads (%d)", c->hidden, c->heads);
+    if (c->kv_heads == 0) c->kv_heads = c->heads;
+    RULE(c->kv_heads > 0, "kv-heads must be positive (kv-heads = %d)", c->kv_heads);
+    RULE(c->heads % c->kv_heads == 0, "heads (%d) must be divisible by kv-heads (%d)", c->heads, c->kv_heads);
+    RULE(c->tp > 0, "tp must be at least 1 (tp = %d)", c->tp);
+    RULE(c->heads % c->tp == 0, "heads (%d) must be divisible by tp (%d)", c->heads, c->tp);
+    RULE(c->kv_heads < c->tp || c->kv_heads % c->tp == 0,
+         "kv-heads (%d) must be divisible by tp (%d) when kv-heads >= tp (K/V heads split)", c->kv_heads, c->tp);
+    RULE(c->kv_heads >= c->tp || c->tp % c->kv_heads == 0,
+         "tp (%d) must be divisible by kv-heads (%d) when kv-heads < tp (K/V heads replicated)", c->tp, c->kv_heads);
+    RULE(c->ulysses > 0, "ulysses must be at least 1 (ulysses = %d)", c->ulysses);
+    RULE(c->ring > 0, "ring must be at least 1 (ring = %d)", c->ring);
+    RULE(c->ulysses == 1 || c->heads % (c->tp * c->ulysses) == 0, "heads (%d) must be divisible by tp*ulysses (%d*%d)",
+         c->heads, c->tp, c->ulysses);
+    RULE(c->ulysses == 1 || c->kv_heads % (c->tp * c->ulysses) == 0,
+         "kv-heads (%d) must be divisible by tp*ulysses (%d*%d): Ulysses splits the K/V heads", c->kv_heads, c->tp,
+         c->ulysses);
+    int cp = c->ulysses * c->ring, zig = c->ring > 1 && c->zigzag;
+    RULE(!zig || c->seq % (2 * cp) == 0, "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq,
+         c->ring, c->ulysses);
+    RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
+    RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
+    RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
+    RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
+    RULE(c->max_pos > 0, "max-pos must be positive (max-pos = %d)", c->max_pos);
+    RULE(c->seq <= c->max_pos, "seq (%d) must not exceed the positions of the model (max-pos = %d)", c->seq,
+         c->max_pos);
+    RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
+         c->tp);
+    RULE(!c->sp || (c->seq / cp) % c->tp == 0,
+         "seq/(ulysses*ring) (%d) must be divisible by tp (%d) with sequence parallelism", c->seq / cp, c->tp);
+    RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
+    RULE(c->dp > 0, "dp must be at least 1 (dp = %d)", c->dp);
+    RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
+    RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
+         c->batch, c->dp, c->grad_accum);
+    RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
+    RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
+    RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
+         "recompute must be none, selective or full (recompute = %d)", c->recompute);
+    RULE(c->recompute_every > 0, "recompute-every must be at least 1 (recompute-every = %d)", c->recompute_every);
+    RULE(c->recompute_every == 1 || c->recompute == SW_RECOMPUTE_FULL,
+         "recompute-every (%d) needs recompute full (recompute = %s)", c->recompute_every,
+         sw_recompute_name(c->recompute));
+    RULE(c->recompute != SW_RECOMPUTE_NONE || c->ring == 1,
+         "recompute none needs ring = 1 (ring = %d): Ring attention never holds a whole row of probabilities",
+         c->ring);
+    RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
+         "offload needs recompute none or selective (recompute = full keeps only block inputs)");
+    RULE(c->dtype == SW_F32 || c->dtype == SW_BF16, "dtype must be fp32 (%d) or bf16 (%d) (dtype = %d)", SW_F32,
+         SW_BF16, c->dtype);
+    RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
+    RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
+    int local_rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
+    RULE(c->tiles <= local_rows,
+         "tiles (%d) must not exceed the rows of a rank, seq*batch/(dp*grad-accum*ulysses*ring)%s (%d)", c->tiles,
+         c->sp ? "/tp" : "", local_rows);
+    int head_cols = c->hidden / c->tp; /* columns of the local attention output */
+    RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
+    RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
+    RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
+    RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
+         "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
+    int pad = 128 * c->tp;
+    c->vocab_padded = (c->vocab + pad - 1) / pad * pad;
+    RULE(c->tiles <= c->vocab_padded / c->tp, "tiles (%d) must not exceed the padded vocabulary per rank (%d)",
+         c->tiles, c->vocab_padded / c->tp);
+#undef RULE
+    return 0;
+}
+
+/* ------------------------------------------------------------ models */
+
+double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer)
+{
+    /* the model, from the configuration alone (fp32 elements):
+     * selective: l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
+     *   l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
+     *   both norms); the gathered norm outputs; qkv, attention output, lse,
+     *   fc before and after GeLU; with Ulysses + T aq d: the attention output
+     *   in both layouts. T = seq/(ulysses*ring) * B, B = batch/(dp*grad_accum).
+     * none: + (aq/ulysses) B seq^2, the attention probabilities.
+     * full: l h for a checkpointed block (layer % recompute_every == 0), else 0. */
+    double t = c->tp, B = c->batch / (c->dp * c->grad_accum), T = (double)c->seq / (c->ulysses * c->ring) * B;
+    double h = c->hidden;
+    double d = (double)c->hidden / c->heads;
+    double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
+    double l = c->sp ? T / t : T;
+    double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
+    double elems = l * (4 * h + 4) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + 2 * 4 * h / t);
+    if (c->ulysses > 1) elems += T * aq * d;
+    if (c->recompute == SW_RECOMPUTE_NONE) elems += aq / c->ulysses * B * (double)c->seq * c->seq;
+    if (c->recompute == SW_RECOMPUTE_FULL) elems = layer % c->recompute_every == 0 ? l * h : 0;
+    return 4 * elems;
+}
+
+double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
+{
+    if (c->tp < 2) return 0;
+    /* per micro-batch, times grad_accum: the TP collectives run for each */
+    double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
+    double h = c->hidden, L = c->layers, f = 4;
+    double d = h / c->heads, kv = kv_heads_of(c);
+    double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
+    double act = f * T * h;
+    double bytes = (4 * L + 2) * ar * act;                   /* blocks, embedding, LM head */
+    if (c->sp && c->tp_recompute_allgather) bytes += 2 * L * ag * act; /* re-gathers in backward */
+    bytes += 3 * ar * f * T;                                  /* cross-entropy max, target, sum-exp */
+    if (c->sp) bytes += (6 * L + 2) * ar * f * h;             /* replicated parameters' gradients */
+    if (kv < t) bytes += L * ag * t * f * (2 * d * h + 2 * d); /* replicated K/V gradients, gathered */
+    return bytes * c->grad_accum;
+}
+
+void sw_gpt_cp_bytes_model(const sw_gpt_config *c, double *ulysses_bytes, double *ring_bytes)
+{
+    /* per micro-batch, times grad_accum; fp32; per layer */
+    double U = c->ulysses, R = c->ring, T = (double)c->seq / (U * R) * (c->batch / (c->dp * c->grad_accum));
+    double d = (double)c->hidden / c->heads, kv = kv_heads_of(c), t = c->tp;
+    double aq = c->heads / t, ak = kv >= t ? kv / t : 1, L = c->layers, f = 4;
+    /* q, k, v in and the output out, forward and backward: (U-1)/U of T (2 aq + 2 ak) d, twice */
+    *ulysses_bytes = U > 1 ? L * 2 * (U - 1) / U * f * T * (2 * aq + 2 * ak) * d * c->grad_accum : 0;
+    /* K/V blocks [U T, 2 ak/U d]: R-1 shifts forward, R-1 backward, their gradients R */
+    *ring_bytes = R > 1 ? L * (3 * R - 2) * f * T * 2 * ak * d * c->grad_accum : 0;
+}
+
+double sw_gpt_step_flops(const sw_gpt_config *c)
+{
+    double T = (double)c->seq * c->batch, h = c->hidden;
+    double vp = c->vocab_padded > 0 ? c->vocab_padded : (c->vocab + 127) / 128 * 128;
+    /* per block: qkv 6Th^2, proj 2Th^2, MLP 16Th^2, attention 4 b s^2 h (full square) */
+    double block = 24.0 * T * h * h + 4.0 * c->batch * (double)c->seq * c->seq * h;
+    double forward = c->layers * block + 2.0 * T * h * vp;
+    return 3.0 * forward; /* backward = 2 x forward */
+}

@@ -1,0 +1,55 @@
+/* Private helpers of the layers: tiles of the context's tiling, and the
+ * GEMM operands of --dtype bf16. */
+#ifndef STARWEAVE_LAYER_UTIL_H
+#define STARWEAVE_LAYER_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "starweave/layers.h"
+#include "starweave/trace.h"
+
+static inline starpu_data_handle_t rows_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_R)[i]; }
+static inline starpu_data_handle_t rows_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_W)[i]; }
+static inline starpu_data_handle_t rows_rw(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_RW)[i]; }
+static inline starpu_data_handle_t cols_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->P, STARPU_R)[i]; }
+static inline starpu_data_handle_t cols_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->P, STARPU_W)[i]; }
+static inline starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
+static inline starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
+
+/* a scratch that sw_scratch_invalidate leaves alone (keep != 0): the
+ * buffers of point-to-point transfers (ring K/V blocks, Ulysses layouts) */
+sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep);
+
+static inline int tp_on(const sw_ctx *x) { return x->tp.t > 1; }
+static inline sw_tensor *param(const sw_ctx *x, int i) { return sw_params_value(x->params, i); }
+static inline sw_tensor *grad(const sw_ctx *x, int i) { return sw_params_grad(x->params, i); }
+
+/* --dtype bf16: the weight a GEMM reads (the bf16 copy), and a GEMM
+ * operand from an fp32 handle: a bf16 temporary cast from it, released by
+ * op_done once its GEMMs are submitted. fp32: the same handle. */
+static inline int bf16_gemms(const sw_ctx *x) { return sw_params_get_config(x->params)->dtype == SW_BF16; }
+static inline sw_tensor *gemm_w(const sw_ctx *x, int w) { return sw_params_gemm_weight(x->params, w); }
+static inline starpu_data_handle_t op16(const sw_ctx *x, starpu_data_handle_t h) { return bf16_gemms(x) ? sw_cast_bf16_temp(h) : h; }
+static inline void op_done(const sw_ctx *x, starpu_data_handle_t h)
+{
+    if (bf16_gemms(x)) starpu_data_unregister_submit(h);
+}
+
+static inline void *sw_xcalloc(size_t n, size_t size)
+{
+    void *v = calloc(n ? n : 1, size);
+    if (!v) { perror("starweave: calloc"); abort(); }
+    return v;
+}
+
+/* the micro-batch's place in the global batch, for the dropout masks */
+static inline void batch_of_key(const sw_ctx *x, sw_rng_key *k)
+{
+    if (x->B == x->c.batch) return;
+    k->batch0 = sw_ctx_micro_batch_first(x, x->micro);
+    k->batch_local = x->B;
+    k->batch_global = x->c.batch;
+}
+
+#endif

@@ -1,0 +1,588 @@
+/* The layer context and the layers but attention (see layers.h). */
+#include <math.h>
+#include <string.h>
+
+#include "layer_util.h"
+#include "starweave/mesh.h"
+#include "starweave/runtime.h"
+
+/* ------------------------------------------------------------- context */
+
+struct sw_scratch {
+    sw_tensor *t;
+    int keep;                /* not invalidated at the end of a step */
+    struct sw_scratch *next;
+};
+
+/* Positions of ring rank rr's block, in ring-block order: zigzag chunks
+ * rr and 2R - 1 - rr of 2R, or block rr of R. Returns the number of runs. */
+int sw_ctx_ring_runs(const sw_ctx *x, int rr, int64_t p0[2], int64_t n[2])
+{
+    int64_t s = x->c.seq;
+    if (x->zig) {
+        int64_t c = s / (2 * x->R);
+        p0[0] = rr * c, p0[1] = (2 * x->R - 1 - rr) * c, n[0] = n[1] = c;
+        return 2;
+    }
+    p0[0] = rr * (s / x->R), n[0] = s / x->R;
+    return 1;
+}
+
+/* This rank's positions: piece ur of U of its ring block, as runs of
+ * consecutive global positions; and the row pieces of the T rows (k = 0)
+ * and of the local residual rows (k = 1, from T row row0): the P row tiles,
+ * cut where a run ends, each with what its position-dependent ops need. */
+static void position_runs(sw_ctx *x)
+{
+    int64_t rp[2], rn[2], S = x->c.seq / (x->U * x->R), lo = x->ur * S, at = 0;
+    int nr = sw_ctx_ring_runs(x, x->rr, rp, rn);
+    for (int k = 0; k < nr; at += rn[k++]) {
+        int64_t a = at > lo ? at : lo, b = at + rn[k] < lo + S ? at + rn[k] : lo + S;
+        if (a >= b) continue;
+        x->lr_i0[x->nlr] = a - lo, x->lr_p0[x->nlr] = rp[k] + a - at, x->lr_n[x->nlr++] = b - a;
+    }
+    for (int k = 0; k < 2; k++) {
+        int64_t n = k ? x->Tl : x->T, off = k ? x->row0 : 0;
+        x->pc_size[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
+        x->pc_key[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
+        x->pc_off[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
+        x->pc_pos[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
+        for (int i = 0; i < x->P; i++) {
+            int64_t first, count;
+            sw_tile_range(n, x->P, i, &first, &count);
+            for (int64_t r = off + first, end = r + count; r < end;) {
+                int j = 0;
+                while (j + 1 < x->nlr && r >= x->lr_i0[j + 1] * x->B) j++;
+                int64_t run0 = x->lr_i0[j] * x->B, run_end = run0 + x->lr_n[j] * x->B;
+                int64_t len = (end < run_end ? end : run_end) - r, pi = x->npc[k]++;
+                x->pc_size[k][pi] = len;
+                x->pc_off[k][pi] = r - run0;
+                x->pc_pos[k][pi] = x->lr_p0[j];
+                x->pc_key[k][pi] = x->lr_p0[j] * x->B + r - run0; /* row in the [s, b] rows of the whole sequence */
+                r += len;
+            }
+        }
+    }
+}
+
+void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params)
+{
+    memset(x, 0, sizeof *x);
+    x->c = *c;
+    x->comm = comm;
+    x->params = params;
+    const sw_mesh *mesh = comm ? sw_comm_mesh(comm) : NULL;
+    static const struct { sw_group g; const char *name; } degrees[] = {
+        {SW_GROUP_TP, "tp"}, {SW_GROUP_ULYSSES, "ulysses"}, {SW_GROUP_RING, "ring"}, {SW_GROUP_DP, "dp"}};
+    const int want[] = {c->tp, c->ulysses, c->ring, c->dp};
+    for (int i = 0; i < 4; i++) {
+        int have = mesh ? sw_mesh_size(mesh, degrees[i].g) : 1;
+        if (have != want[i])
+            sw_usage_error("%s (%d) must equal the %s degree of the mesh (%d)", degrees[i].name, want[i],
+                           degrees[i].name, have);
+    }
+    x->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, mesh ? sw_mesh_rank(mesh, SW_GROUP_TP) : 0, c->sp};
+    x->dp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_DP) : 0;
+    x->U = c->ulysses, x->R = c->ring, x->zig = c->ring > 1 && c->zigzag;
+    x->ur = mesh ? sw_mesh_rank(mesh, SW_GROUP_ULYSSES) : 0;
+    x->rr = mesh ? sw_mesh_rank(mesh, SW_GROUP_RING) : 0;
+    x->gg = x->U * x->R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
+    x->gn = c->dp * x->U * x->R;
+    x->gr = mesh ? sw_mesh_rank(mesh, x->gg) : 0;
+    x->B = c->batch / (c->dp * c->grad_accum);
+    x->T = c->seq / (x->U * x->R) * x->B;
+    x->Tl = c->sp ? x->T / c->tp : x->T;
+    x->row0 = c->sp ? x->tp.rank * x->Tl : 0;
+    x->Tr = x->U * x->T;
+    x->P = c->tiles;
+    position_runs(x);
+}
+
+void sw_ctx_destroy(sw_ctx *x)
+{
+    for (struct sw_scratch *s = x->scratch, *next; s; s = next) {
+        next = s->next;
+        sw_tensor_free(s->t);
+        free(s);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(x->pc_size[k]);
+        free(x->pc_key[k]);
+        free(x->pc_off[k]);
+        free(x->pc_pos[k]);
+    }
+    memset(x, 0, sizeof *x);
+}
+
+sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep)
+{
+    for (struct sw_scratch *s = x->scratch; s; s = s->next)
+        if (!strcmp(s->t->name, name) && s->t->rows == rows && s->t->cols == cols) return s->t;
+    struct sw_scratch *s = sw_xcalloc(1, sizeof *s);
+    s->t = sw_tensor_new2d(name, SW_F32, rows, cols);
+    s->keep = keep;
+    s->next = x->scratch;
+    x->scratch = s;
+    return s->t;
+}
+
+sw_tensor *sw_scratch(sw_ctx *x, const char *name, int64_t rows, int64_t cols)
+{
+    return sw_scratch_keep(x, name, rows, cols, 0);
+}
+
+void sw_scratch_invalidate(sw_ctx *x)
+{
+    for (struct sw_scratch *s = x->scratch; s; s = s->next)
+        if (!s->keep) sw_tensor_invalidate(s->t);
+}
+
+int64_t sw_ctx_position(const sw_ctx *x, int64_t i)
+{
+    int j = 0;
+    while (j + 1 < x->nlr && i >= x->lr_i0[j + 1]) j++;
+    return x->lr_p0[j] + i - x->lr_i0[j];
+}
+
+int sw_ctx_micro_batch_first(const sw_ctx *x, int k) { return (x->dp_rank * x->c.grad_accum + k) * x->B; }
+
+void sw_ctx_set_micro_batch(sw_ctx *x, int k)
+{
+    if (k < 0 || k >= x->c.grad_accum) sw_fail(__FILE__, __LINE__, "sw_ctx_set_micro_batch: k out of range", -22);
+    x->micro = k;
+}
+
+sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols)
+{
+    sw_rng_key k = {x->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, x->pc_key[1][i], 0, cols, 0, 0, 0};
+    batch_of_key(x, &k);
+    return k;
+}
+
+/* They are the row tiles unless a tile holds two runs of positions (zigzag). */
+starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, enum starpu_data_access_mode mode)
+{
+    if (x->npc[k] == x->P) return sw_tensor_tiles(t, SW_ROWS, x->P, mode)[i];
+    return sw_tensor_split(t, SW_ROWS, x->npc[k], x->pc_size[k], mode)[i];
+}
+
+/* -------------------------------------------------------------- params */
+
+static int add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_shard shard,
+                     int gemm, float std, float value)
+{
+    sw_param_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s%s", name, suffix);
+    d.rows = rows, d.cols = cols, d.shard = shard, d.gemm = gemm, d.init_std = std, d.init_value = value;
+    return sw_params_add(x->params, &d);
+}
+
+static const sw_shard replicated = {0, 0, {0}, {0}};
+
+/* -------------------------------------------------------------- linear */
+
+sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
+                        const sw_shard *out_shard, int n_tiles, const int64_t *tile_sizes)
+{
+    sw_linear l;
+    memset(&l, 0, sizeof l);
+    l.mode = mode, l.in = in, l.out = out;
+    int t = x->tp.t, r = x->tp.rank;
+    sw_shard ws = replicated, bs = replicated;
+    if (mode == SW_LINEAR_COLUMN) {
+        ws = out_shard ? *out_shard : sw_shard_even(0, out, t, r);
+        bs = ws, bs.dim = 1;
+    } else if (mode == SW_LINEAR_ROW) {
+        ws = sw_shard_even(1, in, t, r);
+    }
+    l.w = add_param(x, name, "_w", out, in, ws, 1, std, 0.0f);
+    l.b = bias ? add_param(x, name, "_b", 1, out, bs, 0, 0.0f, 0.0f) : -1;
+    l.n = n_tiles > 0 ? n_tiles : x->P;
+    if (l.n > (int)(sizeof l.sizes / sizeof l.sizes[0])) sw_usage_error("%s: %d output tiles (at most 64)", name, l.n);
+    l.sized = tile_sizes != NULL;
+    for (int i = 0; tile_sizes && i < l.n; i++) l.sizes[i] = tile_sizes[i];
+    return l;
+}
+
+static const int64_t *tile_sizes(const sw_linear *l) { return l->sized ? l->sizes : NULL; }
+
+/* GEMM tiling: OpenBLAS packs both operands of every call, so a task split
+ * along one output dimension re-packs the whole other operand. Activations
+ * ([T, *], T = seq*batch, small) are re-packed; weights never are: every
+ * task gets its own slice of the weight. Output features are split into n
+ * tiles.
+ *
+ * Column-parallel y[T,out] = x[T,in] W^T + b. With sp, x is being
+ * all-gathered: row block i of y is computed from rank i's chunk as soon
+ * as that chunk is there, this rank's own chunk first, straight from
+ * x_local (no wait on the gather). */
+void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_tensor *x_gathered, sw_tensor *y)
+{
+    int n = l->n;
+    const int64_t *sizes = tile_sizes(l);
+    sw_tensor *x_full = l->mode == SW_LINEAR_COLUMN ? sw_tp_f_forward(&x->tp, x_local, x_gathered) : x_local;
+    starpu_data_handle_t *W = sw_tensor_split(gemm_w(x, l->w), SW_ROWS, n, sizes, STARPU_R);
+    starpu_data_handle_t *B = l->b >= 0 ? sw_tensor_split(param(x, l->b), SW_COLS, n, sizes, STARPU_R) : NULL;
+    if (x_full == x_local) {
+        starpu_data_handle_t in = op16(x, whole_r(x_full));
+        for (int j = 0; j < n; j++) {
+            starpu_data_handle_t yj = sw_tensor_split(y, SW_COLS, n, sizes, STARPU_W)[j];
+            if (B) sw_gemm_bias(in, 0, W[j], 1, B[j], yj);
+            else sw_gemm(in, 0, W[j], 1, yj, 1.0f, 0.0f);
+        }
+        op_done(x, in);
+        return;
+    }
+    int t = x->tp.t;
+    for (int k = 0; k < t; k++) {
+        int i = (x->tp.rank - k + t) % t; /* the ring all-gather's arrival order */
+        starpu_data_handle_t src =
+            op16(x, i == x->tp.rank ? whole_r(x_local) : sw_tensor_tiles(x_full, SW_ROWS, t, STARPU_R)[i]);
+        for (int j = 0; j < n; j++) {
+            starpu_data_handle_t yij = sw_tensor_grid(y, t, NULL, n, sizes, STARPU_W)[i * n + j];
+            if (B) sw_gemm_bias(src, 0, W[j], 1, B[j], yij);
+            else sw_gemm(src, 0, W[j], 1, yij, 1.0f, 0.0f);
+        }
+        op_done(x, src);
+    }
+}
+
+/* dW[out,in] = dy^T x (split over out), db = colsum(dy) (with_bias),
+ * dx[T,in] = dy W (split over in, P tiles) */
+static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
+                          int n, const int64_t *sizes)
+{
+    starpu_data_handle_t x16 = op16(x, whole_r(in));
+    for (int j = 0; j < n; j++) {
+        starpu_data_handle_t dyj = sw_tensor_split(dy, SW_COLS, n, sizes, STARPU_R)[j], dy16 = op16(x, dyj);
+        sw_gemm(dy16, 1, x16, 0, sw_tensor_split(grad(x, l->w), SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(x, dy16);
+        if (with_bias) sw_colsum(dyj, sw_tensor_split(grad(x, l->b), SW_COLS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+    }
+    op_done(x, x16);
+    starpu_data_handle_t dy16 = op16(x, whole_r(dy));
+    for (int j = 0; j < x->P; j++)
+        sw_gemm(dy16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j), 1.0f, 0.0f);
+    op_done(x, dy16);
+}
+
+sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)
+{
+    if (l->mode == SW_LINEAR_REPLICATED) { /* on the local rows: with sp the parameter gradients are partial */
+        sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
+        gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
+        sw_tp_sum_replicated_grad(&x->tp, grad(x, l->w));
+        if (l->b >= 0) sw_tp_sum_replicated_grad(&x->tp, grad(x, l->b));
+        return dx;
+    }
+    sw_tensor *x_full = x_gathered; /* what the forward read */
+    if (x->c.tp_recompute_allgather) x_full = sw_tp_f_forward(&x->tp, x_local, x_gathered); /* gather again */
+    sw_tensor *part = sw_scratch(x, "part", x->T, l->in);
+    gemm_backward(x, l, dy, x_full, l->b >= 0, part, l->n, tile_sizes(l));
+    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->Tl, l->in));
+}
+
+/* row-parallel y[l,h] = g(x[T,in] W^T) + b: the bias is added once, after
+ * the reduction; returns the tensor holding y */
+sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
+{
+    int P = x->P;
+    sw_tensor *part = sw_scratch(x, "part", x->T, l->out);
+    starpu_data_handle_t x16 = op16(x, whole_r(in));
+    if (!tp_on(x) && l->b >= 0) {
+        for (int j = 0; j < P; j++)
+            sw_gemm_bias(x16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_ROWS, P, STARPU_R)[j], 1,
+                         cols_r(x, param(x, l->b), j), cols_w(x, part, j));
+        op_done(x, x16);
+        return part;
+    }
+    for (int j = 0; j < P; j++)
+        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_ROWS, P, STARPU_R)[j], 1, cols_w(x, part, j), 1.0f, 0.0f);
+    op_done(x, x16);
+    sw_tensor *y = sw_tp_g_forward(&x->tp, part, sw_scratch(x, "red", x->Tl, l->out));
+    for (int i = 0; i < P && l->b >= 0; i++) sw_bias_add(rows_rw(x, y, i), whole_r(param(x, l->b)));
+    return y;
+}
+
+/* dy [l,h] local: the bias gradient from the local rows (summed over TP
+ * with sp), the rest from dy gathered by g's backward */
+void sw_linear_row_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, sw_tensor *dx)
+{
+    if (!tp_on(x)) {
+        gemm_backward(x, l, dy, in, l->b >= 0, dx, x->P, NULL);
+        return;
+    }
+    if (l->b >= 0) {
+        sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), 1.0f, 0.0f);
+        sw_tp_sum_replicated_grad(&x->tp, grad(x, l->b));
+    }
+    gemm_backward(x, l, sw_tp_g_backward(&x->tp, dy, sw_scratch(x, "dfull", x->T, l->out)), in, 0, dx, x->P, NULL);
+}
+
+/* --------------------------------------------------------------- norms */
+
+sw_norm sw_norm_add(sw_ctx *x, const char *name, int64_t h, int rms, float eps)
+{
+    sw_norm n;
+    n.w = add_param(x, name, "_w", 1, h, replicated, 0, 0.0f, 1.0f);
+    n.b = rms ? -1 : add_param(x, name, "_b", 1, h, replicated, 0, 0.0f, 0.0f);
+    n.eps = eps;
+    return n;
+}
+
+void sw_norm_forward(sw_ctx *x, const sw_norm *n, sw_tensor *in, sw_tensor *y, sw_tensor *mean, sw_tensor *rstd)
+{
+    for (int i = 0; i < x->P; i++) {
+        if (n->b >= 0)
+            sw_layernorm_fwd(rows_r(x, in, i), whole_r(param(x, n->w)), whole_r(param(x, n->b)), rows_w(x, y, i),
+                             rows_w(x, mean, i), rows_w(x, rstd, i), n->eps);
+        else
+            sw_rmsnorm_fwd(rows_r(x, in, i), whole_r(param(x, n->w)), rows_w(x, y, i), rows_w(x, rstd, i), n->eps);
+    }
+}
+
+/* dx (+)= norm'(dy); d(w), d(b) = sums of per-tile partials */
+void sw_norm_backward(sw_ctx *x, const sw_norm *n, sw_tensor *dy, sw_tensor *in, sw_tensor *mean, sw_tensor *rstd,
+                      sw_tensor *dx, int accumulate)
+{
+    int64_t h = in->cols;
+    sw_tensor *part_w = sw_scratch(x, "ln_part_w", x->P, h), *part_b = n->b >= 0 ? sw_scratch(x, "ln_part_b", x->P, h) : NULL;
+    for (int i = 0; i < x->P; i++) {
+        starpu_data_handle_t dxi = accumulate ? rows_rw(x, dx, i) : rows_w(x, dx, i);
+        if (n->b >= 0)
+            sw_layernorm_bwd(rows_r(x, dy, i), rows_r(x, in, i), whole_r(param(x, n->w)), rows_r(x, mean, i),
+                             rows_r(x, rstd, i), dxi, rows_w(x, part_w, i), rows_w(x, part_b, i), accumulate);
+        else
+            sw_rmsnorm_bwd(rows_r(x, dy, i), rows_r(x, in, i), whole_r(param(x, n->w)), rows_r(x, rstd, i), dxi,
+                           rows_w(x, part_w, i), accumulate);
+    }
+    sw_colsum(whole_r(part_w), whole_w(grad(x, n->w)), 1.0f, 0.0f);
+    if (part_b) sw_colsum(whole_r(part_b), whole_w(grad(x, n->b)), 1.0f, 0.0f);
+    sw_tp_sum_replicated_grad(&x->tp, grad(x, n->w));
+    if (part_b) sw_tp_sum_replicated_grad(&x->tp, grad(x, n->b));
+}
+
+/* ---------------------------------------------------------- activation */
+
+void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out)
+{
+    for (int j = 0; j < x->P; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
+}
+
+void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
+{
+    for (int j = 0; j < x->P; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->P, STARPU_RW)[j]);
+}
+
+/* ------------------------------------------------------------ residual */
+
+void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res, sw_tensor *branch, sw_tensor *out)
+{
+    sw_tensor *tmp = x->c.dropout > 0.0f ? sw_scratch(x, "tmp", out->rows, out->cols) : NULL;
+    for (int i = 0; i < x->npc[1]; i++) {
+        starpu_data_handle_t b = sw_ctx_piece(x, 1, branch, i, STARPU_R);
+        if (tmp) {
+            sw_rng_key k = sw_ctx_drop_key(x, step, (unsigned)layer, (unsigned)op, i, out->cols);
+            sw_dropout_fwd(b, sw_ctx_piece(x, 1, tmp, i, STARPU_W), x->c.dropout, &k);
+            b = sw_ctx_piece(x, 1, tmp, i, STARPU_R);
+        }
+        sw_add(sw_ctx_piece(x, 1, res, i, STARPU_R), b, sw_ctx_piece(x, 1, out, i, STARPU_W));
+    }
+}
+
+/* dropout is diagonal, so its backward is its forward applied to the
+ * gradient (same key, same mask) */
+sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tensor *dout)
+{
+    if (x->c.dropout == 0.0f) return dout;
+    sw_tensor *dy = sw_scratch(x, "dy", dout->rows, dout->cols);
+    for (int i = 0; i < x->npc[1]; i++) {
+        sw_rng_key k = sw_ctx_drop_key(x, step, (unsigned)layer, (unsigned)op, i, dout->cols);
+        sw_dropout_fwd(sw_ctx_piece(x, 1, dout, i, STARPU_R), sw_ctx_piece(x, 1, dy, i, STARPU_W), x->c.dropout, &k);
+    }
+    return dy;
+}
+
+/* ----------------------------------------------------------- embedding */
+
+sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h, int max_pos, float std)
+{
+    sw_embedding e = {-1, -1, vocab, vocab_padded};
+    sw_param_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "wte");
+    d.rows = vocab_padded, d.cols = h, d.gemm = 1, d.init_std = std, d.init_rows = vocab;
+    d.shard = sw_shard_even(0, vocab_padded, x->tp.t, x->tp.rank);
+    e.wte = sw_params_add(x->params, &d);
+    if (max_pos > 0) e.wpe = add_param(x, "wpe", "", max_pos, h, replicated, 0, std, 0.0f);
+    return e;
+}
+
+/* x0[l,h] = dropout(wte[tokens] + wpe[pos]): the vocab-parallel lookup
+ * over all T rows (wpe added by TP rank 0 only), reduced by g */
+void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *x0)
+{
+    int64_t h = x0->cols, vl = e->vocab_padded / x->tp.t;
+    int drop = x->c.dropout > 0.0f;
+    sw_tensor *emb = tp_on(x) ? sw_scratch(x, "emb", x->T, h) : drop ? sw_scratch(x, "tmp", x->Tl, h) : x0;
+    if (e->wpe < 0) sw_usage_error("sw_embedding_forward: no learned positions is not supported yet");
+    for (int i = 0; i < x->npc[0]; i++)
+        sw_embedding_fwd(sw_ctx_piece(x, 0, tokens, i, STARPU_R), whole_r(param(x, e->wte)), whole_r(param(x, e->wpe)),
+                         sw_ctx_piece(x, 0, emb, i, STARPU_W), x->pc_off[0][i], x->B, x->pc_pos[0][i],
+                         (int64_t)x->tp.rank * vl, x->tp.rank == 0);
+    sw_tensor *sum = tp_on(x) ? sw_tp_g_forward(&x->tp, emb, sw_scratch(x, "red", x->Tl, h)) : emb;
+    for (int i = 0; i < x->npc[1] && sum != x0; i++) {
+        if (drop) {
+            sw_rng_key k = sw_ctx_drop_key(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i, h);
+            sw_dropout_fwd(sw_ctx_piece(x, 1, sum, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_W), x->c.dropout, &k);
+        } else {
+            sw_copy(sw_ctx_piece(x, 1, x0, i, STARPU_W), sw_ctx_piece(x, 1, sum, i, STARPU_R));
+        }
+    }
+}
+
+/* rows of the T rows' run of positions k */
+static starpu_data_handle_t run_rows(const sw_ctx *x, sw_tensor *t, int k)
+{
+    int64_t sizes[2] = {x->lr_n[0] * x->B, x->lr_n[1] * x->B};
+    return x->nlr == 1 ? whole_r(t) : sw_tensor_split(t, SW_ROWS, x->nlr, sizes, STARPU_R)[k];
+}
+
+/* dwte += scatter(dx0) over all T rows (g's backward gathers them), dwpe =
+ * scatter(dx0) (full on every rank: wpe was added once); one scatter per
+ * run of positions (dwpe written by the first) */
+void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *dx0)
+{
+    int64_t h = dx0->cols;
+    sw_tensor *d = sw_residual_backward(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, dx0);
+    d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->T, h));
+    for (int k = 0; k < x->nlr; k++)
+        sw_embedding_bwd(run_rows(x, tokens, k), run_rows(x, d, k), sw_tensor_whole(grad(x, e->wte), STARPU_RW),
+                         sw_tensor_whole(grad(x, e->wpe), k ? STARPU_RW : STARPU_W), 0, x->B, x->lr_p0[k],
+                         (int64_t)x->tp.rank * (e->vocab_padded / x->tp.t), k == 0);
+}
+
+/* ------------------------------------------------ LM head, cross-entropy */
+
+struct sw_lm_head {
+    int w, vocab, Vl;
+    sw_tensor *xg;                               /* [T,h] f's gathered input (sp), else NULL */
+    sw_tensor *in;                               /* the input the forward read (kept for backward) */
+    sw_tensor *logits;                           /* [T,Vl]; holds dlogits after backward */
+    sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows; /* [T,1] */
+    sw_tensor *loss, *loss_sum;                  /* [1,1]; over micro-batches and dp ranks, when either is > 1 */
+};
+
+int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padded, int64_t h, float std)
+{
+    sw_param_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s", name);
+    d.rows = vocab_padded, d.cols = h, d.gemm = 1, d.init_std = std, d.init_rows = vocab;
+    d.shard = sw_shard_even(0, vocab_padded, x->tp.t, x->tp.rank);
+    return sw_params_add(x->params, &d);
+}
+
+sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded, int64_t h)
+{
+    sw_lm_head *hd = sw_xcalloc(1, sizeof *hd);
+    int64_t T = x->T;
+    hd->w = weight, hd->vocab = vocab, hd->Vl = vocab_padded / x->tp.t;
+    if (tp_on(x) && x->c.sp) hd->xg = sw_tensor_new2d("lnf_gathered", SW_F32, T, h);
+    hd->logits = sw_tensor_new2d("logits", SW_F32, T, hd->Vl);
+    hd->ce_max = sw_tensor_new2d("ce_max", SW_F32, T, 1);
+    hd->ce_tgt = sw_tensor_new2d("ce_target", SW_F32, T, 1);
+    hd->ce_sumexp = sw_tensor_new2d("ce_sumexp", SW_F32, T, 1);
+    hd->ce_rows = sw_tensor_new2d("ce_rows", SW_F32, T, 1);
+    hd->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
+    if (x->gn * x->c.grad_accum > 1) hd->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    return hd;
+}
+
+void sw_lm_head_destroy(sw_lm_head *hd)
+{
+    if (!hd) return;
+    sw_tensor *t[] = {hd->xg, hd->logits, hd->ce_max, hd->ce_tgt, hd->ce_sumexp, hd->ce_rows, hd->loss, hd->loss_sum};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
+    free(hd);
+}
+
+sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
+
+/* loss = mean cross-entropy of logits[T,Vl] = f(x) W^T: the vocabulary is
+ * split over TP, so the row max, the target logit and the sum of exps are
+ * all-reduced ([T,1] each); every rank gets the loss */
+void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *targets)
+{
+    int P = x->P;
+    int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl;
+    hd->in = sw_tp_f_forward(&x->tp, in, hd->xg);
+    starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
+    for (int j = 0; j < P; j++)
+        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, P, STARPU_R)[j], 1, cols_w(x, hd->logits, j), 1.0f,
+                0.0f);
+    op_done(x, x16);
+    for (int i = 0; i < P; i++) {
+        sw_ce_max(rows_r(x, hd->logits, i), rows_w(x, hd->ce_max, i), vocab0, hd->vocab);
+        sw_ce_target(rows_r(x, hd->logits, i), rows_r(x, targets, i), rows_w(x, hd->ce_tgt, i), vocab0);
+    }
+    if (tp_on(x)) {
+        sw_allreduce(x->tp.comm, SW_GROUP_TP, hd->ce_max, SW_MAX);
+        sw_allreduce(x->tp.comm, SW_GROUP_TP, hd->ce_tgt, SW_SUM);
+    }
+    for (int i = 0; i < P; i++)
+        sw_ce_sumexp(rows_r(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_w(x, hd->ce_sumexp, i), vocab0,
+                     hd->vocab);
+    if (tp_on(x)) sw_allreduce(x->tp.comm, SW_GROUP_TP, hd->ce_sumexp, SW_SUM);
+    for (int i = 0; i < P; i++)
+        sw_ce_loss(rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_tgt, i), rows_r(x, hd->ce_sumexp, i),
+                   rows_w(x, hd->ce_rows, i));
+    sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)x->T, 0.0f);
+    /* the global batch's mean: micro-batches summed here, dp ranks after the last */
+    if (!hd->loss_sum) return;
+    float share = 1.0f / (float)(x->gn * x->c.grad_accum);
+    sw_colsum(whole_r(hd->loss), sw_tensor_whole(hd->loss_sum, x->micro ? STARPU_RW : STARPU_W), share,
+              x->micro ? 1.0f : 0.0f);
+    if (x->micro == x->c.grad_accum - 1 && x->gn > 1) sw_allreduce(x->comm, x->gg, hd->loss_sum, SW_SUM);
+}
+
+/* dlogits = (softmax - onehot) / T on the local vocabulary (no
+ * communication); returns the gradient of the input ([l,h], through f) */
+sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
+{
+    int P = x->P;
+    int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl, h = gemm_w(x, hd->w)->cols;
+    for (int i = 0; i < P; i++)
+        sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
+                  rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
+    /* dW = dlogits^T x (split over the vocabulary) */
+    starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
+    for (int j = 0; j < P; j++) {
+        starpu_data_handle_t d16 = op16(x, cols_r(x, hd->logits, j));
+        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(x, d16);
+    }
+    op_done(x, x16);
+    /* dx = dlogits W, split over the vocabulary (the reduction dimension:
+     * neither large operand is re-packed) into partial sums, then added */
+    sw_tensor *part = sw_scratch(x, "part", x->T, h);
+    if (P == 1) {
+        starpu_data_handle_t d16 = op16(x, whole_r(hd->logits));
+        sw_gemm(d16, 0, whole_r(gemm_w(x, hd->w)), 0, whole_w(part), 1.0f, 0.0f);
+        op_done(x, d16);
+    } else {
+        sw_tensor *lm_part = sw_scratch(x, "lm_part", (int64_t)P * x->T, h);
+        for (int j = 0; j < P; j++) {
+            starpu_data_handle_t d16 = op16(x, cols_r(x, hd->logits, j));
+            sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, P, STARPU_R)[j], 0,
+                    sw_tensor_tiles(lm_part, SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+            op_done(x, d16);
+        }
+        starpu_data_handle_t *lp = sw_tensor_tiles(lm_part, SW_ROWS, P, STARPU_R);
+        sw_add(lp[0], lp[1], whole_w(part));
+        for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(part, STARPU_RW));
+    }
+    sw_tensor_invalidate(hd->logits);
+    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->Tl, h));
+}

@@ -1,0 +1,314 @@
+/* The parameter registry and its services (see params.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "philox.h"
+#include "starweave/mesh.h"
+#include "starweave/ops.h"
+#include "starweave/params.h"
+#include "starweave/runtime.h"
+#include "starweave/trace.h"
+
+typedef struct param {
+    sw_param_desc d;
+    sw_tensor *value, *grad, *m, *v;
+    sw_tensor *w16;   /* bf16 copy (dtype bf16, GEMM weights), else NULL */
+    sw_tensor *shard; /* ZeRO-1: this rank's rows of the summed gradient, else NULL */
+} param;
+
+struct sw_params {
+    sw_params_config c;
+    sw_comm *comm;
+    int tp_rank;
+    int gn, gr; /* size of the gradient group and this rank's place */
+    int n, cap;
+    param *p;
+    /* gradient buckets: flat [1, n] tensors of consecutive parameters in
+     * reverse order (first, first - 1, ... count of them) */
+    int nbuckets;
+    sw_tensor **bucket;
+    int *bucket_first, *bucket_count;
+    int64_t **bucket_sizes;
+};
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *v = calloc(n ? n : 1, size);
+    if (!v) { perror("starweave: calloc"); abort(); }
+    return v;
+}
+
+sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
+{
+    sw_shard s = {0, 0, {0}, {0}};
+    if (t <= 1) return s;
+    s.n = 1, s.dim = dim, s.start[0] = r * (n / t), s.count[0] = n / t;
+    return s;
+}
+
+sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
+{
+    sw_params *p = xcalloc(1, sizeof *p);
+    p->c = *c;
+    p->comm = comm;
+    const sw_mesh *mesh = comm ? sw_comm_mesh(comm) : NULL;
+    p->tp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_TP) : 0;
+    p->gn = mesh ? sw_mesh_size(mesh, c->grad_group) : 1;
+    p->gr = mesh ? sw_mesh_rank(mesh, c->grad_group) : 0;
+    return p;
+}
+
+int sw_params_add(sw_params *p, const sw_param_desc *d)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 64;
+        p->p = realloc(p->p, sizeof *p->p * (size_t)p->cap);
+        if (!p->p) { perror("starweave: realloc"); abort(); }
+    }
+    memset(&p->p[p->n], 0, sizeof p->p[p->n]);
+    p->p[p->n].d = *d;
+    return p->n++;
+}
+
+int sw_params_count(const sw_params *p) { return p->n; }
+const sw_param_desc *sw_params_desc(const sw_params *p, int i) { return &p->p[i].d; }
+const sw_params_config *sw_params_get_config(const sw_params *p) { return &p->c; }
+sw_comm *sw_params_comm(const sw_params *p) { return p->comm; }
+sw_tensor *sw_params_value(sw_params *p, int i) { return p->p[i].value; }
+sw_tensor *sw_params_grad(sw_params *p, int i) { return p->p[i].grad; }
+sw_tensor *sw_params_adam_m(sw_params *p, int i) { return p->p[i].m; }
+sw_tensor *sw_params_adam_v(sw_params *p, int i) { return p->p[i].v; }
+sw_tensor *sw_params_gemm_weight(const sw_params *p, int i) { return p->p[i].w16 ? p->p[i].w16 : p->p[i].value; }
+
+sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row)
+{
+    int64_t count;
+    *first_row = 0;
+    if (!p->p[i].shard) return p->p[i].grad;
+    sw_tile_range(p->p[i].value->rows, p->gn, p->gr, first_row, &count);
+    return p->p[i].shard;
+}
+
+void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols)
+{
+    *rows = d->rows, *cols = d->cols;
+    if (d->shard.n == 0) return;
+    int64_t n = 0;
+    for (int i = 0; i < d->shard.n; i++) n += d->shard.count[i];
+    if (d->shard.dim == 0) *rows = n;
+    else *cols = n;
+}
+
+void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
+{
+    const sw_shard *s = &d->shard;
+    int64_t rows = d->rows, cols = d->cols;
+    if (s->n == 0) {
+        memcpy(local, global, sizeof(float) * (size_t)(rows * cols));
+        return;
+    }
+    if (s->dim == 0) {
+        for (int i = 0; i < s->n; local += s->count[i] * cols, i++)
+            memcpy(local, global + s->start[i] * cols, sizeof(float) * (size_t)(s->count[i] * cols));
+        return;
+    }
+    int64_t lc = 0;
+    for (int i = 0; i < s->n; i++) lc += s->count[i];
+    for (int64_t row = 0; row < rows; row++) {
+        float *dst = local + row * lc;
+        for (int i = 0; i < s->n; dst += s->count[i], i++)
+            memcpy(dst, global + row * cols + s->start[i], sizeof(float) * (size_t)s->count[i]);
+    }
+}
+
+/* global values of parameter k: normal(0, std) by Box-Muller on two
+ * counter-based uniforms per element (independent of any tiling), or a
+ * constant */
+static void init_values(const sw_params *p, int k, float *v)
+{
+    const sw_param_desc *d = &p->p[k].d;
+    int64_t n = d->rows * d->cols;
+    if (d->init_std <= 0.0f) {
+        for (int64_t i = 0; i < n; i++) v[i] = d->init_value;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float u1 = sw_philox_uniform(p->c.seed, 0, (uint32_t)k, 0xFFFE, 2 * (uint64_t)i);
+        float u2 = sw_philox_uniform(p->c.seed, 0, (uint32_t)k, 0xFFFE, 2 * (uint64_t)i + 1);
+        float r = sqrtf(-2.0f * logf(1.0f - u1));
+        v[i] = d->init_std * r * cosf(6.28318530718f * u2);
+    }
+    if (d->init_rows > 0 && d->init_rows < d->rows)
+        memset(v + d->init_rows * d->cols, 0, sizeof(float) * (size_t)((d->rows - d->init_rows) * d->cols));
+}
+
+/* ZeRO-1 shards the rows of parameters that have at least one per rank */
+static int zero_sharded(const sw_params *p, int64_t rows) { return p->c.zero && p->gn > 1 && rows >= p->gn; }
+
+/* Gradient buckets, in reverse parameter order (backward produces the last
+ * parameters' gradients first): at most bucket_mb MiB each, the first at
+ * most 1 MiB so that the first reduction starts early (as PyTorch DDP does,
+ * whose bucket_cap_mb is in MiB too). They sum micro-batches and carry the
+ * all-reduce (not with ZeRO-1, which reduce-scatters in the update). */
+static void create_buckets(sw_params *p)
+{
+    const sw_params_config *c = &p->c;
+    if (c->grad_accum == 1 && (p->gn == 1 || c->zero)) return;
+    int n = p->n;
+    p->bucket = xcalloc((size_t)n, sizeof *p->bucket);
+    p->bucket_first = xcalloc((size_t)n, sizeof(int));
+    p->bucket_count = xcalloc((size_t)n, sizeof(int));
+    p->bucket_sizes = xcalloc((size_t)n, sizeof *p->bucket_sizes);
+    double limit = c->bucket_mb * SW_MIB;
+    for (int k = n - 1; k >= 0;) {
+        int b = p->nbuckets++, first = k;
+        double cap = b == 0 && limit > SW_MIB ? SW_MIB : limit, bytes = 0;
+        while (k >= 0 && (k == first || bytes + (double)sw_tensor_bytes(p->p[k].grad) <= cap))
+            bytes += (double)sw_tensor_bytes(p->p[k--].grad);
+        int count = first - k;
+        p->bucket_first[b] = first;
+        p->bucket_count[b] = count;
+        p->bucket_sizes[b] = xcalloc((size_t)count, sizeof(int64_t));
+        int64_t total = 0;
+        for (int i = 0; i < count; i++) total += p->bucket_sizes[b][i] = sw_tensor_numel(p->p[first - i].grad);
+        char name[32];
+        snprintf(name, sizeof name, "grad_bucket%d", b);
+        p->bucket[b] = sw_tensor_new2d(name, SW_F32, 1, total);
+    }
+}
+
+void sw_params_allocate(sw_params *p)
+{
+    for (int k = 0; k < p->n; k++) {
+        param *q = &p->p[k];
+        const sw_param_desc *d = &q->d;
+        int64_t lrows, lcols;
+        char name[64];
+        sw_shard_shape(d, &lrows, &lcols);
+        q->value = sw_tensor_new2d(d->name, SW_F32, lrows, lcols);
+        snprintf(name, sizeof name, "d.%s", d->name);
+        q->grad = sw_tensor_new2d(name, SW_F32, lrows, lcols);
+        if (p->c.dtype == SW_BF16 && d->gemm) {
+            snprintf(name, sizeof name, "bf16.%s", d->name);
+            q->w16 = sw_tensor_new2d(name, SW_BF16, lrows, lcols);
+        }
+        /* ZeRO-1: the moments of this rank's rows only */
+        int64_t mrows = lrows;
+        if (zero_sharded(p, lrows)) {
+            int64_t first;
+            sw_tile_range(lrows, p->gn, p->gr, &first, &mrows);
+            snprintf(name, sizeof name, "dshard.%s", d->name);
+            q->shard = sw_tensor_new2d(name, SW_F32, mrows, lcols);
+        }
+        snprintf(name, sizeof name, "m.%s", d->name);
+        q->m = sw_tensor_new2d(name, SW_F32, mrows, lcols);
+        snprintf(name, sizeof name, "v.%s", d->name);
+        q->v = sw_tensor_new2d(name, SW_F32, mrows, lcols);
+        /* the global values, whatever the sharding */
+        float *global = malloc(sizeof(float) * (size_t)(d->rows * d->cols));
+        float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
+        if (!global || !local) { perror("starweave: malloc"); abort(); }
+        init_values(p, k, global);
+        sw_shard_extract(d, global, local);
+        sw_tensor_write_host(q->value, local);
+        free(global);
+        free(local);
+        sw_tensor_fill(q->m, 0.0f);
+        sw_tensor_fill(q->v, 0.0f);
+    }
+    create_buckets(p);
+}
+
+void sw_params_destroy(sw_params *p)
+{
+    if (!p) return;
+    for (int k = 0; k < p->n; k++) {
+        param *q = &p->p[k];
+        sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
+    }
+    for (int b = 0; b < p->nbuckets; b++) {
+        sw_tensor_free(p->bucket[b]);
+        free(p->bucket_sizes[b]);
+    }
+    free(p->bucket);
+    free(p->bucket_first);
+    free(p->bucket_count);
+    free(p->bucket_sizes);
+    free(p->p);
+    free(p);
+}
+
+double sw_params_bytes(const sw_params *p)
+{
+    double bytes = 0;
+    for (int k = 0; k < p->n; k++) {
+        const param *q = &p->p[k];
+        const sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            if (t[i]) bytes += (double)sw_tensor_bytes(t[i]);
+    }
+    for (int b = 0; b < p->nbuckets; b++) bytes += (double)sw_tensor_bytes(p->bucket[b]);
+    return bytes;
+}
+
+void sw_params_cast_bf16(sw_params *p)
+{
+    for (int k = 0; k < p->n; k++)
+        if (p->p[k].w16)
+            sw_cast(sw_tensor_whole(p->p[k].value, STARPU_R), sw_tensor_whole(p->p[k].w16, STARPU_W));
+}
+
+/* Sum this micro-batch's gradients into the buckets; after the last one,
+ * all-reduce each bucket over the gradient group (its reduction depends
+ * only on the copies of its own gradients, so it starts while the backward
+ * of earlier layers goes on) and copy the sums back into the gradients. */
+void sw_params_reduce_grads(sw_params *p, int micro)
+{
+    if (!p->nbuckets) return;
+    int last = micro == p->c.grad_accum - 1;
+    for (int b = 0; b < p->nbuckets; b++) {
+        int n = p->bucket_count[b], first = p->bucket_first[b];
+        for (int i = 0; i < n; i++)
+            sw_copy_flat(sw_tensor_whole(p->p[first - i].grad, STARPU_R),
+                         sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], micro ? STARPU_RW : STARPU_W)[i],
+                         micro > 0);
+        if (!last) continue;
+        if (p->gn > 1 && !p->c.zero) sw_allreduce(p->comm, p->c.grad_group, p->bucket[b], SW_SUM);
+        for (int i = 0; i < n; i++)
+            sw_copy_flat(sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], STARPU_R)[i],
+                         sw_tensor_whole(p->p[first - i].grad, STARPU_W), 0);
+    }
+}
+
+void sw_params_update(sw_params *p, int step)
+{
+    const sw_params_config *c = &p->c;
+    sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
+    int P = c->tiles;
+    sw_trace_set_phase(SW_PHASE_OPTIMIZER, -1);
+    for (int k = 0; k < p->n; k++) {
+        param *q = &p->p[k];
+        sw_tensor *t = q->value;
+        if (q->shard) {
+            /* ZeRO-1: sum this rank's rows of the gradient over the group, update them, gather every rank's rows */
+            sw_reduce_scatter(p->comm, c->grad_group, q->grad, q->shard, SW_SUM);
+            sw_adamw(sw_tensor_tiles(t, SW_ROWS, p->gn, STARPU_RW)[p->gr], sw_tensor_whole(q->shard, STARPU_R),
+                     sw_tensor_whole(q->m, STARPU_RW), sw_tensor_whole(q->v, STARPU_RW), &a);
+            sw_allgather_inplace(p->comm, c->grad_group, t);
+            continue;
+        }
+        if (c->zero && p->gn > 1) sw_allreduce(p->comm, c->grad_group, q->grad, SW_SUM); /* too few rows to shard */
+        if (t->rows < P) {
+            sw_adamw(sw_tensor_whole(t, STARPU_RW), sw_tensor_whole(q->grad, STARPU_R),
+                     sw_tensor_whole(q->m, STARPU_RW), sw_tensor_whole(q->v, STARPU_RW), &a);
+            continue;
+        }
+        for (int i = 0; i < P; i++)
+            sw_adamw(sw_tensor_tiles(t, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(q->grad, SW_ROWS, P, STARPU_R)[i],
+                     sw_tensor_tiles(q->m, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(q->v, SW_ROWS, P, STARPU_RW)[i],
+                     &a);
+    }
+}

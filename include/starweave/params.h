@@ -1,0 +1,105 @@
+/* The parameter registry: every parameter of a model with its global
+ * shape, how tensor parallelism shards it, its initialisation, its
+ * gradient and its AdamW moments; and the services that work on any
+ * registry, whatever the model: bf16 copies of the GEMM weights, gradient
+ * accumulation over micro-batches, data-parallel gradient reduction in
+ * flat buckets (reverse order, each all-reduced as soon as its gradients
+ * are final), ZeRO-1 and the AdamW update. Checkpoints (checkpoint.h) save
+ * and load a registry.
+ *
+ * Use: sw_params_new, sw_params_add for each parameter (layers.h's
+ * constructors add theirs), sw_params_allocate; then per step
+ * sw_params_cast_bf16 before the first forward, sw_params_reduce_grads
+ * after each micro-batch's backward, sw_params_update. */
+#ifndef STARWEAVE_PARAMS_H
+#define STARWEAVE_PARAMS_H
+
+#include <stdint.h>
+#include "starweave/comm.h"
+#include "starweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* This TP rank's shard of a global [rows, cols] parameter: up to three
+ * blocks of it stacked along `dim` (0: rows [start, start + count), 1:
+ * columns), e.g. a grouped-query QKV weight's q | k | v heads. n == 0:
+ * replicated over the TP group (every rank holds the whole tensor). */
+typedef struct sw_shard {
+    int n, dim;
+    int64_t start[3], count[3];
+} sw_shard;
+
+/* rank r's 1/t of the rows (dim 0) or columns (dim 1) of extent n */
+sw_shard sw_shard_even(int dim, int64_t n, int t, int r);
+
+typedef struct sw_param_desc {
+    char name[48];          /* e.g. "h3.qkv_w" (checkpoints and traces) */
+    int64_t rows, cols;     /* global shape; vectors are [1, n] */
+    sw_shard shard;         /* this TP rank's part */
+    int gemm;               /* a GEMM operand: gets a bf16 copy with dtype bf16 */
+    float init_std;         /* > 0: normal(0, init_std) from the seed; else every element init_value */
+    float init_value;
+    int64_t init_rows;      /* rows initialised (the rest 0: padded vocabulary); 0: all */
+} sw_param_desc;
+
+typedef struct sw_params_config {
+    uint64_t seed;          /* initialisation: element i of parameter k from (seed, k, i), whatever the sharding */
+    int tiles;              /* row tiles of the AdamW update */
+    int dtype;              /* SW_BF16: bf16 copies of the GEMM weights */
+    int grad_accum;         /* micro-batches per step */
+    float bucket_mb;        /* gradient bucket size (MiB; the first bucket at most 1 MiB) */
+    int zero;               /* 1: ZeRO-1 over the gradient group */
+    /* the ranks holding different data of the same parameters: gradients
+     * are summed over it (SW_GROUP_DP, or SW_GROUP_SP_DP with context
+     * parallelism); its size 1: no reduction */
+    sw_group grad_group;
+    float lr, beta1, beta2, adam_eps, weight_decay;
+} sw_params_config;
+
+typedef struct sw_params sw_params;
+
+/* comm: the mesh's collectives (NULL on one rank) */
+sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm);
+/* Registers a parameter; returns its index (registration order: the
+ * order of checkpoints and of the init keys). */
+int sw_params_add(sw_params *p, const sw_param_desc *d);
+/* Allocates every tensor and writes the initial values (blocking). */
+void sw_params_allocate(sw_params *p);
+void sw_params_destroy(sw_params *p);
+
+int sw_params_count(const sw_params *p);
+const sw_param_desc *sw_params_desc(const sw_params *p, int i);
+const sw_params_config *sw_params_get_config(const sw_params *p);
+sw_comm *sw_params_comm(const sw_params *p);
+/* this rank's shard of parameter i, its gradient, AdamW moments (with
+ * ZeRO-1 this rank's rows only) */
+sw_tensor *sw_params_value(sw_params *p, int i);
+sw_tensor *sw_params_grad(sw_params *p, int i);
+sw_tensor *sw_params_adam_m(sw_params *p, int i);
+sw_tensor *sw_params_adam_v(sw_params *p, int i);
+/* the tensor a GEMM reads: the bf16 copy with dtype bf16, else the value */
+sw_tensor *sw_params_gemm_weight(const sw_params *p, int i);
+/* The gradient summed over the gradient group, as the update used it: with
+ * ZeRO-1 only this rank's rows (from *first_row), after sw_params_update. */
+sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row);
+/* shape of this rank's shard, and extraction from the global tensor */
+void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
+void sw_shard_extract(const sw_param_desc *d, const float *global, float *local);
+/* Bytes this rank holds for parameters, gradients, bf16 copies and moments. */
+double sw_params_bytes(const sw_params *p);
+
+/* Step services (submit only). */
+void sw_params_cast_bf16(sw_params *p);
+/* After micro-batch `micro`'s backward: gradients summed into the buckets,
+ * and after the last one each bucket all-reduced over the gradient group
+ * and copied back (no-op when neither is needed). */
+void sw_params_reduce_grads(sw_params *p, int micro);
+/* AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather). */
+void sw_params_update(sw_params *p, int step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
