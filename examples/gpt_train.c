@@ -37,11 +37,15 @@ static void usage(FILE *f)
             "training step is a StarPU task graph. Tokens are bytes of --data, or of a\n"
             "built-in deterministic synthetic corpus.\n\n"
             "model:\n"
+            "  --model M         gpt2 (LayerNorm, learned positions, GeLU, biases, tied head) or llama\n"
+            "                    (RMSNorm, rotary positions, SwiGLU, no biases, untied head) (gpt2)\n"
             "  --layers N        transformer blocks (2)\n"
             "  --hidden N        hidden size (128)\n"
             "  --heads N         attention heads, must divide hidden (4)\n"
             "  --kv-heads N      K/V heads (grouped-query attention), must divide heads (= heads)\n"
             "  --vocab N         vocabulary, padded to a multiple of 128*tp (256)\n"
+            "  --ffn N           MLP features (gpt2: 4*hidden; llama: 8/3*hidden rounded up to 64)\n"
+            "  --rope-theta X    llama: rotary position base (10000)\n"
             "  --max-pos N       learned positions (default: seq)\n"
             "  --dropout P       dropout probability (0)\n"
             "  --dtype T         fp32, or bf16: GEMMs on bf16 operands with fp32 accumulation, fp32\n"
@@ -173,6 +177,11 @@ static void parse_args(int argc, char **argv, train_opts *o)
         if (i + 1 >= argc) sw_usage_error("%s needs a value (see --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--layers")) parse_int(a, v, &o->cfg.layers);
+        else if (!strcmp(a, "--model")) {
+            if ((o->cfg.model = sw_model_parse(v)) < 0) sw_usage_error("model must be gpt2 or llama (model = %s)", v);
+        }
+        else if (!strcmp(a, "--ffn")) parse_int(a, v, &o->cfg.ffn);
+        else if (!strcmp(a, "--rope-theta")) parse_float(a, v, &o->cfg.rope_theta);
         else if (!strcmp(a, "--hidden")) parse_int(a, v, &o->cfg.hidden);
         else if (!strcmp(a, "--heads")) parse_int(a, v, &o->cfg.heads);
         else if (!strcmp(a, "--kv-heads")) parse_int(a, v, &o->cfg.kv_heads);
@@ -523,10 +532,11 @@ int main(int argc, char **argv)
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T), *tgt = malloc(sizeof(int32_t) * (size_t)T);
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
-        printf("gpt_train: layers %d hidden %d heads %d kv-heads %d vocab %d (padded %d) seq %d batch %d, "
+        printf("gpt_train: %s, layers %d hidden %d heads %d kv-heads %d ffn %d vocab %d (padded %d) seq %d batch %d, "
                "%s, %d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU + %d CUDA workers "
                "per rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
-               c->layers, c->hidden, c->heads, c->kv_heads, c->vocab, c->vocab_padded, c->seq, c->batch,
+               sw_model_name(c->model), c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab, c->vocab_padded,
+               c->seq, c->batch,
                c->dtype == SW_BF16 ? "bf16 GEMMs" : "fp32",
                sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),

@@ -314,10 +314,22 @@ static void ring_backward(sw_attention *A, int step, int layer, sw_tensor *qkv_u
     }
 }
 
+/* Rotary positions on the q and k columns of qkv [T, (aq+2ak)d] (or of its
+ * gradient, inverse), in the sequence space: one task per row piece (a
+ * run of consecutive positions inside a tile). */
+static void rope(sw_ctx *x, const sw_attention *a, sw_tensor *qkv, int inverse)
+{
+    int64_t cols[2] = {(int64_t)(a->aq + a->ak) * a->d, (int64_t)a->ak * a->d};
+    for (int i = 0; i < x->npc[0]; i++)
+        sw_rope(sw_tensor_grid(qkv, x->npc[0], x->pc_size[0], 2, cols, STARPU_RW)[2 * i], a->d, a->c.rope_theta,
+                x->pc_off[0][i], x->B, x->pc_pos[0][i], inverse);
+}
+
 /* att = attention of qkv: with Ulysses the heads are exchanged for the
  * sequence around it */
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k)
 {
+    if (a->c.rope_theta > 0.0f) rope(x, a, k->qkv, 0);
     if (x->U > 1) ulysses_qkv(a, k->qkv, k->qkv_u, 1);
     ring_forward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs);
     if (x->U > 1) ulysses_out(x, k->att_u, k->att, 1);
@@ -334,6 +346,7 @@ void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, cons
     }
     ring_backward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs, datt_u, dqkv_u);
     if (x->U > 1) ulysses_qkv(a, dqkv, dqkv_u, 0);
+    if (a->c.rope_theta > 0.0f) rope(x, a, dqkv, 1);
 }
 
 /* K/V heads replicated over tp / kv_heads ranks: each rank's K/V weight

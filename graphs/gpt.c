@@ -1,10 +1,13 @@
-/* GPT-2 as a description made of layers (layers.h), read top to bottom
- * like llm.c's train_gpt2.c: the parameters, what a block keeps, a block's
- * forward and backward, then the model's. It holds no communication and
- * no parallel logic: the layers take theirs from the context, the block
- * policies (blocks.h) recompute and offload, the registry (params.h)
- * reduces gradients and updates. Activations are [T, C] matrices with
- * T = seq * batch rows in [s, b] order (row = pos * batch + b). */
+/* GPT-2 and LLaMA as descriptions made of layers (layers.h), read top to
+ * bottom like llm.c's train_gpt2.c: the parameters, what a block keeps, a
+ * block's forward and backward, then the model's. Both are the same
+ * pre-norm decoder built from different layers, chosen by a spec (as
+ * Megatron-core assembles a transformer layer from a spec of submodules).
+ * It holds no communication and no parallel logic: the layers take theirs
+ * from the context, the block policies (blocks.h) recompute and offload,
+ * the registry (params.h) reduces gradients and updates. Activations are
+ * [T, C] matrices with T = seq * batch rows in [s, b] order (row =
+ * pos * batch + b). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,20 @@
 #include "starweave/graphs.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
+
+/* the layers of the decoder: GPT-2's and LLaMA's */
+typedef struct decoder_spec {
+    int rms;                 /* RMSNorm (else LayerNorm) */
+    int bias;                /* linears have biases */
+    int swiglu;              /* SwiGLU MLP (else GeLU) */
+    int rope;                /* rotary positions (else learned positions) */
+    int tied;                /* LM head tied to the token embedding */
+    const char *names[7];    /* per block: norm1 qkv proj norm2 fc fc2; final norm */
+} decoder_spec;
+static const decoder_spec specs[] = {
+    [SW_MODEL_GPT2] = {0, 1, 0, 0, 1, {"ln1", "qkv", "proj", "ln2", "fc", "fc2", "lnf"}},
+    [SW_MODEL_LLAMA] = {1, 0, 1, 1, 0, {"attn_norm", "qkv", "proj", "mlp_norm", "gate_up", "down", "norm"}},
+};
 
 /* the parameters of one block */
 typedef struct gpt_layer {
@@ -28,11 +45,12 @@ typedef struct gpt_saved {
     sw_attn_saved attn;                   /* qkv, attention output, lse (probs) */
     sw_tensor *x_mid;                     /* [l,h] residual stream after attention */
     sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
-    sw_tensor *fc, *fc_gelu;              /* [T,4h/tp] before / after GeLU */
+    sw_tensor *fc, *act;                  /* [T,F/tp] before / after GeLU (SwiGLU: [T,2F/tp] gate | up, [T,F/tp]) */
 } gpt_saved;
 
 struct sw_gpt {
     sw_gpt_config c;
+    const decoder_spec *spec;
     sw_ctx x;
     sw_params *params;
     sw_attention *attn;
@@ -41,6 +59,7 @@ struct sw_gpt {
     sw_norm lnf;
     sw_blocks *blocks;
     gpt_saved *saved;                     /* per block slot */
+    int head_w;                           /* the LM head's weight: wte (tied) or its own */
     sw_lm_head *head;
     sw_tensor *tokens, *targets;          /* [T,1] int32 */
     sw_tensor *lnf_out, *lnf_mean, *lnf_rstd;
@@ -55,36 +74,42 @@ static sw_ctx_config ctx_config(const sw_gpt_config *c)
 static sw_attention_config attention_config(const sw_gpt_config *c)
 {
     return (sw_attention_config){c->heads, c->kv_heads, c->hidden / c->heads, 1, c->dropout,
-                                 c->recompute == SW_RECOMPUTE_NONE};
+                                 c->recompute == SW_RECOMPUTE_NONE, specs[c->model].rope ? c->rope_theta : 0.0f};
 }
 
 /* ---------------------------------------------------------- parameters */
 
-/* In graphs.h order: wte, wpe, per block ln1 qkv proj ln2 fc fc2, lnf.
- * N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), norms 1/0, biases 0. */
+/* In graphs.h order: token embedding (and learned positions), per block
+ * norm1 qkv proj norm2 fc fc2, final norm (and an untied LM head).
+ * N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), norms 1 (and 0),
+ * biases 0. */
 static void add_params(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
+    const decoder_spec *sp = m->spec;
     sw_ctx *x = &m->x;
-    int64_t h = c->hidden, qkv = h + 2 * (int64_t)c->kv_heads * (h / c->heads);
+    int64_t h = c->hidden, qkv = h + 2 * (int64_t)c->kv_heads * (h / c->heads), F = c->ffn;
     float std = 0.02f, res_std = 0.02f / sqrtf(2.0f * (float)c->layers);
     const int64_t *qkv_sizes;
     int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_sizes);
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
-    m->emb = sw_embedding_add(x, c->vocab, c->vocab_padded, h, c->max_pos, std);
+    m->emb = sw_embedding_add(x, c->vocab, c->vocab_padded, h, sp->rope ? 0 : c->max_pos, std);
+    m->emb.tied = sp->tied; /* the LM head reads wte */
     for (int l = 0; l < c->layers; l++) {
         gpt_layer *L = &m->layer[l];
         char name[32];
-#define NAME(what) (snprintf(name, sizeof name, "h%d.%s", l, what), name)
-        L->ln1 = sw_norm_add(x, NAME("ln1"), h, 0, c->ln_eps);
-        L->qkv = sw_linear_add(x, NAME("qkv"), SW_LINEAR_COLUMN, h, qkv, 1, std, &qkv_shard, nqkv, qkv_sizes);
-        L->proj = sw_linear_add(x, NAME("proj"), SW_LINEAR_ROW, h, h, 1, res_std, NULL, 0, NULL);
-        L->ln2 = sw_norm_add(x, NAME("ln2"), h, 0, c->ln_eps);
-        L->fc = sw_linear_add(x, NAME("fc"), SW_LINEAR_COLUMN, h, 4 * h, 1, std, NULL, 0, NULL);
-        L->fc2 = sw_linear_add(x, NAME("fc2"), SW_LINEAR_ROW, 4 * h, h, 1, res_std, NULL, 0, NULL);
+#define NAME(k) (snprintf(name, sizeof name, "h%d.%s", l, sp->names[k]), name)
+        L->ln1 = sw_norm_add(x, NAME(0), h, sp->rms, c->ln_eps);
+        L->qkv = sw_linear_add(x, NAME(1), SW_LINEAR_COLUMN, h, qkv, sp->bias, std, &qkv_shard, nqkv, qkv_sizes);
+        L->proj = sw_linear_add(x, NAME(2), SW_LINEAR_ROW, h, h, sp->bias, res_std, NULL, 0, NULL);
+        L->ln2 = sw_norm_add(x, NAME(3), h, sp->rms, c->ln_eps);
+        L->fc = sp->swiglu ? sw_linear_add_gated(x, NAME(4), h, F, std)
+                           : sw_linear_add(x, NAME(4), SW_LINEAR_COLUMN, h, F, sp->bias, std, NULL, 0, NULL);
+        L->fc2 = sw_linear_add(x, NAME(5), SW_LINEAR_ROW, F, h, sp->bias, res_std, NULL, 0, NULL);
 #undef NAME
     }
-    m->lnf = sw_norm_add(x, "lnf", h, 0, c->ln_eps);
+    m->lnf = sw_norm_add(x, sp->names[6], h, sp->rms, c->ln_eps);
+    m->head_w = sp->tied ? m->emb.wte : sw_lm_head_add_weight(x, "lm_head", c->vocab, c->vocab_padded, h, std);
 }
 
 /* -------------------------------------------------------------- blocks */
@@ -94,27 +119,27 @@ static void block_keep(void *model, sw_saved *s)
     sw_gpt *m = model;
     sw_ctx *x = &m->x;
     gpt_saved *a = &m->saved[s->slot];
-    int64_t T = x->T, Tl = x->Tl, h = m->c.hidden, hf = 4 * h / m->c.tp;
-    int gathered = m->c.tp > 1 && m->c.sp;
+    int64_t T = x->T, Tl = x->Tl, h = m->c.hidden, hf = m->c.ffn / m->c.tp;
+    int gathered = m->c.tp > 1 && m->c.sp, ln = !m->spec->rms;
     /* the gathered norm outputs: kept, or gathered again in backward into a scratch */
     a->ln1 = sw_saved_new(s, "ln1", Tl, h);
-    a->ln1_mean = sw_saved_new(s, "ln1_mean", Tl, 1);
+    a->ln1_mean = ln ? sw_saved_new(s, "ln1_mean", Tl, 1) : NULL;
     a->ln1_rstd = sw_saved_new(s, "ln1_rstd", Tl, 1);
     a->ln1g = !gathered ? a->ln1 : m->c.tp_recompute_allgather ? sw_scratch(x, "gathered", T, h)
                                                               : sw_saved_new(s, "ln1_gathered", T, h);
     sw_attention_keep(m->attn, s, &a->attn);
     a->x_mid = sw_saved_new(s, "x_mid", Tl, h);
     a->ln2 = sw_saved_new(s, "ln2", Tl, h);
-    a->ln2_mean = sw_saved_new(s, "ln2_mean", Tl, 1);
+    a->ln2_mean = ln ? sw_saved_new(s, "ln2_mean", Tl, 1) : NULL;
     a->ln2_rstd = sw_saved_new(s, "ln2_rstd", Tl, 1);
     a->ln2g = !gathered ? a->ln2 : m->c.tp_recompute_allgather ? sw_scratch(x, "gathered", T, h)
                                                               : sw_saved_new(s, "ln2_gathered", T, h);
-    a->fc = sw_saved_new(s, "fc", T, hf);
-    a->fc_gelu = sw_saved_new(s, "fc_gelu", T, hf);
+    a->fc = sw_saved_new(s, "fc", T, m->spec->swiglu ? 2 * hf : hf);
+    a->act = sw_saved_new(s, m->spec->swiglu ? "fc_swiglu" : "fc_gelu", T, hf);
 }
 
-/* y = x + attention block + MLP block; y NULL: stop after the GeLU (full
- * recomputation refilling a group's last block, whose output is kept) */
+/* y = x + attention block + MLP block; y NULL: stop after the activation
+ * (full recomputation refilling a group's last block, whose output is kept) */
 static void block_forward(void *model, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *y)
 {
     sw_gpt *m = model;
@@ -127,12 +152,13 @@ static void block_forward(void *model, int step, int l, sw_saved *s, sw_tensor *
     sw_attention_forward(x, m->attn, step, l, &a->attn);
     sw_tensor *proj = sw_linear_row_forward(x, &L->proj, a->attn.att);
     sw_residual_forward(x, step, l, SW_DROP_ATTN_OUT, in, proj, a->x_mid);
-    /* y = x_mid + dropout(fc2(gelu(fc(ln2(x_mid))))) */
+    /* y = x_mid + dropout(fc2(act(fc(ln2(x_mid))))), act GeLU or SwiGLU */
     sw_norm_forward(x, &L->ln2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd);
     sw_linear_forward(x, &L->fc, a->ln2, a->ln2g, a->fc);
-    sw_gelu_forward(x, a->fc, a->fc_gelu);
+    if (m->spec->swiglu) sw_swiglu_forward(x, a->fc, a->act);
+    else sw_gelu_forward(x, a->fc, a->act);
     if (!y) return;
-    sw_tensor *fc2 = sw_linear_row_forward(x, &L->fc2, a->fc_gelu);
+    sw_tensor *fc2 = sw_linear_row_forward(x, &L->fc2, a->act);
     sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, a->x_mid, fc2, y);
 }
 
@@ -144,9 +170,10 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
     gpt_layer *L = &m->layer[l];
     gpt_saved *a = &m->saved[s->slot];
     /* MLP */
-    sw_tensor *dfc = sw_scratch(x, "dfc", x->T, a->fc->cols);
-    sw_linear_row_backward(x, &L->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), a->fc_gelu, dfc);
-    sw_gelu_backward(x, a->fc, dfc);
+    sw_tensor *dact = sw_scratch(x, "dact", x->T, a->act->cols), *dfc = dact;
+    sw_linear_row_backward(x, &L->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), a->act, dact);
+    if (m->spec->swiglu) sw_swiglu_backward(x, a->fc, dact, dfc = sw_scratch(x, "dfc", x->T, a->fc->cols));
+    else sw_gelu_backward(x, a->fc, dact); /* in place */
     sw_tensor *dln2 = sw_linear_backward(x, &L->fc, dfc, a->ln2, a->ln2g);
     sw_norm_backward(x, &L->ln2, dln2, a->x_mid, a->ln2_mean, a->ln2_rstd, dres, 1);
     /* attention */
@@ -169,6 +196,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     char msg[256];
     if (sw_gpt_config_check(&m->c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     const sw_gpt_config *c = &m->c;
+    m->spec = &specs[c->model];
     if (c->offload && sw_offload_node() < 0)
         sw_usage_error("offload needs an offload memory node (sw_init with sw_options.offload = 1; gpt_train --offload)");
     /* the budget must hold the saved activations of the block in backward
@@ -201,7 +229,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->Tl, c->hidden);
     m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
     m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
-    m->head = sw_lm_head_create(&m->x, m->emb.wte, c->vocab, c->vocab_padded, c->hidden); /* tied to wte */
+    m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
     return m;
 }
 
@@ -257,9 +285,9 @@ sw_params *sw_gpt_params(sw_gpt *m) { return m->params; }
 int sw_gpt_checkpoint_fields(const sw_gpt *m, sw_ckpt_field out[8])
 {
     const sw_gpt_config *c = &m->c;
-    const sw_ckpt_field f[] = {{"layers", c->layers}, {"hidden", c->hidden}, {"heads", c->heads},
-                               {"kv-heads", c->kv_heads}, {"padded vocabulary", c->vocab_padded},
-                               {"max-pos", c->max_pos}};
+    const sw_ckpt_field f[] = {{"model", c->model}, {"layers", c->layers}, {"hidden", c->hidden},
+                               {"heads", c->heads}, {"kv-heads", c->kv_heads}, {"ffn", c->ffn},
+                               {"padded vocabulary", c->vocab_padded}, {"max-pos", c->max_pos}};
     memcpy(out, f, sizeof f);
     return (int)(sizeof f / sizeof f[0]);
 }
@@ -284,20 +312,7 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
 
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {
-    const sw_ctx *x = &m->x;
-    int64_t n = x->T, B = x->B, first = sw_ctx_micro_batch_first(x, k);
-    int32_t *mt = malloc(sizeof(int32_t) * (size_t)n), *mg = malloc(sizeof(int32_t) * (size_t)n);
-    if (!mt || !mg) { perror("starweave: malloc"); abort(); }
-    for (int64_t i = 0; i < n / B; i++) /* this rank's positions */
-        for (int64_t b = 0, pos = sw_ctx_position(x, i); b < B; b++) {
-            mt[i * B + b] = tok[pos * m->c.batch + first + b];
-            mg[i * B + b] = tgt[pos * m->c.batch + first + b];
-        }
-    sw_tensor_write_host(m->tokens, mt);
-    sw_tensor_write_host(m->targets, mg);
-    free(mt);
-    free(mg);
-    sw_gpt_set_micro_batch(m, k);
+    sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens, m->targets);
 }
 
 float sw_gpt_read_loss(sw_gpt *m)
@@ -318,6 +333,7 @@ static sw_params *describe(const sw_gpt_config *cfg, int r)
     m.c = *cfg;
     char msg[256];
     if (sw_gpt_config_check(&m.c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+    m.spec = &specs[m.c.model];
     sw_params_config pc = {0};
     m.params = sw_params_new(&pc, NULL);
     m.x.params = m.params;
@@ -333,7 +349,10 @@ static sw_params *describe(const sw_gpt_config *cfg, int r)
     return m.params;
 }
 
-int sw_gpt_num_params(const sw_gpt_config *c) { return 2 + SW_GPT_LAYER_PARAMS * c->layers + 2; }
+int sw_gpt_num_params(const sw_gpt_config *c)
+{
+    return c->model == SW_MODEL_LLAMA ? 1 + SW_LLAMA_LAYER_PARAMS * c->layers + 2 : 2 + SW_GPT_LAYER_PARAMS * c->layers + 2;
+}
 
 void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name, size_t namelen)
 {

@@ -7,11 +7,21 @@
 
 static int kv_heads_of(const sw_gpt_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
 
+static const char *const model_names[] = {"gpt2", "llama"};
+const char *sw_model_name(int model) { return model >= 0 && model < 2 ? model_names[model] : "?"; }
+int sw_model_parse(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, model_names[i])) return i;
+    return -1;
+}
+
 /* ---------------------------------------------------------------- config */
 
 void sw_gpt_config_default(sw_gpt_config *c)
 {
     memset(c, 0, sizeof *c);
+    c->rope_theta = 10000.0f;
     c->layers = 2;
     c->hidden = 128;
     c->heads = 4;
@@ -48,6 +58,7 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
             return -1;                          \
         }                                       \
     } while (0)
+    RULE(c->model == SW_MODEL_GPT2 || c->model == SW_MODEL_LLAMA, "model must be gpt2 or llama (model = %d)", c->model);
     RULE(c->layers > 0, "layers must be positive (layers = %d)", c->layers);
     RULE(c->hidden > 0, "hidden must be positive (hidden = %d)", c->hidden);
     RULE(c->heads > 0, "heads must be positive (heads = %d)", c->heads);
@@ -114,6 +125,12 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
     RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
          "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
+    if (c->ffn == 0) c->ffn = c->model == SW_MODEL_LLAMA ? (8 * c->hidden / 3 + 63) / 64 * 64 : 4 * c->hidden;
+    RULE(c->ffn > 0 && c->ffn % c->tp == 0, "ffn (%d) must be a positive multiple of tp (%d)", c->ffn, c->tp);
+    RULE(c->tiles <= c->ffn / c->tp, "tiles (%d) must not exceed ffn/tp (%d)", c->tiles, c->ffn / c->tp);
+    RULE(c->model != SW_MODEL_LLAMA || (c->hidden / c->heads) % 2 == 0,
+         "head dim hidden/heads (%d) must be even for rotary positions", c->hidden / c->heads);
+    RULE(c->model != SW_MODEL_LLAMA || c->rope_theta > 0.0f, "rope-theta must be positive (%g)", c->rope_theta);
     int pad = 128 * c->tp;
     c->vocab_padded = (c->vocab + pad - 1) / pad * pad;
     RULE(c->tiles <= c->vocab_padded / c->tp, "tiles (%d) must not exceed the padded vocabulary per rank (%d)",
@@ -127,7 +144,8 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
 double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer)
 {
     /* the model, from the configuration alone (fp32 elements):
-     * selective: l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 * 4h/t)
+     * selective: l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 F/t)
+     *   (LLaMA: l (4h + 2), no means; 3 F/t, gate | up and the SwiGLU output; F = ffn)
      *   l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
      *   both norms); the gathered norm outputs; qkv, attention output, lse,
      *   fc before and after GeLU; with Ulysses + T aq d: the attention output
@@ -138,9 +156,10 @@ double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer)
     double h = c->hidden;
     double d = (double)c->hidden / c->heads;
     double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
-    double l = c->sp ? T / t : T;
+    double l = c->sp ? T / t : T, F = c->ffn > 0 ? c->ffn : 4 * h, llama = c->model == SW_MODEL_LLAMA;
     double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
-    double elems = l * (4 * h + 4) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + 2 * 4 * h / t);
+    /* norms keep rstd (and LayerNorm the mean); the MLP keeps fc (gate | up with SwiGLU) and its activation */
+    double elems = l * (4 * h + (llama ? 2 : 4)) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + (llama ? 3 : 2) * F / t);
     if (c->ulysses > 1) elems += T * aq * d;
     if (c->recompute == SW_RECOMPUTE_NONE) elems += aq / c->ulysses * B * (double)c->seq * c->seq;
     if (c->recompute == SW_RECOMPUTE_FULL) elems = layer % c->recompute_every == 0 ? l * h : 0;
@@ -152,15 +171,16 @@ double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
     if (c->tp < 2) return 0;
     /* per micro-batch, times grad_accum: the TP collectives run for each */
     double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
-    double h = c->hidden, L = c->layers, f = 4;
+    double h = c->hidden, L = c->layers, f = 4, llama = c->model == SW_MODEL_LLAMA;
     double d = h / c->heads, kv = kv_heads_of(c);
     double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
     double act = f * T * h;
     double bytes = (4 * L + 2) * ar * act;                   /* blocks, embedding, LM head */
     if (c->sp && c->tp_recompute_allgather) bytes += 2 * L * ag * act; /* re-gathers in backward */
     bytes += 3 * ar * f * T;                                  /* cross-entropy max, target, sum-exp */
-    if (c->sp) bytes += (6 * L + 2) * ar * f * h;             /* replicated parameters' gradients */
-    if (kv < t) bytes += L * ag * t * f * (2 * d * h + 2 * d); /* replicated K/V gradients, gathered */
+    /* replicated parameters' gradients: GPT-2's norm weights and biases and row-parallel biases, LLaMA's norm weights */
+    if (c->sp) bytes += (llama ? 2 * L + 1 : 6 * L + 2) * ar * f * h;
+    if (kv < t) bytes += L * ag * t * f * (2 * d * h + (llama ? 0 : 2 * d)); /* replicated K/V gradients, gathered */
     return bytes * c->grad_accum;
 }
 
@@ -180,8 +200,10 @@ double sw_gpt_step_flops(const sw_gpt_config *c)
 {
     double T = (double)c->seq * c->batch, h = c->hidden;
     double vp = c->vocab_padded > 0 ? c->vocab_padded : (c->vocab + 127) / 128 * 128;
-    /* per block: qkv 6Th^2, proj 2Th^2, MLP 16Th^2, attention 4 b s^2 h (full square) */
-    double block = 24.0 * T * h * h + 4.0 * c->batch * (double)c->seq * c->seq * h;
+    /* per block: qkv 6Th^2, proj 2Th^2, MLP 4ThF (SwiGLU 6ThF), attention 4 b s^2 h (full square) */
+    double F = c->ffn > 0 ? c->ffn : 4 * h;
+    double block = 8.0 * T * h * h + (c->model == SW_MODEL_LLAMA ? 6.0 : 4.0) * T * h * F +
+                   4.0 * c->batch * (double)c->seq * c->seq * h;
     double forward = c->layers * block + 2.0 * T * h * vp;
     return 3.0 * forward; /* backward = 2 x forward */
 }

@@ -65,8 +65,39 @@ static void position_runs(sw_ctx *x)
     }
 }
 
+int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n)
+{
+#define RULE(cond, ...)                         \
+    do {                                        \
+        if (!(cond)) {                          \
+            snprintf(msg, n, __VA_ARGS__);      \
+            return -1;                          \
+        }                                       \
+    } while (0)
+    RULE(c->seq > 0 && c->batch > 0, "seq (%d) and batch (%d) must be positive", c->seq, c->batch);
+    RULE(c->tp > 0 && c->ulysses > 0 && c->ring > 0 && c->dp > 0 && c->grad_accum > 0,
+         "tp, ulysses, ring, dp and grad-accum must be at least 1 (%d, %d, %d, %d, %d)", c->tp, c->ulysses, c->ring,
+         c->dp, c->grad_accum);
+    int cp = c->ulysses * c->ring;
+    RULE(!(c->ring > 1 && c->zigzag) || c->seq % (2 * cp) == 0,
+         "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq, c->ring, c->ulysses);
+    RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
+    RULE(!c->sp || (c->seq / cp) % c->tp == 0,
+         "seq/(ulysses*ring) (%d) must be divisible by tp (%d) with sequence parallelism", c->seq / cp, c->tp);
+    RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)", c->batch,
+         c->dp, c->grad_accum);
+    RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
+    RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
+    int rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
+    RULE(c->tiles > 0 && c->tiles <= rows, "tiles (%d) must be in 1 .. the rows of a rank (%d)", c->tiles, rows);
+#undef RULE
+    return 0;
+}
+
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params)
 {
+    char msg[256];
+    if (sw_ctx_config_check(c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     memset(x, 0, sizeof *x);
     x->c = *c;
     x->comm = comm;
@@ -152,6 +183,23 @@ void sw_ctx_set_micro_batch(sw_ctx *x, int k)
     x->micro = k;
 }
 
+void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
+                        sw_tensor *targets)
+{
+    int64_t n = x->T, B = x->B, first = sw_ctx_micro_batch_first(x, k);
+    int32_t *mt = sw_xcalloc((size_t)n, sizeof(int32_t)), *mg = sw_xcalloc((size_t)n, sizeof(int32_t));
+    for (int64_t i = 0; i < n / B; i++) /* this rank's positions */
+        for (int64_t b = 0, pos = sw_ctx_position(x, i); b < B; b++) {
+            mt[i * B + b] = tok[pos * x->c.batch + first + b];
+            mg[i * B + b] = tgt[pos * x->c.batch + first + b];
+        }
+    sw_tensor_write_host(tokens, mt);
+    sw_tensor_write_host(targets, mg);
+    free(mt);
+    free(mg);
+    sw_ctx_set_micro_batch(x, k);
+}
+
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols)
 {
     sw_rng_key k = {x->c.seed, (uint32_t)step, (uint16_t)layer, (uint16_t)op, x->pc_key[1][i], 0, cols, 0, 0, 0};
@@ -203,6 +251,14 @@ sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_
     l.sized = tile_sizes != NULL;
     for (int i = 0; tile_sizes && i < l.n; i++) l.sizes[i] = tile_sizes[i];
     return l;
+}
+
+sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std)
+{
+    int t = x->tp.t, r = x->tp.rank;
+    sw_shard s = {0, 0, {0}, {0}};
+    if (t > 1) s = (sw_shard){2, 0, {r * (out / t), out + r * (out / t)}, {out / t, out / t}};
+    return sw_linear_add(x, name, SW_LINEAR_COLUMN, in, 2 * out, 0, std, &s, 0, NULL);
 }
 
 static const int64_t *tile_sizes(const sw_linear *l) { return l->sized ? l->sizes : NULL; }
@@ -375,6 +431,37 @@ void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
     for (int j = 0; j < x->P; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->P, STARPU_RW)[j]);
 }
 
+/* column tiles of the gate and up halves of fc [T, 2F]: P of each */
+static starpu_data_handle_t *gated_tiles(sw_ctx *x, sw_tensor *fc, enum starpu_data_access_mode mode)
+{
+    int64_t sizes[128], F = fc->cols / 2;
+    if (2 * x->P > 128) sw_usage_error("swiglu: tiles (%d) must be at most 64", x->P);
+    for (int j = 0; j < x->P; j++) {
+        int64_t first;
+        sw_tile_range(F, x->P, j, &first, &sizes[j]);
+        sizes[x->P + j] = sizes[j];
+    }
+    return sw_tensor_split(fc, SW_COLS, 2 * x->P, sizes, mode);
+}
+
+void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
+{
+    for (int j = 0; j < x->P; j++) {
+        starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
+        sw_swiglu_fwd(in[j], in[x->P + j], cols_w(x, act, j));
+    }
+}
+
+void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *dfc)
+{
+    for (int j = 0; j < x->P; j++) {
+        starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
+        starpu_data_handle_t g = in[j], u = in[x->P + j];
+        starpu_data_handle_t *d = gated_tiles(x, dfc, STARPU_W);
+        sw_swiglu_bwd(g, u, cols_r(x, dact, j), d[j], d[x->P + j]);
+    }
+}
+
 /* ------------------------------------------------------------ residual */
 
 void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res, sw_tensor *branch, sw_tensor *out)
@@ -406,9 +493,11 @@ sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tenso
 
 /* ----------------------------------------------------------- embedding */
 
+int sw_vocab_padded(int vocab, int tp) { return (vocab + 128 * tp - 1) / (128 * tp) * (128 * tp); }
+
 sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h, int max_pos, float std)
 {
-    sw_embedding e = {-1, -1, vocab, vocab_padded};
+    sw_embedding e = {-1, -1, vocab, vocab_padded, 0};
     sw_param_desc d;
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "wte");
@@ -426,9 +515,9 @@ void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor 
     int64_t h = x0->cols, vl = e->vocab_padded / x->tp.t;
     int drop = x->c.dropout > 0.0f;
     sw_tensor *emb = tp_on(x) ? sw_scratch(x, "emb", x->T, h) : drop ? sw_scratch(x, "tmp", x->Tl, h) : x0;
-    if (e->wpe < 0) sw_usage_error("sw_embedding_forward: no learned positions is not supported yet");
     for (int i = 0; i < x->npc[0]; i++)
-        sw_embedding_fwd(sw_ctx_piece(x, 0, tokens, i, STARPU_R), whole_r(param(x, e->wte)), whole_r(param(x, e->wpe)),
+        sw_embedding_fwd(sw_ctx_piece(x, 0, tokens, i, STARPU_R), whole_r(param(x, e->wte)),
+                         e->wpe >= 0 ? whole_r(param(x, e->wpe)) : NULL,
                          sw_ctx_piece(x, 0, emb, i, STARPU_W), x->pc_off[0][i], x->B, x->pc_pos[0][i],
                          (int64_t)x->tp.rank * vl, x->tp.rank == 0);
     sw_tensor *sum = tp_on(x) ? sw_tp_g_forward(&x->tp, emb, sw_scratch(x, "red", x->Tl, h)) : emb;
@@ -457,10 +546,13 @@ void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor
     int64_t h = dx0->cols;
     sw_tensor *d = sw_residual_backward(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, dx0);
     d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->T, h));
-    for (int k = 0; k < x->nlr; k++)
-        sw_embedding_bwd(run_rows(x, tokens, k), run_rows(x, d, k), sw_tensor_whole(grad(x, e->wte), STARPU_RW),
-                         sw_tensor_whole(grad(x, e->wpe), k ? STARPU_RW : STARPU_W), 0, x->B, x->lr_p0[k],
-                         (int64_t)x->tp.rank * (e->vocab_padded / x->tp.t), k == 0);
+    for (int k = 0; k < x->nlr; k++) {
+        int zero = k ? 0 : SW_EMB_ZERO_WPE | (e->tied ? 0 : SW_EMB_ZERO_WTE);
+        sw_embedding_bwd(run_rows(x, tokens, k), run_rows(x, d, k),
+                         sw_tensor_whole(grad(x, e->wte), zero & SW_EMB_ZERO_WTE ? STARPU_W : STARPU_RW),
+                         e->wpe >= 0 ? sw_tensor_whole(grad(x, e->wpe), k ? STARPU_RW : STARPU_W) : NULL, 0, x->B,
+                         x->lr_p0[k], (int64_t)x->tp.rank * (e->vocab_padded / x->tp.t), zero);
+    }
 }
 
 /* ------------------------------------------------ LM head, cross-entropy */

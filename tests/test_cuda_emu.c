@@ -409,7 +409,7 @@ static void test_embedding(void)
     hmat hte = hm_new(nv, c, wte), hpe = hm_new(P, c, wpe), hx1 = hm_new(n, c, NULL), hx0 = hm_new(n, c, NULL);
     hmat hdx = hm_new(n, c, dx), hdte = hm_new(nv, c, dwte0), hdpe = hm_new(P, c, dwpe0), hdpe2 = hm_new(P, c, dwpe0);
     sw_cuda_emb e1 = {row0, pos0, vocab0, batch, 0, 1}, e0 = {row0, pos0, vocab0, batch, 0, 0};
-    sw_cuda_emb z1 = {row0, pos0, vocab0, batch, 1, 1}, z0 = {row0, pos0, vocab0, batch, 0, 1};
+    sw_cuda_emb z1 = {row0, pos0, vocab0, batch, 1, 1, 0, 1}, z0 = {row0, pos0, vocab0, batch, 0, 1, 0, 1};
     CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, hpe.p, hpe.ld, hx1.p, n, c, hx1.ld, e1, NULL));
     CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, hpe.p, hpe.ld, hx0.p, n, c, hx0.ld, e0, NULL));
     CHECK_LAUNCH(sw_cuda_embedding_bwd(tk2, 2, hdx.p, n, c, hdx.ld, hdte.p, nv, hdte.ld, hdpe.p, P, c, hdpe.ld, z1,
@@ -426,7 +426,24 @@ static void test_embedding(void)
     check_pad("embedding bwd dwte", hdte);
     free(x1), free(x0), free(dwte), free(dwpe), free(dwpe2), free(g1), free(g0), free(gte), free(gpe), free(gpe2);
     free(hte.p), free(hpe.p), free(hx1.p), free(hx0.p), free(hdx.p), free(hdte.p), free(hdpe.p), free(hdpe2.p);
-    sw_tensor *all[] = {TK, WTE, WPE, X0, X1, DX, DWTE, DWPE, DWPE2};
+    /* no learned positions: no wpe buffer, dwte written (SW_EMB_ZERO_WTE) over NaN */
+    sw_tensor *X2 = T("x2", n, c, NULL), *DWTE3 = T("dwte3", nv, c, NULL);
+    sw_tensor_fill(DWTE3, NAN);
+    sw_embedding_fwd(RD(TK), RD(WTE), NULL, W(X2), row0, batch, pos0, vocab0, 1);
+    sw_embedding_bwd(RD(TK), RD(DX), W(DWTE3), NULL, row0, batch, pos0, vocab0, SW_EMB_ZERO_WTE);
+    float *x2 = tu_read(X2), *dwte3 = tu_read(DWTE3);
+    hmat hx2 = hm_new(n, c, NULL), hdte3 = hm_new(nv, c, NULL);
+    for (int64_t r = 0; r < nv; r++)
+        for (int64_t j = 0; j < c; j++) hdte3.p[r * hdte3.ld + j] = NAN;
+    sw_cuda_emb np1 = {row0, pos0, vocab0, batch, 0, 0, 0, 0}, npz = {row0, pos0, vocab0, batch, 0, 0, 1, 0};
+    CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, NULL, 0, hx2.p, n, c, hx2.ld, np1, NULL));
+    CHECK_LAUNCH(sw_cuda_embedding_bwd(tk2, 2, hdx.p, n, c, hdx.ld, hdte3.p, nv, hdte3.ld, NULL, 0, 0, 0, npz, NULL));
+    float *g2 = hm_get(hx2), *gte3 = hm_get(hdte3);
+    same_bits("embedding fwd, no wpe buffer", g2, x2, n * c);
+    same_bits("embedding bwd dwte written (SW_EMB_ZERO_WTE), no dwpe", gte3, dwte3, nv * c);
+    check_pad("embedding bwd dwte written", hdte3);
+    free(x2), free(dwte3), free(g2), free(gte3), free(hx2.p), free(hdte3.p);
+    sw_tensor *all[] = {TK, WTE, WPE, X0, X1, X2, DX, DWTE, DWPE, DWPE2, DWTE3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
     free(wte), free(wpe), free(dx), free(dwte0), free(dwpe0);
 }

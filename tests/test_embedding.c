@@ -3,8 +3,9 @@
  * in [s, b] order with row tiles whose first row is not a multiple of the
  * batch, pos0 > 0, tokens as a strided column tile of an int32 matrix;
  * backward against central finite differences of the reference forward
- * (loss = sum(x * r)), dwte accumulated (RW), dwpe written (zero_wpe 1)
- * or accumulated (zero_wpe 0). */
+ * (loss = sum(x * r)), dwte accumulated (RW) or written (SW_EMB_ZERO_WTE),
+ * dwpe written (SW_EMB_ZERO_WPE) or accumulated; without learned positions
+ * (wpe, dwpe NULL). */
 #include <string.h>
 
 #include "testutil.h"
@@ -187,6 +188,24 @@ int main(int argc, char **argv)
     check("embedding bwd dwpe, strided column tiles (zero_wpe=1)", dpe, gpe, P * C);
     free(dte);
     free(dpe);
+
+    /* no learned positions (wpe NULL): x = wte part; backward with
+     * SW_EMB_ZERO_WTE writes dwte (NaN before), strided column tiles */
+    sw_tensor_fill(X, NAN);
+    sw_embedding_fwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_whole(WTE, STARPU_R), NULL,
+                     sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0, 1);
+    x = tu_read(X);
+    for (int64_t row = 0; row < T; row++)
+        for (int64_t j = 0; j < C; j++) x[row * C + j] += wpe[(POS0 + row / B) * C + j];
+    check("embedding fwd without a wpe buffer, plus wpe[pos] afterwards", x, xref, T * C);
+    free(x);
+    sw_tensor_fill(DWTE, NAN);
+    for (int j = 0; j < 2; j++)
+        sw_embedding_bwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_tiles(R, SW_COLS, 2, STARPU_R)[j],
+                         sw_tensor_tiles(DWTE, SW_COLS, 2, STARPU_W)[j], NULL, 0, B, POS0, VOCAB0, SW_EMB_ZERO_WTE);
+    dte = tu_read(DWTE);
+    check("embedding bwd dwte = grad (SW_EMB_ZERO_WTE, no dwpe, NaN before, strided column tiles)", dte, gte, V * C);
+    free(dte);
 
     /* the data has rows of wte that no id of the shard uses and the reference
      * gives them nothing, so the dwte checks above (= g0 + reference) also

@@ -31,7 +31,7 @@
  * submissions, which is when a task takes it). Skipped (exit 77, a SKIP line
  * from every rank) where a rank has no CUDA or no CPU worker.
  *
- * usage: test_tp [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
+ * usage: test_tp [--model gpt2|llama] [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
  *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
  *                [--recompute MODE] [--recompute-every K] [--dtype bf16]
@@ -148,6 +148,7 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--sp")) c.sp = 1;
         else if (!strcmp(a, "--tp-recompute-allgather")) c.tp_recompute_allgather = 1;
         else if (!strcmp(a, "--kv-heads")) c.kv_heads = atoi(v), i++;
+        else if (!strcmp(a, "--model")) c.model = sw_model_parse(v), i++;
         else if (!strcmp(a, "--heads")) c.heads = atoi(v), i++;
         else if (!strcmp(a, "--dropout")) c.dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
@@ -208,8 +209,8 @@ int main(int argc, char **argv)
     if (same)
         snprintf(rec, sizeof rec, ", recompute %s every %d vs selective", sw_recompute_name(c.recompute),
                  c.recompute_every);
-    snprintf(what, sizeof what, "tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
-             c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
+    snprintf(what, sizeof what, "%s: tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
+             sw_model_name(c.model), c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
              c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", accum, pc->heads,
              pc->kv_heads, c.dropout, rec, cuda ? ", on CUDA vs the reference on CPU" : "");
 

@@ -29,12 +29,14 @@ __global__ void embedding_bwd_kernel(const int32_t *tok, int64_t ts, const float
     SW_FOR_ALL(j, width) {
         if (e.zero_wpe && j < cp)
             for (int64_t p = 0; p < np; p++) dwpe[p * ldpe + j] = 0.0f;
+        if (e.zero_wte && j < c)
+            for (int64_t v = 0; v < nv; v++) dwte[v * ldte + j] = 0.0f;
         if (j < c) {
             for (int64_t r = 0; r < n; r++) {
                 const int64_t pos = e.pos0 + (e.row0 + r) / e.batch;
                 const int64_t id = (int64_t)tok[r * ts] - e.vocab0;
                 const float g = dx[r * ldx + j];
-                dwpe[pos * ldpe + j] += g;
+                if (e.has_wpe) dwpe[pos * ldpe + j] += g;
                 if (id >= 0 && id < nv) dwte[id * ldte + j] += g;
             }
         }

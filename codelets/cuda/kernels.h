@@ -83,6 +83,7 @@ cudaError_t sw_cuda_dropout(const float *in, int64_t ldi, float *out, int64_t ld
 typedef struct sw_cuda_emb {
     int64_t row0, pos0, vocab0;
     int batch, zero_wpe, with_wpe;
+    int zero_wte, has_wpe; /* dwte written, not added to; wpe/dwpe given (else NULL) */
 } sw_cuda_emb;
 cudaError_t sw_cuda_embedding_fwd(const int32_t *tok, int64_t ts, const float *wte, int64_t nv, int64_t ldte,
                                   const float *wpe, int64_t ldpe, float *x, int64_t n, int64_t c, int64_t ldx,

@@ -28,7 +28,16 @@ extern "C" {
  * heads are split when kv_heads >= tp and replicated (tp / kv_heads copies)
  * otherwise. With sp, norms, dropout and residual adds run on the T/tp rows
  * of this rank (the f/g operators of mappings.h). */
+/* LLaMA-style (SW_MODEL_LLAMA): the same pre-norm decoder with other
+ * layers -- RMSNorm, rotary positions on q and k (no learned positions),
+ * SwiGLU MLP of `ffn` features, no biases, untied LM head -- and every
+ * strategy below. */
+enum { SW_MODEL_GPT2 = 0, SW_MODEL_LLAMA = 1 };
+
 typedef struct sw_gpt_config {
+    int model;              /* SW_MODEL_GPT2 (default) or SW_MODEL_LLAMA */
+    int ffn;                /* MLP features; 0: 4 hidden (GPT-2), 8/3 hidden rounded up to 64 (LLaMA) */
+    float rope_theta;       /* LLaMA: rotary base (10000) */
     int layers, hidden, heads;
     int kv_heads;           /* K/V heads; 0: = heads */
     int vocab;              /* real vocabulary */
@@ -93,15 +102,22 @@ void sw_gpt_config_default(sw_gpt_config *c);
  * returns -1. Fills vocab_padded. */
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t msglen);
 
-/* Parameters in a fixed order (export, checkpoints, tests):
+/* "gpt2", "llama"; parse returns -1 for anything else */
+const char *sw_model_name(int model);
+int sw_model_parse(const char *name);
+
+/* Parameters in a fixed order (export, checkpoints, tests). GPT-2:
  * wte [Vp,h], wpe [max_pos,h], then per layer l:
  * ln1_w [h], ln1_b [h], qkv_w [(a+2k)d,h], qkv_b [(a+2k)d], proj_w [h,h], proj_b [h],
  * ln2_w [h], ln2_b [h], fc_w [4h,h], fc_b [4h], fc2_w [h,4h], fc2_b [h];
  * then lnf_w [h], lnf_b [h] (a heads, k kv heads, d = h/a). Linear weights
  * are [out, in]: y = x W^T + b. qkv output columns: [q (a*d) | k (k*d) |
  * v (k*d)], head j at columns j*d .. j*d+d-1 of each; query head j uses
- * K/V head j / (a/k). These are the global shapes (tp = 1). */
-enum { SW_GPT_LAYER_PARAMS = 12 };
+ * K/V head j / (a/k). These are the global shapes (tp = 1).
+ * LLaMA: wte [Vp,h], then per layer l: attn_norm_w [h], qkv_w, proj_w,
+ * mlp_norm_w [h], gate_up_w [2 ffn, h] (gate rows, then up rows), down_w
+ * [h, ffn]; then norm_w [h], lm_head [Vp,h]. */
+enum { SW_GPT_LAYER_PARAMS = 12, SW_LLAMA_LAYER_PARAMS = 6 };
 int sw_gpt_num_params(const sw_gpt_config *c);
 void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name,
                         size_t namelen);
@@ -124,8 +140,8 @@ void sw_gpt_destroy(sw_gpt *m);
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
 /* the model's parameter registry (checkpoints, the services) */
 sw_params *sw_gpt_params(sw_gpt *m);
-/* The model's fields a checkpoint must match (layers, hidden, heads,
- * kv-heads, padded vocabulary, max-pos): fills out[0..5], returns 6. */
+/* The model's fields a checkpoint must match (model, layers, hidden, heads,
+ * kv-heads, ffn, padded vocabulary, max-pos): fills out, returns 8. */
 int sw_gpt_checkpoint_fields(const sw_gpt *m, sw_ckpt_field out[8]);
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);

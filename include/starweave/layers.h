@@ -70,8 +70,11 @@ typedef struct sw_ctx {
     struct sw_scratch *scratch;
 } sw_ctx;
 
-/* Checks the degrees against the mesh of comm (exit 2 on every rank when
- * they differ) and lays out the rows. */
+/* The rules on the rows (divisibility by the degrees, tiles): on a
+ * violation writes "rule (values)" into msg and returns -1. */
+int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n);
+/* Checks the configuration and the degrees against the mesh of comm (exit
+ * 2 on every rank on a violation) and lays out the rows. */
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params);
 void sw_ctx_destroy(sw_ctx *x);
 /* A scratch tensor shared by every layer (StarPU orders the reuse), one per
@@ -84,6 +87,11 @@ int64_t sw_ctx_position(const sw_ctx *x, int64_t i);
 /* First global batch column of micro-batch k on this rank; set the current one. */
 int sw_ctx_micro_batch_first(const sw_ctx *x, int k);
 void sw_ctx_set_micro_batch(sw_ctx *x, int k);
+/* Blocking, for programs: writes this rank's rows of micro-batch k of the
+ * global batch tok/tgt ([seq*batch] int32 in [s, b] order) into tokens and
+ * targets ([T,1] int32) and makes k the current micro-batch. */
+void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
+                        sw_tensor *targets);
 /* Dropout RNG key of row piece i of the l rows (sw_ctx.npc[1] pieces). */
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols);
 /* Positions of ring rank rr's block, in ring-block order, as runs (first
@@ -112,6 +120,10 @@ typedef struct sw_linear {
  * n_tiles/tile_sizes: the output column tiles (0/NULL: `tiles` equal ones). */
 sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
                         const sw_shard *out_shard, int n_tiles, const int64_t *tile_sizes);
+/* A column-parallel linear of two stacked outputs, W = [W1; W2] [2 out, in]
+ * (SwiGLU's gate and up): each rank holds its 1/t of both, so its output is
+ * [T, 2 out/t] = its part of W1 x | its part of W2 x. */
+sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std);
 /* column/replicated: y[T, out/t] from x_local [l, in]; with sp x_gathered
  * [T, in] receives f's all-gather (kept by the caller for backward, or a
  * scratch with tp_recompute_allgather); without, pass x_local. */
@@ -148,6 +160,12 @@ void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out);
 /* grad[T,f] (RW): dout on entry, din = dout * gelu'(in) on return */
 void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *grad);
 
+/* SwiGLU (LLaMA's MLP): act[T,F] = silu(gate) * up, from fc[T,2F] = gate | up
+ * (a column-parallel linear registered with sw_linear_add_gated) */
+void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act);
+/* dfc[T,2F] = dgate | dup from dact[T,F] */
+void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *dfc);
+
 /* ------------------------------------------------------- residual add */
 
 /* out[l,h] = res + dropout(branch); the mask keyed by (layer, op) */
@@ -160,7 +178,11 @@ sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tenso
 typedef struct sw_embedding {
     int wte, wpe;            /* wpe < 0: no learned positions */
     int vocab, vocab_padded; /* real and padded (multiple of 128 tp) vocabulary */
+    int tied;                /* set when the LM head reads wte: its backward writes dwte first, and the
+                                embedding's adds to it (else the embedding's writes it) */
 } sw_embedding;
+/* the vocabulary padded to a multiple of 128 tp (vocab-parallel shards of 128-multiples) */
+int sw_vocab_padded(int vocab, int tp);
 /* Registers wte [vocab_padded, h] (vocab-parallel rows, N(0, std), padding
  * rows 0) and, with max_pos > 0, wpe [max_pos, h] (N(0, std)). */
 sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h, int max_pos, float std);
@@ -198,6 +220,7 @@ typedef struct sw_attention_config {
     int causal;
     float dropout;           /* on the probabilities */
     int keep_probs;          /* recompute none: keep the probabilities (ring 1 only) */
+    float rope_theta;        /* > 0: rotary positions on q and k (base theta), 0: none */
 } sw_attention_config;
 typedef struct sw_attention sw_attention;
 /* What a block keeps for attention's backward. */

@@ -107,14 +107,17 @@ void sw_dropout_bwd(starpu_data_handle_t grad, float p, const sw_rng_key *key);
  * pos0 + g / batch. tokens[n,1] int32 are the ids of the tile's n rows.
  * Ids outside [vocab0, vocab0 + wte rows) contribute zero (vocab-parallel).
  * with_wpe == 0: x = wte part only (wpe is not read; the vocab-parallel
- * ranks but one, so that the sum over ranks adds wpe once). */
+ * ranks but one, so that the sum over ranks adds wpe once). wpe NULL: no
+ * learned positions. */
 void sw_embedding_fwd(starpu_data_handle_t tokens, starpu_data_handle_t wte,
                       starpu_data_handle_t wpe, starpu_data_handle_t x,
                       int64_t row0, int batch, int64_t pos0, int64_t vocab0, int with_wpe);
-/* dwte += scatter(dx) (RW); dwpe: zero_wpe ? = scatter(dx) (W) : += (RW). */
+/* dwte += scatter(dx) (RW), or with SW_EMB_ZERO_WTE in zero dwte = scatter(dx)
+ * (W); dwpe (NULL: none) likewise with SW_EMB_ZERO_WPE. */
+enum { SW_EMB_ZERO_WPE = 1, SW_EMB_ZERO_WTE = 2 };
 void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
                       starpu_data_handle_t dwte, starpu_data_handle_t dwpe,
-                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero_wpe);
+                      int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero);
 
 /* ---- flash-style causal attention tile (codelets/attention.c) ----
  * q[sq*batch, nh*d], k,v[sk*batch, nkv*d]: rows in [s, b] order, head j in

@@ -1,0 +1,171 @@
+/* A model of one's own from the public layers alone: a parallel-block
+ * transformer (GPT-J / PaLM style), y = x + attention(n(x)) + mlp(n(x)),
+ * one RMSNorm feeding both branches, untied LM head. Every strategy comes
+ * from the layers: run it as
+ *   mpirun -np 4 custom_model --tp 2 --sp --dp 2
+ * and tensor + sequence + data parallelism apply with no line of it
+ * changed (so do --ulysses, --ring, --recompute full, --zero 1). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starweave.h>
+
+enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
+
+typedef struct { sw_norm norm; sw_linear qkv, proj, up, down; } block_params;
+typedef struct { sw_tensor *n, *rstd, *ng, *u, *a; sw_attn_saved attn; } block_saved;
+
+typedef struct model {
+    sw_ctx x;
+    sw_params *p;
+    sw_attention *attn;
+    sw_embedding emb;
+    block_params blk[LAYERS];
+    block_saved saved[LAYERS];
+    sw_norm final_norm;
+    int head_w;
+    sw_blocks *blocks;
+    sw_lm_head *head;
+    sw_tensor *tokens, *targets, *nf, *nf_rstd;
+} model;
+
+/* what a block keeps: the norm output (gathered with sp), the MLP's hidden
+ * before and after GeLU, and attention's */
+static void keep(void *mp, sw_saved *s)
+{
+    model *m = mp;
+    block_saved *k = &m->saved[s->slot];
+    int64_t T = m->x.T, l = m->x.Tl, f = 4 * HIDDEN / m->x.tp.t;
+    k->n = sw_saved_new(s, "n", l, HIDDEN);
+    k->rstd = sw_saved_new(s, "rstd", l, 1);
+    k->ng = m->x.tp.t > 1 && m->x.c.sp ? sw_saved_new(s, "n_gathered", T, HIDDEN) : k->n;
+    k->u = sw_saved_new(s, "up", T, f);
+    k->a = sw_saved_new(s, "act", T, f);
+    sw_attention_keep(m->attn, s, &k->attn);
+}
+
+static void forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *y)
+{
+    model *m = mp;
+    sw_ctx *x = &m->x;
+    block_params *b = &m->blk[l];
+    block_saved *k = &m->saved[s->slot];
+    sw_norm_forward(x, &b->norm, in, k->n, NULL, k->rstd);
+    sw_linear_forward(x, &b->qkv, k->n, k->ng, k->attn.qkv);
+    sw_attention_forward(x, m->attn, step, l, &k->attn);
+    sw_linear_forward(x, &b->up, k->n, k->ng, k->u);
+    sw_gelu_forward(x, k->u, k->a);
+    if (!y) return; /* full recomputation: the output is kept already */
+    sw_tensor *mid = sw_scratch(x, "mid", x->Tl, HIDDEN);
+    sw_residual_forward(x, step, l, SW_DROP_ATTN_OUT, in, sw_linear_row_forward(x, &b->proj, k->attn.att), mid);
+    sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, mid, sw_linear_row_forward(x, &b->down, k->a), y);
+}
+
+/* dres: the output's gradient in, the input's out; the norm's gradient is
+ * the sum of both branches' */
+static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *dres)
+{
+    model *m = mp;
+    sw_ctx *x = &m->x;
+    block_params *b = &m->blk[l];
+    block_saved *k = &m->saved[s->slot];
+    sw_tensor *dn = sw_scratch(x, "dn", x->Tl, HIDDEN), *dact = sw_scratch(x, "dact", x->T, k->a->cols);
+    sw_tensor *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
+    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_linear_row_backward(x, &b->down, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
+    sw_gelu_backward(x, k->u, dact);
+    sw_copy_flat(sw_tensor_whole(sw_linear_backward(x, &b->up, dact, k->n, k->ng), STARPU_R),
+                 sw_tensor_whole(dn, STARPU_W), 0);
+    sw_linear_row_backward(x, &b->proj, sw_residual_backward(x, step, l, SW_DROP_ATTN_OUT, dres), k->attn.att, datt);
+    sw_attention_backward(x, m->attn, step, l, &k->attn, datt, dqkv);
+    sw_copy_flat(sw_tensor_whole(sw_linear_backward(x, &b->qkv, dqkv, k->n, k->ng), STARPU_R),
+                 sw_tensor_whole(dn, STARPU_RW), 1);
+    sw_norm_backward(x, &b->norm, dn, in, NULL, k->rstd, dres, 1);
+}
+
+static int flag(int argc, char **argv, const char *name, int dflt)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
+    return dflt;
+}
+
+int main(int argc, char **argv)
+{
+    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), steps = flag(argc, argv, "--steps", 20);
+    sw_ctx_config xc = {SEQ, BATCH, tp, flag(argc, argv, "--sp", 0), 0, flag(argc, argv, "--ulysses", 1),
+                        flag(argc, argv, "--ring", 1), 1, dp, 1, 4, 1234, 0.1f};
+    sw_options opt;
+    sw_options_default(&opt);
+    if (sw_init(&argc, &argv, &opt) != 0) return 1;
+    sw_comm *comm = sw_comm_create(sw_mesh_create(&(sw_mesh_dims){tp, xc.ulysses, xc.ring, dp, 1}));
+    if (sw_world_size() == 1) comm = NULL;
+    int cp = xc.ulysses * xc.ring;
+    sw_params_config pc = {1234, 4, SW_F32, 1, 25.0f, flag(argc, argv, "--zero", 0),
+                           cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.0f};
+    model *m = calloc(1, sizeof *m);
+    m->p = sw_params_new(&pc, comm);
+    sw_ctx_init(&m->x, &xc, comm, m->p);
+    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, 1, 0.1f, 0};
+    m->attn = sw_attention_create(&m->x, &ac);
+    int vp = sw_vocab_padded(VOCAB, tp);
+    const int64_t *qkv_tiles;
+    int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
+    sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
+    m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, SEQ, 0.02f);
+    for (int l = 0; l < LAYERS; l++) {
+        char n[5][16];
+        for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);
+        m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 1, 1e-5f),
+            sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, &qkv_shard, nqkv, qkv_tiles),
+            sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL),
+            sw_linear_add(&m->x, n[3], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 0, 0.02f, NULL, 0, NULL),
+            sw_linear_add(&m->x, n[4], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL)};
+    }
+    m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
+    m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
+    sw_params_allocate(m->p);
+
+    sw_blocks_config bc = {LAYERS, m->x.Tl, HIDDEN, flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL
+                                                                                              : SW_RECOMPUTE_SELECTIVE, 1, 0};
+    m->blocks = sw_blocks_create(&bc, &(sw_block_ops){keep, forward, backward}, m);
+    m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
+    m->tokens = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
+    m->targets = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
+    m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
+    m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
+
+    /* data: sequence b counts up by b + 1 modulo the vocabulary; the target is the next token */
+    int32_t tok[SEQ * BATCH], tgt[SEQ * BATCH];
+    for (int p = 0; p < SEQ; p++)
+        for (int b = 0; b < BATCH; b++)
+            tok[p * BATCH + b] = (p * (b + 1)) % VOCAB, tgt[p * BATCH + b] = ((p + 1) * (b + 1)) % VOCAB;
+    for (int step = 1; step <= steps; step++) {
+        sw_ctx_load_tokens(&m->x, 0, tok, tgt, m->tokens, m->targets);
+        sw_embedding_forward(&m->x, &m->emb, step, m->tokens, sw_blocks_input(m->blocks));
+        sw_blocks_forward(m->blocks, step);
+        sw_norm_forward(&m->x, &m->final_norm, sw_blocks_output(m->blocks), m->nf, NULL, m->nf_rstd);
+        sw_lm_head_forward(&m->x, m->head, m->nf, m->targets);
+        sw_norm_backward(&m->x, &m->final_norm, sw_lm_head_backward(&m->x, m->head, m->targets),
+                         sw_blocks_output(m->blocks), NULL, m->nf_rstd, sw_blocks_grad(m->blocks), 0);
+        sw_blocks_backward(m->blocks, step);
+        sw_embedding_backward(&m->x, &m->emb, step, m->tokens, sw_blocks_grad(m->blocks));
+        sw_params_reduce_grads(m->p, 0);
+        sw_params_update(m->p, step);
+        sw_scratch_invalidate(&m->x);
+        float loss;
+        sw_tensor_read_host(sw_lm_head_loss(m->head), &loss);
+        if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, loss);
+    }
+    sw_tensor *t[] = {m->tokens, m->targets, m->nf, m->nf_rstd};
+    for (int i = 0; i < 4; i++) sw_tensor_free(t[i]);
+    sw_lm_head_destroy(m->head);
+    sw_blocks_destroy(m->blocks);
+    sw_attention_destroy(m->attn);
+    sw_ctx_destroy(&m->x);
+    sw_params_destroy(m->p);
+    free(m);
+    sw_shutdown();
+    return 0;
+}
