@@ -38,4 +38,18 @@ SW_HD float sw_expf(float x)
     return x > hi ? INFINITY : e;
 }
 
+/* RoPE inverse frequency of pair i of a head of d (codelets/rope.c):
+ * 1 / theta^((float)(2i) / (float)d) as PyTorch forms its fp32 inv_freq
+ * (exponent and division in fp32), with the power correctly rounded to
+ * fp32 (through double) on CPUs and GPUs alike. powf would not give one
+ * answer: glibc's is 1 ulp off in 267 of 263168 (theta 1e2..1e7, even
+ * d <= 512, every i), CUDA's may be 4 ulp off, and PyTorch's own (Sleef,
+ * 1 ulp) differs in a few; an ulp of inv_freq moves the angle of position
+ * p by p * inv_freq * 6e-8. */
+SW_HD float sw_rope_inv_freq(float theta, int64_t i, int d)
+{
+    const float e = (float)(2 * i) / (float)d;
+    return 1.0f / (float)pow((double)theta, (double)e);
+}
+
 #endif

@@ -7,12 +7,13 @@
  * Each case builds its tensors from fixed seeds, submits the ops (some on
  * strided column tiles) and reads its outputs; it runs once restricted to
  * CPU workers and once to CUDA workers. Tolerances: bit-identical for
- * dropout (masks and values), embedding, adds and copies (the same fp32
- * operations in the same order); otherwise |cuda - cpu| <= tol |cpu| +
- * tol/100 max|cpu| (REL) or tol max|cpu| (MAXREL: GEMM, whose sums cuBLAS
- * orders its own way, and AdamW, whose m = b1 m + (1 - b1) g cancels), with
- * tol 1e-4 for attention and 2e-5 or less elsewhere (reductions in another
- * order, fused multiply-adds). */
+ * dropout (masks and values), embedding, adds, copies and products (the
+ * same fp32 operations in the same order); otherwise |cuda - cpu| <= tol
+ * |cpu| + tol/100 max|cpu| (REL) or tol max|cpu| (MAXREL: GEMM, whose sums
+ * cuBLAS orders its own way, AdamW, whose m = b1 m + (1 - b1) g cancels, and
+ * RoPE, whose a cos - b sin cancels), with tol 1e-4 for attention and 2e-5
+ * or less elsewhere (reductions in another order, fused multiply-adds,
+ * CUDA's 2-ulp cosf/sinf). */
 #include "config.h"
 
 #ifndef STARWEAVE_USE_CUDA
@@ -160,6 +161,44 @@ static void c_pointwise(outputs *o)
     keep(o, "gelu fwd (strided tiles)", y), keep(o, "gelu bwd", g);
     keep(o, "softmax fwd", sy), keep(o, "softmax bwd", sdx);
     FREE(x, y, g, sy, sdx);
+}
+
+/* LLaMA's element-wise ops: SwiGLU on strided column tiles, the product */
+static void c_swiglu(outputs *o)
+{
+    const int64_t R = 48, C = 1000;
+    sw_tensor *g = T("gate", R, C, 40, 8), *u = T("up", R, C, 41, 2), *dy = T("dy", R, C, 42, 1);
+    sw_tensor *y = T("y", R, C, 0, 0), *dg = T("dgate", R, C, 0, 0), *du = T("dup", R, C, 0, 0);
+    starpu_data_handle_t *gt = sw_tensor_tiles(g, SW_COLS, 3, STARPU_R), *ut = sw_tensor_tiles(u, SW_COLS, 3, STARPU_R);
+    starpu_data_handle_t *yt = sw_tensor_tiles(y, SW_COLS, 3, STARPU_W);
+    for (int i = 0; i < 3; i++) sw_swiglu_fwd(gt[i], ut[i], yt[i]);
+    sw_swiglu_bwd(RD(g), RD(u), RD(dy), W(dg), W(du));
+    keep(o, "swiglu fwd (strided tiles)", y), keep(o, "swiglu dgate", dg), keep(o, "swiglu dup", du);
+    FREE(g, u, dy, y, dg, du);
+}
+
+static void c_mul(outputs *o)
+{
+    const int64_t R = 33, C = 700;
+    sw_tensor *x = T("x", R, C, 43, 3), *y = T("y", R, C, 44, 3), *z = T("z", R, C, 0, 0);
+    sw_mul(RD(x), RD(y), W(z));
+    keep(o, "mul", z);
+    FREE(x, y, z);
+}
+
+/* RoPE on the q | k column blocks of a fused qkv matrix, rows from global
+ * row 5 of a batch of 2 at positions from 300; then the inverse of a gradient */
+static void c_rope(outputs *o)
+{
+    const int64_t R = 96;
+    const int d = 64, batch = 2;
+    sw_tensor *qkv = T("qkv", R, 8 * d, 45, 1), *g = T("g", R, 4 * d, 46, 1);
+    starpu_data_handle_t *b = sw_tensor_split(qkv, SW_COLS, 3, (int64_t[]){4 * d, 2 * d, 2 * d}, STARPU_RW);
+    sw_rope(b[0], d, 10000.0f, 5, batch, 300, 0);
+    sw_rope(b[1], d, 10000.0f, 5, batch, 300, 0);
+    sw_rope(RW(g), d, 10000.0f, 5, batch, 300, 1);
+    keep(o, "rope q, k column blocks (v untouched)", qkv), keep(o, "rope inverse", g);
+    FREE(qkv, g);
 }
 
 static void c_dropout(outputs *o)
@@ -358,6 +397,9 @@ int main(int argc, char **argv)
         {"bf16 gemm", c_gemm_bf16, MAXREL, 1e-4},
         {"norms", c_norms, REL, 2e-5},
         {"gelu/softmax", c_pointwise, REL, 2e-5},
+        {"swiglu", c_swiglu, REL, 2e-5},
+        {"mul", c_mul, BITS, 0},
+        {"rope", c_rope, MAXREL, 1e-6}, /* cancellation in a cos - b sin: absolute errors */
         {"dropout", c_dropout, BITS, 0},
         {"adds", c_adds, REL, 1e-6}, /* axpy and colsum may fuse; the rest is exact */
         {"embedding", c_embedding, BITS, 0},

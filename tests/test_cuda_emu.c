@@ -9,7 +9,7 @@
  * than the matrix (and strided vectors); the padding holds a sentinel that
  * must survive. Tolerances: bitwise where both sides evaluate the same
  * expression without a multiply-add the compilers may fuse differently
- * (dropout, embedding, adds, copies); otherwise 1e-5 relative (5e-5 where
+ * (dropout, embedding, adds, copies, products); otherwise 1e-5 relative (5e-5 where
  * a reduction's order differs on long rows); the dropout masks of the
  * attention tiles are the CPU's exactly (the kept/dropped pattern is
  * checked through zeros; with saved probabilities, one-hot V and dO make o
@@ -277,6 +277,69 @@ static void test_gelu_softmax(void)
     sw_tensor_free(X), sw_tensor_free(Y), sw_tensor_free(G), sw_tensor_free(DX);
     free(hx.p), free(hy.p), free(hg.p), free(hx2.p), free(hy2.p), free(hy3.p), free(hg2.p), free(hdx.p), free(x),
         free(g);
+}
+
+/* ================= SwiGLU, element-wise product, RoPE (LLaMA) ================= */
+static void test_llama_ops(void)
+{
+    const int64_t R = 9, C = 700;
+    float *g = rnd(R * C, 50, 8.0f), *u = rnd(R * C, 51, 2.0f), *dy = rnd(R * C, 52, 1.0f);
+    g[3] = 100.0f, g[4] = -100.0f; /* exp(-gate) over- and underflows */
+    sw_tensor *G = T("gate", R, C, g), *U = T("up", R, C, u), *DY = T("dy", R, C, dy), *Y = T("y", R, C, NULL);
+    sw_tensor *DG = T("dgate", R, C, NULL), *DU = T("dup", R, C, NULL), *Z = T("z", R, C, NULL);
+    sw_swiglu_fwd(RD(G), RD(U), W(Y));
+    sw_swiglu_bwd(RD(G), RD(U), RD(DY), W(DG), W(DU));
+    sw_mul(RD(G), RD(U), W(Z));
+    float *y = tu_read(Y), *dg = tu_read(DG), *du = tu_read(DU), *z = tu_read(Z);
+    hmat hg = hm_new(R, C, g), hu = hm_new(R, C, u), hdy = hm_new(R, C, dy), hy = hm_new(R, C, NULL);
+    hmat hdg = hm_new(R, C, NULL), hdu = hm_new(R, C, NULL), hz = hm_new(R, C, NULL);
+    CHECK_LAUNCH(sw_cuda_swiglu_fwd(hg.p, hg.ld, hu.p, hu.ld, hy.p, hy.ld, R, C, NULL));
+    CHECK_LAUNCH(sw_cuda_swiglu_bwd(hg.p, hg.ld, hu.p, hu.ld, hdy.p, hdy.ld, hdg.p, hdg.ld, hdu.p, hdu.ld, R, C, NULL));
+    CHECK_LAUNCH(sw_cuda_mul(hg.p, hg.ld, hu.p, hu.ld, hz.p, hz.ld, R, C, NULL));
+    float *gy = hm_get(hy), *gdg = hm_get(hdg), *gdu = hm_get(hdu), *gz = hm_get(hz);
+    close_f("swiglu fwd", gy, y, R * C, 1e-5, 1e-6);
+    close_f("swiglu bwd dgate", gdg, dg, R * C, 1e-5, 1e-6);
+    close_f("swiglu bwd dup", gdu, du, R * C, 1e-5, 1e-6);
+    same_bits("mul", gz, z, R * C);
+    check_pad("swiglu fwd", hy);
+    check_pad("swiglu bwd dgate", hdg);
+    check_pad("swiglu bwd dup", hdu);
+    check_pad("mul", hz);
+    free(y), free(dg), free(du), free(z), free(gy), free(gdg), free(gdu), free(gz);
+    free(hg.p), free(hu.p), free(hdy.p), free(hy.p), free(hdg.p), free(hdu.p), free(hz.p);
+    sw_tensor *all[] = {G, U, DY, Y, DG, DU, Z};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+    free(g), free(u), free(dy);
+
+    /* RoPE: 300 rows (more than the kernel's 128 row blocks) from global
+     * row 7 of a batch of 3 at positions from 1000, 3 heads of 64; the
+     * forward, then the inverse of its result */
+    const int64_t RR = 300, CC = 3 * 64, row0 = 7, pos0 = 1000;
+    const int d = 64, batch = 3;
+    const float theta = 10000.0f;
+    float *x = rnd(RR * CC, 53, 1.0f);
+    sw_tensor *X = T("x", RR, CC, x), *XI = T("xi", RR, CC, x);
+    sw_rope(RW(X), d, theta, row0, batch, pos0, 0);
+    float *xf = tu_read(X);
+    sw_rope(RW(X), d, theta, row0, batch, pos0, 1);
+    sw_rope(RW(XI), d, theta, row0, batch, pos0, 1);
+    float *xr = tu_read(X), *xi = tu_read(XI);
+    hmat hx = hm_new(RR, CC, x), hxi = hm_new(RR, CC, x);
+    CHECK_LAUNCH(sw_cuda_rope(hx.p, hx.ld, RR, CC, d, theta, row0, batch, pos0, 0, NULL));
+    float *gf = hm_get(hx);
+    CHECK_LAUNCH(sw_cuda_rope(hx.p, hx.ld, RR, CC, d, theta, row0, batch, pos0, 1, NULL));
+    CHECK_LAUNCH(sw_cuda_rope(hxi.p, hxi.ld, RR, CC, d, theta, row0, batch, pos0, 1, NULL));
+    float *gr = hm_get(hx), *gi = hm_get(hxi);
+    close_f("rope fwd (row0 7, batch 3, pos0 1000)", gf, xf, RR * CC, 1e-5, 1e-6);
+    close_f("rope inverse of the forward", gr, xr, RR * CC, 1e-5, 1e-6);
+    close_f("rope inverse", gi, xi, RR * CC, 1e-5, 1e-6);
+    check_pad("rope", hx);
+    tu_true("sw_cuda_rope refuses d = 50 on 192 columns (cudaErrorInvalidValue)",
+            sw_cuda_rope(hx.p, hx.ld, RR, CC, 50, theta, row0, batch, pos0, 0, NULL) != cudaSuccess);
+    float *after = hm_get(hx);
+    same_bits("rope refused: x untouched", after, gr, RR * CC);
+    free(after), free(xf), free(xr), free(xi), free(gf), free(gr), free(gi), free(hx.p), free(hxi.p), free(x);
+    sw_tensor_free(X), sw_tensor_free(XI);
 }
 
 /* ================= dropout ================= */
@@ -783,6 +846,7 @@ int main(int argc, char **argv)
     test_bias_rows();
     test_norms();
     test_gelu_softmax();
+    test_llama_ops();
     test_dropout();
     test_cast();
     test_adds();

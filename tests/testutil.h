@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "starweave.h"
 
@@ -118,6 +121,59 @@ static inline void tu_require(const char *what, int cond)
     printf("ERROR reference: %s\n", what);
     fflush(stdout);
     exit(99);
+}
+
+/* A call the library must refuse (a submit helper given mismatched
+ * shapes): fn(arg) runs in a child process, which starts the runtime
+ * itself (tu_init_child), so call this before tu_init: the parent forks
+ * while it has no threads. Passes when the child exits with a non-zero
+ * status within 60 s and its stderr holds `message`. */
+static inline void tu_init_child(void)
+{
+    static char name[] = "refusal", *args[] = {name, NULL};
+    int argc = 1;
+    char **argv = args;
+    tu_init(&argc, &argv);
+}
+
+static inline int tu_expect_refusal(const char *what, void (*fn)(void *), void *arg, const char *message)
+{
+    int fd[2];
+    if (pipe(fd) != 0) { perror("pipe"); exit(99); }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); exit(99); }
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        alarm(60);
+        fn(arg);
+        _exit(0); /* not refused */
+    }
+    close(fd[1]);
+    char out[4096], sink[512];
+    size_t n = 0;
+    for (;;) { /* the whole of stderr, so that the child never blocks on a full pipe */
+        ssize_t k = n < sizeof out - 1 ? read(fd[0], out + n, sizeof out - 1 - n) : read(fd[0], sink, sizeof sink);
+        if (k <= 0) break;
+        if (n < sizeof out - 1) n += (size_t)k;
+    }
+    out[n] = '\0';
+    close(fd[0]);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) { perror("waitpid"); exit(99); }
+    const int refused = WIFEXITED(st) && WEXITSTATUS(st) != 0;
+    const int ok = refused && strstr(out, message) != NULL;
+    if (ok) tu_passed++; else tu_failed++;
+    if (WIFEXITED(st))
+        printf("%s %s: %s (exit %d), message \"%s\" %s\n", ok ? "PASS" : "FAIL", what,
+               refused ? "refused" : "not refused", WEXITSTATUS(st), message,
+               strstr(out, message) ? "printed" : "missing");
+    else
+        printf("FAIL %s: child killed by signal %d\n", what, WIFSIGNALED(st) ? WTERMSIG(st) : -1);
+    if (!ok) printf("  child stderr:\n%s\n", out);
+    return ok;
 }
 
 /* Central differences: g[i] = d loss(ctx) / d v[i] for i < n, where v is

@@ -51,6 +51,22 @@ cudaError_t sw_cuda_gelu_fwd(const float *x, int64_t ldx, float *y, int64_t ldy,
 cudaError_t sw_cuda_gelu_bwd(const float *x, int64_t ldx, float *g, int64_t ldg, int64_t R, int64_t C,
                              cudaStream_t s);
 
+/* ---- swiglu.cu: y = silu(gate) * up; dgate, dup written ---- */
+cudaError_t sw_cuda_swiglu_fwd(const float *g, int64_t ldg, const float *u, int64_t ldu, float *y, int64_t ldy,
+                               int64_t R, int64_t C, cudaStream_t s);
+cudaError_t sw_cuda_swiglu_bwd(const float *g, int64_t ldg, const float *u, int64_t ldu, const float *dy,
+                               int64_t lddy, float *dg, int64_t lddg, float *du, int64_t lddu, int64_t R, int64_t C,
+                               cudaStream_t s);
+
+/* ---- mul.cu: z = x * y ---- */
+cudaError_t sw_cuda_mul(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
+                        int64_t C, cudaStream_t s);
+
+/* ---- rope.cu: x[R, C] rotated in place, C a multiple of d (d even); the
+ * arguments of sw_rope (ops.h) ---- */
+cudaError_t sw_cuda_rope(float *x, int64_t ldx, int64_t R, int64_t C, int d, float theta, int64_t row0, int batch,
+                         int64_t pos0, int inverse, cudaStream_t s);
+
 /* ---- add.cu ---- */
 cudaError_t sw_cuda_add(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
                         int64_t C, cudaStream_t s);

@@ -82,6 +82,32 @@ void sw_gelu_fwd(starpu_data_handle_t x, starpu_data_handle_t y);
 /* grad (RW): dy on entry, dx = dy * gelu'(x) on return. */
 void sw_gelu_bwd(starpu_data_handle_t x, starpu_data_handle_t grad);
 
+/* ---- SwiGLU (codelets/swiglu.c): y = silu(gate) * up, silu(a) = a sigmoid(a) ----
+ * gate, up, y [r, c] (may be column blocks of wider matrices); y written (W). */
+void sw_swiglu_fwd(starpu_data_handle_t gate, starpu_data_handle_t up, starpu_data_handle_t y);
+/* dgate = dy * up * silu'(gate), dup = dy * silu(gate); both written (W). */
+void sw_swiglu_bwd(starpu_data_handle_t gate, starpu_data_handle_t up, starpu_data_handle_t dy,
+                   starpu_data_handle_t dgate, starpu_data_handle_t dup);
+
+/* ---- element-wise product (codelets/mul.c) ---- z = x * y (W), same shapes */
+void sw_mul(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z);
+
+/* ---- rotary position embedding (codelets/rope.c), in place ----
+ * x[n, heads*d] (RW; may be a column block of a wider matrix), rows in [s, b] order:
+ * row r of the tile is global row row0 + r of a run of positions starting at pos0,
+ * position p = pos0 + (row0 + r) / batch. Each head's d columns are rotated in
+ * pairs (i, i + d/2), i < d/2 (GPT-NeoX / Hugging Face LLaMA "rotate_half"):
+ * angle = p * theta^(-2i/d); (a, b) -> (a cos - b sin, a sin + b cos).
+ * inverse != 0 rotates by -angle: the backward (the rotation's transpose). d even.
+ * The angle is fp32 as PyTorch forms it: (float)p * inv_freq, inv_freq = 1 / theta^((float)(2i) / d)
+ * in fp32 (the power correctly rounded), on CPUs and GPUs alike. */
+void sw_rope(starpu_data_handle_t x, int d, float theta, int64_t row0, int batch, int64_t pos0, int inverse);
+
+/* Shape mismatches (and, for sw_rope, a d that is odd or does not divide
+ * the columns, batch <= 0, negative row0/pos0, theta <= 0) are refused when
+ * the task is submitted: a message naming the op and the shapes, then
+ * sw_fail (runtime.h). */
+
 /* ---- element-wise adds and reductions (codelets/add.c) ---- */
 void sw_add(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z); /* z = x + y (W) */
 void sw_axpy(float alpha, starpu_data_handle_t x, starpu_data_handle_t y);           /* y += alpha x (RW) */
