@@ -1,6 +1,7 @@
 /* A model of one's own from the public layers alone: a parallel-block
  * transformer (GPT-J / PaLM style), y = x + attention(n(x)) + mlp(n(x)),
- * one RMSNorm feeding both branches, untied LM head. Every strategy comes
+ * one RMSNorm feeding both branches, rotary positions, untied LM head.
+ * Every strategy comes
  * from the layers: run it as
  *   mpirun -np 4 custom_model --tp 2 --sp --dp 2
  * and tensor + sequence + data parallelism apply with no line of it
@@ -107,13 +108,13 @@ int main(int argc, char **argv)
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
-    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, 1, 0.1f, 0};
+    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, 1, 0.1f, 0, 10000.0f}; /* causal, rotary positions */
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
     const int64_t *qkv_tiles;
     int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
-    m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, SEQ, 0.02f);
+    m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, 0, 0.02f); /* no learned positions */
     for (int l = 0; l < LAYERS; l++) {
         char n[5][16];
         for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);

@@ -346,8 +346,11 @@ static void memory_report(sw_gpt *m)
         printf("memory: saved activations per layer (fp32, recompute %s), model: %s\n", sw_recompute_name(c->recompute),
                c->recompute == SW_RECOMPUTE_FULL
                    ? "l h elements for every recompute-every-th block (its input), 0 for the others"
-                   : "l(4h+4) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 8h/t) [+ Ulysses: T aq d]"
-                     " [+ none: aq/U B seq^2] elements");
+                   : c->model == SW_MODEL_LLAMA
+                   ? "l(4h+2) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 3F/t) [+ Ulysses: T aq d]"
+                     " [+ none: aq/U B seq^2] elements (F = ffn)"
+                   : "l(4h+4) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 2F/t) [+ Ulysses: T aq d]"
+                     " [+ none: aq/U B seq^2] elements (F = ffn)");
         printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "registered", "diff");
         for (int r = 0; r < world; r++)
             for (int l = 0; l < c->layers; l++) {

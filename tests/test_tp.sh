@@ -1,6 +1,6 @@
 #!/bin/sh
 # Tensor (+ sequence) parallel, context parallel (Ulysses, Ring, USP), data
-# parallel and gradient-accumulated GPT under mpirun against the single-rank
+# parallel and gradient-accumulated GPT-2 and LLaMA under mpirun against the single-rank
 # model (tests/test_tp.c: losses of 3 steps, every gradient of the last,
 # Ring attention's FLOPs per rank), with and without sp, dropout and zigzag,
 # K/V heads split (kv >= tp) and replicated (kv < tp); then the traffic
@@ -38,6 +38,17 @@ run 4 --ring 2 --sp --dropout 0.1             # tp 2 x ring 2
 run 4 --ulysses 2 --sp --kv-heads 4           # tp 2 x ulysses 2
 run 4 --ring 2 --dp 2 --dropout 0.1           # dp 2 x ring 2
 run 4 --ring 2 --dp 2 --zero 1
+# LLaMA (RMSNorm, rotary positions, SwiGLU, no biases, untied head): the same layouts against one rank
+run 1 --model llama --dropout 0.1
+run 2 --model llama --sp --dropout 0.1
+run 2 --model llama --sp --kv-heads 1             # GQA, the K/V head replicated
+run 4 --model llama --sp --kv-heads 2             # each K/V head replicated on 2 ranks
+run 4 --model llama --sp --kv-heads 4             # K/V heads split
+run 2 --model llama --ulysses 2
+run 2 --model llama --ring 2 --dropout 0.1        # zigzag
+run 4 --model llama --ulysses 2 --ring 2          # USP
+run 2 --model llama --dp 2 --zero 1 --grad-accum 2
+run 2 --model llama --sp --recompute full --dropout 0.1
 # bf16 GEMM operands (--dtype bf16): tp 2 + sp and Ulysses against one rank, each step from the same parameters
 run 2 --sp --dtype bf16 --dropout 0.1 --kv-heads 2
 run 2 --ulysses 2 --dtype bf16
@@ -54,7 +65,7 @@ check "gpt_train --dtype bf16 vs fp32 losses: $out" [ $? = 0 ]
 # the TP, Ulysses and ring traffic the library counts equals its formula (2
 # ranks: every collective is bandwidth-optimal there)
 for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 2 --kv-heads 1 --sp" "--ulysses 2" \
-    "--ring 2" "--ring 2 --no-zigzag"; do
+    "--ring 2" "--ring 2 --no-zigzag" "--model llama --tp 2 --sp" "--model llama --tp 2 --kv-heads 1 --sp"; do
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --steps 2 --log "$TMPD/log.csv" $args > "$TMPD/out" 2>&1
   rc=$?
   line=$(grep -m 1 '^communication:' "$TMPD/out")
