@@ -188,6 +188,23 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
 
 /* --------------------------------------------------------------- model */
 
+/* Refuses, before any allocation, a model whose certain bytes per rank --
+ * parameter state, saved activations (unless offloaded), logits -- exceed
+ * the memory this rank may count on. */
+static void refuse_unless_fits(const sw_gpt *m)
+{
+    const sw_gpt_config *c = &m->c;
+    double avail = sw_memory_available_per_rank(), state = sw_params_bytes(m->params), saved = 0;
+    for (int l = 0; l < c->layers && !c->offload; l++) saved += sw_gpt_saved_model_bytes(c, l);
+    double logits = 4.0 * m->x.T * (double)(c->vocab_padded / c->tp), need = state + saved + logits, GiB = SW_MIB * 1024;
+    if (avail > 0 && need > avail)
+        sw_usage_error("the model needs at least %.2f GiB per rank (parameters, gradients and AdamW moments %.2f GiB, "
+                       "saved activations %.2f GiB, logits %.2f GiB), more than the %.2f GiB of main RAM available to "
+                       "each rank of this node: reduce seq, batch, layers or hidden, split it over more ranks (tp, "
+                       "ulysses, ring, dp), or use --recompute full or --offload",
+                       need / GiB, state / GiB, saved / GiB, logits / GiB, avail / GiB);
+}
+
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = calloc(1, sizeof *m);
@@ -219,6 +236,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->saved = calloc((size_t)c->layers, sizeof *m->saved);
     if (!m->layer || !m->saved) { perror("starweave: calloc"); abort(); }
     add_params(m);
+    refuse_unless_fits(m);
     sw_params_allocate(m->params);
     const sw_ctx *x = &m->x;
     m->tokens = sw_tensor_new2d("tokens", SW_I32, x->T, 1);

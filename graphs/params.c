@@ -245,10 +245,12 @@ double sw_params_bytes(const sw_params *p)
 {
     double bytes = 0;
     for (int k = 0; k < p->n; k++) {
-        const param *q = &p->p[k];
-        const sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard};
-        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-            if (t[i]) bytes += (double)sw_tensor_bytes(t[i]);
+        int64_t rows, cols, mrows, first;
+        sw_shard_shape(&p->p[k].d, &rows, &cols);
+        mrows = rows;
+        if (zero_sharded(p, rows)) sw_tile_range(rows, p->gn, p->gr, &first, &mrows);
+        bytes += 4.0 * (double)cols * (2.0 * (double)rows + 2.0 * (double)mrows + (mrows < rows ? (double)mrows : 0));
+        if (p->c.dtype == SW_BF16 && p->p[k].d.gemm) bytes += 2.0 * (double)(rows * cols);
     }
     for (int b = 0; b < p->nbuckets; b++) bytes += (double)sw_tensor_bytes(p->bucket[b]);
     return bytes;

@@ -32,6 +32,9 @@ check "mpirun -np 2 with a bad flag: exit 2 without hanging (rc $rc), message pr
 expect "--comm expects auto, mpi or nccl, got 'gloo'" --comm gloo
 expect "--device expects any, cuda or cpu, got 'gpu'" --device gpu
 expect "--device cuda needs CUDA workers (ncuda = 0)" --device cuda --ncuda 0
+# tensors that cannot fit (about 100 GiB per rank): refused with the model's bytes before any allocation
+expect_bad 1 "the model needs at least" --seq 100000 --batch 64
+expect_bad 2 "the model needs at least" --seq 100000 --batch 64 --tp 2 --sp
 # rank 0 cannot write the log: every rank stops (the others do not wait for it)
 expect_bad 1 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --log /nonexistent/dir/log.csv
 expect_bad 2 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --tp 2 --log /nonexistent/dir/log.csv

@@ -87,7 +87,9 @@ sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row);
 /* shape of this rank's shard, and extraction from the global tensor */
 void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
 void sw_shard_extract(const sw_param_desc *d, const float *global, float *local);
-/* Bytes this rank holds for parameters, gradients, bf16 copies and moments. */
+/* Bytes this rank holds for parameters, gradients, bf16 copies and moments
+ * (and gradient buckets once allocated); from the descriptions, so it can
+ * be asked before sw_params_allocate. */
 double sw_params_bytes(const sw_params *p);
 
 /* Step services (submit only). */

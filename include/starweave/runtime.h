@@ -104,6 +104,12 @@ int sw_stats_get(sw_stat *out, int max);
 /* Completion callback that codelet submission passes to StarPU (NULL when off). */
 void (*sw_stats_hook(void))(void *);
 
+/* Main-RAM bytes this rank may count on: the node's MemAvailable divided
+ * among the ranks on the node (Open MPI's local size), or less if StarPU
+ * (which counts the home buffers, but under an offload budget) sees less;
+ * 0 when unknown. */
+double sw_memory_available_per_rank(void);
+
 /* Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
  * file:line and the call text, then abort every rank. */
 void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));
