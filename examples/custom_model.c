@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     if (sw_world_size() == 1) comm = NULL;
     int cp = xc.ulysses * xc.ring;
     sw_params_config pc = {1234, 4, SW_F32, 1, 25.0f, flag(argc, argv, "--zero", 0),
-                           cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.0f};
+                           cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f}; /* clip at norm 1 */
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);

@@ -56,6 +56,7 @@ static void usage(FILE *f)
             "  --steps N         training steps (60)\n"
             "  --lr X            AdamW learning rate (1e-3)\n"
             "  --weight-decay X  AdamW weight decay (0)\n"
+            "  --clip-grad X     scale the gradients to a global L2 norm of at most X before AdamW (0: off)\n"
             "  --seed N          seed of the init, the data order and dropout (1234)\n"
             "  --data FILE       train on the bytes of FILE (default: synthetic corpus)\n"
             "parallelism (launch with mpirun -np <product of the degrees>):\n"
@@ -200,6 +201,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--steps")) parse_int(a, v, &o->steps);
         else if (!strcmp(a, "--lr")) parse_float(a, v, &o->cfg.lr);
         else if (!strcmp(a, "--weight-decay")) parse_float(a, v, &o->cfg.weight_decay);
+        else if (!strcmp(a, "--clip-grad")) parse_float(a, v, &o->cfg.clip_grad);
         else if (!strcmp(a, "--seed")) parse_int(a, v, &seed);
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);

@@ -69,11 +69,13 @@ void sw_attention_destroy(sw_attention *a)
 
 sw_shard sw_attention_qkv_shard(const sw_attention *a, int dim)
 {
-    sw_shard s = {0, 0, {0}, {0}};
+    sw_shard s = {0, 0, {0}, {0}, {0}};
     int t = a->x->tp.t, r = a->x->tp.rank;
     if (t == 1) return s;
     int64_t d = a->d, h = (int64_t)a->c.heads * d, kvd = (int64_t)a->c.kv_heads * d;
-    return (sw_shard){3, dim, {r * a->aq * d, h + a->kv0 * d, h + kvd + a->kv0 * d}, {a->aq * d, a->ak * d, a->ak * d}};
+    int kv_share = a->kv_replicated ? t / a->c.kv_heads : 1; /* the ranks sharing this rank's K/V head */
+    return (sw_shard){3, dim, {r * a->aq * d, h + a->kv0 * d, h + kvd + a->kv0 * d}, {a->aq * d, a->ak * d, a->ak * d},
+                      {1, kv_share, kv_share}};
 }
 
 int sw_attention_qkv_tiles(const sw_attention *a, const int64_t **sizes)

@@ -226,7 +226,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     int ulysses_ring = c->ulysses * c->ring > 1;
     sw_params_config pc = {c->seed, c->tiles, c->dtype, c->grad_accum, c->bucket_mb, c->zero,
                            ulysses_ring ? SW_GROUP_SP_DP : SW_GROUP_DP, c->lr, c->beta1, c->beta2, c->adam_eps,
-                           c->weight_decay};
+                           c->weight_decay, c->clip_grad};
     m->params = sw_params_new(&pc, comm);
     sw_ctx_config xc = ctx_config(c);
     sw_ctx_init(&m->x, &xc, comm, m->params);

@@ -123,6 +123,7 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
     RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
     RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
+    RULE(c->clip_grad >= 0.0f, "clip-grad must not be negative (clip-grad = %g)", c->clip_grad);
     RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
          "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
     if (c->ffn == 0) c->ffn = c->model == SW_MODEL_LLAMA ? (8 * c->hidden / 3 + 63) / 64 * 64 : 4 * c->hidden;

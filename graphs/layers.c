@@ -226,7 +226,7 @@ static int add_param(sw_ctx *x, const char *name, const char *suffix, int64_t ro
     return sw_params_add(x->params, &d);
 }
 
-static const sw_shard replicated = {0, 0, {0}, {0}};
+static const sw_shard replicated = {0, 0, {0}, {0}, {0}};
 
 /* -------------------------------------------------------------- linear */
 
@@ -256,8 +256,8 @@ sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_
 sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std)
 {
     int t = x->tp.t, r = x->tp.rank;
-    sw_shard s = {0, 0, {0}, {0}};
-    if (t > 1) s = (sw_shard){2, 0, {r * (out / t), out + r * (out / t)}, {out / t, out / t}};
+    sw_shard s = {0, 0, {0}, {0}, {0}};
+    if (t > 1) s = (sw_shard){2, 0, {r * (out / t), out + r * (out / t)}, {out / t, out / t}, {1, 1}};
     return sw_linear_add(x, name, SW_LINEAR_COLUMN, in, 2 * out, 0, std, &s, 0, NULL);
 }
 

@@ -31,6 +31,7 @@ struct sw_params {
     sw_tensor **bucket;
     int *bucket_first, *bucket_count;
     int64_t **bucket_sizes;
+    sw_tensor *norm2;     /* [1,1] squared global gradient norm (clip_grad > 0) */
 };
 
 static void *xcalloc(size_t n, size_t size)
@@ -42,7 +43,7 @@ static void *xcalloc(size_t n, size_t size)
 
 sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
 {
-    sw_shard s = {0, 0, {0}, {0}};
+    sw_shard s = {0, 0, {0}, {0}, {0}};
     if (t <= 1) return s;
     s.n = 1, s.dim = dim, s.start[0] = r * (n / t), s.count[0] = n / t;
     return s;
@@ -80,6 +81,7 @@ sw_tensor *sw_params_value(sw_params *p, int i) { return p->p[i].value; }
 sw_tensor *sw_params_grad(sw_params *p, int i) { return p->p[i].grad; }
 sw_tensor *sw_params_adam_m(sw_params *p, int i) { return p->p[i].m; }
 sw_tensor *sw_params_adam_v(sw_params *p, int i) { return p->p[i].v; }
+sw_tensor *sw_params_grad_norm2(sw_params *p) { return p->norm2; }
 sw_tensor *sw_params_gemm_weight(const sw_params *p, int i) { return p->p[i].w16 ? p->p[i].w16 : p->p[i].value; }
 
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row)
@@ -219,6 +221,7 @@ void sw_params_allocate(sw_params *p)
         sw_tensor_fill(q->v, 0.0f);
     }
     create_buckets(p);
+    if (p->c.clip_grad > 0) p->norm2 = sw_tensor_new2d("grad_norm2", SW_F32, 1, 1);
 }
 
 void sw_params_destroy(sw_params *p)
@@ -237,6 +240,7 @@ void sw_params_destroy(sw_params *p)
     free(p->bucket_first);
     free(p->bucket_count);
     free(p->bucket_sizes);
+    sw_tensor_free(p->norm2);
     free(p->p);
     free(p);
 }
@@ -285,32 +289,89 @@ void sw_params_reduce_grads(sw_params *p, int micro)
     }
 }
 
+/* the gradient AdamW reads: ZeRO-1's shard (reduce-scattered over the
+ * group), else the whole gradient (all-reduced here with ZeRO-1 when it
+ * has too few rows to shard; the buckets did it otherwise) */
+static sw_tensor *reduce_for_update(sw_params *p, param *q)
+{
+    if (q->shard) {
+        sw_reduce_scatter(p->comm, p->c.grad_group, q->grad, q->shard, SW_SUM);
+        return q->shard;
+    }
+    if (p->c.zero && p->gn > 1) sw_allreduce(p->comm, p->c.grad_group, q->grad, SW_SUM);
+    return q->grad;
+}
+
+/* AdamW on q from gradient g (ZeRO-1: this rank's rows, then every rank's gathered) */
+static void adamw(sw_params *p, param *q, sw_tensor *g, const sw_adamw_args *a)
+{
+    int P = p->c.tiles;
+    sw_tensor *t = q->value;
+    if (q->shard) {
+        sw_adamw(sw_tensor_tiles(t, SW_ROWS, p->gn, STARPU_RW)[p->gr], sw_tensor_whole(g, STARPU_R),
+                 sw_tensor_whole(q->m, STARPU_RW), sw_tensor_whole(q->v, STARPU_RW), a);
+        sw_allgather_inplace(p->comm, p->c.grad_group, t);
+    } else if (t->rows < P) {
+        sw_adamw(sw_tensor_whole(t, STARPU_RW), sw_tensor_whole(g, STARPU_R), sw_tensor_whole(q->m, STARPU_RW),
+                 sw_tensor_whole(q->v, STARPU_RW), a);
+    } else {
+        for (int i = 0; i < P; i++)
+            sw_adamw(sw_tensor_tiles(t, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(g, SW_ROWS, P, STARPU_R)[i],
+                     sw_tensor_tiles(q->m, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(q->v, SW_ROWS, P, STARPU_RW)[i],
+                     a);
+    }
+}
+
+/* norm2 (+)= this rank's share of |g|^2: each TP block weighted by 1 / the
+ * TP ranks holding it, a gradient every member of the group holds (not a
+ * ZeRO shard) by 1 / the group's size, so the world's sum counts every
+ * element once. g is the local gradient, or its ZeRO rows. */
+static void add_sumsq(sw_params *p, param *q, sw_tensor *g, int *first)
+{
+    const sw_shard *s = &q->d.shard;
+    int t = p->comm ? sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_TP) : 1;
+    double group = q->shard ? 1.0 : 1.0 / p->gn;
+    /* pieces of g along the shard's dim, each inside one block: the blocks,
+     * cut to the ZeRO rows [r0, r0 + nr) when the blocks are row blocks */
+    int n = 0, share[3];
+    int64_t sizes[3], r0 = 0, nr = g->rows, at = 0;
+    if (q->shard) sw_tile_range(q->value->rows, p->gn, p->gr, &r0, &nr);
+    for (int b = 0; b < s->n; at += s->count[b], b++) {
+        int64_t lo = at, hi = at + s->count[b];
+        if (q->shard && s->dim == 0) lo = lo > r0 ? lo : r0, hi = hi < r0 + nr ? hi : r0 + nr;
+        if (hi <= lo) continue;
+        sizes[n] = hi - lo, share[n++] = s->share[b] > 1 ? s->share[b] : 1;
+    }
+    if (s->n == 0) sizes[0] = 0, share[0] = t, n = 1;
+    for (int i = 0; i < n; i++) {
+        starpu_data_handle_t h = n == 1 ? sw_tensor_whole(g, STARPU_R)
+                                        : sw_tensor_split(g, s->dim ? SW_COLS : SW_ROWS, n, sizes, STARPU_R)[i];
+        sw_sumsq(h, sw_tensor_whole(p->norm2, *first ? STARPU_W : STARPU_RW), group / share[i], !*first);
+        *first = 0;
+    }
+}
+
 void sw_params_update(sw_params *p, int step)
 {
     const sw_params_config *c = &p->c;
     sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
-    int P = c->tiles;
     sw_trace_set_phase(SW_PHASE_OPTIMIZER, -1);
-    for (int k = 0; k < p->n; k++) {
-        param *q = &p->p[k];
-        sw_tensor *t = q->value;
-        if (q->shard) {
-            /* ZeRO-1: sum this rank's rows of the gradient over the group, update them, gather every rank's rows */
-            sw_reduce_scatter(p->comm, c->grad_group, q->grad, q->shard, SW_SUM);
-            sw_adamw(sw_tensor_tiles(t, SW_ROWS, p->gn, STARPU_RW)[p->gr], sw_tensor_whole(q->shard, STARPU_R),
-                     sw_tensor_whole(q->m, STARPU_RW), sw_tensor_whole(q->v, STARPU_RW), &a);
-            sw_allgather_inplace(p->comm, c->grad_group, t);
-            continue;
-        }
-        if (c->zero && p->gn > 1) sw_allreduce(p->comm, c->grad_group, q->grad, SW_SUM); /* too few rows to shard */
-        if (t->rows < P) {
-            sw_adamw(sw_tensor_whole(t, STARPU_RW), sw_tensor_whole(q->grad, STARPU_R),
-                     sw_tensor_whole(q->m, STARPU_RW), sw_tensor_whole(q->v, STARPU_RW), &a);
-            continue;
-        }
-        for (int i = 0; i < P; i++)
-            sw_adamw(sw_tensor_tiles(t, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(q->grad, SW_ROWS, P, STARPU_R)[i],
-                     sw_tensor_tiles(q->m, SW_ROWS, P, STARPU_RW)[i], sw_tensor_tiles(q->v, SW_ROWS, P, STARPU_RW)[i],
-                     &a);
+    if (c->clip_grad <= 0) {
+        for (int k = 0; k < p->n; k++) adamw(p, &p->p[k], reduce_for_update(p, &p->p[k]), &a);
+        return;
     }
+    sw_tensor **g = calloc((size_t)p->n, sizeof *g);
+    if (!g) { perror("starweave: calloc"); abort(); }
+    int first = 1;
+    for (int k = 0; k < p->n; k++) {
+        g[k] = reduce_for_update(p, &p->p[k]);
+        add_sumsq(p, &p->p[k], g[k], &first);
+    }
+    if (sw_params_comm(p) && sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_WORLD) > 1)
+        sw_allreduce(p->comm, SW_GROUP_WORLD, p->norm2, SW_SUM);
+    for (int k = 0; k < p->n; k++) {
+        sw_clip(sw_tensor_whole(g[k], STARPU_RW), sw_tensor_whole(p->norm2, STARPU_R), c->clip_grad);
+        adamw(p, &p->p[k], g[k], &a);
+    }
+    free(g);
 }

@@ -833,6 +833,30 @@ static void test_attention_probs(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention_probs_case(&cases[i]);
 }
 
+/* ================= gradient-norm clipping ================= */
+static void test_clip(void)
+{
+    const int64_t R = 37, C = 300;
+    float *x = rnd(R * C, 60, 2.0f), n0 = 5.0f;
+    sw_tensor *X = T("x", R, C, x), *N2 = T("n2", 1, 1, &n0);
+    sw_sumsq(RD(X), RW(N2), 0.5, 1);
+    float *n2 = tu_read(N2);
+    hmat hx = hm_new(R, C, x);
+    float gn2 = n0;
+    CHECK_LAUNCH(sw_cuda_sumsq(hx.p, hx.ld, R, C, &gn2, 0.5, 1, NULL));
+    /* double sums in another order: the fp32 results within 1e-7 */
+    close_f("sumsq (+= 0.5 sum x^2)", &gn2, n2, 1, 1e-7, 0.0);
+    float max_norm = sqrtf(n2[0]) / 4.0f;
+    sw_clip(RW(X), RD(N2), max_norm);
+    float *y = tu_read(X);
+    CHECK_LAUNCH(sw_cuda_clip(hx.p, hx.ld, R, C, n2, max_norm, NULL));
+    float *gy = hm_get(hx);
+    same_bits("clip (scaled by a quarter-ish)", gy, y, R * C);
+    check_pad("clip", hx);
+    free(n2), free(y), free(gy), free(hx.p), free(x);
+    sw_tensor_free(X), sw_tensor_free(N2);
+}
+
 int main(int argc, char **argv)
 {
     sw_options opt;
@@ -853,6 +877,7 @@ int main(int argc, char **argv)
     test_embedding();
     test_crossentropy();
     test_adamw();
+    test_clip();
     test_attention();
     test_attention_probs();
     return tu_finish();

@@ -149,6 +149,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tp-recompute-allgather")) c.tp_recompute_allgather = 1;
         else if (!strcmp(a, "--kv-heads")) c.kv_heads = atoi(v), i++;
         else if (!strcmp(a, "--model")) c.model = sw_model_parse(v), i++;
+        else if (!strcmp(a, "--clip-grad")) c.clip_grad = (float)atof(v), i++;
         else if (!strcmp(a, "--heads")) c.heads = atoi(v), i++;
         else if (!strcmp(a, "--dropout")) c.dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
@@ -237,8 +238,21 @@ int main(int argc, char **argv)
         snprintf(line, sizeof line, "%s: step %d loss %.9g vs %s %.9g (relative %.2g, bound %g)", what, step,
                  lp, same ? "selective" : "single rank", ls, e, loss_tol);
         tu_check_ranks(line, e <= loss_tol);
+        if (c.clip_grad > 0 && !last && !restart) { /* both updated: the global norm each computed */
+            float ns, np;
+            sw_tensor_read_host(sw_params_grad_norm2(sw_gpt_params(single)), &ns);
+            sw_tensor_read_host(sw_params_grad_norm2(sw_gpt_params(par)), &np);
+            double en = fabs((double)np - ns) / ns;
+            snprintf(line, sizeof line, "%s: step %d squared gradient norm %.9g vs %.9g (relative %.2g, bound 1e-5)",
+                     what, step, np, ns, en);
+            tu_check_ranks(line, en <= 1e-5 && sqrtf(ns) > c.clip_grad); /* and it clips */
+        }
         if (!restart && !last) continue;
-        if (c.zero && !same) sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows of the gradients in the update */
+        if (c.zero && !same) {
+            sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows of the gradients in the update */
+            /* with --clip-grad the update scales them in place: the reference's too, to compare */
+            if (c.clip_grad > 0) sw_gpt_update(single, step);
+        }
         double eg = compare(single, par, tp_rank, same, name, sizeof name);
         snprintf(line, sizeof line,
                  "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound %g)", what,

@@ -49,6 +49,11 @@ run 2 --model llama --ring 2 --dropout 0.1        # zigzag
 run 4 --model llama --ulysses 2 --ring 2          # USP
 run 2 --model llama --dp 2 --zero 1 --grad-accum 2
 run 2 --model llama --sp --recompute full --dropout 0.1
+# global gradient-norm clipping: the norm counted once per element (TP-replicated K/V heads, ZeRO shards, context parallelism)
+run 2 --sp --kv-heads 1 --clip-grad 0.01
+run 4 --dp 2 --zero 1 --sp --kv-heads 1 --clip-grad 0.01
+run 4 --ulysses 2 --ring 2 --clip-grad 0.01
+run 4 --model llama --sp --kv-heads 2 --clip-grad 0.01
 # bf16 GEMM operands (--dtype bf16): tp 2 + sp and Ulysses against one rank, each step from the same parameters
 run 2 --sp --dtype bf16 --dropout 0.1 --kv-heads 2
 run 2 --ulysses 2 --dtype bf16

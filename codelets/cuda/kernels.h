@@ -58,6 +58,11 @@ cudaError_t sw_cuda_swiglu_bwd(const float *g, int64_t ldg, const float *u, int6
                                int64_t lddy, float *dg, int64_t lddg, float *du, int64_t lddu, int64_t R, int64_t C,
                                cudaStream_t s);
 
+/* ---- clip.cu: out[0] (+)= alpha * sum x^2 (one block); x *= min(1, max_norm / (sqrt(n2[0]) + 1e-6)) ---- */
+cudaError_t sw_cuda_sumsq(const float *x, int64_t ld, int64_t R, int64_t C, float *out, double alpha, int accumulate,
+                          cudaStream_t s);
+cudaError_t sw_cuda_clip(float *x, int64_t ld, int64_t R, int64_t C, const float *n2, float max_norm, cudaStream_t s);
+
 /* ---- mul.cu: z = x * y ---- */
 cudaError_t sw_cuda_mul(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
                         int64_t C, cudaStream_t s);

@@ -49,6 +49,7 @@ typedef struct sw_gpt_config {
     uint64_t seed;          /* parameter init and dropout masks */
     int tiles;              /* row/column tiles per op (fixed, so results do not depend on workers) */
     float lr, beta1, beta2, adam_eps, weight_decay;
+    float clip_grad;        /* > 0: gradients scaled to a global L2 norm of at most clip_grad (0: off) */
     int tp;                 /* tensor-parallel degree (1: none) */
     int sp;                 /* sequence parallelism (needs seq % tp == 0) */
     int tp_recompute_allgather; /* sp: keep only the local norm outputs, gather them again in backward */

@@ -216,6 +216,13 @@ void sw_ce_loss(starpu_data_handle_t mx, starpu_data_handle_t tgt, starpu_data_h
 void sw_ce_bwd(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
                starpu_data_handle_t targets, int64_t vocab0, int64_t vocab, float scale);
 
+/* ---- gradient-norm clipping (codelets/clip.c) ----
+ * out[1,1] = (accumulate ? out : 0) + alpha * sum x^2 (summed in double;
+ * out W, or RW with accumulate) */
+void sw_sumsq(starpu_data_handle_t x, starpu_data_handle_t out, double alpha, int accumulate);
+/* x (RW) *= min(1, max_norm / (sqrt(n2) + 1e-6)), n2 [1,1] the squared global norm */
+void sw_clip(starpu_data_handle_t x, starpu_data_handle_t n2, float max_norm);
+
 /* ---- AdamW (codelets/adamw.c), decoupled weight decay ---- */
 typedef struct sw_adamw_args {
     float lr, beta1, beta2, eps, weight_decay;

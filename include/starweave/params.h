@@ -29,6 +29,8 @@ extern "C" {
 typedef struct sw_shard {
     int n, dim;
     int64_t start[3], count[3];
+    int share[3];           /* TP ranks holding the same block (0 or 1: this rank alone; e.g. a K/V
+                               head replicated over tp/kv_heads ranks): the gradient norm counts it once */
 } sw_shard;
 
 /* rank r's 1/t of the rows (dim 0) or columns (dim 1) of extent n */
@@ -56,6 +58,7 @@ typedef struct sw_params_config {
      * parallelism); its size 1: no reduction */
     sw_group grad_group;
     float lr, beta1, beta2, adam_eps, weight_decay;
+    float clip_grad;        /* > 0: gradients scaled by min(1, clip_grad / global L2 norm) before AdamW */
 } sw_params_config;
 
 typedef struct sw_params sw_params;
@@ -84,6 +87,8 @@ sw_tensor *sw_params_gemm_weight(const sw_params *p, int i);
 /* The gradient summed over the gradient group, as the update used it: with
  * ZeRO-1 only this rank's rows (from *first_row), after sw_params_update. */
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row);
+/* [1,1]: the squared global gradient norm of the last update (clip_grad > 0; NULL otherwise) */
+sw_tensor *sw_params_grad_norm2(sw_params *p);
 /* shape of this rank's shard, and extraction from the global tensor */
 void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
 void sw_shard_extract(const sw_param_desc *d, const float *global, float *local);
@@ -98,7 +103,11 @@ void sw_params_cast_bf16(sw_params *p);
  * and after the last one each bucket all-reduced over the gradient group
  * and copied back (no-op when neither is needed). */
 void sw_params_reduce_grads(sw_params *p, int micro);
-/* AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather). */
+/* AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather).
+ * With clip_grad: every gradient summed over the gradient group first, the
+ * global norm from each rank's distinct elements (a TP-replicated block
+ * counted once, a ZeRO shard by its owner) all-reduced over the world,
+ * then every gradient scaled (PyTorch's clip_grad_norm_, eps 1e-6). */
 void sw_params_update(sw_params *p, int step);
 
 #ifdef __cplusplus
