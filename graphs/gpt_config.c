@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layer_util.h"
 #include "starweave/graphs.h"
 
 static int kv_heads_of(const sw_gpt_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
@@ -51,92 +52,84 @@ void sw_gpt_config_default(sw_gpt_config *c)
 
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
 {
-#define RULE(cond, ...)                         \
-    do {                                        \
-        if (!(cond)) {                          \
-            snprintf(msg, n, __VA_ARGS__);      \
-            return -1;                          \
-        }                                       \
-    } while (0)
-    RULE(c->model == SW_MODEL_GPT2 || c->model == SW_MODEL_LLAMA, "model must be gpt2 or llama (model = %d)", c->model);
-    RULE(c->layers > 0, "layers must be positive (layers = %d)", c->layers);
-    RULE(c->hidden > 0, "hidden must be positive (hidden = %d)", c->hidden);
-    RULE(c->heads > 0, "heads must be positive (heads = %d)", c->heads);
-    RULE(c->hidden % c->heads == 0, "hidden (%d) must be divisible by heads (%d)", c->hidden, c->heads);
+    SW_RULE(c->model == SW_MODEL_GPT2 || c->model == SW_MODEL_LLAMA, "model must be gpt2 or llama (model = %d)", c->model);
+    SW_RULE(c->layers > 0, "layers must be positive (layers = %d)", c->layers);
+    SW_RULE(c->hidden > 0, "hidden must be positive (hidden = %d)", c->hidden);
+    SW_RULE(c->heads > 0, "heads must be positive (heads = %d)", c->heads);
+    SW_RULE(c->hidden % c->heads == 0, "hidden (%d) must be divisible by heads (%d)", c->hidden, c->heads);
     if (c->kv_heads == 0) c->kv_heads = c->heads;
-    RULE(c->kv_heads > 0, "kv-heads must be positive (kv-heads = %d)", c->kv_heads);
-    RULE(c->heads % c->kv_heads == 0, "heads (%d) must be divisible by kv-heads (%d)", c->heads, c->kv_heads);
-    RULE(c->tp > 0, "tp must be at least 1 (tp = %d)", c->tp);
-    RULE(c->heads % c->tp == 0, "heads (%d) must be divisible by tp (%d)", c->heads, c->tp);
-    RULE(c->kv_heads < c->tp || c->kv_heads % c->tp == 0,
+    SW_RULE(c->kv_heads > 0, "kv-heads must be positive (kv-heads = %d)", c->kv_heads);
+    SW_RULE(c->heads % c->kv_heads == 0, "heads (%d) must be divisible by kv-heads (%d)", c->heads, c->kv_heads);
+    SW_RULE(c->tp > 0, "tp must be at least 1 (tp = %d)", c->tp);
+    SW_RULE(c->heads % c->tp == 0, "heads (%d) must be divisible by tp (%d)", c->heads, c->tp);
+    SW_RULE(c->kv_heads < c->tp || c->kv_heads % c->tp == 0,
          "kv-heads (%d) must be divisible by tp (%d) when kv-heads >= tp (K/V heads split)", c->kv_heads, c->tp);
-    RULE(c->kv_heads >= c->tp || c->tp % c->kv_heads == 0,
+    SW_RULE(c->kv_heads >= c->tp || c->tp % c->kv_heads == 0,
          "tp (%d) must be divisible by kv-heads (%d) when kv-heads < tp (K/V heads replicated)", c->tp, c->kv_heads);
-    RULE(c->ulysses > 0, "ulysses must be at least 1 (ulysses = %d)", c->ulysses);
-    RULE(c->ring > 0, "ring must be at least 1 (ring = %d)", c->ring);
-    RULE(c->ulysses == 1 || c->heads % (c->tp * c->ulysses) == 0, "heads (%d) must be divisible by tp*ulysses (%d*%d)",
+    SW_RULE(c->ulysses > 0, "ulysses must be at least 1 (ulysses = %d)", c->ulysses);
+    SW_RULE(c->ring > 0, "ring must be at least 1 (ring = %d)", c->ring);
+    SW_RULE(c->ulysses == 1 || c->heads % (c->tp * c->ulysses) == 0, "heads (%d) must be divisible by tp*ulysses (%d*%d)",
          c->heads, c->tp, c->ulysses);
-    RULE(c->ulysses == 1 || c->kv_heads % (c->tp * c->ulysses) == 0,
+    SW_RULE(c->ulysses == 1 || c->kv_heads % (c->tp * c->ulysses) == 0,
          "kv-heads (%d) must be divisible by tp*ulysses (%d*%d): Ulysses splits the K/V heads", c->kv_heads, c->tp,
          c->ulysses);
     int cp = c->ulysses * c->ring, zig = c->ring > 1 && c->zigzag;
-    RULE(!zig || c->seq % (2 * cp) == 0, "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq,
+    SW_RULE(!zig || c->seq % (2 * cp) == 0, "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq,
          c->ring, c->ulysses);
-    RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
-    RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
-    RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
-    RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
-    RULE(c->max_pos > 0, "max-pos must be positive (max-pos = %d)", c->max_pos);
-    RULE(c->seq <= c->max_pos, "seq (%d) must not exceed the positions of the model (max-pos = %d)", c->seq,
+    SW_RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
+    SW_RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
+    SW_RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
+    SW_RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
+    SW_RULE(c->max_pos > 0, "max-pos must be positive (max-pos = %d)", c->max_pos);
+    SW_RULE(c->seq <= c->max_pos, "seq (%d) must not exceed the positions of the model (max-pos = %d)", c->seq,
          c->max_pos);
-    RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
+    SW_RULE(!c->sp || c->seq % c->tp == 0, "seq (%d) must be divisible by tp (%d) with sequence parallelism", c->seq,
          c->tp);
-    RULE(!c->sp || (c->seq / cp) % c->tp == 0,
+    SW_RULE(!c->sp || (c->seq / cp) % c->tp == 0,
          "seq/(ulysses*ring) (%d) must be divisible by tp (%d) with sequence parallelism", c->seq / cp, c->tp);
-    RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
-    RULE(c->dp > 0, "dp must be at least 1 (dp = %d)", c->dp);
-    RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
-    RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
+    SW_RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
+    SW_RULE(c->dp > 0, "dp must be at least 1 (dp = %d)", c->dp);
+    SW_RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
+    SW_RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
          c->batch, c->dp, c->grad_accum);
-    RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
-    RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
-    RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
+    SW_RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
+    SW_RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
+    SW_RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
          "recompute must be none, selective or full (recompute = %d)", c->recompute);
-    RULE(c->recompute_every > 0, "recompute-every must be at least 1 (recompute-every = %d)", c->recompute_every);
-    RULE(c->recompute_every == 1 || c->recompute == SW_RECOMPUTE_FULL,
+    SW_RULE(c->recompute_every > 0, "recompute-every must be at least 1 (recompute-every = %d)", c->recompute_every);
+    SW_RULE(c->recompute_every == 1 || c->recompute == SW_RECOMPUTE_FULL,
          "recompute-every (%d) needs recompute full (recompute = %s)", c->recompute_every,
          sw_recompute_name(c->recompute));
-    RULE(c->recompute != SW_RECOMPUTE_NONE || c->ring == 1,
+    SW_RULE(c->recompute != SW_RECOMPUTE_NONE || c->ring == 1,
          "recompute none needs ring = 1 (ring = %d): Ring attention never holds a whole row of probabilities",
          c->ring);
-    RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
+    SW_RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
          "offload needs recompute none or selective (recompute = full keeps only block inputs)");
-    RULE(c->dtype == SW_F32 || c->dtype == SW_BF16, "dtype must be fp32 (%d) or bf16 (%d) (dtype = %d)", SW_F32,
+    SW_RULE(c->dtype == SW_F32 || c->dtype == SW_BF16, "dtype must be fp32 (%d) or bf16 (%d) (dtype = %d)", SW_F32,
          SW_BF16, c->dtype);
-    RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
-    RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
+    SW_RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
+    SW_RULE(c->tiles > 0, "tiles (%d) must be positive", c->tiles);
     int local_rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
-    RULE(c->tiles <= local_rows,
+    SW_RULE(c->tiles <= local_rows,
          "tiles (%d) must not exceed the rows of a rank, seq*batch/(dp*grad-accum*ulysses*ring)%s (%d)", c->tiles,
          c->sp ? "/tp" : "", local_rows);
     int head_cols = c->hidden / c->tp; /* columns of the local attention output */
-    RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
-    RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
-    RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
-    RULE(c->clip_grad >= 0.0f, "clip-grad must not be negative (clip-grad = %g)", c->clip_grad);
-    RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
+    SW_RULE(c->tiles <= head_cols, "tiles (%d) must not exceed hidden/tp (%d)", c->tiles, head_cols);
+    SW_RULE(c->ln_eps > 0.0f, "ln-eps must be positive (ln-eps = %g)", c->ln_eps);
+    SW_RULE(c->lr > 0.0f, "lr must be positive (lr = %g)", c->lr);
+    SW_RULE(c->clip_grad >= 0.0f, "clip-grad must not be negative (clip-grad = %g)", c->clip_grad);
+    SW_RULE((int64_t)c->seq * c->batch * c->hidden * 4 <= (int64_t)UINT32_MAX,
          "seq*batch*4*hidden (%lld) must fit in 32 bits", (long long)c->seq * c->batch * c->hidden * 4);
     if (c->ffn == 0) c->ffn = c->model == SW_MODEL_LLAMA ? (8 * c->hidden / 3 + 63) / 64 * 64 : 4 * c->hidden;
-    RULE(c->ffn > 0 && c->ffn % c->tp == 0, "ffn (%d) must be a positive multiple of tp (%d)", c->ffn, c->tp);
-    RULE(c->tiles <= c->ffn / c->tp, "tiles (%d) must not exceed ffn/tp (%d)", c->tiles, c->ffn / c->tp);
-    RULE(c->model != SW_MODEL_LLAMA || (c->hidden / c->heads) % 2 == 0,
+    SW_RULE(c->ffn > 0 && c->ffn % c->tp == 0, "ffn (%d) must be a positive multiple of tp (%d)", c->ffn, c->tp);
+    SW_RULE(c->tiles <= c->ffn / c->tp, "tiles (%d) must not exceed ffn/tp (%d)", c->tiles, c->ffn / c->tp);
+    SW_RULE(c->model != SW_MODEL_LLAMA || (c->hidden / c->heads) % 2 == 0,
          "head dim hidden/heads (%d) must be even for rotary positions", c->hidden / c->heads);
-    RULE(c->model != SW_MODEL_LLAMA || c->rope_theta > 0.0f, "rope-theta must be positive (%g)", c->rope_theta);
+    SW_RULE(c->model != SW_MODEL_LLAMA || c->rope_theta > 0.0f, "rope-theta must be positive (%g)", c->rope_theta);
     int pad = 128 * c->tp;
     c->vocab_padded = (c->vocab + pad - 1) / pad * pad;
-    RULE(c->tiles <= c->vocab_padded / c->tp, "tiles (%d) must not exceed the padded vocabulary per rank (%d)",
+    SW_RULE(c->tiles <= c->vocab_padded / c->tp, "tiles (%d) must not exceed the padded vocabulary per rank (%d)",
          c->tiles, c->vocab_padded / c->tp);
-#undef RULE
     return 0;
 }
 

@@ -17,6 +17,16 @@ static inline starpu_data_handle_t cols_w(const sw_ctx *x, sw_tensor *t, int i) 
 static inline starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
 static inline starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
 
+/* configuration checks: on a violated rule, "rule (values)" into msg (of
+ * size n) and return -1 from the checking function */
+#define SW_RULE(cond, ...)                      \
+    do {                                        \
+        if (!(cond)) {                          \
+            snprintf(msg, n, __VA_ARGS__);      \
+            return -1;                          \
+        }                                       \
+    } while (0)
+
 /* a scratch that sw_scratch_invalidate leaves alone (keep != 0): the
  * buffers of point-to-point transfers (ring K/V blocks, Ulysses layouts) */
 sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep);

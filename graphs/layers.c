@@ -67,30 +67,22 @@ static void position_runs(sw_ctx *x)
 
 int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n)
 {
-#define RULE(cond, ...)                         \
-    do {                                        \
-        if (!(cond)) {                          \
-            snprintf(msg, n, __VA_ARGS__);      \
-            return -1;                          \
-        }                                       \
-    } while (0)
-    RULE(c->seq > 0 && c->batch > 0, "seq (%d) and batch (%d) must be positive", c->seq, c->batch);
-    RULE(c->tp > 0 && c->ulysses > 0 && c->ring > 0 && c->dp > 0 && c->grad_accum > 0,
+    SW_RULE(c->seq > 0 && c->batch > 0, "seq (%d) and batch (%d) must be positive", c->seq, c->batch);
+    SW_RULE(c->tp > 0 && c->ulysses > 0 && c->ring > 0 && c->dp > 0 && c->grad_accum > 0,
          "tp, ulysses, ring, dp and grad-accum must be at least 1 (%d, %d, %d, %d, %d)", c->tp, c->ulysses, c->ring,
          c->dp, c->grad_accum);
     int cp = c->ulysses * c->ring;
-    RULE(!(c->ring > 1 && c->zigzag) || c->seq % (2 * cp) == 0,
+    SW_RULE(!(c->ring > 1 && c->zigzag) || c->seq % (2 * cp) == 0,
          "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq, c->ring, c->ulysses);
-    RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
-    RULE(!c->sp || (c->seq / cp) % c->tp == 0,
+    SW_RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
+    SW_RULE(!c->sp || (c->seq / cp) % c->tp == 0,
          "seq/(ulysses*ring) (%d) must be divisible by tp (%d) with sequence parallelism", c->seq / cp, c->tp);
-    RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)", c->batch,
+    SW_RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)", c->batch,
          c->dp, c->grad_accum);
-    RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
-    RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
+    SW_RULE(!c->tp_recompute_allgather || c->sp, "tp-recompute-allgather needs sequence parallelism (--sp)");
+    SW_RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);
     int rows = c->seq / cp * (c->batch / (c->dp * c->grad_accum)) / (c->sp ? c->tp : 1);
-    RULE(c->tiles > 0 && c->tiles <= rows, "tiles (%d) must be in 1 .. the rows of a rank (%d)", c->tiles, rows);
-#undef RULE
+    SW_RULE(c->tiles > 0 && c->tiles <= rows, "tiles (%d) must be in 1 .. the rows of a rank (%d)", c->tiles, rows);
     return 0;
 }
 
