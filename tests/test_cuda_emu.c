@@ -471,7 +471,7 @@ static void test_embedding(void)
     for (int i = 0; i < n; i++) tk2[2 * i] = tok[i], tk2[2 * i + 1] = -99;
     hmat hte = hm_new(nv, c, wte), hpe = hm_new(P, c, wpe), hx1 = hm_new(n, c, NULL), hx0 = hm_new(n, c, NULL);
     hmat hdx = hm_new(n, c, dx), hdte = hm_new(nv, c, dwte0), hdpe = hm_new(P, c, dwpe0), hdpe2 = hm_new(P, c, dwpe0);
-    sw_cuda_emb e1 = {row0, pos0, vocab0, batch, 0, 1}, e0 = {row0, pos0, vocab0, batch, 0, 0};
+    sw_cuda_emb e1 = {row0, pos0, vocab0, batch, 0, 1, 0, 1}, e0 = {row0, pos0, vocab0, batch, 0, 0, 0, 1};
     sw_cuda_emb z1 = {row0, pos0, vocab0, batch, 1, 1, 0, 1}, z0 = {row0, pos0, vocab0, batch, 0, 1, 0, 1};
     CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, hpe.p, hpe.ld, hx1.p, n, c, hx1.ld, e1, NULL));
     CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, hpe.p, hpe.ld, hx0.p, n, c, hx0.ld, e0, NULL));
@@ -495,17 +495,17 @@ static void test_embedding(void)
     sw_embedding_fwd(RD(TK), RD(WTE), NULL, W(X2), row0, batch, pos0, vocab0, 1);
     sw_embedding_bwd(RD(TK), RD(DX), W(DWTE3), NULL, row0, batch, pos0, vocab0, SW_EMB_ZERO_WTE);
     float *x2 = tu_read(X2), *dwte3 = tu_read(DWTE3);
-    hmat hx2 = hm_new(n, c, NULL), hdte3 = hm_new(nv, c, NULL);
+    hmat hx2 = hm_new(n, c, NULL), hdte3 = hm_new(nv, c, NULL), hte2 = hm_new(nv, c, wte), hdx2 = hm_new(n, c, dx);
     for (int64_t r = 0; r < nv; r++)
         for (int64_t j = 0; j < c; j++) hdte3.p[r * hdte3.ld + j] = NAN;
     sw_cuda_emb np1 = {row0, pos0, vocab0, batch, 0, 0, 0, 0}, npz = {row0, pos0, vocab0, batch, 0, 0, 1, 0};
-    CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte.p, nv, hte.ld, NULL, 0, hx2.p, n, c, hx2.ld, np1, NULL));
-    CHECK_LAUNCH(sw_cuda_embedding_bwd(tk2, 2, hdx.p, n, c, hdx.ld, hdte3.p, nv, hdte3.ld, NULL, 0, 0, 0, npz, NULL));
+    CHECK_LAUNCH(sw_cuda_embedding_fwd(tk2, 2, hte2.p, nv, hte2.ld, NULL, 0, hx2.p, n, c, hx2.ld, np1, NULL));
+    CHECK_LAUNCH(sw_cuda_embedding_bwd(tk2, 2, hdx2.p, n, c, hdx2.ld, hdte3.p, nv, hdte3.ld, NULL, 0, 0, 0, npz, NULL));
     float *g2 = hm_get(hx2), *gte3 = hm_get(hdte3);
     same_bits("embedding fwd, no wpe buffer", g2, x2, n * c);
     same_bits("embedding bwd dwte written (SW_EMB_ZERO_WTE), no dwpe", gte3, dwte3, nv * c);
     check_pad("embedding bwd dwte written", hdte3);
-    free(x2), free(dwte3), free(g2), free(gte3), free(hx2.p), free(hdte3.p);
+    free(x2), free(dwte3), free(g2), free(gte3), free(hx2.p), free(hdte3.p), free(hte2.p), free(hdx2.p);
     sw_tensor *all[] = {TK, WTE, WPE, X0, X1, X2, DX, DWTE, DWPE, DWPE2, DWTE3};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
     free(wte), free(wpe), free(dx), free(dwte0), free(dwpe0);
