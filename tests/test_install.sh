@@ -6,8 +6,10 @@
 #   make check:        installs the build tree into a temporary DESTDIR first
 #   make installcheck: (and distcheck) the real installation:
 #                      tests/test_install.sh --installed, with $DESTDIR if any
-# The install directories come from the Makefile (sw_prefix, sw_libdir,
-# sw_pkgconfigdir).
+# The programs are installed under the project's prefix (starweave-gpt_train,
+# starweave-collectives: configure's default --program-prefix) and run.
+# The install directories and the name transform come from the Makefile
+# (sw_prefix, sw_bindir, sw_libdir, sw_pkgconfigdir, sw_transform).
 . "${top_srcdir:-.}/tests/common.sh"
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 PLAIN_CC=${SW_PLAIN_CC:-cc}
@@ -61,4 +63,13 @@ else
   cat "$TMPD/cc.log"
   check "$PLAIN_CC user.c \$(pkg-config --cflags --libs starweave) compiles and links" false
 fi
+# the programs: configure's names (autoconf's identity transform s,x,x,
+# would mean the default starweave- prefix is gone)
+check "installed names are transformed (program_transform_name '${sw_transform:-}')" [ "${sw_transform:-s,x,x,}" != "s,x,x," ]
+for p in gpt_train collectives; do
+  name=$(echo "$p" | sed "${sw_transform:-s,x,x,}")
+  LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$root$sw_bindir/$name" --help > "$TMPD/help" 2>&1
+  rc=$?
+  check "$sw_bindir/$name --help (exit $rc, $(wc -l < "$TMPD/help") lines)" [ "$rc" = 0 ]
+done
 finish
