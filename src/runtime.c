@@ -77,12 +77,14 @@ static int choose_cuda_workers(struct starpu_conf *conf, const sw_options *opt, 
 
 /* Debian's OpenBLAS 0.3.21 does not know recent Xeons and falls back to its
  * SSE3 "Prescott" kernels: measured 22-30 GFLOP/s per core instead of
- * 90-118 with the AVX-512 kernels on this machine. OpenBLAS reads
- * OPENBLAS_CORETYPE only when it is loaded, so the program is re-executed
- * once with the right core type (set OPENBLAS_CORETYPE to opt out). */
-static void fix_openblas_core(char **argv)
+ * 70-118 with the AVX-512 kernels on the 2-core Xeon VM (README, "OpenBLAS
+ * core type"). OpenBLAS reads OPENBLAS_CORETYPE only when it is loaded,
+ * before any code of ours runs, and a library may not re-execute its
+ * caller: say what to set. The project's launchers (autotools/quickstart.sh,
+ * make check) set it through autotools/openblas-coretype.sh. */
+static void advise_openblas_core(void)
 {
-    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0]) return;
+    if (getenv("OPENBLAS_CORETYPE")) return;
     const char *core = openblas_get_corename();
     if (!core || strcasecmp(core, "prescott") != 0) return;
     __builtin_cpu_init();
@@ -90,9 +92,9 @@ static void fix_openblas_core(char **argv)
                        : __builtin_cpu_supports("avx512f") ? "SkylakeX"
                        : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
     if (!want) return;
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the slow kernels */
+    fprintf(stderr, "starweave: OpenBLAS runs its generic Prescott kernels on this CPU (GEMMs about 4x slower); "
+                    "start the program with OPENBLAS_CORETYPE=%s in its environment (mpirun -x OPENBLAS_CORETYPE)\n",
+            want);
 }
 
 static int env_int(const char *name, int fallback)
@@ -125,7 +127,6 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     sw_options opt;
     if (user) opt = *user; else sw_options_default(&opt);
     if (sw_rt.started) return -EALREADY;
-    fix_openblas_core(argv ? *argv : NULL);
 
     /* Ranks sharing a node must not pin their workers onto the same cores
      * (measured: a 2-rank ring all-reduce hung or crawled when they did). */
@@ -220,6 +221,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     starpu_cublas_init();
 #endif
     sw_rt.started = 1;
+    if (sw_rt.rank == 0) advise_openblas_core();
     if (!opt.quiet && sw_rt.rank == 0) {
         struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
 #ifdef STARWEAVE_USE_CUDA
