@@ -154,6 +154,14 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         long n = ncores / local_size - ngpu;
         conf.ncpus = n > 0 ? (int)n : 1;
     }
+    /* StarPU-MPI binds its progression thread to a core that no worker (nor
+     * CUDA driver thread) holds. When they hold every core -- the default
+     * above on one rank per node: a worker per core -- there is none left,
+     * and StarPU binds it onto worker 0's core anyway, printing four lines
+     * of warnings on every run. The thread sleeps while no request is
+     * pending; unbound, the kernel runs it wherever there is room, as for
+     * ranks sharing a node. */
+    if (conf.ncpus >= 0 && (long)conf.ncpus + ngpu >= ncores) setenv("STARPU_MPI_NOBIND", "1", 0);
     /* starpu_conf_init already read the environment; what sw_options sets
      * explicitly (--ncpus, --sched) wins over it */
     conf.precedence_over_environment_variables = 1;
