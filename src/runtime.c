@@ -449,6 +449,18 @@ void sw_fail(const char *file, int line, const char *call, long code)
     abort_all(1);
 }
 
+void sw_failf(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "starweave: rank %d: %s:%d: ", sw_rt.rank, file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fflush(stderr);
+    abort_all(1);
+}
+
 void sw_usage_error(const char *fmt, ...)
 {
     /* Every rank checks the same configuration, so every rank reaches here

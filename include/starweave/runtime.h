@@ -107,6 +107,10 @@ void (*sw_stats_hook(void))(void *);
 /* Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
  * file:line and the call text, then abort every rank. */
 void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));
+/* The same for a call the library refuses (arguments that cannot go
+ * together, such as a submit helper's shapes): the message, then abort
+ * every rank (exit status 1 on one rank). */
+void sw_failf(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 /* Report a user error (rule + values) once, and exit(2) on every rank. */
 void sw_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
