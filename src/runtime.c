@@ -368,6 +368,65 @@ static void task_done(void *arg)
 
 void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
 
+/* A task that came with callbacks of its own: they run after starweave's,
+ * from one record that is the argument of both (StarPU frees it with the
+ * task; the trace record and the task's own arguments are freed here). */
+struct chained_task {
+    void (*done)(void *); /* task_done, or NULL */
+    void *rec;            /* the trace record, or NULL */
+    void (*callback)(void *), (*prologue)(void *);
+    void *callback_arg, *prologue_arg;
+    int free_callback_arg, free_prologue_arg;
+};
+
+static void chained_prologue(void *arg)
+{
+    struct chained_task *c = arg;
+    void (*trace_prologue)(void *) = sw_trace_task_prologue(c->rec);
+    if (trace_prologue) trace_prologue(c->rec);
+    if (c->prologue) c->prologue(c->prologue_arg);
+}
+
+static void chained_done(void *arg)
+{
+    struct chained_task *c = arg;
+    if (c->done) c->done(c->rec);
+    free(c->rec);
+    if (c->callback) c->callback(c->callback_arg);
+    if (c->free_callback_arg) free(c->callback_arg);
+    if (c->free_prologue_arg) free(c->prologue_arg);
+}
+
+int sw_task_submit(struct starpu_task *task)
+{
+    if (!task || !task->cl) return -EINVAL;
+    if (task->where == -1) task->where = sw_task_where(task->cl);
+    void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
+    void (*done)(void *) = sw_stats_hook();
+    if (!task->callback_func && !task->prologue_callback_func) {
+        task->callback_func = done;
+        task->callback_arg = rec;
+        task->callback_arg_free = rec != NULL;
+        task->prologue_callback_func = sw_trace_task_prologue(rec);
+        task->prologue_callback_arg = rec;
+        task->prologue_callback_arg_free = 0;
+    } else if (done || rec) {
+        struct chained_task *c = malloc(sizeof *c);
+        if (!c) sw_fail(__FILE__, __LINE__, "malloc(chained task)", -ENOMEM);
+        *c = (struct chained_task){done, rec, task->callback_func, task->prologue_callback_func,
+                                   task->callback_arg, task->prologue_callback_arg, task->callback_arg_free,
+                                   task->prologue_callback_arg_free};
+        task->callback_func = chained_done;
+        task->callback_arg = c;
+        task->callback_arg_free = 1;
+        task->prologue_callback_func = chained_prologue;
+        task->prologue_callback_arg = c;
+        task->prologue_callback_arg_free = 0;
+    }
+    sw_trace_dag_task(task);
+    return starpu_task_submit(task);
+}
+
 void sw_stats_enable(int on)
 {
     sw_stats.on = on;
