@@ -60,5 +60,10 @@ else
   if [ "$(id -u)" = 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   fi
-  mpirun --oversubscribe -np 2 ./examples/gpt_train --tp 2 --sp "$@" < /dev/null
+  # OpenBLAS reads its core type when it is loaded: where it would run its
+  # generic kernels on this CPU, the launch sets the fast ones
+  [ -n "${OPENBLAS_CORETYPE:-}" ] ||
+    OPENBLAS_CORETYPE=$(sh ../autotools/openblas-coretype.sh ./examples/gpt_train --help)
+  [ -z "$OPENBLAS_CORETYPE" ] || export OPENBLAS_CORETYPE
+  mpirun --oversubscribe -np 2 ${OPENBLAS_CORETYPE:+-x OPENBLAS_CORETYPE} ./examples/gpt_train --tp 2 --sp "$@" < /dev/null
 fi

@@ -83,6 +83,9 @@ static struct starpu_codelet adamw_cl = {
 void sw_adamw(starpu_data_handle_t param, starpu_data_handle_t grad, starpu_data_handle_t m,
               starpu_data_handle_t v, const sw_adamw_args *a)
 {
+    SW_SAME_SHAPE("sw_adamw", param, grad);
+    SW_SAME_SHAPE("sw_adamw", param, m);
+    SW_SAME_SHAPE("sw_adamw", param, v);
     sw_adamw_args args = *a;
     SW_INSERT(&adamw_cl, STARPU_RW, param, STARPU_R, grad, STARPU_RW, m, STARPU_RW, v, STARPU_VALUE,
               &args, sizeof args);

@@ -194,6 +194,7 @@ static struct starpu_codelet copy_flat_cl = {
 
 void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate)
 {
+    SW_SAME_NUMEL("sw_copy_flat", x, y);
     SW_INSERT(&copy_flat_cl, STARPU_R, x, accumulate ? STARPU_RW : STARPU_W, y, STARPU_VALUE, &accumulate,
               sizeof accumulate);
 }
@@ -256,21 +257,26 @@ static struct starpu_codelet colsum_cl = {
 
 void sw_add(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z)
 {
+    SW_SAME_SHAPE("sw_add", x, y);
+    SW_SAME_SHAPE("sw_add", x, z);
     SW_INSERT(&add_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z);
 }
 
 void sw_axpy(float alpha, starpu_data_handle_t x, starpu_data_handle_t y)
 {
+    SW_SAME_SHAPE("sw_axpy", x, y);
     SW_INSERT(&axpy_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &alpha, sizeof alpha);
 }
 
 void sw_bias_add(starpu_data_handle_t x, starpu_data_handle_t bias)
 {
+    SW_ONE_PER_COL("sw_bias_add", bias, x);
     SW_INSERT(&bias_add_cl, STARPU_RW, x, STARPU_R, bias);
 }
 
 void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta)
 {
+    SW_ONE_PER_COL("sw_colsum", y, x);
     struct colsum_args a = {alpha, beta};
     SW_INSERT(&colsum_cl, STARPU_R, x, beta == 0.0f ? STARPU_W : STARPU_RW, y, STARPU_VALUE, &a, sizeof a);
 }

@@ -59,13 +59,10 @@ static struct starpu_codelet cast_cl = {
 
 void sw_cast(starpu_data_handle_t src, starpu_data_handle_t dst)
 {
+    SW_SAME_SHAPE("sw_cast", src, dst);
     const size_t es = starpu_matrix_get_elemsize(src), ed = starpu_matrix_get_elemsize(dst);
-    STARPU_ASSERT_MSG((es == 4 && ed == 2) || (es == 2 && ed == 4),
-                      "sw_cast: fp32 <-> bf16 only (element sizes %zu -> %zu)", es, ed);
-    STARPU_ASSERT_MSG(starpu_matrix_get_nx(src) == starpu_matrix_get_nx(dst) &&
-                          starpu_matrix_get_ny(src) == starpu_matrix_get_ny(dst),
-                      "sw_cast: shapes differ ([%u, %u] -> [%u, %u])", starpu_matrix_get_ny(src),
-                      starpu_matrix_get_nx(src), starpu_matrix_get_ny(dst), starpu_matrix_get_nx(dst));
+    if (!((es == 4 && ed == 2) || (es == 2 && ed == 4)))
+        sw_failf(__FILE__, __LINE__, "sw_cast: fp32 <-> bf16 only (element sizes %zu -> %zu)", es, ed);
     SW_INSERT(&cast_cl, STARPU_R, src, STARPU_W, dst);
 }
 

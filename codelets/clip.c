@@ -1,9 +1,7 @@
 /* Global gradient-norm clipping, in two ops.
  *   sumsq: out[1,1] = (accumulate ? out : 0) + alpha * sum x[r,c]^2 (in double)
  *   clip:  x[r,c] *= min(1, max_norm / (sqrt(n2) + 1e-6)), n2 [1,1] the squared norm */
-#include <errno.h>
 #include <math.h>
-#include <stdio.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
@@ -104,10 +102,9 @@ static struct starpu_codelet clip_cl = {
 
 static void scalar_shape(const char *op, starpu_data_handle_t h)
 {
-    const unsigned r = starpu_matrix_get_ny(h), c = starpu_matrix_get_nx(h);
-    if (r == 1 && c == 1) return;
-    fprintf(stderr, "starweave: %s: the squared norm must be [1,1], got [%u,%u]\n", op, r, c);
-    sw_fail(__FILE__, __LINE__, op, -EINVAL);
+    SW_REQUIRE_MATRIX(op, h);
+    if (starpu_matrix_get_ny(h) != 1 || starpu_matrix_get_nx(h) != 1)
+        sw_failf(__FILE__, __LINE__, "%s: the squared norm must be [1,1], got [%lu,%lu]", op, SW_DIMS(h));
 }
 
 void sw_sumsq(starpu_data_handle_t x, starpu_data_handle_t out, double alpha, int accumulate)

@@ -17,10 +17,6 @@
         cudaError_t sw_cuda_rc_ = (call);                                     \
         if (sw_cuda_rc_ != cudaSuccess) STARPU_CUDA_REPORT_ERROR(sw_cuda_rc_); \
     } while (0)
-/* Worker types a task may run on (sw_set_task_where, runtime.h). */
-#define SW_INSERT_WHERE(cl) STARPU_EXECUTE_WHERE, (unsigned long long)sw_task_where(cl),
-#else
-#define SW_INSERT_WHERE(cl)
 #endif
 
 /* Row-major view of a StarPU matrix buffer: rows = ny, cols = nx, ld. */
@@ -31,29 +27,70 @@
 #define SW_I32_OF(buf) ((int32_t *)STARPU_MATRIX_GET_PTR(buf))
 #define SW_NUMEL_OF(buf) (SW_ROWS_OF(buf) * SW_COLS_OF(buf))
 
+/* ---- shapes, checked by the submit helpers before they submit ----
+ * The kernels take their loop bounds from one buffer and assume the others
+ * match: a mismatch found in a worker could only abort there, or go
+ * unnoticed. A helper checks its handles first and refuses a mismatch
+ * through sw_failf, naming the op, the arguments and their shapes
+ * [rows,cols] = [ny,nx]. The macros pass the arguments' names. */
+#define SW_DIMS(h) (unsigned long)starpu_matrix_get_ny(h), (unsigned long)starpu_matrix_get_nx(h)
+
+/* h is a matrix handle (every helper's handles are) */
+#define SW_REQUIRE_MATRIX(op, h) sw_require_matrix_(__FILE__, __LINE__, op, #h, h)
+static inline void sw_require_matrix_(const char *file, int line, const char *op, const char *name,
+                                      starpu_data_handle_t h)
+{
+    if (!h || starpu_data_get_interface_id(h) != STARPU_MATRIX_INTERFACE_ID)
+        sw_failf(file, line, "%s: %s is not a StarPU matrix handle", op, name);
+}
+
+/* a and b have the same shape */
+#define SW_SAME_SHAPE(op, a, b) sw_same_shape_(__FILE__, __LINE__, op, #a, a, #b, b)
+static inline void sw_same_shape_(const char *file, int line, const char *op, const char *na,
+                                  starpu_data_handle_t a, const char *nb, starpu_data_handle_t b)
+{
+    sw_require_matrix_(file, line, op, na, a);
+    sw_require_matrix_(file, line, op, nb, b);
+    if (starpu_matrix_get_ny(a) != starpu_matrix_get_ny(b) || starpu_matrix_get_nx(a) != starpu_matrix_get_nx(b))
+        sw_failf(file, line, "%s: %s [%lu,%lu] and %s [%lu,%lu] differ in shape", op, na, SW_DIMS(a), nb, SW_DIMS(b));
+}
+
+/* v ([1,n] or [n,1]) holds one value per row (SW_ONE_PER_ROW) or per column of x */
+#define SW_ONE_PER_ROW(op, v, x) sw_one_per_(__FILE__, __LINE__, op, #v, v, 1, #x, x)
+#define SW_ONE_PER_COL(op, v, x) sw_one_per_(__FILE__, __LINE__, op, #v, v, 0, #x, x)
+static inline void sw_one_per_(const char *file, int line, const char *op, const char *vname, starpu_data_handle_t v,
+                               int per_row, const char *xname, starpu_data_handle_t x)
+{
+    sw_require_matrix_(file, line, op, vname, v);
+    sw_require_matrix_(file, line, op, xname, x);
+    const unsigned long want = per_row ? starpu_matrix_get_ny(x) : starpu_matrix_get_nx(x);
+    const unsigned long have = (unsigned long)starpu_matrix_get_ny(v) * starpu_matrix_get_nx(v);
+    if (have != want)
+        sw_failf(file, line, "%s: %s [%lu,%lu] must hold one value per %s of %s [%lu,%lu] (%lu != %lu)", op, vname,
+                 SW_DIMS(v), per_row ? "row" : "column", xname, SW_DIMS(x), have, want);
+}
+
+/* a and b hold as many elements (shapes may differ) */
+#define SW_SAME_NUMEL(op, a, b) sw_same_numel_(__FILE__, __LINE__, op, #a, a, #b, b)
+static inline void sw_same_numel_(const char *file, int line, const char *op, const char *na,
+                                  starpu_data_handle_t a, const char *nb, starpu_data_handle_t b)
+{
+    sw_require_matrix_(file, line, op, na, a);
+    sw_require_matrix_(file, line, op, nb, b);
+    const unsigned long ea = (unsigned long)starpu_matrix_get_ny(a) * starpu_matrix_get_nx(a),
+                        eb = (unsigned long)starpu_matrix_get_ny(b) * starpu_matrix_get_nx(b);
+    if (ea != eb)
+        sw_failf(file, line, "%s: %s [%lu,%lu] and %s [%lu,%lu] differ in size (%lu != %lu elements)", op, na,
+                 SW_DIMS(a), nb, SW_DIMS(b), ea, eb);
+}
+
 /* History-based perf model named after the codelet. */
 #define SW_PERFMODEL(var, sym) \
     static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym}
 
-/* Submit a task as starpu_task_insert does (build, then submit), aborting
- * with file:line on failure; in between, sw_trace's task graph sees its
- * accesses (a no-op when off). STARPU_NAME NULL: starpu_task_build names
- * its tasks "task_build", starpu_task_insert leaves the name unset.
- * The completion callback (sw_stats_hook) gets the trace record of the task
- * as its argument (StarPU frees it after the callback); the prologue
- * callback, run when the task is ready, fills in its data size. Both NULL
- * when sw_stats and sw_trace are off. */
-#define SW_INSERT(cl, ...)                                                                           \
-    do {                                                                                             \
-        void *sw_trace_rec_ = sw_trace_task_begin();                                                 \
-        struct starpu_task *sw_task_ = starpu_task_build(                                            \
-            (cl), STARPU_NAME, NULL, __VA_ARGS__, SW_INSERT_WHERE(cl) STARPU_CALLBACK, sw_stats_hook(),  \
-            STARPU_CALLBACK_ARG,                                                                      \
-            sw_trace_rec_, STARPU_PROLOGUE_CALLBACK, sw_trace_task_prologue(sw_trace_rec_),            \
-            STARPU_PROLOGUE_CALLBACK_ARG_NFREE, sw_trace_rec_, 0);                                    \
-        if (!sw_task_) sw_fail(__FILE__, __LINE__, "starpu_task_build(" #cl ")", -EINVAL);           \
-        sw_trace_dag_task(sw_task_);                                                                 \
-        SW_CHECK(starpu_task_submit(sw_task_));                                                      \
-    } while (0)
+/* Submit a task as starpu_task_insert does, through sw_task_submit
+ * (runtime.h): recorded by sw_trace, its task graph and sw_stats, run where
+ * sw_set_task_where allows; aborts with file:line on failure. */
+#define SW_INSERT(cl, ...) SW_TASK_INSERT(cl, __VA_ARGS__)
 
 #endif

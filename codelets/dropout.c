@@ -137,6 +137,7 @@ static struct starpu_codelet dropout_bwd_cl = {
 
 void sw_dropout_fwd(starpu_data_handle_t x, starpu_data_handle_t y, float p, const sw_rng_key *key)
 {
+    SW_SAME_SHAPE("sw_dropout_fwd", x, y);
     struct dropout_args a;
     memset(&a, 0, sizeof a); /* padding bytes are copied too */
     a.key = *key;

@@ -115,10 +115,12 @@ static struct starpu_codelet gelu_bwd_cl = {
 
 void sw_gelu_fwd(starpu_data_handle_t x, starpu_data_handle_t y)
 {
+    SW_SAME_SHAPE("sw_gelu_fwd", x, y);
     SW_INSERT(&gelu_fwd_cl, STARPU_R, x, STARPU_W, y);
 }
 
 void sw_gelu_bwd(starpu_data_handle_t x, starpu_data_handle_t grad)
 {
+    SW_SAME_SHAPE("sw_gelu_bwd", x, grad);
     SW_INSERT(&gelu_bwd_cl, STARPU_R, x, STARPU_RW, grad);
 }

@@ -155,14 +155,30 @@ static struct starpu_codelet gemm_bias_cl = {
     .name = "gemm_bias",
 };
 
-/* A and B both fp32 or both bf16, C fp32 */
-static void check_types(starpu_data_handle_t A, starpu_data_handle_t B, starpu_data_handle_t C)
+/* op(A)[m,k] op(B)[k,n] -> C[m,n]; A and B both fp32 or both bf16, C fp32.
+ * The kernel takes m and k from A, n from B and C only by its ld: without
+ * this check a missing transpose left part of C unwritten. */
+static void check_operands(const char *op, starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB,
+                           starpu_data_handle_t C)
 {
+    SW_REQUIRE_MATRIX(op, A);
+    SW_REQUIRE_MATRIX(op, B);
+    SW_REQUIRE_MATRIX(op, C);
+    const unsigned long m = transA ? starpu_matrix_get_nx(A) : starpu_matrix_get_ny(A),
+                        k = transA ? starpu_matrix_get_ny(A) : starpu_matrix_get_nx(A),
+                        k2 = transB ? starpu_matrix_get_nx(B) : starpu_matrix_get_ny(B),
+                        n = transB ? starpu_matrix_get_ny(B) : starpu_matrix_get_nx(B);
+    if (k != k2)
+        sw_failf(__FILE__, __LINE__, "%s: op(A) [%lu,%lu] and op(B) [%lu,%lu] do not chain (%lu != %lu)", op, m, k, k2,
+                 n, k, k2);
+    if (starpu_matrix_get_ny(C) != m || starpu_matrix_get_nx(C) != n)
+        sw_failf(__FILE__, __LINE__, "%s: C [%lu,%lu] is not the shape of op(A) op(B) [%lu,%lu]", op, SW_DIMS(C), m,
+                 n);
     const size_t ea = starpu_matrix_get_elemsize(A), eb = starpu_matrix_get_elemsize(B),
                  ec = starpu_matrix_get_elemsize(C);
-    STARPU_ASSERT_MSG(ea == eb && (ea == 4 || ea == 2) && ec == 4,
-                      "sw_gemm: A and B must both be fp32 or both bf16, C fp32 (element sizes %zu, %zu, %zu)", ea,
-                      eb, ec);
+    if (!(ea == eb && (ea == 4 || ea == 2) && ec == 4))
+        sw_failf(__FILE__, __LINE__,
+                 "%s: A and B must both be fp32 or both bf16, C fp32 (element sizes %zu, %zu, %zu)", op, ea, eb, ec);
 }
 
 static double gemm_flops(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB)
@@ -177,7 +193,7 @@ void sw_gemm(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int tra
              starpu_data_handle_t C, float alpha, float beta)
 {
     struct gemm_args g = {transA, transB, alpha, beta};
-    check_types(A, B, C);
+    check_operands("sw_gemm", A, transA, B, transB, C);
     SW_INSERT(&gemm_cl, STARPU_R, A, STARPU_R, B, beta == 0.0f ? STARPU_W : STARPU_RW, C,
               STARPU_VALUE, &g, sizeof g, STARPU_FLOPS, gemm_flops(A, transA, B, transB));
 }
@@ -186,7 +202,8 @@ void sw_gemm_bias(starpu_data_handle_t A, int transA, starpu_data_handle_t B, in
                   starpu_data_handle_t bias, starpu_data_handle_t C)
 {
     struct gemm_args g = {transA, transB, 1.0f, 1.0f};
-    check_types(A, B, C);
+    check_operands("sw_gemm_bias", A, transA, B, transB, C);
+    SW_ONE_PER_COL("sw_gemm_bias", bias, C);
     SW_INSERT(&gemm_bias_cl, STARPU_R, A, STARPU_R, B, STARPU_R, bias, STARPU_W, C, STARPU_VALUE, &g,
               sizeof g, STARPU_FLOPS, gemm_flops(A, transA, B, transB));
 }

@@ -203,6 +203,11 @@ void sw_layernorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_dat
                       starpu_data_handle_t y, starpu_data_handle_t mean, starpu_data_handle_t rstd,
                       float eps)
 {
+    SW_ONE_PER_COL("sw_layernorm_fwd", w, x);
+    SW_ONE_PER_COL("sw_layernorm_fwd", b, x);
+    SW_SAME_SHAPE("sw_layernorm_fwd", x, y);
+    SW_ONE_PER_ROW("sw_layernorm_fwd", mean, x);
+    SW_ONE_PER_ROW("sw_layernorm_fwd", rstd, x);
     SW_INSERT(&layernorm_fwd_cl, STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y, STARPU_W, mean,
               STARPU_W, rstd, STARPU_VALUE, &eps, sizeof eps);
 }
@@ -212,6 +217,13 @@ void sw_layernorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_da
                       starpu_data_handle_t dx, starpu_data_handle_t dw_part,
                       starpu_data_handle_t db_part, int accumulate)
 {
+    SW_SAME_SHAPE("sw_layernorm_bwd", x, dy);
+    SW_SAME_SHAPE("sw_layernorm_bwd", x, dx);
+    SW_ONE_PER_COL("sw_layernorm_bwd", w, x);
+    SW_ONE_PER_COL("sw_layernorm_bwd", dw_part, x);
+    SW_ONE_PER_COL("sw_layernorm_bwd", db_part, x);
+    SW_ONE_PER_ROW("sw_layernorm_bwd", mean, x);
+    SW_ONE_PER_ROW("sw_layernorm_bwd", rstd, x);
     struct ln_bwd_args a = {accumulate != 0};
     SW_INSERT(&layernorm_bwd_cl, STARPU_R, dy, STARPU_R, x, STARPU_R, w, STARPU_R, mean, STARPU_R, rstd,
               a.accumulate ? STARPU_RW : STARPU_W, dx, STARPU_W, dw_part, STARPU_W, db_part, STARPU_VALUE,

@@ -1,7 +1,5 @@
 /* Element-wise product.
  *   mul: x[r,c] * y[r,c] -> z[r,c] */
-#include <errno.h>
-#include <stdio.h>
 
 #include "codelet_util.h"
 #include "starweave/ops.h"
@@ -48,20 +46,9 @@ static struct starpu_codelet mul_cl = {
     .name = "mul",
 };
 
-/* Refuses, at submission, a handle whose shape differs from x's: a message
- * naming the op and both shapes, then sw_fail. */
-static void mul_same_shape(const char *nb, starpu_data_handle_t b, starpu_data_handle_t x)
-{
-    const unsigned rx = starpu_matrix_get_ny(x), cx = starpu_matrix_get_nx(x);
-    const unsigned rb = starpu_matrix_get_ny(b), cb = starpu_matrix_get_nx(b);
-    if (rx == rb && cx == cb) return;
-    fprintf(stderr, "starweave: sw_mul: x [%u,%u] and %s [%u,%u] must have the same shape\n", rx, cx, nb, rb, cb);
-    sw_fail(__FILE__, __LINE__, "sw_mul", -EINVAL);
-}
-
 void sw_mul(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_handle_t z)
 {
-    mul_same_shape("y", y, x);
-    mul_same_shape("z", z, x);
+    SW_SAME_SHAPE("sw_mul", x, y);
+    SW_SAME_SHAPE("sw_mul", x, z);
     SW_INSERT(&mul_cl, STARPU_R, x, STARPU_R, y, STARPU_W, z);
 }

@@ -171,6 +171,9 @@ static struct starpu_codelet rmsnorm_bwd_cl = {
 void sw_rmsnorm_fwd(starpu_data_handle_t x, starpu_data_handle_t w, starpu_data_handle_t y,
                     starpu_data_handle_t rstd, float eps)
 {
+    SW_ONE_PER_COL("sw_rmsnorm_fwd", w, x);
+    SW_SAME_SHAPE("sw_rmsnorm_fwd", x, y);
+    SW_ONE_PER_ROW("sw_rmsnorm_fwd", rstd, x);
     SW_INSERT(&rmsnorm_fwd_cl, STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_W, rstd, STARPU_VALUE, &eps,
               sizeof eps);
 }
@@ -179,6 +182,11 @@ void sw_rmsnorm_bwd(starpu_data_handle_t dy, starpu_data_handle_t x, starpu_data
                     starpu_data_handle_t rstd, starpu_data_handle_t dx,
                     starpu_data_handle_t dw_part, int accumulate)
 {
+    SW_SAME_SHAPE("sw_rmsnorm_bwd", x, dy);
+    SW_SAME_SHAPE("sw_rmsnorm_bwd", x, dx);
+    SW_ONE_PER_COL("sw_rmsnorm_bwd", w, x);
+    SW_ONE_PER_COL("sw_rmsnorm_bwd", dw_part, x);
+    SW_ONE_PER_ROW("sw_rmsnorm_bwd", rstd, x);
     struct rms_bwd_args a = {accumulate != 0};
     SW_INSERT(&rmsnorm_bwd_cl, STARPU_R, dy, STARPU_R, x, STARPU_R, w, STARPU_R, rstd,
               a.accumulate ? STARPU_RW : STARPU_W, dx, STARPU_W, dw_part, STARPU_VALUE, &a, sizeof a);

@@ -119,10 +119,13 @@ static struct starpu_codelet softmax_bwd_cl = {
 
 void sw_softmax_fwd(starpu_data_handle_t x, starpu_data_handle_t y)
 {
+    SW_SAME_SHAPE("sw_softmax_fwd", x, y);
     SW_INSERT(&softmax_fwd_cl, STARPU_R, x, STARPU_W, y);
 }
 
 void sw_softmax_bwd(starpu_data_handle_t y, starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
+    SW_SAME_SHAPE("sw_softmax_bwd", y, dy);
+    SW_SAME_SHAPE("sw_softmax_bwd", y, dx);
     SW_INSERT(&softmax_bwd_cl, STARPU_R, y, STARPU_R, dy, STARPU_W, dx);
 }

@@ -6,8 +6,6 @@
  * e = +inf for a < -88.7 gives sigmoid 0, silu -0 and silu' 0, no NaN.
  * silu'(a) = sg (1 + a (1 - sg)), with 1 - sg = e sg where e < 1 (no
  * cancellation when sg is near 1). */
-#include <errno.h>
-#include <stdio.h>
 
 #include "codelet_util.h"
 #include "simd.h"
@@ -108,32 +106,19 @@ static struct starpu_codelet swiglu_bwd_cl = {
     .name = "swiglu_bwd",
 };
 
-/* Refuses, at submission, a handle whose shape differs from the first's:
- * a message naming the op and both shapes, then sw_fail. */
-static void swiglu_same_shape(const char *op, const char *na, starpu_data_handle_t a, const char *nb,
-                              starpu_data_handle_t b)
-{
-    const unsigned ra = starpu_matrix_get_ny(a), ca = starpu_matrix_get_nx(a);
-    const unsigned rb = starpu_matrix_get_ny(b), cb = starpu_matrix_get_nx(b);
-    if (ra == rb && ca == cb) return;
-    fprintf(stderr, "starweave: %s: %s [%u,%u] and %s [%u,%u] must have the same shape\n", op, na, ra, ca, nb, rb,
-            cb);
-    sw_fail(__FILE__, __LINE__, op, -EINVAL);
-}
-
 void sw_swiglu_fwd(starpu_data_handle_t gate, starpu_data_handle_t up, starpu_data_handle_t y)
 {
-    swiglu_same_shape("sw_swiglu_fwd", "gate", gate, "up", up);
-    swiglu_same_shape("sw_swiglu_fwd", "gate", gate, "y", y);
+    SW_SAME_SHAPE("sw_swiglu_fwd", gate, up);
+    SW_SAME_SHAPE("sw_swiglu_fwd", gate, y);
     SW_INSERT(&swiglu_fwd_cl, STARPU_R, gate, STARPU_R, up, STARPU_W, y);
 }
 
 void sw_swiglu_bwd(starpu_data_handle_t gate, starpu_data_handle_t up, starpu_data_handle_t dy,
                    starpu_data_handle_t dgate, starpu_data_handle_t dup)
 {
-    swiglu_same_shape("sw_swiglu_bwd", "gate", gate, "up", up);
-    swiglu_same_shape("sw_swiglu_bwd", "gate", gate, "dy", dy);
-    swiglu_same_shape("sw_swiglu_bwd", "gate", gate, "dgate", dgate);
-    swiglu_same_shape("sw_swiglu_bwd", "gate", gate, "dup", dup);
+    SW_SAME_SHAPE("sw_swiglu_bwd", gate, up);
+    SW_SAME_SHAPE("sw_swiglu_bwd", gate, dy);
+    SW_SAME_SHAPE("sw_swiglu_bwd", gate, dgate);
+    SW_SAME_SHAPE("sw_swiglu_bwd", gate, dup);
     SW_INSERT(&swiglu_bwd_cl, STARPU_R, gate, STARPU_R, up, STARPU_R, dy, STARPU_W, dgate, STARPU_W, dup);
 }

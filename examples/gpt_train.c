@@ -129,6 +129,21 @@ static void parse_float(const char *flag, const char *v, float *out)
     *out = (float)x;
 }
 
+/* The flags followed by a value (parse_args's second chain). */
+static const char *const value_flags[] = {
+    "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum",
+    "--zero", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
+    "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
+    "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
+    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad"};
+
+static int takes_value(const char *flag)
+{
+    for (size_t i = 0; i < sizeof value_flags / sizeof value_flags[0]; i++)
+        if (!strcmp(flag, value_flags[i])) return 1;
+    return 0;
+}
+
 static void parse_args(int argc, char **argv, train_opts *o)
 {
     sw_gpt_config_default(&o->cfg);
@@ -174,8 +189,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
             o->cfg.offload = 1;
             continue;
         }
-        if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
-        if (i + 1 >= argc) sw_usage_error("%s needs a value (see --help)", a);
+        if (a[0] != '-') sw_usage_error("unexpected argument '%s' (see --help)", a);
+        if (!takes_value(a)) sw_usage_error("gpt_train: unknown option %s; see --help", a);
+        /* no value: the end, or the next flag (values never start with --) */
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) sw_usage_error("gpt_train: %s needs a value; see --help", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--layers")) parse_int(a, v, &o->cfg.layers);
         else if (!strcmp(a, "--model")) {
@@ -237,7 +254,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
             o->cfg.recompute = sw_recompute_parse(v);
             if (o->cfg.recompute < 0) sw_usage_error("--recompute expects none, selective or full, got '%s'", v);
         }
-        else sw_usage_error("unknown flag '%s' (see --help)", a);
+        else sw_usage_error("gpt_train: unknown option %s; see --help", a); /* missing from the chain */
     }
     o->cfg.seed = (uint64_t)(uint32_t)seed;
     if (o->cfg.max_pos == 0) o->cfg.max_pos = o->cfg.seq;

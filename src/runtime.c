@@ -77,12 +77,14 @@ static int choose_cuda_workers(struct starpu_conf *conf, const sw_options *opt, 
 
 /* Debian's OpenBLAS 0.3.21 does not know recent Xeons and falls back to its
  * SSE3 "Prescott" kernels: measured 22-30 GFLOP/s per core instead of
- * 90-118 with the AVX-512 kernels on this machine. OpenBLAS reads
- * OPENBLAS_CORETYPE only when it is loaded, so the program is re-executed
- * once with the right core type (set OPENBLAS_CORETYPE to opt out). */
-static void fix_openblas_core(char **argv)
+ * 70-118 with the AVX-512 kernels on the 2-core Xeon VM (README, "OpenBLAS
+ * core type"). OpenBLAS reads OPENBLAS_CORETYPE only when it is loaded,
+ * before any code of ours runs, and a library may not re-execute its
+ * caller: say what to set. The project's launchers (autotools/quickstart.sh,
+ * make check) set it through autotools/openblas-coretype.sh. */
+static void advise_openblas_core(void)
 {
-    if (getenv("OPENBLAS_CORETYPE") || !argv || !argv[0]) return;
+    if (getenv("OPENBLAS_CORETYPE")) return;
     const char *core = openblas_get_corename();
     if (!core || strcasecmp(core, "prescott") != 0) return;
     __builtin_cpu_init();
@@ -90,9 +92,9 @@ static void fix_openblas_core(char **argv)
                        : __builtin_cpu_supports("avx512f") ? "SkylakeX"
                        : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
     if (!want) return;
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    execv("/proc/self/exe", argv);
-    /* exec failed: carry on with the slow kernels */
+    fprintf(stderr, "starweave: OpenBLAS runs its generic Prescott kernels on this CPU (GEMMs about 4x slower); "
+                    "start the program with OPENBLAS_CORETYPE=%s in its environment (mpirun -x OPENBLAS_CORETYPE)\n",
+            want);
 }
 
 static int env_int(const char *name, int fallback)
@@ -125,7 +127,6 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     sw_options opt;
     if (user) opt = *user; else sw_options_default(&opt);
     if (sw_rt.started) return -EALREADY;
-    fix_openblas_core(argv ? *argv : NULL);
 
     /* Ranks sharing a node must not pin their workers onto the same cores
      * (measured: a 2-rank ring all-reduce hung or crawled when they did). */
@@ -153,6 +154,14 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         long n = ncores / local_size - ngpu;
         conf.ncpus = n > 0 ? (int)n : 1;
     }
+    /* StarPU-MPI binds its progression thread to a core that no worker (nor
+     * CUDA driver thread) holds. When they hold every core -- the default
+     * above on one rank per node: a worker per core -- there is none left,
+     * and StarPU binds it onto worker 0's core anyway, printing four lines
+     * of warnings on every run. The thread sleeps while no request is
+     * pending; unbound, the kernel runs it wherever there is room, as for
+     * ranks sharing a node. */
+    if (conf.ncpus >= 0 && (long)conf.ncpus + ngpu >= ncores) setenv("STARPU_MPI_NOBIND", "1", 0);
     /* starpu_conf_init already read the environment; what sw_options sets
      * explicitly (--ncpus, --sched) wins over it */
     conf.precedence_over_environment_variables = 1;
@@ -220,6 +229,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     starpu_cublas_init();
 #endif
     sw_rt.started = 1;
+    if (sw_rt.rank == 0) advise_openblas_core();
     if (!opt.quiet && sw_rt.rank == 0) {
         struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
 #ifdef STARWEAVE_USE_CUDA
@@ -358,6 +368,65 @@ static void task_done(void *arg)
 
 void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
 
+/* A task that came with callbacks of its own: they run after starweave's,
+ * from one record that is the argument of both (StarPU frees it with the
+ * task; the trace record and the task's own arguments are freed here). */
+struct chained_task {
+    void (*done)(void *); /* task_done, or NULL */
+    void *rec;            /* the trace record, or NULL */
+    void (*callback)(void *), (*prologue)(void *);
+    void *callback_arg, *prologue_arg;
+    int free_callback_arg, free_prologue_arg;
+};
+
+static void chained_prologue(void *arg)
+{
+    struct chained_task *c = arg;
+    void (*trace_prologue)(void *) = sw_trace_task_prologue(c->rec);
+    if (trace_prologue) trace_prologue(c->rec);
+    if (c->prologue) c->prologue(c->prologue_arg);
+}
+
+static void chained_done(void *arg)
+{
+    struct chained_task *c = arg;
+    if (c->done) c->done(c->rec);
+    free(c->rec);
+    if (c->callback) c->callback(c->callback_arg);
+    if (c->free_callback_arg) free(c->callback_arg);
+    if (c->free_prologue_arg) free(c->prologue_arg);
+}
+
+int sw_task_submit(struct starpu_task *task)
+{
+    if (!task || !task->cl) return -EINVAL;
+    if (task->where == -1) task->where = sw_task_where(task->cl);
+    void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
+    void (*done)(void *) = sw_stats_hook();
+    if (!task->callback_func && !task->prologue_callback_func) {
+        task->callback_func = done;
+        task->callback_arg = rec;
+        task->callback_arg_free = rec != NULL;
+        task->prologue_callback_func = sw_trace_task_prologue(rec);
+        task->prologue_callback_arg = rec;
+        task->prologue_callback_arg_free = 0;
+    } else if (done || rec) {
+        struct chained_task *c = malloc(sizeof *c);
+        if (!c) sw_fail(__FILE__, __LINE__, "malloc(chained task)", -ENOMEM);
+        *c = (struct chained_task){done, rec, task->callback_func, task->prologue_callback_func,
+                                   task->callback_arg, task->prologue_callback_arg, task->callback_arg_free,
+                                   task->prologue_callback_arg_free};
+        task->callback_func = chained_done;
+        task->callback_arg = c;
+        task->callback_arg_free = 1;
+        task->prologue_callback_func = chained_prologue;
+        task->prologue_callback_arg = c;
+        task->prologue_callback_arg_free = 0;
+    }
+    sw_trace_dag_task(task);
+    return starpu_task_submit(task);
+}
+
 void sw_stats_enable(int on)
 {
     sw_stats.on = on;
@@ -435,6 +504,18 @@ void sw_fail(const char *file, int line, const char *call, long code)
 {
     fprintf(stderr, "starweave: rank %d: %s:%d: %s failed with code %ld%s%s\n", sw_rt.rank, file,
             line, call, code, code < 0 ? ": " : "", code < 0 ? strerror((int)-code) : "");
+    fflush(stderr);
+    abort_all(1);
+}
+
+void sw_failf(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "starweave: rank %d: %s:%d: ", sw_rt.rank, file, line);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
     fflush(stderr);
     abort_all(1);
 }

@@ -1294,6 +1294,16 @@ void sw_trace_dag_copy(starpu_data_handle_t dst, starpu_data_handle_t src)
 
 void sw_copy_then(starpu_data_handle_t dst, starpu_data_handle_t src, void (*done)(void *), void *arg)
 {
+    /* refused here rather than inside StarPU's copy: two matrices of one shape and element size */
+    if (starpu_data_get_interface_id(dst) == STARPU_MATRIX_INTERFACE_ID &&
+        starpu_data_get_interface_id(src) == STARPU_MATRIX_INTERFACE_ID) {
+        const unsigned long dr = starpu_matrix_get_ny(dst), dc = starpu_matrix_get_nx(dst);
+        const unsigned long sr = starpu_matrix_get_ny(src), sc = starpu_matrix_get_nx(src);
+        const size_t de = starpu_matrix_get_elemsize(dst), se = starpu_matrix_get_elemsize(src);
+        if (dr != sr || dc != sc || de != se)
+            sw_failf(__FILE__, __LINE__, "sw_copy: dst [%lu,%lu] and src [%lu,%lu] differ in shape or element size "
+                     "(%zu, %zu bytes)", dr, dc, sr, sc, de, se);
+    }
     sw_trace_dag_copy(dst, src);
     SW_CHECK(starpu_data_cpy(dst, src, 1, done, arg));
 }

@@ -18,9 +18,19 @@ expect "batch must be positive (batch = -4)" --batch -4
 expect "seq (128) must not exceed the positions of the model (max-pos = 64)" --seq 128 --max-pos 64
 expect "cannot open data file '/nonexistent/corpus.txt'" --data /nonexistent/corpus.txt
 expect "is empty" --data "$TMPD/empty"
-expect "unknown flag '--bogus'" --bogus 1
+# an unknown flag is named as unknown, with a value after it or as the last
+# argument; a known flag without its value (at the end, or before the next flag)
+expect "gpt_train: unknown option --bogus; see --help" --bogus 1
+expect "gpt_train: unknown option --bogus; see --help" --bogus
+expect "gpt_train: unknown option -x; see --help" -x
+expect "gpt_train: --seed needs a value; see --help" --seed
+expect "gpt_train: --layers needs a value; see --help" --layers --sp
+expect_bad 2 "gpt_train: unknown option --foo; see --help" --foo
+expect_bad 2 "gpt_train: --tp needs a value; see --help" --tp
 expect "expects an integer, got 'abc'" --steps abc
 expect "dropout must be in \[0, 1) (dropout = 1.5)" --dropout 1.5
+expect "model must be gpt2 or llama (model = bert)" --model bert
+expect "clip-grad must not be negative (clip-grad = -1)" --clip-grad -1
 # the same rule checked by every rank of an MPI launch: all exit 2, no hang
 MPIRUN=${MPIRUN:-mpirun}
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$GPT_TRAIN" --hidden 100 --heads 3 > "$TMPD/out" 2>&1

@@ -70,9 +70,9 @@ static void refuse_bwd(void *arg)
 int main(int argc, char **argv)
 {
     tu_expect_refusal("sw_swiglu_fwd with up narrower than gate", refuse_fwd, NULL,
-                      "sw_swiglu_fwd: gate [8,16] and up [8,12] must have the same shape");
+                      "sw_swiglu_fwd: gate [8,16] and up [8,12] differ in shape");
     tu_expect_refusal("sw_swiglu_bwd with dup shorter than gate", refuse_bwd, NULL,
-                      "sw_swiglu_bwd: gate [8,16] and dup [7,16] must have the same shape");
+                      "sw_swiglu_bwd: gate [8,16] and dup [7,16] differ in shape");
     tu_init(&argc, &argv);
 
     static float g[N], u[N], dy[N];

@@ -4,8 +4,8 @@
 # model (tests/test_tp.c: losses of 3 steps, every gradient of the last,
 # Ring attention's FLOPs per rank), with and without sp, dropout and zigzag,
 # K/V heads split (kv >= tp) and replicated (kv < tp); then the traffic
-# against its formula and bad input through gpt_train: exit 2 on every rank,
-# the message once, no hang.
+# against its formula, no StarPU warning in the default runs, and bad input
+# through gpt_train: exit 2 on every rank, the message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
 run 2
 run 2 --dropout 0.1
@@ -80,6 +80,22 @@ for args in "--tp 2" "--tp 2 --sp" "--tp 2 --sp --tp-recompute-allgather" "--tp 
   [ "$rc" = 0 ] && [ -n "$sent" ] && [ "$sent" = "$model" ] && ok=true
   $ok || cat "$TMPD/out"
   check "gpt_train $args: ${line#communication: } (exit $rc)" $ok
+done
+# the main job (quick start) and one rank as a user starts them, without the
+# launcher's STARPU_* settings and with StarPU not silenced: sw_init's
+# default placement of the workers and the StarPU-MPI thread draws no StarPU
+# warning. A first run calibrates a new STARPU_HOME's buses (StarPU says so, once).
+user_env="env -u STARPU_SILENT -u STARPU_NCPU -u STARPU_WORKERS_NOBIND -u STARPU_MPI_NOBIND"
+$user_env "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" > /dev/null 2>&1 < /dev/null
+for job in "gpt_train" "${MPIRUN:-mpirun} --oversubscribe -np 2 gpt_train --tp 2 --sp"; do
+  cmd=$(echo "$job" | sed "s|gpt_train|$GPT_TRAIN|")
+  timeout -k 10 180 $user_env $cmd --steps 2 --log "$TMPD/log.csv" > "$TMPD/out" 2>&1 < /dev/null
+  rc=$?
+  n=$(grep -c '\[starpu\]' "$TMPD/out")
+  [ "$n" = 0 ] || grep '\[starpu\]' "$TMPD/out"
+  ok=false
+  [ "$rc" = 0 ] && [ "$n" = 0 ] && ok=true
+  check "$job: exit $rc, $n StarPU warning line(s)" $ok
 done
 expect_bad 2 "heads (6) must be divisible by tp (4)" --tp 4 --heads 6 --hidden 96
 expect_bad 2 "heads (4) must be divisible by kv-heads (3)" --tp 2 --kv-heads 3

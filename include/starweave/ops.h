@@ -2,8 +2,12 @@
  * handle in row-major form (nx = columns, ny = rows, ld >= nx): a "vector"
  * of length n is a [1, n] or [n, 1] matrix; the kernels only use nx*ny.
  * Shapes are written [rows, cols]. Each helper submits one task and returns;
- * a failed submission aborts through SW_CHECK. Float data is fp32, token ids
- * and targets are int32. */
+ * a failed submission aborts through SW_CHECK. The GEMMs, casts, adds,
+ * norms, GeLU, softmax, dropout and AdamW check their handles' shapes
+ * first and refuse a mismatch before submitting (sw_failf: the op, the
+ * arguments and their shapes, e.g. "sw_gemm: op(A) [64,128] and op(B)
+ * [256,32] do not chain (128 != 256)"; every rank aborts). Float data is
+ * fp32, token ids and targets are int32. */
 #ifndef STARWEAVE_OPS_H
 #define STARWEAVE_OPS_H
 

@@ -2,6 +2,7 @@
 #ifndef STARWEAVE_RUNTIME_H
 #define STARWEAVE_RUNTIME_H
 
+#include <errno.h>
 #include <starpu.h>
 
 #ifdef __cplusplus
@@ -110,9 +111,40 @@ void (*sw_stats_hook(void))(void *);
  * 0 when unknown. */
 double sw_memory_available_per_rank(void);
 
+/* ---- submitting your own codelets ----
+ * sw_task_submit submits a task the way the library submits its own, so
+ * that a codelet of the caller's is seen like the library's: sw_trace
+ * records it (its codelet's name, the phase and layer of
+ * sw_trace_set_phase and the step of sw_trace_mark_step at submission,
+ * worker, start and end, bytes of its buffers, task->flops), the task graph
+ * (sw_trace_dag_enable) its data accesses, sw_stats its execution time, and
+ * it runs only where sw_set_task_where allows. Build the task as for StarPU:
+ *     struct starpu_task *t = starpu_task_build(&my_cl, STARPU_R, x, STARPU_RW, y,
+ *                                               STARPU_VALUE, &alpha, sizeof alpha, 0);
+ *     SW_CHECK(sw_task_submit(t));
+ * or with starpu_task_create and its fields; SW_TASK_INSERT below does
+ * both. The task's own completion and prologue callbacks, if any, still
+ * run (after starweave's). Submit each task once through it. Returns
+ * starpu_task_submit's code, -EINVAL for a task without codelet. */
+int sw_task_submit(struct starpu_task *task);
+/* starpu_task_insert(cl, ...) through sw_task_submit, aborting with
+ * file:line on failure (the arguments of starpu_task_insert, without the
+ * final 0). STARPU_NAME NULL first: starpu_task_build would name the task
+ * "task_build"; unnamed, StarPU's tools show the codelet's name. */
+#define SW_TASK_INSERT(cl, ...)                                                                    \
+    do {                                                                                           \
+        struct starpu_task *sw_task_ = starpu_task_build((cl), STARPU_NAME, NULL, __VA_ARGS__, 0); \
+        if (!sw_task_) sw_fail(__FILE__, __LINE__, "starpu_task_build(" #cl ")", -EINVAL);         \
+        SW_CHECK(sw_task_submit(sw_task_));                                                        \
+    } while (0)
+
 /* Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
  * file:line and the call text, then abort every rank. */
 void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));
+/* The same for a call the library refuses (arguments that cannot go
+ * together, such as a submit helper's shapes): the message, then abort
+ * every rank (exit status 1 on one rank). */
+void sw_failf(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 /* Report a user error (rule + values) once, and exit(2) on every rank. */
 void sw_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 

@@ -3,10 +3,11 @@
  * compute/communication overlap report.
  *
  * Where the numbers come from (nothing is estimated):
- *  - tasks: StarPU's profiling info of each task submitted through the
- *    codelets' SW_INSERT (start_time, end_time, workerid), read in the
- *    task's completion callback; codelet name and task->flops (the codelets
- *    that pass STARPU_FLOPS); bytes = the sizes of the task's buffers, read
+ *  - tasks: StarPU's profiling info (start_time, end_time, workerid) of
+ *    each task submitted through sw_task_submit (runtime.h: the library's
+ *    codelets and the caller's own), read in the task's completion
+ *    callback; codelet name and task->flops (the codelets that pass
+ *    STARPU_FLOPS); bytes = the sizes of the task's buffers, read
  *    when the task becomes ready (its prologue callback: by completion time
  *    a temporary handle may already be unregistered).
  *  - messages: one record per StarPU-MPI detached request that src/comm
@@ -17,8 +18,9 @@
  *    sw_trace_mark_step) when the task or request was submitted, so a whole
  *    step can be submitted ahead of its execution and still be labelled.
  *
- * Tasks submitted other than through SW_INSERT (starpu_data_cpy, StarPU's
- * partitioning tasks) are not recorded.
+ * Tasks submitted other than through sw_task_submit (starpu_task_insert
+ * called directly, starpu_data_cpy, StarPU's partitioning tasks) are not
+ * recorded.
  *
  * The task graph of what is submitted (sw_trace_dag_*) is recorded apart
  * and written as Graphviz dot.
@@ -79,7 +81,7 @@ void sw_trace_mark_step(int step);
 sw_trace_ctx sw_trace_get_ctx(void);
 void sw_trace_set_ctx(sw_trace_ctx ctx); /* restore a saved context */
 
-/* ---- hooks for task submission (codelets/codelet_util.h's SW_INSERT) ----
+/* ---- hooks for task submission (sw_task_submit, runtime.h) ----
  * sw_trace_task_begin: a record holding the current context, to pass as
  * the task's callback argument (StarPU frees it after the callback); NULL
  * when tracing is off. sw_trace_task_prologue(rec): the prologue callback
@@ -153,7 +155,7 @@ void sw_trace_counts(long *ntasks, long *ncomm, int *nranks);
 
 /* ---- task graph (Graphviz dot) ----
  * While on (independent of sw_trace_enable; local), every task submitted
- * through SW_INSERT and every request of src/comm is recorded at
+ * through sw_task_submit and every request of src/comm is recorded at
  * submission as a node: its codelet or collective, the labels of the
  * context, and its data accesses (handle, mode). Edges are derived from
  * the accesses as StarPU derives its implicit dependencies (sequential
@@ -170,7 +172,7 @@ void sw_trace_counts(long *ntasks, long *ncomm, int *nranks);
  * those orderings are not drawn. */
 void sw_trace_dag_enable(int on);
 int sw_trace_dag_enabled(void);
-/* Hooks: SW_INSERT calls sw_trace_dag_task with the built task right before
+/* Hooks: sw_task_submit calls sw_trace_dag_task with the built task right before
  * starpu_task_submit; call sw_trace_dag_copy(dst, src) right before
  * starpu_data_cpy(dst, src, ...). sw_trace_comm_begin records requests. */
 void sw_trace_dag_task(struct starpu_task *task);

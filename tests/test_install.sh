@@ -1,0 +1,75 @@
+#!/bin/sh
+# The installed library as a user gets it: a program that includes
+# starweave.h, compiled and linked by the plain C compiler (not mpicc) with
+# nothing but `pkg-config --cflags --libs starweave`, runs. starweave's
+# headers include mpi.h, so starweave.pc must require MPI's module.
+#   make check:        installs the build tree into a temporary DESTDIR first
+#   make installcheck: (and distcheck) the real installation:
+#                      tests/test_install.sh --installed, with $DESTDIR if any
+# The programs are installed under the project's prefix (starweave-gpt_train,
+# starweave-collectives: configure's default --program-prefix) and run.
+# The install directories and the name transform come from the Makefile
+# (sw_prefix, sw_bindir, sw_libdir, sw_pkgconfigdir, sw_transform).
+. "${top_srcdir:-.}/tests/common.sh"
+PKG_CONFIG=${PKG_CONFIG:-pkg-config}
+PLAIN_CC=${SW_PLAIN_CC:-cc}
+if [ "${1:-}" != --installed ]; then
+  DESTDIR="$TMPD/root"
+  # a make of its own, not a job of the make running the tests
+  if ! (unset MAKEFLAGS MFLAGS MAKELEVEL; ${MAKE:-make} -C "$top_builddir" install DESTDIR="$DESTDIR") \
+      > "$TMPD/install.log" 2>&1; then
+    tail -n 30 "$TMPD/install.log"
+    check "make install DESTDIR=$DESTDIR" false
+    finish; exit
+  fi
+fi
+root=${DESTDIR:-}
+if [ -z "${sw_prefix:-}" ] || [ ! -f "$root$sw_pkgconfigdir/starweave.pc" ]; then
+  echo "test_install: no starweave.pc in '$root${sw_pkgconfigdir:-}' (sw_pkgconfigdir and sw_prefix come from the Makefile)"
+  exit 99
+fi
+cat > "$TMPD/user.c" << 'EOF'
+#include <starweave.h>
+#include <stdio.h>
+int main(void)
+{
+    sw_options opt;
+    sw_options_default(&opt);
+    printf("sw_options_default: ncpus %d\n", opt.ncpus);
+    return opt.ncpus == -1 ? 0 : 1;
+}
+EOF
+# under a DESTDIR the .pc still names the final prefix: a copy names the
+# staged one (--define-variable would redefine StarPU's and MPI's prefix too)
+pcdir=$root$sw_pkgconfigdir
+if [ -n "$root" ]; then
+  pcdir=$TMPD/pkgconfig
+  mkdir -p "$pcdir"
+  sed "s|^prefix=.*|prefix=$root$sw_prefix|" "$root$sw_pkgconfigdir/starweave.pc" > "$pcdir/starweave.pc"
+fi
+if flags=$(PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+    "$PKG_CONFIG" --cflags --libs starweave 2> "$TMPD/pc.err"); then
+  check "pkg-config --cflags --libs starweave: $flags" true
+else
+  cat "$TMPD/pc.err"
+  check "pkg-config --cflags --libs starweave" false
+fi
+if $PLAIN_CC -Wall -Werror "$TMPD/user.c" -o "$TMPD/user" $flags > "$TMPD/cc.log" 2>&1; then
+  check "$PLAIN_CC user.c \$(pkg-config --cflags --libs starweave) compiles and links" true
+  LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TMPD/user" > "$TMPD/run.log" 2>&1
+  rc=$?
+  check "the program runs against the installed library: $(cat "$TMPD/run.log") (exit $rc)" [ "$rc" = 0 ]
+else
+  cat "$TMPD/cc.log"
+  check "$PLAIN_CC user.c \$(pkg-config --cflags --libs starweave) compiles and links" false
+fi
+# the programs: configure's names (autoconf's identity transform s,x,x,
+# would mean the default starweave- prefix is gone)
+check "installed names are transformed (program_transform_name '${sw_transform:-}')" [ "${sw_transform:-s,x,x,}" != "s,x,x," ]
+for p in gpt_train collectives; do
+  name=$(echo "$p" | sed "${sw_transform:-s,x,x,}")
+  LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$root$sw_bindir/$name" --help > "$TMPD/help" 2>&1
+  rc=$?
+  check "$sw_bindir/$name --help (exit $rc, $(wc -l < "$TMPD/help") lines)" [ "$rc" = 0 ]
+done
+finish
