@@ -29,7 +29,12 @@
  * --export DIR (dropout 0, kv-heads 2 case): writes DIR/config.txt, DIR/index.txt and raw
  * little-endian float32 (int32 for tokens/targets) files: initial parameters,
  * tokens, targets, the step-1 loss and gradients, and the losses of the
- * forwards after each of the 5 updates, for tests/torch_gpt.py. */
+ * forwards after each of the 5 updates, for tests/torch_gpt.py.
+ *
+ * --model llama: the serial reference is GPT-2's only, so this runs the
+ * library's LLaMA alone (GQA, rotary positions of a non-default theta, RMSNorm
+ * weights perturbed from 1) and checks only that it trains; with --export DIR
+ * it writes the same files for tests/torch_gpt.py, which is its oracle. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -188,7 +193,8 @@ static void export_begin(const sw_gpt_config *c)
     fprintf(f, "dropout %.9g\nln_eps %.9g\nlr %.9g\nbeta1 %.9g\nbeta2 %.9g\nadam_eps %.9g\nweight_decay %.9g\n",
             (double)c->dropout, (double)c->ln_eps, (double)c->lr, (double)c->beta1, (double)c->beta2,
             (double)c->adam_eps, (double)c->weight_decay);
-    fprintf(f, "steps %d\nnparams %d\nkv_heads %d\n", NSTEPS, ref_gpt_num_params(c), c->kv_heads);
+    fprintf(f, "steps %d\nnparams %d\nkv_heads %d\n", NSTEPS, sw_gpt_num_params(c), c->kv_heads);
+    fprintf(f, "model %s\nffn %d\nrope_theta %.9g\n", sw_model_name(c->model), c->ffn, (double)c->rope_theta);
     if (fclose(f) != 0) { fprintf(stderr, "FAIL export: %s\n", path); exit(1); }
     snprintf(path, sizeof path, "%s/index.txt", export_dir);
     export_index = fopen(path, "w");
@@ -348,17 +354,109 @@ static void run_case(float dropout, int kv_heads, int do_export)
     sw_gpt_destroy(m);
 }
 
+/* ---- LLaMA: the library's model alone, for tests/torch_gpt.py ---- */
+static void run_llama_case(int do_export)
+{
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.model = SW_MODEL_LLAMA;
+    /* head dim 12 (even, as RoPE needs), 2 K/V heads for 4 query heads;
+     * ffn 0: the LLaMA default, 8h/3 rounded up to 64 (128) */
+    c.layers = 2; c.hidden = 48; c.heads = 4; c.kv_heads = 2; c.vocab = 83; c.max_pos = 32;
+    c.seq = 16; c.batch = 3; c.tiles = 3; c.rope_theta = 500.0f;
+    c.dropout = 0.0f; c.ln_eps = 1e-5f; c.seed = 20240601u;
+    c.lr = 1e-3f; c.beta1 = 0.9f; c.beta2 = 0.95f; c.adam_eps = 1e-6f; c.weight_decay = 0.1f;
+    char msg[256] = "", what[256];
+    printf("# case llama, kv-heads %d of %d, rope theta %g\n", c.kv_heads, c.heads, (double)c.rope_theta);
+    if (!tu_true("llama config accepted", sw_gpt_config_check(&c, msg, sizeof msg) == 0)) {
+        printf("  %s\n", msg);
+        return;
+    }
+    int n = sw_gpt_num_params(&c), norms = 0;
+    char (*names)[64] = xmalloc((size_t)n * sizeof *names);
+    int64_t *rows = xmalloc((size_t)n * sizeof *rows), *cols = xmalloc((size_t)n * sizeof *cols);
+    for (int i = 0; i < n; i++) {
+        sw_gpt_param_shape(&c, i, &rows[i], &cols[i], names[i], sizeof names[i]);
+        for (char *p = names[i]; *p; p++) if (*p == ' ') *p = '_';
+    }
+    sw_gpt *m = sw_gpt_create(&c, NULL);
+    int64_t T = (int64_t)c.seq * c.batch;
+    /* initial parameters: the library's init, with the RMSNorm weights
+     * perturbed so that they are not the trivial 1 */
+    float **pf = xmalloc((size_t)n * sizeof *pf);
+    for (int i = 0; i < n; i++) {
+        pf[i] = tu_read(sw_gpt_param(m, i));
+        size_t len = strlen(names[i]);
+        if (len >= 6 && strcmp(names[i] + len - 6, "norm_w") == 0) {
+            int64_t k = rows[i] * cols[i];
+            float *noise = xmalloc((size_t)k * sizeof *noise);
+            tu_rand(noise, k, 500 + (uint64_t)i, 0.2f);
+            for (int64_t j = 0; j < k; j++) pf[i][j] = 1.0f + noise[j];
+            free(noise);
+            sw_tensor_write_host(sw_gpt_param(m, i), pf[i]);
+            norms++;
+        }
+    }
+    tu_true("llama: 2 RMSNorm weights per layer and a final one", norms == 2 * c.layers + 1);
+
+    int32_t *tok = xmalloc((size_t)T * sizeof *tok), *tgt = xmalloc((size_t)T * sizeof *tgt);
+    fill_tokens(&c, tok, tgt, 11);
+    sw_tensor_write_host(sw_gpt_tokens(m), tok);
+    sw_tensor_write_host(sw_gpt_targets(m), tgt);
+    if (do_export) {
+        export_begin(&c);
+        for (int i = 0; i < n; i++) export_raw("param", i, names[i], "f32", rows[i], cols[i], pf[i], sizeof(float));
+        export_raw("tokens", 0, "tokens", "i32", T, 1, tok, sizeof(int32_t));
+        export_raw("targets", 0, "targets", "i32", T, 1, tgt, sizeof(int32_t));
+    }
+
+    float losses[NSTEPS + 1];
+    int finite = 1;
+    for (int step = 1; step <= NSTEPS + 1; step++) {
+        sw_gpt_forward(m, step);
+        if (step <= NSTEPS) sw_gpt_backward(m, step);
+        losses[step - 1] = sw_gpt_read_loss(m);
+        finite &= isfinite(losses[step - 1]) != 0;
+        if (step == 1 && do_export) {
+            export_raw("loss", 0, "loss1", "f32", 1, 1, &losses[0], sizeof(float));
+            for (int i = 0; i < n; i++) {
+                float *g = tu_read(sw_gpt_grad(m, i));
+                export_raw("grad", i, names[i], "f32", rows[i], cols[i], g, sizeof(float));
+                free(g);
+            }
+        }
+        if (step <= NSTEPS) sw_gpt_update(m, step);
+    }
+    snprintf(what, sizeof what, "llama: losses finite, training lowers the loss (%.9g -> %.9g)", (double)losses[0],
+             (double)losses[NSTEPS]);
+    tu_true(what, finite && losses[NSTEPS] < losses[0]);
+    if (do_export) {
+        export_raw("losses", 0, "losses_after_update", "f32", NSTEPS, 1, &losses[1], sizeof(float));
+        export_end();
+    }
+    for (int i = 0; i < n; i++) free(pf[i]);
+    free(pf); free(tok); free(tgt); free(names); free(rows); free(cols);
+    sw_gpt_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
+    int model = SW_MODEL_GPT2;
     tu_init(&argc, &argv);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--export") == 0 && i + 1 < argc) {
             export_dir = argv[++i];
+        } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && sw_model_parse(argv[i + 1]) >= 0) {
+            model = sw_model_parse(argv[++i]);
         } else {
-            fprintf(stderr, "usage: %s [--export DIR]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--export DIR] [--model gpt2|llama]\n", argv[0]);
             sw_shutdown();
             return 2;
         }
+    }
+    if (model == SW_MODEL_LLAMA) {
+        run_llama_case(export_dir != NULL);
+        return tu_finish();
     }
     check_reference_fd();
     run_case(0.0f, 0, 0);

@@ -1,8 +1,10 @@
 #!/bin/sh
-# Model test against PyTorch: tests/test_gpt_ref exports a small GPT-2 (initial
-# parameters, tokens, step-1 loss and gradients, losses after 5 AdamW steps)
-# and tests/torch_gpt.py recomputes them with PyTorch (Debian python3-torch).
-# Exit 77 (skip) when torch cannot be imported.
+# Model test against PyTorch, for GPT-2 and LLaMA: tests/test_gpt_ref exports a
+# small model (`--model llama`: GQA, rotary positions, RMSNorm, SwiGLU) --
+# initial parameters, tokens, step-1 loss and gradients, losses after 5 AdamW
+# steps -- and tests/torch_gpt.py recomputes them with PyTorch (Debian
+# python3-torch). PASS/FAIL per model; exit 77 (skip) only when torch cannot be
+# imported, 99 when an exporter's own reference fails its self-check.
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 top_builddir=${top_builddir:-.}
 if [ -z "$top_srcdir" ]; then
@@ -18,16 +20,29 @@ tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/starweave_torch.XXXXXX") || { echo "FAIL: mk
 trap 'rm -rf "$tmpdir"' EXIT
 trap 'exit 1' HUP INT TERM
 
-"$top_builddir/tests/test_gpt_ref" --export "$tmpdir/export"
-rc=$?
-if [ $rc -eq 99 ]; then # its reference failed a self-check: nothing to compare
-    echo "ERROR: $top_builddir/tests/test_gpt_ref --export: hard error"
-    exit 99
-elif [ $rc -ne 0 ]; then
-    echo "FAIL: $top_builddir/tests/test_gpt_ref --export failed (exit $rc)"
-    exit 1
-fi
-"$TORCH_PYTHON" "$top_srcdir/tests/torch_gpt.py" "$tmpdir/export"
-rc=$?
-if [ $rc -eq 0 ]; then echo "PASS: starweave matches PyTorch"; else echo "FAIL: starweave differs from PyTorch"; fi
-exit $rc
+failed=0
+hard=0
+for model in gpt2 llama; do
+    echo "# model $model"
+    "$top_builddir/tests/test_gpt_ref" --export "$tmpdir/$model" --model "$model"
+    rc=$?
+    if [ $rc -eq 99 ]; then # its reference failed a self-check: nothing to compare
+        echo "ERROR: $top_builddir/tests/test_gpt_ref --export --model $model: hard error"
+        hard=1
+        continue
+    elif [ $rc -ne 0 ]; then
+        echo "FAIL $model: $top_builddir/tests/test_gpt_ref --export --model $model failed (exit $rc)"
+        failed=1
+        continue
+    fi
+    "$TORCH_PYTHON" "$top_srcdir/tests/torch_gpt.py" "$tmpdir/$model"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "PASS $model: starweave matches PyTorch"
+    else
+        echo "FAIL $model: starweave differs from PyTorch (exit $rc)"
+        failed=1
+    fi
+done
+[ $hard -eq 1 ] && exit 99
+exit $failed
