@@ -1,11 +1,11 @@
 /* A model of one's own from the public layers alone: a parallel-block
  * transformer (GPT-J / PaLM style), y = x + attention(n(x)) + mlp(n(x)),
  * one RMSNorm feeding both branches, rotary positions, untied LM head.
- * Every strategy comes
- * from the layers: run it as
+ * Every strategy comes from the layers: run it as
  *   mpirun -np 4 custom_model --tp 2 --sp --dp 2
  * and tensor + sequence + data parallelism apply with no line of it
- * changed (so do --ulysses, --ring, --recompute full, --zero 1). */
+ * changed (so do --ulysses, --ring, --recompute-full, --zero 1;
+ * --bidirectional makes attention non-causal). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +108,8 @@ int main(int argc, char **argv)
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
-    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, 1, 0.1f, 0, 10000.0f}; /* causal, rotary positions */
+    /* causal (--bidirectional: every token sees the whole sequence), rotary positions */
+    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, !flag(argc, argv, "--bidirectional", 0), 0.1f, 0, 10000.0f};
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
     const int64_t *qkv_tiles;

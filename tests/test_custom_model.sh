@@ -3,7 +3,7 @@
 # public headers alone (a parallel-block transformer, RMSNorm, untied head,
 # no biases, dropout), gets every strategy without a line changed. Its
 # losses over 6 AdamW steps in each layout match one rank's within relative
-# 1e-5 (SPEC's bound for losses).
+# 1e-5 (SPEC's bound for losses); causal and, with --bidirectional, not.
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/examples/custom_model"
 losses() { # losses NP ARGS... -> "l1 l2 ..." (empty on failure)
@@ -23,5 +23,13 @@ for layout in "2 --tp 2" "2 --tp 2 --sp" "4 --tp 2 --sp --dp 2" "2 --dp 2 --zero
   set -- $layout; np=$1; shift
   got=$(losses "$np" "$@")
   check "np=$np $*: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"
+done
+# non-causal attention (--bidirectional, as a video DiT's): Ring attention then computes every tile
+ref=$(losses 1 --bidirectional)
+check "1 rank, bidirectional: 6 losses ($ref)" [ "$(echo $ref | wc -w)" = 6 ]
+for layout in "2 --ring 2" "4 --ulysses 2 --ring 2" "2 --tp 2 --sp"; do
+  set -- $layout; np=$1; shift
+  got=$(losses "$np" --bidirectional "$@")
+  check "np=$np $* --bidirectional: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"
 done
 finish
