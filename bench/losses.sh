@@ -2,8 +2,10 @@
 # The losses gpt_train prints (to 9 significant digits) for the layouts a
 # rewrite of the model code must leave bit-identical: run it before and
 # after, and diff the two outputs. Each line ends with a digest of every
-# rank's checkpoint after the last step (parameters and AdamW moments), so
-# the diff also catches a change that has not reached the losses yet.
+# rank's checkpoint tensors after the last step (parameters and AdamW
+# moments, without the file's header, so that checkpoint formats 02 and 03
+# compare), so the diff also catches a change that has not reached the
+# losses yet.
 #   sh bench/losses.sh [BUILD_DIR] > losses.txt
 # Every run: 2 layers, hidden 64, 4 heads, seq 32, batch 8, dropout 0.1,
 # 4 steps (a few seconds each).
@@ -15,6 +17,21 @@ here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 8 --dropout 0.1 --steps 4 --quiet"
+# the tensor bytes of each checkpoint file named on stdin: between the
+# header (format 02: 80 bytes; 03: 672 bytes + 64 per parameter, the count
+# in the header field "parameters") and the 8-byte checksum
+tensors='
+import struct, sys
+for path in sys.stdin.read().split():
+    d = open(path, "rb").read()
+    if d[:8] == b"SWCKPT02":
+        off = 80
+    else:
+        n = struct.unpack_from("<i", d, 8)[0]
+        fields = {d[24 + 40 * i:56 + 40 * i].split(b"\0")[0]: struct.unpack_from("<q", d, 56 + 40 * i)[0] for i in range(n)}
+        off = 672 + 64 * fields[b"parameters"]
+    sys.stdout.buffer.write(d[off:-8])
+'
 status=0
 run() { # NP NAME ARGS...
   np=$1 name=$2; shift 2
@@ -22,7 +39,7 @@ run() { # NP NAME ARGS...
   SW_TEST_TIMEOUT=300 sh "$here/../tests/mpi_launch.sh" "$np" "$prog" $base --log "$tmp/log.csv" \
     --save "$tmp/ck" "$@" \
     > "$tmp/out" 2>&1 || { echo "$name: exit $?"; cat "$tmp/out"; status=1; return; }
-  digest=$(find "$tmp/ck" -type f | LC_ALL=C sort | xargs cat | md5sum | cut -c1-12)
+  digest=$(find "$tmp/ck" -type f -name '*.ckpt' | LC_ALL=C sort | python3 -c "$tensors" | md5sum | cut -c1-12)
   printf '%-28s %s ckpt %s\n' "$name" "$(tail -n +2 "$tmp/log.csv" | cut -d, -f2 | tr '\n' ' ')" "$digest"
 }
 run 1 "1 rank"
