@@ -255,6 +255,15 @@ sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t o
 
 static const int64_t *tile_sizes(const sw_linear *l) { return l->sized ? l->sizes : NULL; }
 
+/* a row-parallel linear goes through the _row_ functions, the others not */
+static void require_mode(const char *fn, const sw_linear *l, int row)
+{
+    if ((l->mode == SW_LINEAR_ROW) != row)
+        sw_failf(__FILE__, __LINE__, "%s: %s linear (parameter %d); use sw_linear%s_forward/backward", fn,
+                 l->mode == SW_LINEAR_ROW ? "a row-parallel" : "a column-parallel or replicated", l->w,
+                 l->mode == SW_LINEAR_ROW ? "_row" : "");
+}
+
 /* GEMM tiling: OpenBLAS packs both operands of every call, so a task split
  * along one output dimension re-packs the whole other operand. Activations
  * ([T, *], T = seq*batch, small) are re-packed; weights never are: every
@@ -267,6 +276,7 @@ static const int64_t *tile_sizes(const sw_linear *l) { return l->sized ? l->size
  * x_local (no wait on the gather). */
 void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_tensor *x_gathered, sw_tensor *y)
 {
+    require_mode("sw_linear_forward", l, 0);
     int n = l->n;
     const int64_t *sizes = tile_sizes(l);
     sw_tensor *x_full = l->mode == SW_LINEAR_COLUMN ? sw_tp_f_forward(&x->tp, x_local, x_gathered) : x_local;
@@ -317,6 +327,7 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
 
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)
 {
+    require_mode("sw_linear_backward", l, 0);
     if (l->mode == SW_LINEAR_REPLICATED) { /* on the local rows: with sp the parameter gradients are partial */
         sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
         gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
@@ -335,6 +346,7 @@ sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_t
  * the reduction; returns the tensor holding y */
 sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
 {
+    require_mode("sw_linear_row_forward", l, 1);
     int P = x->P;
     sw_tensor *part = sw_scratch(x, "part", x->T, l->out);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
@@ -357,6 +369,7 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
  * with sp), the rest from dy gathered by g's backward */
 void sw_linear_row_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, sw_tensor *dx)
 {
+    require_mode("sw_linear_row_backward", l, 1);
     if (!tp_on(x)) {
         gemm_backward(x, l, dy, in, l->b >= 0, dx, x->P, NULL);
         return;
