@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer_util.h"
 #include "starweave/blocks.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
@@ -44,13 +45,6 @@ sw_tensor *sw_saved_new(sw_saved *s, const char *what, int64_t rows, int64_t col
     return s->t[s->n++] = sw_tensor_new2d(name, SW_F32, rows, cols);
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *v = calloc(n ? n : 1, size);
-    if (!v) { perror("starweave: calloc"); abort(); }
-    return v;
-}
-
 static sw_tensor *stream(const sw_blocks *b, const char *what, int l)
 {
     char name[48];
@@ -60,7 +54,7 @@ static sw_tensor *stream(const sw_blocks *b, const char *what, int l)
 
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
-    sw_blocks *b = xcalloc(1, sizeof *b);
+    sw_blocks *b = sw_xcalloc(1, sizeof *b);
     b->c = *c;
     b->ops = *ops;
     b->model = model;
@@ -69,25 +63,25 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     /* block inputs: every one, or with full recomputation those of the
      * kept blocks (l % K == 0; the others are the working set's) */
     b->K = full ? c->recompute_every : 0;
-    b->x = xcalloc((size_t)L + 1, sizeof *b->x);
+    b->x = sw_xcalloc((size_t)L + 1, sizeof *b->x);
     for (int l = 0; l <= L; l++)
         b->x[l] = !full || l % b->K == 0 || l == L ? stream(b, "x", l) : l < b->K ? stream(b, "x_work", l) : b->x[l % b->K];
     b->dx = sw_tensor_new2d("dres", SW_F32, c->rows, c->cols);
     int n = full ? b->K : c->offload ? 2 : L;
     b->nslots = n < L ? n : L;
-    b->slots = xcalloc((size_t)b->nslots, sizeof *b->slots);
+    b->slots = sw_xcalloc((size_t)b->nslots, sizeof *b->slots);
     for (int s = 0; s < b->nslots; s++) {
         snprintf(b->slots[s].prefix, sizeof b->slots[s].prefix, "%s", b->nslots < L ? "work" : "h");
         b->slots[s].slot = s;
         ops->keep(model, &b->slots[s]);
     }
     if (c->offload) {
-        b->stash = xcalloc((size_t)L, sizeof *b->stash);
-        b->sref = xcalloc((size_t)L, sizeof *b->sref);
+        b->stash = sw_xcalloc((size_t)L, sizeof *b->stash);
+        b->sref = sw_xcalloc((size_t)L, sizeof *b->sref);
         for (int l = 0; l < L; l++) {
             b->sref[l] = (struct stash_ref){b, l};
             sw_saved *a = &b->slots[l % b->nslots];
-            b->stash[l] = xcalloc((size_t)a->n, sizeof(sw_tensor *));
+            b->stash[l] = sw_xcalloc((size_t)a->n, sizeof(sw_tensor *));
             for (int i = 0; i < a->n; i++) {
                 char name[80];
                 snprintf(name, sizeof name, "h%d.%s", l, strchr(a->t[i]->name, '.') + 1);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer_util.h"
 #include "starweave/graphs.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
@@ -207,8 +208,7 @@ static void refuse_unless_fits(const sw_gpt *m)
 
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
-    sw_gpt *m = calloc(1, sizeof *m);
-    if (!m) { perror("starweave: calloc"); abort(); }
+    sw_gpt *m = sw_xcalloc(1, sizeof *m);
     m->c = *cfg;
     char msg[256];
     if (sw_gpt_config_check(&m->c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
@@ -232,9 +232,8 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     sw_ctx_init(&m->x, &xc, comm, m->params);
     sw_attention_config ac = attention_config(c);
     m->attn = sw_attention_create(&m->x, &ac);
-    m->layer = calloc((size_t)c->layers, sizeof *m->layer);
-    m->saved = calloc((size_t)c->layers, sizeof *m->saved);
-    if (!m->layer || !m->saved) { perror("starweave: calloc"); abort(); }
+    m->layer = sw_xcalloc((size_t)c->layers, sizeof *m->layer);
+    m->saved = sw_xcalloc((size_t)c->layers, sizeof *m->saved);
     add_params(m);
     refuse_unless_fits(m);
     sw_params_allocate(m->params);
@@ -359,8 +358,7 @@ static sw_params *describe(const sw_gpt_config *cfg, int r)
     m.x.U = m.c.ulysses, m.x.P = m.c.tiles;
     sw_attention_config ac = attention_config(&m.c);
     m.attn = sw_attention_create(&m.x, &ac);
-    m.layer = calloc((size_t)m.c.layers, sizeof *m.layer);
-    if (!m.layer) { perror("starweave: calloc"); abort(); }
+    m.layer = sw_xcalloc((size_t)m.c.layers, sizeof *m.layer);
     add_params(&m);
     free(m.layer);
     sw_attention_destroy(m.attn);

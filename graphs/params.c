@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layer_util.h"
 #include "philox.h"
 #include "starweave/mesh.h"
 #include "starweave/ops.h"
@@ -11,12 +12,12 @@
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
-typedef struct param {
+typedef struct entry { /* one parameter */
     sw_param_desc d;
     sw_tensor *value, *grad, *m, *v;
     sw_tensor *w16;   /* bf16 copy (dtype bf16, GEMM weights), else NULL */
     sw_tensor *shard; /* ZeRO-1: this rank's rows of the summed gradient, else NULL */
-} param;
+} entry;
 
 struct sw_params {
     sw_params_config c;
@@ -24,7 +25,7 @@ struct sw_params {
     int tp_rank;
     int gn, gr; /* size of the gradient group and this rank's place */
     int n, cap;
-    param *p;
+    entry *p;
     /* gradient buckets: flat [1, n] tensors of consecutive parameters in
      * reverse order (first, first - 1, ... count of them) */
     int nbuckets;
@@ -33,13 +34,6 @@ struct sw_params {
     int64_t **bucket_sizes;
     sw_tensor *norm2;     /* [1,1] squared global gradient norm (clip_grad > 0) */
 };
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *v = calloc(n ? n : 1, size);
-    if (!v) { perror("starweave: calloc"); abort(); }
-    return v;
-}
 
 sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
 {
@@ -51,7 +45,7 @@ sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
 
 sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
 {
-    sw_params *p = xcalloc(1, sizeof *p);
+    sw_params *p = sw_xcalloc(1, sizeof *p);
     p->c = *c;
     p->comm = comm;
     const sw_mesh *mesh = comm ? sw_comm_mesh(comm) : NULL;
@@ -159,10 +153,10 @@ static void create_buckets(sw_params *p)
     const sw_params_config *c = &p->c;
     if (c->grad_accum == 1 && (p->gn == 1 || c->zero)) return;
     int n = p->n;
-    p->bucket = xcalloc((size_t)n, sizeof *p->bucket);
-    p->bucket_first = xcalloc((size_t)n, sizeof(int));
-    p->bucket_count = xcalloc((size_t)n, sizeof(int));
-    p->bucket_sizes = xcalloc((size_t)n, sizeof *p->bucket_sizes);
+    p->bucket = sw_xcalloc((size_t)n, sizeof *p->bucket);
+    p->bucket_first = sw_xcalloc((size_t)n, sizeof(int));
+    p->bucket_count = sw_xcalloc((size_t)n, sizeof(int));
+    p->bucket_sizes = sw_xcalloc((size_t)n, sizeof *p->bucket_sizes);
     double limit = c->bucket_mb * SW_MIB;
     for (int k = n - 1; k >= 0;) {
         int b = p->nbuckets++, first = k;
@@ -172,7 +166,7 @@ static void create_buckets(sw_params *p)
         int count = first - k;
         p->bucket_first[b] = first;
         p->bucket_count[b] = count;
-        p->bucket_sizes[b] = xcalloc((size_t)count, sizeof(int64_t));
+        p->bucket_sizes[b] = sw_xcalloc((size_t)count, sizeof(int64_t));
         int64_t total = 0;
         for (int i = 0; i < count; i++) total += p->bucket_sizes[b][i] = sw_tensor_numel(p->p[first - i].grad);
         char name[32];
@@ -184,7 +178,7 @@ static void create_buckets(sw_params *p)
 void sw_params_allocate(sw_params *p)
 {
     for (int k = 0; k < p->n; k++) {
-        param *q = &p->p[k];
+        entry *q = &p->p[k];
         const sw_param_desc *d = &q->d;
         int64_t lrows, lcols;
         char name[64];
@@ -228,7 +222,7 @@ void sw_params_destroy(sw_params *p)
 {
     if (!p) return;
     for (int k = 0; k < p->n; k++) {
-        param *q = &p->p[k];
+        entry *q = &p->p[k];
         sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
     }
@@ -292,7 +286,7 @@ void sw_params_reduce_grads(sw_params *p, int micro)
 /* the gradient AdamW reads: ZeRO-1's shard (reduce-scattered over the
  * group), else the whole gradient (all-reduced here with ZeRO-1 when it
  * has too few rows to shard; the buckets did it otherwise) */
-static sw_tensor *reduce_for_update(sw_params *p, param *q)
+static sw_tensor *reduce_for_update(sw_params *p, entry *q)
 {
     if (q->shard) {
         sw_reduce_scatter(p->comm, p->c.grad_group, q->grad, q->shard, SW_SUM);
@@ -303,7 +297,7 @@ static sw_tensor *reduce_for_update(sw_params *p, param *q)
 }
 
 /* AdamW on q from gradient g (ZeRO-1: this rank's rows, then every rank's gathered) */
-static void adamw(sw_params *p, param *q, sw_tensor *g, const sw_adamw_args *a)
+static void adamw(sw_params *p, entry *q, sw_tensor *g, const sw_adamw_args *a)
 {
     int P = p->c.tiles;
     sw_tensor *t = q->value;
@@ -326,7 +320,7 @@ static void adamw(sw_params *p, param *q, sw_tensor *g, const sw_adamw_args *a)
  * TP ranks holding it, a gradient every member of the group holds (not a
  * ZeRO shard) by 1 / the group's size, so the world's sum counts every
  * element once. g is the local gradient, or its ZeRO rows. */
-static void add_sumsq(sw_params *p, param *q, sw_tensor *g, int *first)
+static void add_sumsq(sw_params *p, entry *q, sw_tensor *g, int *first)
 {
     const sw_shard *s = &q->d.shard;
     int t = p->comm ? sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_TP) : 1;
@@ -360,8 +354,7 @@ void sw_params_update(sw_params *p, int step)
         for (int k = 0; k < p->n; k++) adamw(p, &p->p[k], reduce_for_update(p, &p->p[k]), &a);
         return;
     }
-    sw_tensor **g = calloc((size_t)p->n, sizeof *g);
-    if (!g) { perror("starweave: calloc"); abort(); }
+    sw_tensor **g = sw_xcalloc((size_t)p->n, sizeof *g);
     int first = 1;
     for (int k = 0; k < p->n; k++) {
         g[k] = reduce_for_update(p, &p->p[k]);
