@@ -4,7 +4,7 @@
 # without), one rank as the baseline. Per split: step time, the attention
 # tasks' time on rank 0 (StarPU profiling: attn_fwd + attn_bwd per step),
 # the bytes rank 0 sent on its Ulysses and ring groups with the library's
-# formula (sw_gpt_cp_bytes_model), and the attention FLOPs of every rank.
+# traffic model (sw_gpt_traffic), and the attention FLOPs of every rank.
 # reference.md's per-layer volumes for comparison, per rank, in elements:
 # Ulysses 8 (U-1)/U * b s h / N (4 all-to-alls forward, 4 backward), ring
 # (R-1) K/V blocks forward, R-1 backward and R gradient blocks of 2 b s h / N.

@@ -2,9 +2,9 @@
 # Tensor (+ sequence) parallelism: step time of gpt_train at 2 ranks with
 # tp 2 and tp 2 + sp against one rank (2 workers), for the default small
 # model and for W124; with the bytes each rank sent on the TP group per
-# step as the library counted them, next to its formula
-# (sw_gpt_tp_bytes_model: 2 all-reduces per layer forward and 2 backward,
-# the same volume with sp).
+# step as the library counted them, next to its traffic model
+# (sw_gpt_traffic: 2 all-reduces per layer forward and 2 backward, the
+# same volume with sp).
 # usage: bench/tp.sh [steps-small] [steps-w124]   (run from the build directory or set BUILD)
 set -eu
 small_steps=${1:-30}

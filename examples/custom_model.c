@@ -85,6 +85,19 @@ static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_t
     sw_norm_backward(x, &b->norm, dn, in, NULL, k->rstd, dres, 1);
 }
 
+/* what the block sends (the traffic model); output 0: a forward without y */
+static void traffic(void *mp, int l, int output, sw_traffic *t)
+{
+    model *m = mp;
+    block_params *b = &m->blk[l];
+    sw_norm_traffic(&m->x, &b->norm, t);
+    sw_linear_traffic(&m->x, &b->qkv, t);
+    sw_attention_traffic(&m->x, m->attn, &b->qkv, t);
+    sw_linear_traffic(&m->x, &b->up, t);
+    if (output) sw_linear_traffic(&m->x, &b->proj, t), sw_linear_traffic(&m->x, &b->down, t);
+}
+static const sw_block_ops ops = {keep, forward, backward, traffic};
+
 static int flag(int argc, char **argv, const char *name, int dflt)
 {
     for (int i = 1; i < argc; i++)
@@ -128,10 +141,9 @@ int main(int argc, char **argv)
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
     sw_params_allocate(m->p);
-
     sw_blocks_config bc = {LAYERS, m->x.Tl, HIDDEN, flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL
                                                                                               : SW_RECOMPUTE_SELECTIVE, 1, 0};
-    m->blocks = sw_blocks_create(&bc, &(sw_block_ops){keep, forward, backward}, m);
+    m->blocks = sw_blocks_create(&bc, &ops, m);
     m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
     m->tokens = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
     m->targets = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
@@ -159,6 +171,20 @@ int main(int argc, char **argv)
         float loss;
         sw_tensor_read_host(sw_lm_head_loss(m->head), &loss);
         if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, loss);
+    }
+    /* the traffic model (layers, blocks, registry) beside what the collectives counted */
+    sw_traffic model = {{0}, {0}};
+    sw_embedding_traffic(&m->x, &m->emb, &model);
+    sw_blocks_traffic(&bc, &ops, m, &model);
+    sw_norm_traffic(&m->x, &m->final_norm, &model);
+    sw_lm_head_traffic(&m->x, m->head, &model);
+    sw_params_traffic(m->p, &model);
+    for (int g = 0; g < SW_GROUP_COUNT && comm; g++) {
+        double sent; long calls;
+        sw_comm_traffic(comm, (sw_group)g, &sent, &calls);
+        if (calls && sw_rank() == 0)
+            printf("traffic: %s group: sent %.0f bytes per step, model %.0f\n", sw_group_name((sw_group)g),
+                   sent / steps, model.forward[g] + model.backward[g]);
     }
     sw_tensor *t[] = {m->tokens, m->targets, m->nf, m->nf_rstd};
     for (int i = 0; i < 4; i++) sw_tensor_free(t[i]);

@@ -459,29 +459,30 @@ static void print_profile(double wall_ms)
            tasks, 100.0 * busy / capacity_us, sw_ncpus(), 100.0 * gemm / capacity_us, 100.0 * gemm / busy);
 }
 
-/* Context parallelism: what rank 0 sent on its Ulysses and ring groups
- * (and the model), and the attention FLOPs of every rank's last forward
- * (Ring attention's load balance). */
-static void context_report(const sw_gpt *m, const sw_comm *comm, int steps)
+/* What rank 0 sent per step on each group, beside the library's traffic
+ * model; the attention FLOPs of every rank's last forward (Ring
+ * attention's load balance). */
+static void traffic_report(sw_gpt *m, const sw_comm *comm, int steps)
 {
     const sw_gpt_config *c = sw_gpt_get_config(m);
     int me = sw_rank(), n = sw_world_size();
-    double model[2], mine = sw_gpt_attention_flops(m), *all = malloc(sizeof(double) * (size_t)n);
+    sw_traffic model;
+    sw_gpt_traffic(m, &model);
+    for (int g = 0; g < SW_GROUP_COUNT && comm && me == 0; g++) {
+        double sent;
+        long calls;
+        sw_comm_traffic(comm, (sw_group)g, &sent, &calls);
+        if (calls)
+            printf("communication: rank 0 sent %.3f MiB per step on the %s group in %.1f collectives "
+                   "(model: %.3f MiB)\n",
+                   sent / steps / SW_MIB, sw_group_name((sw_group)g), (double)calls / steps,
+                   (model.forward[g] + model.backward[g]) / SW_MIB);
+    }
+    if (c->ulysses * c->ring == 1) return;
+    double mine = sw_gpt_attention_flops(m), *all = malloc(sizeof(double) * (size_t)n);
     if (!all) { perror("malloc"); exit(1); }
     MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    sw_gpt_cp_bytes_model(c, &model[0], &model[1]);
     if (me == 0) {
-        const sw_group groups[2] = {SW_GROUP_ULYSSES, SW_GROUP_RING};
-        for (int k = 0; k < 2; k++) {
-            double sent;
-            long calls;
-            sw_comm_traffic(comm, groups[k], &sent, &calls);
-            if (calls)
-                printf("communication: rank 0 sent %.3f MiB per step on the %s group in %.1f collectives "
-                       "(model: %.3f MiB)\n",
-                       sent / steps / SW_MIB, sw_group_name(groups[k]), (double)calls / steps,
-                       model[k] / SW_MIB);
-        }
         double lo = all[0], hi = all[0];
         for (int r = 1; r < n; r++) lo = all[r] < lo ? all[r] : lo, hi = all[r] > hi ? all[r] : hi;
         printf("attention: %.4g .. %.4g GFLOP per rank and forward (spread %.2f %%); per rank:", lo / 1e9, hi / 1e9,
@@ -624,16 +625,7 @@ int main(int argc, char **argv)
     if (o.memory_report) memory_report(m);
     if (o.trace) write_trace(o.trace);
     if (o.dag) write_dag(o.dag, step0 + 1);
-    if (c->tp > 1) {
-        double sent;
-        long calls;
-        sw_comm_traffic(comm, SW_GROUP_TP, &sent, &calls);
-        if (me == 0)
-            printf("communication: rank 0 sent %.3f MiB per step on the TP group in %.1f collectives "
-                   "(model: %.3f MiB)\n",
-                   sent / o.steps / SW_MIB, (double)calls / o.steps, sw_gpt_tp_bytes_model(c) / SW_MIB);
-    }
-    if (c->ulysses * c->ring > 1) context_report(m, comm, o.steps);
+    traffic_report(m, comm, o.steps);
     if (log) fclose(log);
     free(tok);
     free(tgt);

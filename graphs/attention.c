@@ -374,3 +374,23 @@ void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv)
             sw_axpy(1.0f, from[s], sw_tensor_split(grads[k], split, 2, wsz, STARPU_RW)[1]);
     }
 }
+
+void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linear *qkv, sw_traffic *t)
+{
+    /* Ulysses: q, k, v to the heads and the output back, forward and backward */
+    double u = sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_qkv_cols(a)) +
+               sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_out_cols(a));
+    traffic_add(x, t, 0, SW_GROUP_ULYSSES, u);
+    traffic_add(x, t, 1, SW_GROUP_ULYSSES, u);
+    /* Ring: R - 1 K/V block shifts forward, R - 1 backward and R of their gradients */
+    double kv = sw_comm_bytes(x->comm, SW_GROUP_RING, SW_COLL_RING_SHIFT, x->Tr, 2 * (int64_t)a->hk * a->d);
+    traffic_add(x, t, 0, SW_GROUP_RING, (x->R - 1) * kv);
+    traffic_add(x, t, 1, SW_GROUP_RING, (2 * x->R - 1) * kv);
+    if (!a->kv_replicated) return;
+    /* replicated K/V heads: every TP rank's K/V weight (and bias) gradient gathered */
+    int64_t rows, h;
+    param_shape(x, qkv->w, &rows, &h);
+    double g = sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLGATHER, (int64_t)x->tp.t * 2 * a->d, h);
+    if (qkv->b >= 0) g += sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLGATHER, x->tp.t, 2 * (int64_t)a->d);
+    traffic_add(x, t, 1, SW_GROUP_TP, g);
+}

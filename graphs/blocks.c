@@ -187,3 +187,15 @@ double sw_blocks_registered_bytes(const sw_blocks *b, int layer)
         bytes += (double)sw_tensor_bytes(b->stash ? b->stash[layer][i] : a->t[i]);
     return bytes;
 }
+
+void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t)
+{
+    int L = c->layers, K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
+    for (int l = 0; l < L; l++) {
+        ops->traffic(model, l, 1, t);
+        if (!K) continue;
+        sw_traffic again = {{0}, {0}};
+        ops->traffic(model, l, (l + 1) % K != 0 && l != L - 1, &again); /* as sw_blocks_backward refills */
+        for (int g = 0; g < SW_GROUP_COUNT; g++) t->backward[g] += again.forward[g];
+    }
+}

@@ -187,7 +187,30 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
     sw_norm_backward(x, &L->ln1, dln1, in, a->ln1_mean, a->ln1_rstd, dres, 1);
 }
 
+/* what the block sends; output 0: without fc2's reduction (y NULL) */
+static void block_traffic(void *model, int l, int output, sw_traffic *t)
+{
+    sw_gpt *m = model;
+    const sw_ctx *x = &m->x;
+    const gpt_layer *L = &m->layer[l];
+    sw_norm_traffic(x, &L->ln1, t);
+    sw_linear_traffic(x, &L->qkv, t);
+    sw_attention_traffic(x, m->attn, &L->qkv, t);
+    sw_linear_traffic(x, &L->proj, t);
+    sw_norm_traffic(x, &L->ln2, t);
+    sw_linear_traffic(x, &L->fc, t);
+    if (output) sw_linear_traffic(x, &L->fc2, t);
+}
+
+static const sw_block_ops block_ops = {block_keep, block_forward, block_backward, block_traffic};
+
 /* --------------------------------------------------------------- model */
+
+static sw_blocks_config blocks_config(const sw_gpt *m)
+{
+    const sw_gpt_config *c = &m->c;
+    return (sw_blocks_config){c->layers, m->x.Tl, c->hidden, c->recompute, c->recompute_every, c->offload};
+}
 
 /* Refuses, before any allocation, a model whose certain bytes per rank --
  * parameter state, saved activations (unless offloaded), logits -- exceed
@@ -240,9 +263,8 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     const sw_ctx *x = &m->x;
     m->tokens = sw_tensor_new2d("tokens", SW_I32, x->T, 1);
     m->targets = sw_tensor_new2d("targets", SW_I32, x->T, 1);
-    sw_blocks_config bc = {c->layers, x->Tl, c->hidden, c->recompute, c->recompute_every, c->offload};
-    static const sw_block_ops ops = {block_keep, block_forward, block_backward};
-    m->blocks = sw_blocks_create(&bc, &ops, m);
+    sw_blocks_config bc = blocks_config(m);
+    m->blocks = sw_blocks_create(&bc, &block_ops, m);
     m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->Tl, c->hidden);
     m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
     m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
@@ -321,6 +343,17 @@ int64_t sw_gpt_position(const sw_gpt *m, int64_t i) { return sw_ctx_position(&m-
 void sw_gpt_set_micro_batch(sw_gpt *m, int k) { sw_ctx_set_micro_batch(&m->x, k); }
 int sw_gpt_micro_batch_size(const sw_gpt *m) { return m->x.B; }
 int sw_gpt_micro_batch_first(const sw_gpt *m, int k) { return sw_ctx_micro_batch_first(&m->x, k); }
+
+void sw_gpt_traffic(sw_gpt *m, sw_traffic *t)
+{
+    memset(t, 0, sizeof *t);
+    sw_blocks_config bc = blocks_config(m);
+    sw_embedding_traffic(&m->x, &m->emb, t);
+    sw_blocks_traffic(&bc, &block_ops, m, t);
+    sw_norm_traffic(&m->x, &m->lnf, t);
+    sw_lm_head_traffic(&m->x, m->head, t);
+    sw_params_traffic(m->params, t);
+}
 
 sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
 {

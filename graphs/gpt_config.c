@@ -160,36 +160,6 @@ double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer)
     return 4 * elems;
 }
 
-double sw_gpt_tp_bytes_model(const sw_gpt_config *c)
-{
-    if (c->tp < 2) return 0;
-    /* per micro-batch, times grad_accum: the TP collectives run for each */
-    double t = c->tp, T = (double)c->seq / (c->ulysses * c->ring) * (c->batch / (c->dp * c->grad_accum));
-    double h = c->hidden, L = c->layers, f = 4, llama = c->model == SW_MODEL_LLAMA;
-    double d = h / c->heads, kv = kv_heads_of(c);
-    double ar = 2 * (t - 1) / t, ag = (t - 1) / t; /* per byte of the full tensor */
-    double act = f * T * h;
-    double bytes = (4 * L + 2) * ar * act;                   /* blocks, embedding, LM head */
-    if (c->sp && c->tp_recompute_allgather) bytes += 2 * L * ag * act; /* re-gathers in backward */
-    bytes += 3 * ar * f * T;                                  /* cross-entropy max, target, sum-exp */
-    /* replicated parameters' gradients: GPT-2's norm weights and biases and row-parallel biases, LLaMA's norm weights */
-    if (c->sp) bytes += (llama ? 2 * L + 1 : 6 * L + 2) * ar * f * h;
-    if (kv < t) bytes += L * ag * t * f * (2 * d * h + (llama ? 0 : 2 * d)); /* replicated K/V gradients, gathered */
-    return bytes * c->grad_accum;
-}
-
-void sw_gpt_cp_bytes_model(const sw_gpt_config *c, double *ulysses_bytes, double *ring_bytes)
-{
-    /* per micro-batch, times grad_accum; fp32; per layer */
-    double U = c->ulysses, R = c->ring, T = (double)c->seq / (U * R) * (c->batch / (c->dp * c->grad_accum));
-    double d = (double)c->hidden / c->heads, kv = kv_heads_of(c), t = c->tp;
-    double aq = c->heads / t, ak = kv >= t ? kv / t : 1, L = c->layers, f = 4;
-    /* q, k, v in and the output out, forward and backward: (U-1)/U of T (2 aq + 2 ak) d, twice */
-    *ulysses_bytes = U > 1 ? L * 2 * (U - 1) / U * f * T * (2 * aq + 2 * ak) * d * c->grad_accum : 0;
-    /* K/V blocks [U T, 2 ak/U d]: R-1 shifts forward, R-1 backward, their gradients R */
-    *ring_bytes = R > 1 ? L * (3 * R - 2) * f * T * 2 * ak * d * c->grad_accum : 0;
-}
-
 double sw_gpt_step_flops(const sw_gpt_config *c)
 {
     double T = (double)c->seq * c->batch, h = c->hidden;

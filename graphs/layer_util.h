@@ -53,6 +53,18 @@ static inline void *sw_xcalloc(size_t n, size_t size)
     return v;
 }
 
+/* the traffic model: bytes sent per micro-batch on g, forward or
+ * backward, counted for every micro-batch of a step */
+static inline void traffic_add(const sw_ctx *x, sw_traffic *t, int backward, sw_group g, double bytes)
+{
+    (backward ? t->backward : t->forward)[g] += bytes * x->c.grad_accum;
+}
+/* this rank's shape of parameter i */
+static inline void param_shape(const sw_ctx *x, int i, int64_t *rows, int64_t *cols)
+{
+    sw_shard_shape(sw_params_desc(x->params, i), rows, cols);
+}
+
 /* the micro-batch's place in the global batch, for the dropout masks */
 static inline void batch_of_key(const sw_ctx *x, sw_rng_key *k)
 {

@@ -683,3 +683,64 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
     sw_tensor_invalidate(hd->logits);
     return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->Tl, h));
 }
+
+/* ------------------------------------------------------- traffic model */
+
+static void tp_add(const sw_ctx *x, sw_traffic *t, int backward, sw_tp_op op, int64_t rows, int64_t cols)
+{
+    traffic_add(x, t, backward, SW_GROUP_TP, sw_tp_bytes(&x->tp, op, rows, cols));
+}
+
+/* a replicated parameter's gradient from the local rows, summed over TP */
+static void sum_grad_add(const sw_ctx *x, sw_traffic *t, int i)
+{
+    int64_t rows, cols;
+    if (i < 0) return;
+    param_shape(x, i, &rows, &cols);
+    tp_add(x, t, 1, SW_TP_SUM_GRAD, rows, cols);
+}
+
+void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t)
+{
+    switch (l->mode) {
+    case SW_LINEAR_COLUMN: /* f; with tp_recompute_allgather the input gathered again in backward */
+        tp_add(x, t, 0, SW_TP_F_FORWARD, x->T, l->in);
+        if (x->c.tp_recompute_allgather) tp_add(x, t, 1, SW_TP_F_FORWARD, x->T, l->in);
+        tp_add(x, t, 1, SW_TP_F_BACKWARD, x->T, l->in);
+        break;
+    case SW_LINEAR_ROW: /* g; the bias gradient from the local rows */
+        tp_add(x, t, 0, SW_TP_G_FORWARD, x->T, l->out);
+        tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, l->out);
+        sum_grad_add(x, t, l->b);
+        break;
+    case SW_LINEAR_REPLICATED: /* on the local rows */
+        sum_grad_add(x, t, l->w);
+        sum_grad_add(x, t, l->b);
+    }
+}
+
+void sw_norm_traffic(const sw_ctx *x, const sw_norm *n, sw_traffic *t)
+{
+    sum_grad_add(x, t, n->w);
+    sum_grad_add(x, t, n->b);
+}
+
+void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t)
+{
+    int64_t rows, h;
+    param_shape(x, e->wte, &rows, &h);
+    tp_add(x, t, 0, SW_TP_G_FORWARD, x->T, h);
+    tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, h);
+}
+
+void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t)
+{
+    int64_t rows, h;
+    param_shape(x, hd->w, &rows, &h);
+    tp_add(x, t, 0, SW_TP_F_FORWARD, x->T, h);
+    /* the cross-entropy's row max, target logit and sum of exps */
+    traffic_add(x, t, 0, SW_GROUP_TP, 3 * sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, x->T, 1));
+    tp_add(x, t, 1, SW_TP_F_BACKWARD, x->T, h);
+    if (x->gn > 1) /* the loss, once per step */
+        t->forward[x->gg] += sw_comm_bytes(x->comm, x->gg, SW_COLL_ALLREDUCE, 1, 1);
+}

@@ -35,3 +35,13 @@ void sw_tp_sum_replicated_grad(const sw_tp *tp, sw_tensor *grad)
 {
     if (active(tp) && tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);
 }
+
+double sw_tp_bytes(const sw_tp *tp, sw_tp_op op, int64_t rows, int64_t cols)
+{
+    if (!active(tp)) return 0;
+    /* g's forward is f's backward and the reverse */
+    int gathers = op == SW_TP_F_FORWARD || op == SW_TP_G_BACKWARD;
+    if (op == SW_TP_SUM_GRAD) return tp->sp ? sw_comm_bytes(tp->comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, rows, cols) : 0;
+    if (!tp->sp) return gathers ? 0 : sw_comm_bytes(tp->comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, rows, cols);
+    return sw_comm_bytes(tp->comm, SW_GROUP_TP, gathers ? SW_COLL_ALLGATHER : SW_COLL_REDUCE_SCATTER, rows, cols);
+}

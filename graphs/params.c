@@ -143,6 +143,25 @@ static void init_values(const sw_params *p, int k, float *v)
 /* ZeRO-1 shards the rows of parameters that have at least one per rank */
 static int zero_sharded(const sw_params *p, int64_t rows) { return p->c.zero && p->gn > 1 && rows >= p->gn; }
 
+/* bytes of parameter k's local gradient (the shard of this TP rank) */
+static double local_bytes(const sw_params *p, int k, int64_t *rows, int64_t *cols)
+{
+    sw_shard_shape(&p->p[k].d, rows, cols);
+    return 4.0 * (double)*rows * (double)*cols;
+}
+
+/* bucket b starts at parameter `first` and goes down: returns the parameter
+ * below its last; *bytes (optional): its size */
+static int bucket_end(const sw_params *p, int b, int first, double *bytes)
+{
+    double limit = p->c.bucket_mb * SW_MIB, cap = b == 0 && limit > SW_MIB ? SW_MIB : limit, sum = 0;
+    int64_t r, c;
+    int k = first;
+    while (k >= 0 && (k == first || sum + local_bytes(p, k, &r, &c) <= cap)) sum += local_bytes(p, k--, &r, &c);
+    if (bytes) *bytes = sum;
+    return k;
+}
+
 /* Gradient buckets, in reverse parameter order (backward produces the last
  * parameters' gradients first): at most bucket_mb MiB each, the first at
  * most 1 MiB so that the first reduction starts early (as PyTorch DDP does,
@@ -157,12 +176,9 @@ static void create_buckets(sw_params *p)
     p->bucket_first = sw_xcalloc((size_t)n, sizeof(int));
     p->bucket_count = sw_xcalloc((size_t)n, sizeof(int));
     p->bucket_sizes = sw_xcalloc((size_t)n, sizeof *p->bucket_sizes);
-    double limit = c->bucket_mb * SW_MIB;
     for (int k = n - 1; k >= 0;) {
         int b = p->nbuckets++, first = k;
-        double cap = b == 0 && limit > SW_MIB ? SW_MIB : limit, bytes = 0;
-        while (k >= 0 && (k == first || bytes + (double)sw_tensor_bytes(p->p[k].grad) <= cap))
-            bytes += (double)sw_tensor_bytes(p->p[k--].grad);
+        k = bucket_end(p, b, first, NULL);
         int count = first - k;
         p->bucket_first[b] = first;
         p->bucket_count[b] = count;
@@ -252,6 +268,28 @@ double sw_params_bytes(const sw_params *p)
     }
     for (int b = 0; b < p->nbuckets; b++) bytes += (double)sw_tensor_bytes(p->bucket[b]);
     return bytes;
+}
+
+void sw_params_traffic(const sw_params *p, sw_traffic *t)
+{
+    const sw_params_config *c = &p->c;
+    double *g = t->backward;
+    if (p->gn > 1 && !c->zero) /* the buckets' all-reduces */
+        for (int b = 0, k = p->n - 1; k >= 0; b++) {
+            double bytes;
+            k = bucket_end(p, b, k, &bytes);
+            g[c->grad_group] += sw_comm_bytes(p->comm, c->grad_group, SW_COLL_ALLREDUCE, 1, (int64_t)(bytes / 4));
+        }
+    for (int k = 0; k < p->n && p->gn > 1 && c->zero; k++) { /* ZeRO-1: reduce-scatter and gather, or all-reduce */
+        int64_t rows, cols;
+        local_bytes(p, k, &rows, &cols);
+        if (zero_sharded(p, rows))
+            g[c->grad_group] += sw_comm_bytes(p->comm, c->grad_group, SW_COLL_REDUCE_SCATTER, rows, cols) +
+                                sw_comm_bytes(p->comm, c->grad_group, SW_COLL_ALLGATHER, rows, cols);
+        else
+            g[c->grad_group] += sw_comm_bytes(p->comm, c->grad_group, SW_COLL_ALLREDUCE, rows, cols);
+    }
+    if (c->clip_grad > 0) g[SW_GROUP_WORLD] += sw_comm_bytes(p->comm, SW_GROUP_WORLD, SW_COLL_ALLREDUCE, 1, 1);
 }
 
 void sw_params_cast_bf16(sw_params *p)

@@ -399,6 +399,16 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
     free(d);
 }
 
+/* The algorithm sw_allreduce runs for a [rows, cols] tensor on a group of p */
+enum { DIRECT, RING_ROWS, RING_COLS };
+static int allreduce_algo(const sw_comm *c, int p, int64_t rows, int64_t cols)
+{
+    size_t small = c->small_bytes;
+    if (p == 2 && small < SW_COMM_P2_DIRECT_BYTES) small = SW_COMM_P2_DIRECT_BYTES;
+    int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && (size_t)(rows * cols) * sizeof(float) >= small);
+    return !ring ? DIRECT : rows >= p ? RING_ROWS : cols >= p ? RING_COLS : DIRECT;
+}
+
 void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
 {
     VIA_NCCL(sw_nccl_allreduce(c->nccl, g, t, op));
@@ -413,15 +423,45 @@ void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
      * the core with the worker (mpirun binds a rank to one core; both
      * threads spin). Each such hand-off waits for a scheduler tick (4 ms
      * here), so AUTO keeps DIRECT up to SW_COMM_P2_DIRECT_BYTES at p = 2. */
-    size_t small = c->small_bytes;
-    if (p == 2 && small < SW_COMM_P2_DIRECT_BYTES) small = SW_COMM_P2_DIRECT_BYTES;
-    int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && sw_tensor_bytes(t) >= small);
-    if (ring && t->rows >= p)
-        allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op);
-    else if (ring && t->cols >= p) /* column chunks: strided, which MPI and the codelet handle */
+    switch (allreduce_algo(c, p, t->rows, t->cols)) {
+    case RING_ROWS: allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op); break;
+    case RING_COLS: /* column chunks: strided, which MPI and the codelet handle */
         allreduce_ring(c, g, sw_tensor_tiles(t, SW_COLS, p, STARPU_RW), (int)op);
-    else
-        allreduce_direct(c, g, t, (int)op);
+        break;
+    default: allreduce_direct(c, g, t, (int)op);
+    }
+}
+
+/* bytes of chunk i of n elements split in p (sw_tile_range), times `unit` */
+static double chunk_bytes(int64_t n, int p, int i, double unit)
+{
+    int64_t first, count;
+    sw_tile_range(n, p, mod(i, p), &first, &count);
+    return (double)count * unit;
+}
+
+double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, int64_t cols)
+{
+    if (!c || (unsigned)g >= SW_GROUP_COUNT) return 0;
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
+    const double n = (double)rows * (double)cols * sizeof(float);
+    if (p < 2) return 0;
+#ifdef STARWEAVE_USE_CUDA
+    if (c->nccl && kind == SW_COLL_ALLREDUCE) return 2.0 * (p - 1) / p * n; /* as sw_nccl_traffic counts it */
+#endif
+    switch (kind) {
+    case SW_COLL_ALLREDUCE: /* the ring sends every chunk but its own, then every chunk but its right neighbour's */
+        switch (allreduce_algo(c, p, rows, cols)) {
+        case RING_ROWS: return 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows);
+        case RING_COLS: return 2 * n - chunk_bytes(cols, p, r, n / cols) - chunk_bytes(cols, p, r + 1, n / cols);
+        default: return (p - 1) * n;
+        }
+    case SW_COLL_ALLGATHER: return n - chunk_bytes(rows, p, r + 1, n / rows);
+    case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n / rows);
+    case SW_COLL_ALLTOALL: return (p - 1) * n / p;
+    case SW_COLL_RING_SHIFT: return n;
+    }
+    return 0;
 }
 
 /* ---------------- all-gather, reduce-scatter (rows) ---------------- */

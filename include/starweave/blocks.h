@@ -22,6 +22,7 @@
 #ifndef STARWEAVE_BLOCKS_H
 #define STARWEAVE_BLOCKS_H
 
+#include "starweave/comm.h"
 #include "starweave/tensor.h"
 
 #ifdef __cplusplus
@@ -47,6 +48,9 @@ typedef struct sw_block_ops {
     void (*keep)(void *model, sw_saved *s);
     void (*forward)(void *model, int step, int layer, sw_saved *s, sw_tensor *x, sw_tensor *y);
     void (*backward)(void *model, int step, int layer, sw_saved *s, sw_tensor *x, sw_tensor *dx);
+    /* optional, for the traffic model: adds block `layer`'s traffic (its
+     * layers' sw_*_traffic) to t; output 0: of a forward with y NULL */
+    void (*traffic)(void *model, int layer, int output, sw_traffic *t);
 } sw_block_ops;
 
 typedef struct sw_blocks_config {
@@ -70,6 +74,11 @@ void sw_blocks_backward(sw_blocks *b, int step);
  * kept input and its saved set (with offload: the copies on the offload
  * node; with FULL: the kept input only, the slots are shared). */
 double sw_blocks_registered_bytes(const sw_blocks *b, int layer);
+/* The traffic model of the stack (ops->traffic required): every block's
+ * forward and backward, and with SW_RECOMPUTE_FULL every block's forward
+ * again in backward (the last of each group without its output). Needs no
+ * sw_blocks, so a model can be planned before it is allocated. */
+void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t);
 
 #ifdef __cplusplus
 }

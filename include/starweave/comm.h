@@ -86,6 +86,25 @@ int64_t sw_comm_next_tag(const sw_comm *c, sw_group g);
  * the point-to-point sends its collectives submitted, and the number of
  * collectives (those that communicate: groups of 2 or more). */
 void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *calls);
+/* The traffic model: the bytes this rank sends on g for one collective of
+ * `kind` over an fp32 tensor [rows, cols] -- the local tensor for an
+ * all-reduce, an all-to-all and a ring shift (by 1), the full (gathered)
+ * one for an all-gather and a reduce-scatter -- as sw_comm_traffic will
+ * count it, with the algorithm c would run: a direct all-reduce sends
+ * (p-1) N, a ring all-reduce 2 N less this rank's chunk and its right
+ * neighbour's, an all-gather N less its right neighbour's chunk, a
+ * reduce-scatter N less its own. 0 for c NULL or a group of one. */
+typedef enum {
+    SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER, SW_COLL_ALLTOALL, SW_COLL_RING_SHIFT
+} sw_coll;
+double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, int64_t cols);
+/* A traffic model's sum: bytes this rank sends per training step on each
+ * group, forward and backward apart (full recomputation sends a block's
+ * forward traffic again in backward). The layers, the registry and the
+ * block policies each add their share (layers.h, params.h, blocks.h). */
+typedef struct sw_traffic {
+    double forward[SW_GROUP_COUNT], backward[SW_GROUP_COUNT];
+} sw_traffic;
 
 /* t[rows, cols] (RW) becomes op over the group of every member's t; every
  * member gets bit-identical values. Same shape on every member. */

@@ -204,24 +204,11 @@ sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 /* the model's figure alone, from the configuration */
 double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer);
 
-/* Bytes one rank sends on the TP group per training step (forward +
- * backward), by the formula of bandwidth-optimal collectives (all-reduce
- * 2(t-1)/t N, all-gather and reduce-scatter (t-1)/t N for a full tensor of
- * N bytes): per block 2 f/g pairs forward and backward on [T,h] (4
- * all-reduces, or with sp 4 all-gathers + 4 reduce-scatters: the same
- * volume), the re-gathers of tp_recompute_allgather, the embedding's g and
- * the LM head's f (one all-reduce each, or their sp pairs), 3 [T,1] all-reduces of the cross-entropy, with sp the
- * gradients of the replicated norm weights and row-parallel biases, and
- * the replicated K/V heads' weight gradients. 0 when tp = 1. Compare with
- * sw_comm_traffic(); at p > 2 small all-reduces use the direct algorithm,
- * which sends (p-1) N instead. */
-double sw_gpt_tp_bytes_model(const sw_gpt_config *c);
-
-/* Context parallelism: bytes one rank sends per training step on its
- * Ulysses group (the q, k, v and output all-to-alls forward and backward,
- * (U-1)/U of each local tensor) and on its ring group (K/V blocks: ring-1
- * shifts forward and backward, their gradients ring shifts). */
-void sw_gpt_cp_bytes_model(const sw_gpt_config *c, double *ulysses_bytes, double *ring_bytes);
+/* The traffic model of the step (layers.h, "traffic model"): what this
+ * rank sends per training step on each group, forward and backward apart,
+ * summed from the model's layers, block policy and registry; compare with
+ * sw_comm_traffic(). */
+void sw_gpt_traffic(sw_gpt *m, sw_traffic *t);
 /* Attention FLOPs this rank submitted in its last forward: 4 d per visible
  * (query, key) pair of the submitted tiles, fully masked tiles skipped
  * (Ring attention's load balance). */

@@ -252,6 +252,20 @@ void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv)
 /* attention FLOPs submitted by the last forward (4 d per visible pair) */
 double sw_attention_flops(const sw_attention *a);
 
+/* ------------------------------------------------------ traffic model */
+
+/* Each adds to t what its layer sends per training step (every
+ * micro-batch's forward and backward; sw_traffic in comm.h), from its
+ * shapes and the context's degrees, as sw_comm_traffic will count it.
+ * A model sums its layers', the registry's (sw_params_traffic) and the
+ * block policy's (sw_blocks_traffic). */
+void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t);
+void sw_norm_traffic(const sw_ctx *x, const sw_norm *n, sw_traffic *t);
+void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t);
+void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t);
+/* the attention of one block, and the K/V gradient sums of its QKV linear */
+void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linear *qkv, sw_traffic *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,6 +39,12 @@ sw_tensor *sw_tp_g_backward(const sw_tp *tp, sw_tensor *local, sw_tensor *full);
  * local rows only (SP: norms, row-parallel biases): sum over the group */
 void sw_tp_sum_replicated_grad(const sw_tp *tp, sw_tensor *grad);
 
+/* The traffic model of the operators: bytes this rank sends for one of
+ * them on a full tensor [rows, cols] (T rows; for SW_TP_SUM_GRAD the
+ * gradient's shape), as sw_comm_bytes counts its collective. */
+typedef enum { SW_TP_F_FORWARD, SW_TP_F_BACKWARD, SW_TP_G_FORWARD, SW_TP_G_BACKWARD, SW_TP_SUM_GRAD } sw_tp_op;
+double sw_tp_bytes(const sw_tp *tp, sw_tp_op op, int64_t rows, int64_t cols);
+
 #ifdef __cplusplus
 }
 #endif

@@ -96,6 +96,11 @@ void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
  * (and gradient buckets once allocated); from the descriptions, so it can
  * be asked before sw_params_allocate. */
 double sw_params_bytes(const sw_params *p);
+/* Adds the step's gradient reductions to t->backward (the traffic model,
+ * see sw_traffic): the buckets' all-reduces over the gradient group, or
+ * ZeRO-1's reduce-scatters and parameter gathers, and the clipping norm's
+ * all-reduce over the world. From the descriptions, like sw_params_bytes. */
+void sw_params_traffic(const sw_params *p, sw_traffic *t);
 
 /* Step services (submit only). */
 void sw_params_cast_bf16(sw_params *p);
