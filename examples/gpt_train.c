@@ -356,20 +356,14 @@ static void memory_report(sw_gpt *m)
     double *mine = malloc(sizeof(double) * 2 * (size_t)c->layers);
     if (!all || !mine) { perror("malloc"); exit(1); }
     for (int l = 0; l < c->layers; l++) {
-        sw_gpt_memory r = sw_gpt_saved_bytes(m, l);
+        sw_block_memory r = sw_gpt_saved_bytes(m, l);
         mine[2 * l] = r.model_bytes;
         mine[2 * l + 1] = r.registered_bytes;
     }
     SW_CHECK(MPI_Gather(mine, 2 * c->layers, MPI_DOUBLE, all, 2 * c->layers, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (me == 0) {
-        printf("memory: saved activations per layer (fp32, recompute %s), model: %s\n", sw_recompute_name(c->recompute),
-               c->recompute == SW_RECOMPUTE_FULL
-                   ? "l h elements for every recompute-every-th block (its input), 0 for the others"
-                   : c->model == SW_MODEL_LLAMA
-                   ? "l(4h+2) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 3F/t) [+ Ulysses: T aq d]"
-                     " [+ none: aq/U B seq^2] elements (F = ffn)"
-                   : "l(4h+4) + [sp, kept gathered] 2Th + T((aq+2ak)d + aq d + aq + 2F/t) [+ Ulysses: T aq d]"
-                     " [+ none: aq/U B seq^2] elements (F = ffn)");
+        printf("memory: saved activations per layer (fp32, recompute %s); model: the shapes each block declares "
+               "it keeps (sw_blocks_saved_model; README, \"Memory model\")\n", sw_recompute_name(c->recompute));
         printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "registered", "diff");
         for (int r = 0; r < world; r++)
             for (int l = 0; l < c->layers; l++) {

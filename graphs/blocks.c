@@ -23,6 +23,7 @@ struct sw_blocks {
     int nslots;
     sw_saved *slots;
     sw_tensor ***stash;   /* offload: stash[l][i] on the offload node holds slot (l)'s tensor i */
+    double set_bytes;     /* the memory model: what keep declares */
     struct stash_ref *sref; /* sref[l]: the prefetch callback's argument of block l */
 };
 
@@ -39,6 +40,10 @@ int sw_recompute_parse(const char *name)
 
 sw_tensor *sw_saved_new(sw_saved *s, const char *what, int64_t rows, int64_t cols)
 {
+    if (s->declare) {
+        s->bytes += 4.0 * (double)rows * (double)cols;
+        return NULL;
+    }
     char name[64];
     snprintf(name, sizeof name, "%s%d.%s", s->prefix, s->slot, what);
     if (s->n == SW_SAVED_MAX) sw_fail(__FILE__, __LINE__, "sw_saved_new: more than SW_SAVED_MAX tensors", -12);
@@ -52,6 +57,27 @@ static sw_tensor *stream(const sw_blocks *b, const char *what, int l)
     return sw_tensor_new2d(name, SW_F32, b->c.rows, b->c.cols);
 }
 
+/* what keep declares for one block (written into the model's slot 0) */
+static double declared_bytes(const sw_block_ops *ops, void *model)
+{
+    sw_saved s = {.declare = 1};
+    ops->keep(model, &s);
+    return s.bytes;
+}
+
+/* the model of block l from the set's bytes */
+static double saved_model(const sw_blocks_config *c, double set_bytes, int l)
+{
+    double input = 4.0 * (double)c->rows * (double)c->cols;
+    if (c->recompute == SW_RECOMPUTE_FULL) return l % c->recompute_every == 0 ? input : 0;
+    return input + set_bytes;
+}
+
+double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer)
+{
+    return saved_model(c, declared_bytes(ops, model), layer);
+}
+
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
     sw_blocks *b = sw_xcalloc(1, sizeof *b);
@@ -60,6 +86,7 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     b->model = model;
     int L = c->layers, full = c->recompute == SW_RECOMPUTE_FULL;
     if (full && c->offload) sw_usage_error("offload needs recompute none or selective (recompute = full keeps only block inputs)");
+    b->set_bytes = declared_bytes(ops, model);
     /* block inputs: every one, or with full recomputation those of the
      * kept blocks (l % K == 0; the others are the working set's) */
     b->K = full ? c->recompute_every : 0;
@@ -178,14 +205,14 @@ void sw_blocks_backward(sw_blocks *b, int step)
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
 }
 
-double sw_blocks_registered_bytes(const sw_blocks *b, int layer)
+sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer)
 {
     double bytes = 0;
     if (!b->K || layer % b->K == 0) bytes += (double)sw_tensor_bytes(b->x[layer]);
     const sw_saved *a = &b->slots[layer % b->nslots];
     for (int i = 0; i < a->n && !b->K; i++)
         bytes += (double)sw_tensor_bytes(b->stash ? b->stash[layer][i] : a->t[i]);
-    return bytes;
+    return (sw_block_memory){saved_model(&b->c, b->set_bytes, layer), bytes};
 }
 
 void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t)

@@ -214,12 +214,20 @@ static sw_blocks_config blocks_config(const sw_gpt *m)
 
 /* Refuses, before any allocation, a model whose certain bytes per rank --
  * parameter state, saved activations (unless offloaded), logits -- exceed
- * the memory this rank may count on. */
-static void refuse_unless_fits(const sw_gpt *m)
+ * the memory this rank may count on, and an offload budget that cannot
+ * hold the saved activations of the block in backward and of the one
+ * prefetched (measured: with tp 2 and 1.5 blocks, StarPU found no room for
+ * the collectives' buffers and waited forever). */
+static void refuse_unless_fits(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
+    sw_blocks_config bc = blocks_config(m);
+    double block_mib = sw_blocks_saved_model(&bc, &block_ops, m, 0) / SW_MIB;
+    if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
+        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
+                       sw_offload_budget_mb(), block_mib);
     double avail = sw_memory_available_per_rank(), state = sw_params_bytes(m->params), saved = 0;
-    for (int l = 0; l < c->layers && !c->offload; l++) saved += sw_gpt_saved_model_bytes(c, l);
+    for (int l = 0; l < c->layers && !c->offload; l++) saved += sw_blocks_saved_model(&bc, &block_ops, m, l);
     double logits = 4.0 * m->x.T * (double)(c->vocab_padded / c->tp), need = state + saved + logits, GiB = SW_MIB * 1024;
     if (avail > 0 && need > avail)
         sw_usage_error("the model needs at least %.2f GiB per rank (parameters, gradients and AdamW moments %.2f GiB, "
@@ -239,13 +247,6 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->spec = &specs[c->model];
     if (c->offload && sw_offload_node() < 0)
         sw_usage_error("offload needs an offload memory node (sw_init with sw_options.offload = 1; gpt_train --offload)");
-    /* the budget must hold the saved activations of the block in backward
-     * and of the one prefetched (measured: with tp 2 and 1.5 blocks, StarPU
-     * found no room for the collectives' buffers and waited forever) */
-    double block_mib = sw_gpt_saved_model_bytes(c, 0) / SW_MIB;
-    if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
-        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
-                       sw_offload_budget_mb(), block_mib);
     int ulysses_ring = c->ulysses * c->ring > 1;
     sw_params_config pc = {c->seed, c->tiles, c->dtype, c->grad_accum, c->bucket_mb, c->zero,
                            ulysses_ring ? SW_GROUP_SP_DP : SW_GROUP_DP, c->lr, c->beta1, c->beta2, c->adam_eps,
@@ -355,10 +356,7 @@ void sw_gpt_traffic(sw_gpt *m, sw_traffic *t)
     sw_params_traffic(m->params, t);
 }
 
-sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
-{
-    return (sw_gpt_memory){sw_gpt_saved_model_bytes(&m->c, layer), sw_blocks_registered_bytes(m->blocks, layer)};
-}
+sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer) { return sw_blocks_saved_bytes(m->blocks, layer); }
 
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {

@@ -1,12 +1,11 @@
-/* GPT-2's configuration: its rules, and the analytical models of its
- * saved activations, communication and FLOPs (see graphs.h). */
+/* The decoder's configuration (GPT-2, LLaMA): its rules and its FLOPs
+ * (see graphs.h); its memory and traffic models are the layers'. */
 #include <stdio.h>
 #include <string.h>
 
 #include "layer_util.h"
 #include "starweave/graphs.h"
 
-static int kv_heads_of(const sw_gpt_config *c) { return c->kv_heads ? c->kv_heads : c->heads; }
 
 static const char *const model_names[] = {"gpt2", "llama"};
 const char *sw_model_name(int model) { return model >= 0 && model < 2 ? model_names[model] : "?"; }
@@ -133,32 +132,7 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     return 0;
 }
 
-/* ------------------------------------------------------------ models */
-
-double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer)
-{
-    /* the model, from the configuration alone (fp32 elements):
-     * selective: l (4h + 4) + [sp, t > 1, kept gathered] 2 T h + T ((aq + 2 ak) d + aq d + aq + 2 F/t)
-     *   (LLaMA: l (4h + 2), no means; 3 F/t, gate | up and the SwiGLU output; F = ffn)
-     *   l = T/t with sp, else T: block input, ln1, x_mid, ln2 (+ mean, rstd of
-     *   both norms); the gathered norm outputs; qkv, attention output, lse,
-     *   fc before and after GeLU; with Ulysses + T aq d: the attention output
-     *   in both layouts. T = seq/(ulysses*ring) * B, B = batch/(dp*grad_accum).
-     * none: + (aq/ulysses) B seq^2, the attention probabilities.
-     * full: l h for a checkpointed block (layer % recompute_every == 0), else 0. */
-    double t = c->tp, B = c->batch / (c->dp * c->grad_accum), T = (double)c->seq / (c->ulysses * c->ring) * B;
-    double h = c->hidden;
-    double d = (double)c->hidden / c->heads;
-    double kv = kv_heads_of(c), aq = c->heads / t, ak = kv >= t ? kv / t : 1;
-    double l = c->sp ? T / t : T, F = c->ffn > 0 ? c->ffn : 4 * h, llama = c->model == SW_MODEL_LLAMA;
-    double gathered = c->sp && c->tp > 1 && !c->tp_recompute_allgather ? 2 * T * h : 0;
-    /* norms keep rstd (and LayerNorm the mean); the MLP keeps fc (gate | up with SwiGLU) and its activation */
-    double elems = l * (4 * h + (llama ? 2 : 4)) + gathered + T * ((aq + 2 * ak) * d + aq * d + aq + (llama ? 3 : 2) * F / t);
-    if (c->ulysses > 1) elems += T * aq * d;
-    if (c->recompute == SW_RECOMPUTE_NONE) elems += aq / c->ulysses * B * (double)c->seq * c->seq;
-    if (c->recompute == SW_RECOMPUTE_FULL) elems = layer % c->recompute_every == 0 ? l * h : 0;
-    return 4 * elems;
-}
+/* ------------------------------------------------------------- FLOPs */
 
 double sw_gpt_step_flops(const sw_gpt_config *c)
 {

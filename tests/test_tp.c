@@ -264,7 +264,7 @@ int main(int argc, char **argv)
      * StarPU's allocator); with sp and the re-gather in backward (or tp 1),
      * this rank keeps the single rank's bytes / (tp * dp * grad_accum) */
     for (int l = 0; l < c.layers; l++) {
-        sw_gpt_memory ms = sw_gpt_saved_bytes(single, l), mp = sw_gpt_saved_bytes(par, l);
+        sw_block_memory ms = sw_gpt_saved_bytes(single, l), mp = sw_gpt_saved_bytes(par, l);
         /* full recomputation: blocks other than every K-th keep nothing (model 0) */
         double es = fabs(ms.registered_bytes - ms.model_bytes) / (ms.model_bytes > 0 ? ms.model_bytes : 1);
         double ep = fabs(mp.registered_bytes - mp.model_bytes) / (mp.model_bytes > 0 ? mp.model_bytes : 1);

@@ -40,8 +40,11 @@ typedef struct sw_saved {
     char prefix[24];         /* names: prefix<slot>.what */
     int slot, n;
     sw_tensor *t[SW_SAVED_MAX];
+    int declare;             /* the memory model's pass: nothing allocated */
+    double bytes;            /* what the set declared */
 } sw_saved;
-/* A new [rows, cols] fp32 tensor of the set. */
+/* A new [rows, cols] fp32 tensor of the set; NULL, counted in s->bytes,
+ * when s->declare (keep must then only record: the memory model). */
 sw_tensor *sw_saved_new(sw_saved *s, const char *what, int64_t rows, int64_t cols);
 
 typedef struct sw_block_ops {
@@ -70,10 +73,19 @@ sw_tensor *sw_blocks_grad(sw_blocks *b);   /* the residual stream's gradient: of
                                               sw_blocks_backward, of x[0] after */
 void sw_blocks_forward(sw_blocks *b, int step);
 void sw_blocks_backward(sw_blocks *b, int step);
-/* Bytes the service registered as block `layer`'s saved activations: its
- * kept input and its saved set (with offload: the copies on the offload
- * node; with FULL: the kept input only, the slots are shared). */
-double sw_blocks_registered_bytes(const sw_blocks *b, int layer);
+/* The memory model: bytes block `layer` keeps from its forward to its
+ * backward on this rank -- its input (with FULL only every
+ * recompute_every-th block's) and the saved set its keep declares (none
+ * with FULL: the slots are shared; with offload, on the offload node) --
+ * from the shapes alone: keep runs on a declaring set (s->declare, slot 0).
+ * Call it before sw_blocks_create (e.g. to refuse what cannot fit). */
+double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer);
+/* Block `layer`'s saved bytes: the model's (sw_blocks_saved_model, taken
+ * at creation) and those of the tensors the service registered. */
+typedef struct sw_block_memory {
+    double model_bytes, registered_bytes;
+} sw_block_memory;
+sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer);
 /* The traffic model of the stack (ops->traffic required): every block's
  * forward and backward, and with SW_RECOMPUTE_FULL every block's forward
  * again in backward (the last of each group without its output). Needs no

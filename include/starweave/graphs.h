@@ -187,22 +187,17 @@ void sw_gpt_update(sw_gpt *m, int step);
 /* Blocking: loss of the last submitted forward. */
 float sw_gpt_read_loss(sw_gpt *m);
 
-/* Saved activations of block `layer` on this rank, in bytes: what the
- * library's model says for this configuration (formula in README, "Memory
- * model"), and the bytes of the tensors the builder registered as the
- * block's saved tensors (its own bookkeeping, not a measurement: tensors
- * shared by several blocks, such as the working set that full
- * recomputation fills again in backward, are not counted; with offload,
- * the block's tensors on the offload node). tests/test_memory measures the
- * same bytes through StarPU's allocator.
- * Dropout masks are never saved (regenerated from the counter-based RNG);
- * only SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
-typedef struct sw_gpt_memory {
-    double model_bytes, registered_bytes;
-} sw_gpt_memory;
-sw_gpt_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
-/* the model's figure alone, from the configuration */
-double sw_gpt_saved_model_bytes(const sw_gpt_config *c, int layer);
+/* Saved activations of block `layer` on this rank, in bytes: the memory
+ * model's (sw_blocks_saved_model: the shapes a block declares it keeps;
+ * README, "Memory model", gives them as formulas), and the bytes of the
+ * tensors registered as the block's (the library's bookkeeping, not a
+ * measurement: tensors shared by several blocks, such as the working set
+ * that full recomputation fills again in backward, are not counted; with
+ * offload, the block's tensors on the offload node). tests/test_memory
+ * measures the same bytes through StarPU's allocator. Dropout masks are
+ * never saved (regenerated from the counter-based RNG); only
+ * SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
+sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 
 /* The traffic model of the step (layers.h, "traffic model"): what this
  * rank sends per training step on each group, forward and backward apart,
