@@ -13,6 +13,7 @@
 #include <starpu_mpi.h>
 
 #include "codelet_util.h"
+#include "comm_nbc.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -40,6 +41,12 @@ struct sw_comm {
     int64_t op_base;                   /* its first tag: a request's chunk is tag - op_base */
     struct sw_nccl *nccl;              /* GPU builds: the collectives go to NCCL */
     int nccl_owned;                    /* created by sw_comm_set_backend, destroyed with c */
+    /* the collectives MPI runs (comm_nbc.h), where MPI_THREAD_MULTIPLE:
+     * per group of 2 or more, a duplicate of its communicator (MPI matches
+     * collectives by call order: this context's alone) and the token that
+     * orders them; NULL token: not available */
+    MPI_Comm nbc_comm[SW_GROUP_COUNT];
+    starpu_data_handle_t token[SW_GROUP_COUNT];
 };
 
 /* GPU builds: a context handed an NCCL one passes each collective on. */
@@ -79,13 +86,25 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         /* the standard guarantees at least 32767 */
         c->mpi_tag_ub[g] = c->tag_ub[g] = (flag && ub) ? *ub : 32767;
         c->next_tag[g] = 0;
+        c->nbc_comm[g] = MPI_COMM_NULL;
+        if (sw_nbc_available() && sw_mesh_size(m, (sw_group)g) > 1) {
+            SW_CHECK(MPI_Comm_dup(comm, &c->nbc_comm[g]));
+            starpu_void_data_register(&c->token[g]);
+        }
     }
+    sw_nbc_attach();
     return c;
 }
 
 void sw_comm_destroy(sw_comm *c)
 {
     if (!c) return;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        if (!c->token[g]) continue;
+        starpu_data_unregister(c->token[g]); /* waits for the group's collectives */
+        SW_CHECK(MPI_Comm_free(&c->nbc_comm[g]));
+    }
+    sw_nbc_detach();
 #ifdef STARWEAVE_USE_CUDA
     if (c->nccl_owned) sw_nccl_destroy(c->nccl);
 #endif
@@ -399,10 +418,31 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
     free(d);
 }
 
-/* The algorithm sw_allreduce runs for a [rows, cols] tensor on a group of p */
-enum { DIRECT, RING_ROWS, RING_COLS };
-static int allreduce_algo(const sw_comm *c, int p, int64_t rows, int64_t cols)
+/* whether MPI runs a collective of `bytes` (the full tensor) on g */
+static int via_mpi(const sw_comm *c, sw_group g, double bytes)
 {
+    return c->token[g] && (c->algo == SW_ALGO_MPI || (c->algo == SW_ALGO_AUTO && bytes <= SW_COMM_MPI_BYTES));
+}
+
+/* Submits MPI's collective on g (see via_mpi), counted as the ring's bytes. */
+static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *in, sw_tensor *out, int op)
+{
+    static const sw_coll colls[] = {SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER};
+    const sw_tensor *full = kind == SW_NBC_ALLGATHER ? out : in;
+    c->sent_bytes[g] += sw_comm_bytes(c, g, colls[kind], full->rows, full->cols);
+    c->calls[g]++;
+    sw_trace_ctx saved = sw_trace_get_ctx();
+    sw_trace_set_phase(SW_PHASE_COMM, saved.layer);
+    sw_nbc_submit(kind, c->nbc_comm[g], c->token[g], sw_tensor_whole(in, out ? STARPU_R : STARPU_RW),
+                  out ? sw_tensor_whole(out, STARPU_W) : NULL, op);
+    sw_trace_set_ctx(saved);
+}
+
+/* The algorithm sw_allreduce runs for a [rows, cols] tensor on g (p members) */
+enum { DIRECT, RING_ROWS, RING_COLS, VIA_MPI };
+static int allreduce_algo(const sw_comm *c, sw_group g, int p, int64_t rows, int64_t cols)
+{
+    if (via_mpi(c, g, (double)(rows * cols) * sizeof(float))) return VIA_MPI;
     size_t small = c->small_bytes;
     if (p == 2 && small < SW_COMM_P2_DIRECT_BYTES) small = SW_COMM_P2_DIRECT_BYTES;
     int ring = c->algo == SW_ALGO_RING || (c->algo == SW_ALGO_AUTO && (size_t)(rows * cols) * sizeof(float) >= small);
@@ -423,7 +463,8 @@ void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
      * the core with the worker (mpirun binds a rank to one core; both
      * threads spin). Each such hand-off waits for a scheduler tick (4 ms
      * here), so AUTO keeps DIRECT up to SW_COMM_P2_DIRECT_BYTES at p = 2. */
-    switch (allreduce_algo(c, p, t->rows, t->cols)) {
+    switch (allreduce_algo(c, g, p, t->rows, t->cols)) {
+    case VIA_MPI: submit_via_mpi(c, g, SW_NBC_ALLREDUCE, t, NULL, (int)op); break;
     case RING_ROWS: allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op); break;
     case RING_COLS: /* column chunks: strided, which MPI and the codelet handle */
         allreduce_ring(c, g, sw_tensor_tiles(t, SW_COLS, p, STARPU_RW), (int)op);
@@ -451,7 +492,10 @@ double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, i
 #endif
     switch (kind) {
     case SW_COLL_ALLREDUCE: /* the ring sends every chunk but its own, then every chunk but its right neighbour's */
-        switch (allreduce_algo(c, p, rows, cols)) {
+        switch (allreduce_algo(c, g, p, rows, cols)) {
+        case VIA_MPI: /* counted as the ring's */
+            return rows >= p ? 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows)
+                             : 2.0 * (p - 1) / p * n;
         case RING_ROWS: return 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows);
         case RING_COLS: return 2 * n - chunk_bytes(cols, p, r, n / cols) - chunk_bytes(cols, p, r + 1, n / cols);
         default: return (p - 1) * n;
@@ -518,6 +562,10 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
         sw_copy(sw_tensor_whole(out, STARPU_W), src);
         return;
     }
+    if (via_mpi(c, g, (double)sw_tensor_bytes(out))) {
+        submit_via_mpi(c, g, SW_NBC_ALLGATHER, in, out, 0);
+        return;
+    }
     starpu_data_handle_t *o = sw_tensor_tiles(out, SW_ROWS, p, STARPU_W);
     allgather_ring(c, g, o, src, "allgather");
     sw_copy(o[r], src);
@@ -547,6 +595,10 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p == 1) {
         sw_copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
+        return;
+    }
+    if (via_mpi(c, g, (double)sw_tensor_bytes(in))) {
+        submit_via_mpi(c, g, SW_NBC_REDUCE_SCATTER, in, out, (int)op);
         return;
     }
     const MPI_Comm comm = sw_mesh_comm(c->mesh, g);

@@ -34,19 +34,31 @@ extern "C" {
 
 typedef enum { SW_SUM = 0, SW_MAX = 1 } sw_reduce_op;
 
-/* All-reduce algorithm. RING: reduce-scatter then all-gather around the
- * group, 2(p-1) steps on p row (or column) chunks, bandwidth-optimal.
+/* Collective algorithm. RING: the all-reduce as reduce-scatter then
+ * all-gather around the group, 2(p-1) steps on p row (or column) chunks,
+ * bandwidth-optimal, in StarPU-MPI requests and reduction tasks.
  * DIRECT: every rank sends its whole buffer to every other rank and one
- * task reduces the p buffers in rank order, one step (latency-friendly).
- * AUTO: RING from the small-message threshold up, DIRECT below; at p = 2
- * the threshold is at least 4 MiB (both move the same bytes there, and the
- * ring's second send waits for a reduction task, a worker/progression-thread
- * hand-off that costs a scheduler tick on a shared core). A tensor with
- * fewer rows and fewer columns than the group size always uses DIRECT. */
-typedef enum { SW_ALGO_AUTO = 0, SW_ALGO_RING = 1, SW_ALGO_DIRECT = 2 } sw_comm_algo;
+ * task reduces the p buffers in rank order, one step. MPI: one task starts
+ * MPI's own non-blocking collective (MPI_Iallreduce, MPI_Iallgatherv,
+ * MPI_Ireduce_scatter) and the graph goes on without holding a worker; the
+ * task ends when idle workers see the request complete (needs
+ * MPI_THREAD_MULTIPLE; all-reduce, all-gather and reduce-scatter).
+ * AUTO: MPI up to SW_COMM_MPI_BYTES where available (its latency is MPI's
+ * plus a task's; the StarPU-MPI decomposition hands every message between
+ * StarPU-MPI's thread and a worker, which costs an OS time slice where
+ * ranks share cores: BENCHMARKS.md, "Collective latency"); above it, for
+ * the all-reduce, RING from the small-message threshold up and DIRECT
+ * below (at p = 2 at least 4 MiB), and the decomposition in chunks for the
+ * others (so the chunks' consumers start as each arrives). RING and DIRECT
+ * also choose the decomposition for the all-gather and reduce-scatter. A
+ * tensor with fewer rows and fewer columns than the group size is never
+ * reduced by RING. */
+typedef enum { SW_ALGO_AUTO = 0, SW_ALGO_RING = 1, SW_ALGO_DIRECT = 2, SW_ALGO_MPI = 3 } sw_comm_algo;
 
 /* Default AUTO threshold (bytes): all-reduces below it use DIRECT. */
 #define SW_COMM_SMALL_BYTES ((size_t)64 * 1024)
+/* AUTO: collectives up to this size (the full tensor's bytes) run in MPI. */
+#define SW_COMM_MPI_BYTES ((size_t)4 * 1024 * 1024)
 
 typedef struct sw_comm sw_comm;
 
@@ -93,7 +105,8 @@ void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *cal
  * count it, with the algorithm c would run: a direct all-reduce sends
  * (p-1) N, a ring all-reduce 2 N less this rank's chunk and its right
  * neighbour's, an all-gather N less its right neighbour's chunk, a
- * reduce-scatter N less its own. 0 for c NULL or a group of one. */
+ * reduce-scatter N less its own; a collective MPI runs is counted as the
+ * ring's (its algorithm is MPI's choice). 0 for c NULL or a group of one. */
 typedef enum {
     SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER, SW_COLL_ALLTOALL, SW_COLL_RING_SHIFT
 } sw_coll;

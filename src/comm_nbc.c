@@ -1,0 +1,268 @@
+/* Collectives that MPI runs, started by a task and completed without
+ * holding a worker (comm_nbc.h).
+ *
+ * Why: a collective decomposed into StarPU-MPI requests and reduction tasks
+ * hands each message between StarPU-MPI's progression thread and a worker;
+ * where ranks share cores, each hand-off can wait for an OS time slice
+ * (BENCHMARKS.md, "Collective latency"). MPI's own collective algorithms
+ * run inside MPI, driven by whoever tests the request: here the idle
+ * workers, which would otherwise spin looking for tasks. */
+#include "comm_nbc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu_expert.h>
+#include <time.h>
+
+#include "codelet_util.h"
+#include "starweave/comm.h"
+#include "starweave/runtime.h"
+
+/* a collective in flight: its request, its task (ended on completion) and
+ * the counts MPI reads until then */
+typedef struct inflight {
+    MPI_Request req;
+    struct starpu_task *task;
+    int *counts; /* counts[p], displs[p] (all-gather, reduce-scatter) */
+    int done;    /* complete, its task not ended yet */
+} inflight;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* a request was added, or stop */
+    inflight *q;
+    int n, cap;
+    int users, hook, stop, release_pending;
+    pthread_t backstop;
+    double spin_s; /* how long the starting task waits for completion */
+} nbc = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0, -1, 0, 0, 0, 0};
+
+int sw_nbc_available(void)
+{
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    return provided == MPI_THREAD_MULTIPLE;
+}
+
+/* Tests the requests in flight (MPI's collectives advance inside these
+ * calls) and marks those complete; with `release` (a worker thread: dmda
+ * updates its worker's model when a task ends, so tasks end on workers
+ * only) ends the tasks of every one marked. nbc.lock held on entry and on
+ * return. Returns the number not released. */
+static int test_inflight(int release)
+{
+    struct starpu_task *done[64];
+    int ndone = 0;
+    for (int i = 0; i < nbc.n;) {
+        int flag = nbc.q[i].done;
+        if (!flag) {
+            int rc = MPI_Test(&nbc.q[i].req, &flag, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI_Test (non-blocking collective)", rc);
+            nbc.q[i].done = flag;
+        }
+        if (!flag || !release || ndone == 64) {
+            i++;
+            continue;
+        }
+        done[ndone++] = nbc.q[i].task;
+        free(nbc.q[i].counts);
+        nbc.q[i] = nbc.q[--nbc.n]; /* completion order does not matter: each task has its own */
+    }
+    int left = nbc.n;
+    pthread_mutex_unlock(&nbc.lock);
+    for (int i = 0; i < ndone; i++) starpu_task_end_dep_release(done[i]);
+    pthread_mutex_lock(&nbc.lock);
+    return left;
+}
+
+/* A task that ends, on a worker, the tasks whose requests completed. */
+static void release_cpu(void *buffers[], void *arg)
+{
+    (void)buffers, (void)arg;
+    pthread_mutex_lock(&nbc.lock);
+    nbc.release_pending = 0;
+    test_inflight(1);
+    pthread_mutex_unlock(&nbc.lock);
+}
+static struct starpu_codelet release_cl = {
+    .cpu_funcs = {release_cpu},
+    .cpu_funcs_name = {"release_cpu"},
+    .nbuffers = 0,
+    .name = "comm_mpi_release",
+};
+
+/* From a thread that is not a worker: tests, and has a worker end those complete. */
+static int test_elsewhere(void)
+{
+    int left = test_inflight(0), ready = 0;
+    for (int i = 0; i < nbc.n; i++) ready |= nbc.q[i].done;
+    if (ready && !nbc.release_pending) {
+        nbc.release_pending = 1;
+        int rc = starpu_task_insert(&release_cl, STARPU_PRIORITY, STARPU_MAX_PRIO, 0);
+        if (rc) sw_fail(__FILE__, __LINE__, "starpu_task_insert (collective release)", rc);
+    }
+    return left;
+}
+
+/* StarPU's progression hook, called by its drivers (and by threads waiting
+ * in StarPU): returns 1 ("the worker may sleep") when nothing is in flight. */
+static unsigned progress_hook(void *arg)
+{
+    (void)arg;
+    if (pthread_mutex_trylock(&nbc.lock)) return 0; /* another thread is testing */
+    int left = starpu_worker_get_id() >= 0 ? test_inflight(1) : test_elsewhere();
+    pthread_mutex_unlock(&nbc.lock);
+    return left == 0;
+}
+
+/* The backstop: StarPU calls the hooks at its drivers' pace, which gives
+ * no bound; this thread tests every millisecond while a request is in
+ * flight (rarely enough not to take the ranks' cores from their workers:
+ * polling every 8-256 us made tp 2 + sp steps about 15 % slower here) and
+ * sleeps otherwise. */
+static void *backstop(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&nbc.lock);
+    while (!nbc.stop) {
+        if (nbc.n == 0) {
+            pthread_cond_wait(&nbc.work, &nbc.lock);
+            continue;
+        }
+        test_elsewhere();
+        pthread_mutex_unlock(&nbc.lock);
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+        pthread_mutex_lock(&nbc.lock);
+    }
+    pthread_mutex_unlock(&nbc.lock);
+    return NULL;
+}
+
+void sw_nbc_attach(void)
+{
+    pthread_mutex_lock(&nbc.lock);
+    if (nbc.users++ == 0) {
+        const char *spin = getenv("SW_COMM_SPIN_US");
+        nbc.spin_s = (spin ? atof(spin) : 200.0) * 1e-6;
+        nbc.stop = 0;
+        nbc.hook = starpu_progression_hook_register(progress_hook, NULL);
+        if (nbc.hook < 0) sw_fail(__FILE__, __LINE__, "starpu_progression_hook_register", nbc.hook);
+        if (pthread_create(&nbc.backstop, NULL, backstop, NULL) != 0)
+            sw_fail(__FILE__, __LINE__, "pthread_create (collective backstop)", -EAGAIN);
+    }
+    pthread_mutex_unlock(&nbc.lock);
+}
+
+void sw_nbc_detach(void)
+{
+    pthread_mutex_lock(&nbc.lock);
+    int last = --nbc.users == 0;
+    if (last) {
+        starpu_progression_hook_deregister(nbc.hook);
+        nbc.hook = -1;
+        nbc.stop = 1;
+        pthread_cond_signal(&nbc.work);
+    }
+    pthread_mutex_unlock(&nbc.lock);
+    if (last) pthread_join(nbc.backstop, NULL);
+}
+
+struct nbc_args {
+    int kind, op;
+    MPI_Comm comm;
+};
+
+/* rows of every rank (sw_tile_range) times cols: counts[0..p-1], displs[p..2p-1] */
+static int *row_counts(MPI_Comm comm, int64_t rows, int64_t cols)
+{
+    int p;
+    SW_CHECK(MPI_Comm_size(comm, &p));
+    int *c = malloc(2 * sizeof(int) * (size_t)p);
+    if (!c) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+    for (int i = 0; i < p; i++) {
+        int64_t first, count;
+        sw_tile_range(rows, p, i, &first, &count);
+        c[i] = (int)(count * cols), c[p + i] = (int)(first * cols);
+    }
+    return c;
+}
+
+/* buffers: token (RW), in, [out] -- whole contiguous matrices */
+static void nbc_start_cpu(void *buffers[], void *cl_arg)
+{
+    struct nbc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const MPI_Op op = a.op == SW_MAX ? MPI_MAX : MPI_SUM;
+    inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, 0};
+    float *in = SW_F32_OF(buffers[1]);
+    int rc = MPI_SUCCESS, p;
+    SW_CHECK(MPI_Comm_size(a.comm, &p));
+    switch (a.kind) {
+    case SW_NBC_ALLREDUCE:
+        rc = MPI_Iallreduce(MPI_IN_PLACE, in, (int)SW_NUMEL_OF(buffers[1]), MPI_FLOAT, op, a.comm, &f.req);
+        break;
+    case SW_NBC_ALLGATHER:
+        f.counts = row_counts(a.comm, SW_ROWS_OF(buffers[2]), SW_COLS_OF(buffers[2]));
+        rc = MPI_Iallgatherv(in, (int)SW_NUMEL_OF(buffers[1]), MPI_FLOAT, SW_F32_OF(buffers[2]), f.counts,
+                             f.counts + p, MPI_FLOAT, a.comm, &f.req);
+        break;
+    case SW_NBC_REDUCE_SCATTER:
+        f.counts = row_counts(a.comm, SW_ROWS_OF(buffers[1]), SW_COLS_OF(buffers[1]));
+        rc = MPI_Ireduce_scatter(in, SW_F32_OF(buffers[2]), f.counts, MPI_FLOAT, op, a.comm, &f.req);
+        break;
+    }
+    if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI non-blocking collective", rc);
+    /* where the peers are there already, a short wait finishes it here: the
+     * end deferred costs a hand-off (measured on 2 ranks sharing 2 cores:
+     * tp 2 + sp steps 1.49x one rank's without this wait, 1.29x with 100 us,
+     * 1.18x with 200 us, 1.19x with 400 us) */
+    double t0 = MPI_Wtime();
+    for (int flag = 0;;) {
+        SW_CHECK(MPI_Test(&f.req, &flag, MPI_STATUS_IGNORE));
+        if (flag) {
+            free(f.counts);
+            return;
+        }
+        if (MPI_Wtime() - t0 > nbc.spin_s) break;
+    }
+    starpu_task_end_dep_add(f.task, 1); /* ended by progress() */
+    pthread_mutex_lock(&nbc.lock);
+    if (nbc.n == nbc.cap) {
+        nbc.cap = nbc.cap ? 2 * nbc.cap : 16;
+        nbc.q = realloc(nbc.q, sizeof *nbc.q * (size_t)nbc.cap);
+        if (!nbc.q) sw_fail(__FILE__, __LINE__, "realloc", -ENOMEM);
+    }
+    nbc.q[nbc.n++] = f;
+    pthread_cond_signal(&nbc.work);
+    pthread_mutex_unlock(&nbc.lock);
+}
+
+static struct starpu_codelet nbc_cl2 = {
+    .cpu_funcs = {nbc_start_cpu},
+    .cpu_funcs_name = {"nbc_start_cpu"},
+    .nbuffers = 2,
+    .modes = {STARPU_RW, STARPU_RW},
+    .name = "comm_mpi_collective",
+};
+static struct starpu_codelet nbc_cl3 = {
+    .cpu_funcs = {nbc_start_cpu},
+    .cpu_funcs_name = {"nbc_start_cpu"},
+    .nbuffers = 3,
+    .modes = {STARPU_RW, STARPU_R, STARPU_W},
+    .name = "comm_mpi_collective",
+};
+
+void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, starpu_data_handle_t in,
+                   starpu_data_handle_t out, int op)
+{
+    struct nbc_args a = {kind, op, comm};
+    if (out)
+        SW_INSERT(&nbc_cl3, STARPU_RW, token, STARPU_R, in, STARPU_W, out, STARPU_VALUE, &a, sizeof a,
+                  STARPU_PRIORITY, STARPU_MAX_PRIO);
+    else
+        SW_INSERT(&nbc_cl2, STARPU_RW, token, STARPU_RW, in, STARPU_VALUE, &a, sizeof a, STARPU_PRIORITY,
+                  STARPU_MAX_PRIO);
+}

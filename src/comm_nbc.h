@@ -1,0 +1,34 @@
+/* Collectives that MPI itself runs, as graph nodes that hold no worker
+ * (private to src/comm.c; see comm_nbc.c).
+ *
+ * One task per collective starts MPI's non-blocking collective on the
+ * buffers it was given, waits for it at most SW_COMM_SPIN_US microseconds
+ * (environment; 200 by default: where the peers are there, it completes
+ * in that time), and returns; unfinished, the task does not end -- its
+ * buffers stay locked and its successors wait -- until the request
+ * completes, which StarPU's progression hook (called by its drivers) or a
+ * backstop thread (every millisecond) notices. The tasks of one
+ * communicator take its token in RW mode, so each rank starts them in
+ * submission order -- the order MPI matches collectives by -- and one at a
+ * time. Buffers are whole row-major matrices (ld == cols). */
+#ifndef STARWEAVE_COMM_NBC_H
+#define STARWEAVE_COMM_NBC_H
+
+#include <mpi.h>
+#include <starpu.h>
+
+typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER } sw_nbc_kind;
+
+/* Whether MPI may be called from worker threads (MPI_THREAD_MULTIPLE). */
+int sw_nbc_available(void);
+/* The hook and the backstop thread, while at least one context uses them. */
+void sw_nbc_attach(void);
+void sw_nbc_detach(void);
+/* Submits the collective on comm: all-reduce `in` in place (out NULL);
+ * all-gather in (this rank's rows) into out (every rank's rows, split as
+ * sw_tile_range); reduce-scatter in (every row) into out (this rank's).
+ * op: sw_reduce_op. token: comm's, a handle every task of comm writes. */
+void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, starpu_data_handle_t in,
+                   starpu_data_handle_t out, int op);
+
+#endif
