@@ -424,17 +424,32 @@ static int via_mpi(const sw_comm *c, sw_group g, double bytes)
     return c->token[g] && (c->algo == SW_ALGO_MPI || (c->algo == SW_ALGO_AUTO && bytes <= SW_COMM_MPI_BYTES));
 }
 
-/* Submits MPI's collective on g (see via_mpi), counted as the ring's bytes. */
+/* Submits MPI's collective on g (see via_mpi), counted as the ring's bytes
+ * and traced (when on) as an exchange with every other member: a send and
+ * a receive per peer, one tag, from the data's readiness to completion. */
 static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *in, sw_tensor *out, int op)
 {
     static const sw_coll colls[] = {SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER};
+    static const char *const names[] = {"allreduce_mpi", "allgather_mpi", "reduce_scatter_mpi"};
     const sw_tensor *full = kind == SW_NBC_ALLGATHER ? out : in;
+    const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     c->sent_bytes[g] += sw_comm_bytes(c, g, colls[kind], full->rows, full->cols);
-    c->calls[g]++;
-    sw_trace_ctx saved = sw_trace_get_ctx();
+    const int64_t tag = take_tags(c, g, 1);
+    starpu_data_handle_t hi = sw_tensor_whole(in, out ? STARPU_R : STARPU_RW);
+    starpu_data_handle_t ho = out ? sw_tensor_whole(out, STARPU_W) : NULL;
+    void **recs = NULL;
+    for (int k = 1, n = 0; k < p; k++) {
+        void *send = sw_trace_comm_begin(names[kind], sw_group_name(g), -1, sw_mesh_comm(c->mesh, g), mod(r + k, p), 1,
+                                         tag, hi);
+        void *recv = sw_trace_comm_begin(names[kind], sw_group_name(g), -1, sw_mesh_comm(c->mesh, g), mod(r - k, p), 0,
+                                         tag, ho ? ho : hi);
+        if (!send) continue; /* not traced */
+        if (!recs && !(recs = calloc(2 * (size_t)p, sizeof *recs))) sw_fail(__FILE__, __LINE__, "calloc", -ENOMEM);
+        recs[n++] = send, recs[n++] = recv;
+    }
+    sw_trace_ctx saved = sw_trace_get_ctx(); /* the records keep the caller's phase, the task is the collective's */
     sw_trace_set_phase(SW_PHASE_COMM, saved.layer);
-    sw_nbc_submit(kind, c->nbc_comm[g], c->token[g], sw_tensor_whole(in, out ? STARPU_R : STARPU_RW),
-                  out ? sw_tensor_whole(out, STARPU_W) : NULL, op);
+    sw_nbc_submit(kind, c->nbc_comm[g], c->token[g], hi, ho, op, recs);
     sw_trace_set_ctx(saved);
 }
 

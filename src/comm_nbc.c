@@ -20,6 +20,7 @@
 #include "codelet_util.h"
 #include "starweave/comm.h"
 #include "starweave/runtime.h"
+#include "starweave/trace.h"
 
 /* a collective in flight: its request, its task (ended on completion) and
  * the counts MPI reads until then */
@@ -27,8 +28,18 @@ typedef struct inflight {
     MPI_Request req;
     struct starpu_task *task;
     int *counts; /* counts[p], displs[p] (all-gather, reduce-scatter) */
+    void **recs; /* its trace records (NULL-terminated), or NULL */
     int done;    /* complete, its task not ended yet */
 } inflight;
+
+/* the request completed: its trace records end now */
+static void completed(inflight *f)
+{
+    for (void **r = f->recs; r && *r; r++) sw_trace_comm_done(*r);
+    free(f->recs);
+    free(f->counts);
+    f->recs = NULL, f->counts = NULL, f->done = 1;
+}
 
 static struct {
     pthread_mutex_t lock;
@@ -61,14 +72,13 @@ static int test_inflight(int release)
         if (!flag) {
             int rc = MPI_Test(&nbc.q[i].req, &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI_Test (non-blocking collective)", rc);
-            nbc.q[i].done = flag;
+            if (flag) completed(&nbc.q[i]);
         }
         if (!flag || !release || ndone == 64) {
             i++;
             continue;
         }
         done[ndone++] = nbc.q[i].task;
-        free(nbc.q[i].counts);
         nbc.q[i] = nbc.q[--nbc.n]; /* completion order does not matter: each task has its own */
     }
     int left = nbc.n;
@@ -107,20 +117,19 @@ static int test_elsewhere(void)
     return left;
 }
 
-/* StarPU's progression hook, called by its drivers (and by threads waiting
- * in StarPU): returns 1 ("the worker may sleep") when nothing is in flight. */
-static unsigned progress_hook(void *arg)
+/* StarPU's idle hook, called by a worker that found no task (between the
+ * naps of src/runtime.c's idle hook where ranks share cores). */
+static unsigned idle_hook(void *arg)
 {
     (void)arg;
     if (pthread_mutex_trylock(&nbc.lock)) return 0; /* another thread is testing */
-    int left = starpu_worker_get_id() >= 0 ? test_inflight(1) : test_elsewhere();
+    if (nbc.n) starpu_worker_get_id() >= 0 ? test_inflight(1) : test_elsewhere();
     pthread_mutex_unlock(&nbc.lock);
-    return left == 0;
+    return 0;
 }
 
-/* The backstop: StarPU calls the hooks at its drivers' pace, which gives
- * no bound; this thread tests every millisecond while a request is in
- * flight (rarely enough not to take the ranks' cores from their workers:
+/* The backstop: while every worker computes, no idle hook runs; this
+ * thread tests every millisecond while a request is in flight (rarely enough not to take the ranks' cores from their workers:
  * polling every 8-256 us made tp 2 + sp steps about 15 % slower here) and
  * sleeps otherwise. */
 static void *backstop(void *arg)
@@ -148,8 +157,8 @@ void sw_nbc_attach(void)
         const char *spin = getenv("SW_COMM_SPIN_US");
         nbc.spin_s = (spin ? atof(spin) : 200.0) * 1e-6;
         nbc.stop = 0;
-        nbc.hook = starpu_progression_hook_register(progress_hook, NULL);
-        if (nbc.hook < 0) sw_fail(__FILE__, __LINE__, "starpu_progression_hook_register", nbc.hook);
+        nbc.hook = starpu_idle_hook_register(idle_hook, NULL);
+        if (nbc.hook < 0) sw_fail(__FILE__, __LINE__, "starpu_idle_hook_register", nbc.hook);
         if (pthread_create(&nbc.backstop, NULL, backstop, NULL) != 0)
             sw_fail(__FILE__, __LINE__, "pthread_create (collective backstop)", -EAGAIN);
     }
@@ -161,7 +170,7 @@ void sw_nbc_detach(void)
     pthread_mutex_lock(&nbc.lock);
     int last = --nbc.users == 0;
     if (last) {
-        starpu_progression_hook_deregister(nbc.hook);
+        starpu_idle_hook_deregister(nbc.hook);
         nbc.hook = -1;
         nbc.stop = 1;
         pthread_cond_signal(&nbc.work);
@@ -173,6 +182,7 @@ void sw_nbc_detach(void)
 struct nbc_args {
     int kind, op;
     MPI_Comm comm;
+    void **recs;
 };
 
 /* rows of every rank (sw_tile_range) times cols: counts[0..p-1], displs[p..2p-1] */
@@ -196,7 +206,7 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     struct nbc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     const MPI_Op op = a.op == SW_MAX ? MPI_MAX : MPI_SUM;
-    inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, 0};
+    inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, a.recs, 0};
     float *in = SW_F32_OF(buffers[1]);
     int rc = MPI_SUCCESS, p;
     SW_CHECK(MPI_Comm_size(a.comm, &p));
@@ -223,12 +233,12 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     for (int flag = 0;;) {
         SW_CHECK(MPI_Test(&f.req, &flag, MPI_STATUS_IGNORE));
         if (flag) {
-            free(f.counts);
+            completed(&f);
             return;
         }
         if (MPI_Wtime() - t0 > nbc.spin_s) break;
     }
-    starpu_task_end_dep_add(f.task, 1); /* ended by progress() */
+    starpu_task_end_dep_add(f.task, 1); /* ended once MPI_Test says so */
     pthread_mutex_lock(&nbc.lock);
     if (nbc.n == nbc.cap) {
         nbc.cap = nbc.cap ? 2 * nbc.cap : 16;
@@ -256,9 +266,9 @@ static struct starpu_codelet nbc_cl3 = {
 };
 
 void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, starpu_data_handle_t in,
-                   starpu_data_handle_t out, int op)
+                   starpu_data_handle_t out, int op, void **recs)
 {
-    struct nbc_args a = {kind, op, comm};
+    struct nbc_args a = {kind, op, comm, recs};
     if (out)
         SW_INSERT(&nbc_cl3, STARPU_RW, token, STARPU_R, in, STARPU_W, out, STARPU_VALUE, &a, sizeof a,
                   STARPU_PRIORITY, STARPU_MAX_PRIO);

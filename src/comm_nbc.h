@@ -6,8 +6,8 @@
  * (environment; 200 by default: where the peers are there, it completes
  * in that time), and returns; unfinished, the task does not end -- its
  * buffers stay locked and its successors wait -- until the request
- * completes, which StarPU's progression hook (called by its drivers) or a
- * backstop thread (every millisecond) notices. The tasks of one
+ * completes, which an idle worker (StarPU's idle hook) or a backstop
+ * thread (every millisecond) notices. The tasks of one
  * communicator take its token in RW mode, so each rank starts them in
  * submission order -- the order MPI matches collectives by -- and one at a
  * time. Buffers are whole row-major matrices (ld == cols). */
@@ -27,8 +27,10 @@ void sw_nbc_detach(void);
 /* Submits the collective on comm: all-reduce `in` in place (out NULL);
  * all-gather in (this rank's rows) into out (every rank's rows, split as
  * sw_tile_range); reduce-scatter in (every row) into out (this rank's).
- * op: sw_reduce_op. token: comm's, a handle every task of comm writes. */
+ * op: sw_reduce_op. token: comm's, a handle every task of comm writes.
+ * recs: sw_trace_comm_begin's records of the collective (NULL-terminated,
+ * malloc'ed; NULL when not traced), ended and freed on completion. */
 void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, starpu_data_handle_t in,
-                   starpu_data_handle_t out, int op);
+                   starpu_data_handle_t out, int op, void **recs);
 
 #endif
