@@ -2,8 +2,8 @@
  * mpirun. For each message size: sw_allreduce (StarPU-MPI detached requests
  * + reduction tasks), sw_allreduce_mpi (one task calling MPI_Allreduce, the
  * comparison backend) and MPI_Allreduce from the main thread; then
- * sw_allgather / sw_reduce_scatter against MPI_Allgather /
- * MPI_Reduce_scatter_block. Results are checked against the plain MPI
+ * sw_allgather / sw_reduce_scatter / sw_alltoall against MPI_Allgather /
+ * MPI_Reduce_scatter_block / MPI_Alltoall. Results are checked against the plain MPI
  * collective's; prints the median time per call and the bus bandwidth.
  * Every flag is validated before any communication; bad input exits with 2. */
 #include <errno.h>
@@ -42,6 +42,7 @@ static void usage(FILE *f)
             "                  MPI_Allreduce), MPI_Allreduce from the main thread\n"
             "  all-gather:     sw_allgather vs MPI_Allgather\n"
             "  reduce-scatter: sw_reduce_scatter vs MPI_Reduce_scatter_block\n"
+            "  all-to-all:     sw_alltoall (row blocks) vs MPI_Alltoall\n"
             "checks starweave's results against MPI's (relative 1e-6 of sum |x|), and\n"
             "prints the median time per call and the bus bandwidth: 2(p-1)/p * bytes / time\n"
             "for all-reduce, (p-1)/p * bytes / time for the others (bytes: the full\n"
@@ -391,6 +392,38 @@ int main(int argc, char **argv)
             print_row(me, "reduce_scatter", "starweave (graph)", bytes, r_sw, r_mpi.bw > 0 ? r_sw.bw / r_mpi.bw : 0);
             print_row(me, "reduce_scatter", "MPI_Reduce_scatter_blk", bytes, r_mpi, 0);
             free(rref);
+
+            /* ---- all-to-all: row block j of x to rank j; out [n] ---- */
+            sw_tensor *a2a = sw_tensor_new2d("a2a", SW_F32, rows, cols);
+            SW_CHECK(MPI_Alltoall(x, (int)nb, MPI_FLOAT, ref, (int)nb, MPI_FLOAT, comm));
+            for (int it = -1; it < K; it++) {
+                sw_tensor_write_host(t, x);
+                quiesce();
+                SW_CHECK(MPI_Barrier(comm));
+                double t0 = MPI_Wtime();
+                sw_alltoall(c, g, t, a2a, 0, 0);
+                wait_result(a2a);
+                double t1 = MPI_Wtime();
+                if (it >= 0) times[it] = t1 - t0;
+            }
+            sw_tensor_read_host(a2a, got);
+            quiesce();
+            if (memcmp(got, ref, sizeof(float) * (size_t)n) != 0) {
+                failed = 1;
+                fprintf(stderr, "collectives: rank %d: sw_alltoall differs from MPI_Alltoall\n", me);
+            }
+            r_sw = summarize(times, K, ag_bus);
+            for (int it = -1; it < K; it++) {
+                SW_CHECK(MPI_Barrier(comm));
+                double t0 = MPI_Wtime();
+                SW_CHECK(MPI_Alltoall(x, (int)nb, MPI_FLOAT, got, (int)nb, MPI_FLOAT, comm));
+                double t1 = MPI_Wtime();
+                if (it >= 0) times[it] = t1 - t0;
+            }
+            r_mpi = summarize(times, K, ag_bus);
+            print_row(me, "alltoall", "starweave (graph)", bytes, r_sw, r_mpi.bw > 0 ? r_sw.bw / r_mpi.bw : 0);
+            print_row(me, "alltoall", "MPI_Alltoall", bytes, r_mpi, 0);
+            sw_tensor_free(a2a);
             sw_tensor_free(in);
         }
         sw_tensor_free(t);

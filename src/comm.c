@@ -429,8 +429,8 @@ static int via_mpi(const sw_comm *c, sw_group g, double bytes)
  * a receive per peer, one tag, from the data's readiness to completion. */
 static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *in, sw_tensor *out, int op)
 {
-    static const sw_coll colls[] = {SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER};
-    static const char *const names[] = {"allreduce_mpi", "allgather_mpi", "reduce_scatter_mpi"};
+    static const sw_coll colls[] = {SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER, SW_COLL_ALLTOALL};
+    static const char *const names[] = {"allreduce_mpi", "allgather_mpi", "reduce_scatter_mpi", "alltoall_mpi"};
     const sw_tensor *full = kind == SW_NBC_ALLGATHER ? out : in;
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     c->sent_bytes[g] += sw_comm_bytes(c, g, colls[kind], full->rows, full->cols);
@@ -739,6 +739,10 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
     }
     if (p == 1) {
         sw_copy(sw_tensor_whole(out, STARPU_W), sw_tensor_whole(in, STARPU_R));
+        return;
+    }
+    if (scatter_dim == 0 && gather_dim == 0 && via_mpi(c, g, (double)sw_tensor_bytes(in))) { /* contiguous blocks */
+        submit_via_mpi(c, g, SW_NBC_ALLTOALL, in, out, 0);
         return;
     }
     sw_alltoall_parts(c, g, 1, sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R),

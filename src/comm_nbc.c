@@ -223,6 +223,11 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
         f.counts = row_counts(a.comm, SW_ROWS_OF(buffers[1]), SW_COLS_OF(buffers[1]));
         rc = MPI_Ireduce_scatter(in, SW_F32_OF(buffers[2]), f.counts, MPI_FLOAT, op, a.comm, &f.req);
         break;
+    case SW_NBC_ALLTOALL: {
+        int part = (int)(SW_NUMEL_OF(buffers[1]) / p);
+        rc = MPI_Ialltoall(in, part, MPI_FLOAT, SW_F32_OF(buffers[2]), part, MPI_FLOAT, a.comm, &f.req);
+        break;
+    }
     }
     if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI non-blocking collective", rc);
     /* where the peers are there already, a short wait finishes it here: the

@@ -17,7 +17,7 @@
 #include <mpi.h>
 #include <starpu.h>
 
-typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER } sw_nbc_kind;
+typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER, SW_NBC_ALLTOALL } sw_nbc_kind;
 
 /* Whether MPI may be called from worker threads (MPI_THREAD_MULTIPLE). */
 int sw_nbc_available(void);
@@ -26,7 +26,8 @@ void sw_nbc_attach(void);
 void sw_nbc_detach(void);
 /* Submits the collective on comm: all-reduce `in` in place (out NULL);
  * all-gather in (this rank's rows) into out (every rank's rows, split as
- * sw_tile_range); reduce-scatter in (every row) into out (this rank's).
+ * sw_tile_range); reduce-scatter in (every row) into out (this rank's);
+ * all-to-all: row block j of in to rank j, rank j's into row block j of out.
  * op: sw_reduce_op. token: comm's, a handle every task of comm writes.
  * recs: sw_trace_comm_begin's records of the collective (NULL-terminated,
  * malloc'ed; NULL when not traced), ended and freed on completion. */

@@ -42,7 +42,8 @@ typedef enum { SW_SUM = 0, SW_MAX = 1 } sw_reduce_op;
  * MPI's own non-blocking collective (MPI_Iallreduce, MPI_Iallgatherv,
  * MPI_Ireduce_scatter) and the graph goes on without holding a worker; the
  * task ends when idle workers see the request complete (needs
- * MPI_THREAD_MULTIPLE; all-reduce, all-gather and reduce-scatter).
+ * MPI_THREAD_MULTIPLE; all-reduce, all-gather, reduce-scatter, and the
+ * all-to-all of row blocks).
  * AUTO: MPI up to SW_COMM_MPI_BYTES where available (its latency is MPI's
  * plus a task's; the StarPU-MPI decomposition hands every message between
  * StarPU-MPI's thread and a worker, which costs an OS time slice where
