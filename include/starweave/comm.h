@@ -64,10 +64,13 @@ typedef enum { SW_ALGO_AUTO = 0, SW_ALGO_RING = 1, SW_ALGO_DIRECT = 2, SW_ALGO_M
 typedef struct sw_comm sw_comm;
 
 /* Context for the collectives on the groups of m (m must outlive it).
- * Local, no communication; call it on every rank. Never returns NULL. */
+ * Collective over the world: call it on every rank, in the same order
+ * relative to other contexts (it duplicates each group's communicator for
+ * the collectives MPI runs). Never returns NULL. */
 sw_comm *sw_comm_create(const sw_mesh *m);
-/* Frees the context (submitted requests do not refer to it; an NCCL backend
- * waits for its collectives). NULL: no-op. */
+/* Frees the context, on every rank: waits for the collectives MPI runs and
+ * an NCCL backend's (submitted StarPU-MPI requests do not refer to it).
+ * NULL: no-op. */
 void sw_comm_destroy(sw_comm *c);
 /* Backend of c's collectives. MPI: StarPU-MPI requests plus reduction tasks
  * (the default; data in main RAM). NCCL (GPU builds, configure
