@@ -3,8 +3,8 @@
 # every collective against the plain MPI collective, then a stress test),
 # an all-to-all on a dim the group size does not divide (clear message,
 # non-zero exit, no hang), and the stress test alone under every StarPU
-# scheduler at 3 and 4 ranks:
-# it must finish, correct, within the launcher's timeout (no deadlock).
+# scheduler at 3 and 4 ranks, and with the MPI-run collectives' ends
+# deferred: it must finish, correct, within the launcher's timeout (no deadlock).
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_comm"
 for np in 2 3 4; do
@@ -28,5 +28,14 @@ for sched in eager lws ws dmda random; do
     [ "$rc" = 0 ] || cat "$TMPD/out"
     check "stress np=$np sched=$sched: $(grep -E '^PASS stress' "$TMPD/out" | sed 's/.*in \([0-9]* ms\).*/\1/') (exit $rc)" [ "$rc" = 0 ]
   done
+done
+# the collectives MPI runs with no wait in their task (SW_COMM_SPIN_US=0):
+# every one not complete at once ends later, seen by an idle worker or the
+# backstop thread, while the graph goes on
+for sched in lws dmda; do
+  SW_COMM_SPIN_US=0 STARPU_SCHED=$sched SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-120} sh "$LAUNCH" 4 "$PROG" --stress > "$TMPD/out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/out"
+  check "stress np=4 sched=$sched, ends deferred (SW_COMM_SPIN_US=0): $(grep -E '^PASS stress' "$TMPD/out" | sed 's/.*in \([0-9]* ms\).*/\1/') (exit $rc)" [ "$rc" = 0 ]
 done
 finish
