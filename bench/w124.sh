@@ -1,7 +1,10 @@
 #!/bin/sh
 # W124 (SPEC): GPT-2 124M shape, batch 4, seq 64, fp32, AdamW, one process,
 # 2 CPU workers; starweave's gpt_train side by side with the same model in
-# PyTorch (2 threads), plus the GEMM share and the sgemm roofline.
+# PyTorch (2 threads), plus the GEMM share and the roofline: the step's
+# FLOPs at the best single-core sgemm rate measured in the same run (every
+# CPU GEMM backend of the build on a W124 tile, bench/sgemm_peak) on 2
+# workers; and the bf16 line on CPUs with AVX512-BF16.
 # usage: bench/w124.sh [steps]      (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -13,10 +16,19 @@ TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 shape="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4"
 log=$(mktemp)
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
-"$BUILD/bench/sgemm_peak" 1024
+"$BUILD/bench/sgemm_peak" 1024 | tee "$log.peak"
+best=$(sed -n 's/^sgemm_best_gflops_1core [a-z]* \([0-9.]*\)/\1/p' "$log.peak")
 echo "== starweave gpt_train W124, $steps steps, 2 CPU workers"
-"$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" | tee "$log.out"
+"$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" 2>&1 | tee "$log.out"
 sw_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
+gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$log.out")
+if grep -qw avx512_bf16 /proc/cpuinfo; then
+  echo "== starweave gpt_train W124 --dtype bf16, $steps steps"
+  "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
+  bf16_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.bf16.out")
+else
+  bf16_ms=
+fi
 echo "== PyTorch $($TORCH_PYTHON -c 'import torch; print(torch.__version__)'), 2 threads"
 $TORCH_PYTHON "$here/torch_gpt.py" --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 \
   --steps "$steps" --threads 2 | tee "$log.torch"
@@ -25,5 +37,12 @@ echo "== W124 summary"
 echo "starweave_ms_per_step $sw_ms"
 echo "torch_ms_per_step $torch_ms"
 awk -v a="$sw_ms" -v b="$torch_ms" 'BEGIN { printf "ratio_starweave_over_torch %.3f (goal <= 0.5)\n", a / b }'
+awk -v f="$gflop" -v g="$best" -v ms="$sw_ms" 'BEGIN { r = f / (2 * g) * 1000;
+  printf "roofline_ms %.1f (%s GFLOP/step at %s GFLOP/s per worker, 2 workers); step / roofline %.2f (goal <= 1.3)\n", r, f, g, ms / r }'
 grep "GEMM share" "$log.out" | sed 's/^profile: //'
-rm -f "$log" "$log.out" "$log.torch"
+if [ -n "$bf16_ms" ]; then
+  awk -v a="$sw_ms" -v b="$bf16_ms" 'BEGIN { printf "bf16_ms_per_step %s, fp32 / bf16 %.2f (goal >= 1.6)\n", b, a / b }'
+else
+  echo "bf16: not run (no AVX512-BF16 on this CPU; --dtype bf16 widens bf16 operands to fp32 here, no speed-up)"
+fi
+rm -f "$log" "$log".*

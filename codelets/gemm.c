@@ -1,14 +1,86 @@
-/* GEMM through CBLAS (CPU) and cuBLAS (CUDA): C[m,n] = alpha op(A) op(B) +
- * beta C (+ bias row). OpenBLAS runs single-threaded inside the task;
- * parallelism comes from tiling in the graph builders. A and B may be bf16
- * (both): fp32 accumulation, C fp32 (ops.h). */
+/* GEMM through OpenBLAS or oneDNN (CPU) and cuBLAS (CUDA): C[m,n] = alpha
+ * op(A) op(B) + beta C (+ bias row). The CPU kernel runs single-threaded
+ * inside the task; parallelism comes from tiling in the graph builders. A
+ * and B may be bf16 (both): fp32 accumulation, C fp32 (ops.h). */
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bf16.h"
 #include "codelet_util.h"
 #include "starweave/ops.h"
+#ifdef STARWEAVE_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+void omp_set_num_threads(int n); /* libgomp, oneDNN's threading runtime */
+#endif
+
+/* ---- the CPU backend ---- */
+
+static sw_gemm_backend backend = SW_GEMM_OPENBLAS;
+static const char *const backend_names[] = {"auto", "openblas", "onednn"};
+
+const char *sw_gemm_backend_name(int b) { return b >= 0 && b < 3 ? backend_names[b] : "?"; }
+int sw_gemm_backend_parse(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, backend_names[i])) return i;
+    return -1;
+}
+sw_gemm_backend sw_gemm_get_backend(void) { return backend; }
+
+#ifdef STARWEAVE_HAVE_ONEDNN
+/* oneDNN's name of the ISA its kernels use */
+static const char *onednn_isa(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+#endif
+
+int sw_gemm_set_backend(sw_gemm_backend b, char *msg, size_t n)
+{
+#ifdef STARWEAVE_HAVE_ONEDNN
+    const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    if (b == SW_GEMM_AUTO) b = ((unsigned)dnnl_get_effective_cpu_isa() & avx512) == avx512 ? SW_GEMM_ONEDNN : SW_GEMM_OPENBLAS;
+#else
+    if (b == SW_GEMM_AUTO) b = SW_GEMM_OPENBLAS;
+    if (b == SW_GEMM_ONEDNN) {
+        if (msg && n) snprintf(msg, n, "gemm onednn: built without oneDNN (install libdnnl-dev and configure --with-gemm=onednn)");
+        return -1;
+    }
+#endif
+    if (b != SW_GEMM_OPENBLAS && b != SW_GEMM_ONEDNN) {
+        if (msg && n) snprintf(msg, n, "gemm backend %d: must be auto, openblas or onednn", (int)b);
+        return -1;
+    }
+    backend = b;
+    return (int)b;
+}
+
+void sw_gemm_describe(char *buf, size_t n)
+{
+#ifdef STARWEAVE_HAVE_ONEDNN
+    if (backend == SW_GEMM_ONEDNN) {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(buf, n, "onednn (oneDNN %d.%d.%d, %s)", v->major, v->minor, v->patch, onednn_isa());
+        return;
+    }
+#endif
+    char name[32] = "OpenBLAS", version[32] = "?"; /* openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
+    const char *config = openblas_get_config(), *core = openblas_get_corename();
+    if (config) sscanf(config, "%31s %31s", name, version);
+    snprintf(buf, n, "openblas (%s %s, %s)", name, version, core ? core : "?");
+}
 #ifdef STARWEAVE_USE_CUDA
 #include <starpu_cublas_v2.h>
 
@@ -52,8 +124,17 @@ static void sgemm_cpu(void *a, void *b, const struct gemm_args *g, int m, int n,
     float *ta, *tb;
     int lda, ldb;
     const float *A = f32_operand(a, &ta, &lda), *B = f32_operand(b, &tb, &ldb);
-    cblas_sgemm(CblasRowMajor, g->transA ? CblasTrans : CblasNoTrans, g->transB ? CblasTrans : CblasNoTrans, m, n,
-                k, alpha, A, lda, B, ldb, beta, c, ldc);
+#ifdef STARWEAVE_HAVE_ONEDNN
+    if (backend == SW_GEMM_ONEDNN) {
+        static __thread int one_thread; /* StarPU owns the cores: one OpenMP thread per worker */
+        if (!one_thread) omp_set_num_threads(1), one_thread = 1;
+        dnnl_status_t st = dnnl_sgemm(g->transA ? 'T' : 'N', g->transB ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb,
+                                      beta, c, ldc);
+        STARPU_ASSERT_MSG(st == dnnl_success, "dnnl_sgemm failed (status %d)", (int)st);
+    } else
+#endif
+        cblas_sgemm(CblasRowMajor, g->transA ? CblasTrans : CblasNoTrans, g->transB ? CblasTrans : CblasNoTrans, m,
+                    n, k, alpha, A, lda, B, ldb, beta, c, ldc);
     free(ta);
     free(tb);
 }

@@ -15,6 +15,7 @@ typedef struct train_opts {
     int steps;
     int ncpus;
     const char *sched;
+    int gemm;                /* sw_gemm_backend */
     const char *data;
     const char *log;
     int quiet;
@@ -93,6 +94,8 @@ static void usage(FILE *f)
             "  --comm B          collectives: auto (NCCL when every rank has a GPU of its own and there\n"
             "                    are 2 ranks or more, else StarPU-MPI), mpi or nccl (auto)\n"
             "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
+            "  --gemm B          CPU GEMM kernel: auto ($SW_GEMM, else oneDNN on CPUs with AVX-512 where\n"
+            "                    built with it, else OpenBLAS), openblas or onednn\n"
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
@@ -135,7 +138,7 @@ static const char *const value_flags[] = {
     "--zero", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
-    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad"};
+    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm"};
 
 static int takes_value(const char *flag)
 {
@@ -151,6 +154,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->steps = 60;
     o->ncpus = -1;
     o->sched = NULL;
+    o->gemm = SW_GEMM_AUTO;
     o->data = NULL;
     o->log = "gpt_train.csv";
     o->quiet = 0;
@@ -223,6 +227,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);
         else if (!strcmp(a, "--sched")) o->sched = v;
+        else if (!strcmp(a, "--gemm")) {
+            if ((o->gemm = sw_gemm_backend_parse(v)) < 0) sw_usage_error("--gemm must be auto, openblas or onednn (got %s)", v);
+        }
         else if (!strcmp(a, "--tiles")) parse_int(a, v, &o->cfg.tiles);
         else if (!strcmp(a, "--log")) o->log = v;
         else if (!strcmp(a, "--save")) o->save = v;
@@ -513,6 +520,7 @@ int main(int argc, char **argv)
     sw_options_default(&ropt);
     ropt.ncpus = o.ncpus;
     ropt.sched = o.sched;
+    ropt.gemm = o.gemm;
     ropt.quiet = o.quiet;
     ropt.offload = o.cfg.offload;
     ropt.offload_budget_mb = o.offload_budget_mb;
@@ -559,6 +567,10 @@ int main(int argc, char **argv)
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
                sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
+    if (!o.quiet && c->dtype == SW_BF16 && sw_ncpus() > 0)
+        printf("gpt_train: bf16 on the CPU workers: GEMM operands are rounded to bf16 and widened exactly to fp32 "
+               "for the fp32 kernel (%s): bf16's numerics, not its speed (no bf16 CPU GEMM kernel yet)\n",
+               sw_gemm_backend_name(sw_gemm_get_backend()));
 
     float first = 0, loss = 0;
     double total_ms = 0, submit_ms = 0;

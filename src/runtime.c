@@ -1,6 +1,7 @@
 /* Runtime singleton: the only place that starts and stops StarPU / StarPU-MPI. */
 #include "config.h"
 
+#include "starweave/ops.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -40,6 +41,7 @@ void sw_options_default(sw_options *opt)
     opt->ncuda = -1;
     opt->offload = 0;
     opt->offload_budget_mb = 0;
+    opt->gemm = SW_GEMM_AUTO;
 }
 
 #ifdef STARWEAVE_USE_CUDA
@@ -230,15 +232,22 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
 #endif
     sw_rt.started = 1;
     if (sw_rt.rank == 0) advise_openblas_core();
+    int gemm = opt.gemm;
+    const char *gemm_env = getenv("SW_GEMM");
+    if (gemm == SW_GEMM_AUTO && gemm_env && *gemm_env && (gemm = sw_gemm_backend_parse(gemm_env)) < 0)
+        sw_usage_error("SW_GEMM must be auto, openblas or onednn (SW_GEMM = %s)", gemm_env);
+    char gemm_msg[256], gemm_what[128];
+    if (sw_gemm_set_backend((sw_gemm_backend)gemm, gemm_msg, sizeof gemm_msg) < 0) sw_usage_error("%s", gemm_msg);
+    sw_gemm_describe(gemm_what, sizeof gemm_what);
     if (!opt.quiet && sw_rt.rank == 0) {
         struct starpu_sched_policy *pol = starpu_sched_ctx_get_sched_policy(0);
 #ifdef STARWEAVE_USE_CUDA
-        fprintf(stderr, "starweave: %d rank(s), %u CPU + %u CUDA worker(s) per rank, scheduler %s\n",
+        fprintf(stderr, "starweave: %d rank(s), %u CPU + %u CUDA worker(s) per rank, scheduler %s, CPU GEMM %s\n",
                 sw_rt.size, starpu_cpu_worker_get_count(), starpu_cuda_worker_get_count(),
-                pol ? pol->policy_name : "?");
+                pol ? pol->policy_name : "?", gemm_what);
 #else
-        fprintf(stderr, "starweave: %d rank(s), %u CPU worker(s) per rank, scheduler %s\n",
-                sw_rt.size, starpu_cpu_worker_get_count(), pol ? pol->policy_name : "?");
+        fprintf(stderr, "starweave: %d rank(s), %u CPU worker(s) per rank, scheduler %s, CPU GEMM %s\n",
+                sw_rt.size, starpu_cpu_worker_get_count(), pol ? pol->policy_name : "?", gemm_what);
 #endif
     }
     return 0;

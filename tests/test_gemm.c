@@ -1,6 +1,8 @@
 /* sw_gemm / sw_gemm_bias against a double-precision reference: all four
  * transpose combinations, beta 0 (C write-only: NaN contents ignored) and
- * beta 1, odd sizes, and strided column blocks of A, B and C. */
+ * beta 1, odd sizes, and strided column blocks of A, B and C -- with every
+ * CPU GEMM backend of the build (OpenBLAS; oneDNN where built, SKIP
+ * otherwise). */
 #include <string.h>
 
 #include "testutil.h"
@@ -24,11 +26,15 @@ static void ref_gemm(const float *A, int ta, const float *B, int tb, const float
         }
 }
 
+static char backend[128]; /* sw_gemm_describe of the backend under test */
+
 static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
     int64_t n = sw_tensor_numel(C);
-    tu_close(what, got, ref, n, 1e-5, 1e-5 * tu_maxabs(ref, n));
+    char line[300];
+    snprintf(line, sizeof line, "%s [%s]", what, backend);
+    tu_close(line, got, ref, n, 1e-5, 1e-5 * tu_maxabs(ref, n));
     free(got);
 }
 
@@ -40,13 +46,10 @@ static float *rnd(int64_t n, uint64_t seed)
     return x;
 }
 
-int main(int argc, char **argv)
+/* every form once, with the current backend */
+static void all_forms(const float *a, const float *b, const float *c0, const float *bias, double *ref)
 {
-    tu_init(&argc, &argv);
-    float *a = rnd(M * K, 1), *b = rnd(K * N, 2), *c0 = rnd(M * N, 3), *bias = rnd(N, 4);
-    double *ref = malloc(sizeof(double) * M * N);
     char what[128];
-
     /* whole matrices: every transpose combination, beta 0 and 1 */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
@@ -172,6 +175,25 @@ int main(int argc, char **argv)
         sw_tensor_free(C);
     }
 
+}
+
+int main(int argc, char **argv)
+{
+    tu_init(&argc, &argv);
+    float *a = rnd(M * K, 1), *b = rnd(K * N, 2), *c0 = rnd(M * N, 3), *bias = rnd(N, 4);
+    double *ref = malloc(sizeof(double) * M * N);
+    const sw_gemm_backend saved = sw_gemm_get_backend();
+    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
+        char msg[256];
+        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
+            printf("SKIP gemm with %s: %s\n", sw_gemm_backend_name(be), msg);
+            continue;
+        }
+        sw_gemm_describe(backend, sizeof backend);
+        all_forms(a, b, c0, bias, ref);
+        starpu_task_wait_for_all();
+    }
+    sw_gemm_set_backend(saved, NULL, 0);
     free(a);
     free(b);
     free(c0);

@@ -5,7 +5,8 @@
 # rank's checkpoint after step 3 (parameters and AdamW moments) byte for
 # byte equal to a reference run with StarPU's default scheduler and worker
 # count -- on one rank, with tp 2 + sp on 2 ranks and with dp 2 + ZeRO-1 on
-# 2 ranks. Every run must exit 0 and write its log and checkpoint.
+# 2 ranks; then the same on one rank with the oneDNN GEMM backend where it
+# is built. Every run must exit 0 and write its log and checkpoint.
 . "${top_srcdir:-.}/tests/common.sh"
 args="--layers 2 --hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1 --quiet"
 train() { # train NP DIR ARGS...: gpt_train on NP ranks, log DIR.csv, checkpoint in DIR; its exit status
@@ -43,4 +44,30 @@ for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
     done
   done
 done
+# the oneDNN GEMM backend, where built: the same independence with it, on
+# one rank; its losses differ from OpenBLAS's in the last bits only
+ref="$TMPD/ref1"
+train 1 "$TMPD/dnnl" --gemm onednn
+rc=$?
+if [ "$rc" = 2 ] && grep -q 'built without oneDNN' "$TMPD/dnnl.out"; then
+  echo "SKIP oneDNN backend: $(grep -m 1 'built without' "$TMPD/dnnl.out")"
+else
+  [ "$rc" = 0 ] || cat "$TMPD/dnnl.out"
+  cut -d, -f1,2 "$TMPD/dnnl.csv" > "$TMPD/dnnl.csv.loss" 2> /dev/null
+  d=$(paste -d, "$ref.csv.loss" "$TMPD/dnnl.csv.loss" | awk -F, 'NR > 1 { r = ($2 - $4) / $2; if (r < 0) r = -r; if (r > w) w = r }
+    END { printf "%.3g", w }')
+  check "np=1 --gemm onednn: exit $rc, losses within 1e-5 of OpenBLAS's (worst relative difference $d)" \
+    sh -c '[ "$1" = 0 ] && awk -v d="$2" "BEGIN { exit !(d <= 1e-5) }"' - "$rc" "$d"
+  for sched in eager dmda random; do
+    for ncpus in 1 2; do
+      d="$TMPD/dnnl-$sched-$ncpus"
+      train 1 "$d" --gemm onednn --sched "$sched" --ncpus "$ncpus"
+      rc=$?
+      [ "$rc" = 0 ] || cat "$d.out"
+      cut -d, -f1,2 "$d.csv" > "$d.csv.loss" 2> /dev/null
+      check "np=1 --gemm onednn under $sched with $ncpus worker(s): exit $rc, losses and checkpoint equal oneDNN's reference" \
+        same_run "$rc" 1 "$TMPD/dnnl" "$d"
+    done
+  done
+fi
 finish

@@ -39,6 +39,25 @@ typedef struct sw_rng_key {
     int64_t batch0, batch_local, batch_global;
 } sw_rng_key;
 
+/* The CPU GEMM kernel every sw_gemm task calls (configure --with-gemm).
+ * OPENBLAS: cblas_sgemm, one thread. ONEDNN (built with oneDNN): dnnl_sgemm,
+ * one OpenMP thread inside the task. AUTO: oneDNN where it is built and the
+ * CPU runs its AVX-512 kernels (measured: 2x OpenBLAS's Haswell code there;
+ * on an AVX2 CPU within 10 % either way, BENCHMARKS.md), else OpenBLAS.
+ * Results are bit-identical for every scheduler and worker count with one
+ * backend; two backends differ in the last bits. Set it while no GEMM task
+ * runs (sw_init does: sw_options.gemm, else $SW_GEMM). Returns the backend
+ * in use, or -1 with the reason in msg (n bytes) when ONEDNN is asked of a
+ * build without it (the backend is then unchanged). */
+typedef enum { SW_GEMM_AUTO = 0, SW_GEMM_OPENBLAS = 1, SW_GEMM_ONEDNN = 2 } sw_gemm_backend;
+int sw_gemm_set_backend(sw_gemm_backend b, char *msg, size_t n);
+sw_gemm_backend sw_gemm_get_backend(void);
+/* "auto", "openblas", "onednn"; parse returns -1 for anything else */
+const char *sw_gemm_backend_name(int b);
+int sw_gemm_backend_parse(const char *name);
+/* What runs: "onednn (oneDNN 2.6.3, avx512_core_bf16)", "openblas (OpenBLAS 0.3.21, Haswell)" */
+void sw_gemm_describe(char *buf, size_t n);
+
 /* ---- GEMM (codelets/gemm.c) ----
  * C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans != 0).
  * beta == 0: C is accessed W (its old contents ignored), else RW. */

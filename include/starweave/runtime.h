@@ -30,6 +30,7 @@ typedef struct sw_options {
                             buffers are not counted) with the disk node, each GPU's memory
                             (STARPU_LIMIT_CUDA_MEM; everything on the GPU counts) with CUDA workers.
                             StarPU evicts what does not fit to the offload node. 0: no limit */
+    int gemm;            /* sw_gemm_backend (ops.h); SW_GEMM_AUTO: $SW_GEMM if set, else the CPU's best */
 } sw_options;
 
 #define SW_IDLE_SLEEP_US_SHARED 100
