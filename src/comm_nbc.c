@@ -129,9 +129,10 @@ static unsigned idle_hook(void *arg)
 }
 
 /* The backstop: while every worker computes, no idle hook runs; this
- * thread tests every millisecond while a request is in flight (rarely enough not to take the ranks' cores from their workers:
- * polling every 8-256 us made tp 2 + sp steps about 15 % slower here) and
- * sleeps otherwise. */
+ * thread tests every millisecond while a request is in flight (rarely
+ * enough not to take the ranks' cores from their workers: polling every
+ * 8-256 us made tp 2 + sp steps about 15 % slower here) and sleeps
+ * otherwise. */
 static void *backstop(void *arg)
 {
     (void)arg;
