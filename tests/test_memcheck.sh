@@ -14,7 +14,7 @@ fi
 flags="-std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 if ! $CC $flags -I"$inc" -I"$s/include" -I"$s/codelets" $(pkg-config --cflags starpu-1.3) \
     $(ls "$s"/src/*.c | grep -v comm_nccl) "$s"/codelets/*.c "$s"/graphs/*.c "$s/examples/gpt_train.c" -o "$TMPD/gpt_train_asan" \
-    $(pkg-config --libs starpumpi-1.3 starpu-1.3) -lopenblas -lm > "$TMPD/cc.log" 2>&1; then
+    $(pkg-config --libs starpumpi-1.3 starpu-1.3) ${BLAS_LIBS:--lopenblas} -lm > "$TMPD/cc.log" 2>&1; then
   cat "$TMPD/cc.log"
   if grep -q "libasan" "$TMPD/cc.log"; then echo "SKIP: AddressSanitizer runtime not available"; exit 77; fi
   check "ASan build compiles" false; finish; exit
