@@ -7,7 +7,7 @@
 # same volume with sp).
 # The layouts run interleaved REPS times (default 3); each line gives the
 # median ms/step and its ratio to one rank's.
-# usage: [REPS=N] bench/tp.sh [steps-small] [steps-w124]   (run from the build directory or set BUILD)
+# usage: [REPS=N] bench/tp.sh [steps-small] [steps-w124 (0: none)]   (run from the build directory or set BUILD)
 set -eu
 small_steps=${1:-30}
 w124_steps=${2:-5}
@@ -59,4 +59,5 @@ reps=${REPS:-3}
 profile=
 compare "small model" "$small_steps" --layers 2 --hidden 128 --heads 4 --seq 64 --batch 8
 profile=--profile
+[ "$w124_steps" -gt 0 ] || exit 0 # steps-w124 0: the small model only
 compare "W124" "$w124_steps" --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
