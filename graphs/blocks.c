@@ -218,6 +218,7 @@ sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer)
 void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t)
 {
     int L = c->layers, K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
+    if (!ops->traffic) sw_usage_error("sw_blocks_traffic: the block ops give no traffic function (sw_block_ops.traffic)");
     for (int l = 0; l < L; l++) {
         ops->traffic(model, l, 1, t);
         if (!K) continue;
