@@ -62,7 +62,6 @@ int main(int argc, char **argv)
     int n = argc > 1 ? atoi(argv[1]) : 1024;
     if (n <= 0) { fprintf(stderr, "usage: sgemm_peak [n > 0]\n"); return 2; }
     openblas_set_num_threads(1);
-    const char *names[2] = {"openblas", "onednn"};
     char what[2][128] = {"", ""};
     int nb = 0;
     for (int be = 0; be < 2; be++) /* the backends of this build, described as sw_init reports them */
@@ -76,9 +75,11 @@ int main(int argc, char **argv)
     for (int be = 0; be < nb; be++) {
         tile[be] = rate(be, 64, 2304, 768);
         double cube = rate(be, n, n, n);
-        printf("sgemm_gflops_1core %s tile_64x2304x768 %.1f n%d %.1f (%s)\n", names[be], tile[be], n, cube, what[be]);
+        printf("sgemm_gflops_1core %s tile_64x2304x768 %.1f n%d %.1f (%s)\n", sw_gemm_backend_name(be ? SW_GEMM_ONEDNN : SW_GEMM_OPENBLAS), tile[be], n,
+               cube, what[be]);
         if (tile[be] > tile[best]) best = be;
     }
-    printf("sgemm_best_gflops_1core %s %.1f\n", names[best], tile[best]);
+    printf("sgemm_best_gflops_1core %s %.1f\n", sw_gemm_backend_name(best ? SW_GEMM_ONEDNN : SW_GEMM_OPENBLAS),
+           tile[best]);
     return 0;
 }

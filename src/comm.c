@@ -506,15 +506,17 @@ double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, i
     if (c->nccl && kind == SW_COLL_ALLREDUCE) return 2.0 * (p - 1) / p * n; /* as sw_nccl_traffic counts it */
 #endif
     switch (kind) {
-    case SW_COLL_ALLREDUCE: /* the ring sends every chunk but its own, then every chunk but its right neighbour's */
-        switch (allreduce_algo(c, g, p, rows, cols)) {
-        case VIA_MPI: /* counted as the ring's */
-            return rows >= p ? 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows)
-                             : 2.0 * (p - 1) / p * n;
+    case SW_COLL_ALLREDUCE: { /* the ring sends every chunk but its own, then every chunk but its right neighbour's */
+        int algo = allreduce_algo(c, g, p, rows, cols);
+        if (algo == VIA_MPI) /* counted as the ring's */
+            algo = rows >= p ? RING_ROWS : cols >= p ? RING_COLS : -1;
+        switch (algo) {
         case RING_ROWS: return 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows);
         case RING_COLS: return 2 * n - chunk_bytes(cols, p, r, n / cols) - chunk_bytes(cols, p, r + 1, n / cols);
-        default: return (p - 1) * n;
+        case DIRECT: return (p - 1) * n;
+        default: return 2.0 * (p - 1) / p * n;
         }
+    }
     case SW_COLL_ALLGATHER: return n - chunk_bytes(rows, p, r + 1, n / rows);
     case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n / rows);
     case SW_COLL_ALLTOALL: return (p - 1) * n / p;

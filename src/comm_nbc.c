@@ -123,7 +123,7 @@ static unsigned idle_hook(void *arg)
 {
     (void)arg;
     if (pthread_mutex_trylock(&nbc.lock)) return 0; /* another thread is testing */
-    if (nbc.n) starpu_worker_get_id() >= 0 ? test_inflight(1) : test_elsewhere();
+    if (nbc.n) test_inflight(1);
     pthread_mutex_unlock(&nbc.lock);
     return 0;
 }
