@@ -39,51 +39,6 @@
 #define ATT_WHO "attention"
 #include "attention_common.h"
 
-/* Keeps a loaded vector in a register: without it GCC folds the loads of the
- * reused operand into every FMA (4x the loads, and the kernels are load-bound).
- * An empty asm, so the value and the results are unchanged; AVX-512 only (a
- * 64-byte vector is one register there). */
-#if defined(__AVX512F__) && defined(__GNUC__)
-#define ATT_IN_REG(x) __asm__("" : "+v"(x))
-#else
-#define ATT_IN_REG(x) ((void)0)
-#endif
-/* Scores, register-blocked in GNU C vectors (simd.h): rows r < 4 of
- * s[r*ATT_BK + jj] = sum_c A[r*d + c] * BT[c*ldb + jj], jj < nv*SW_VL (nv a
- * constant after inlining; BT padded). Sums over c in order, as a scalar loop. */
-static inline __attribute__((always_inline)) void abt4_n(float *restrict s, const float *restrict A,
-                                                         const float *restrict BT, int64_t ldb, int d, int nv)
-{
-    sw_vf acc[4][ATT_NV], bt[ATT_NV];
-    memset(acc, 0, sizeof acc);
-    for (int c = 0; c < d; c++) {
-        for (int v = 0; v < nv; v++) {
-            SW_VLOAD(bt[v], BT + (int64_t)c * ldb + v * SW_VL);
-            ATT_IN_REG(bt[v]);
-        }
-        for (int r = 0; r < 4; r++) {
-            const float ar = A[(int64_t)r * d + c];
-            for (int v = 0; v < nv; v++) acc[r][v] += ar * bt[v];
-        }
-    }
-    for (int r = 0; r < 4; r++) memcpy(s + r * ATT_BK, acc[r], sizeof(sw_vf) * (size_t)nv);
-}
-
-/* One row of the same, nv vectors. */
-static void abt1(float *restrict s, const float *restrict A, const float *restrict BT, int64_t ldb, int d, int nv)
-{
-    sw_vf acc[ATT_NV], bt;
-    memset(acc, 0, sizeof acc);
-    for (int c = 0; c < d; c++) {
-        const float ac = A[c];
-        for (int v = 0; v < nv; v++) {
-            SW_VLOAD(bt, BT + (int64_t)c * ldb + v * SW_VL);
-            acc[v] += ac * bt;
-        }
-    }
-    memcpy(s, acc, sizeof(sw_vf) * (size_t)nv);
-}
-
 /* s[i*ATT_BK + jj] = sum_c A[i*d + c] * BT[c*ldb + jj] for i < nq and at least
  * jj < ncol(i) = valid_keys of row i (causal: nondecreasing in i), at most
  * ATT_BK; other entries are left undefined. */
@@ -98,32 +53,33 @@ static void block_abt(float *restrict s, const float *restrict A, const float *r
         const float *ai = A + (int64_t)i * d;
         switch ((ncol + SW_VL - 1) / SW_VL) {
         case 0: break;
-        case 1: abt4_n(si, ai, BT, ldb, d, 1); break;
-        case 2: abt4_n(si, ai, BT, ldb, d, 2); break;
-        case 3: abt4_n(si, ai, BT, ldb, d, 3); break;
-        default: abt4_n(si, ai, BT, ldb, d, ATT_NV); break;
+        case 1: att_abt4(si, ATT_BK, ai, BT, ldb, d, 1, 1 * SW_VL); break;
+        case 2: att_abt4(si, ATT_BK, ai, BT, ldb, d, 2, 2 * SW_VL); break;
+        case 3: att_abt4(si, ATT_BK, ai, BT, ldb, d, 3, 3 * SW_VL); break;
+        default: att_abt4(si, ATT_BK, ai, BT, ldb, d, ATT_NV, ATT_NV * SW_VL); break;
         }
     }
     for (; i < nq; i++) {
         const int64_t lim = causal ? qpos0 + i - kb + 1 : nk;
         const int ncol = lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
-        abt1(s + i * ATT_BK, A + (int64_t)i * d, BT, ldb, d, (ncol + SW_VL - 1) / SW_VL);
+        const int nv = (ncol + SW_VL - 1) / SW_VL;
+        att_abt1(s + i * ATT_BK, A + (int64_t)i * d, BT, ldb, d, nv, nv * SW_VL);
     }
 }
 
 /* Rows r < 4 of y[r*ldy + c] += sum_{t<n} w[r*wr + t*wt] * M[t*ldm + c], for the
- * nv*SW_VL columns from c = 0 (nv a constant after inlining): y is held in
- * registers over the whole sum, t in order. */
+ * nv*SW_NL columns from c = 0 (nv <= ATT_RN a constant after inlining): y is
+ * held in registers over the whole sum, t in order. */
 static inline __attribute__((always_inline)) void rows4_n(float *restrict y, int64_t ldy, const float *restrict w,
                                                           int64_t wr, int64_t wt, const float *restrict M,
                                                           int64_t ldm, int n, int nv)
 {
-    sw_vf acc[4][ATT_NV], m[ATT_NV];
+    sw_vn acc[4][ATT_RN], m[ATT_RN];
     for (int r = 0; r < 4; r++)
-        for (int v = 0; v < nv; v++) SW_VLOAD(acc[r][v], y + r * ldy + v * SW_VL);
+        for (int v = 0; v < nv; v++) SW_NLOAD(acc[r][v], y + r * ldy + v * SW_NL);
     for (int t = 0; t < n; t++) {
         for (int v = 0; v < nv; v++) {
-            SW_VLOAD(m[v], M + (int64_t)t * ldm + v * SW_VL);
+            SW_NLOAD(m[v], M + (int64_t)t * ldm + v * SW_NL);
             ATT_IN_REG(m[v]);
         }
         for (int r = 0; r < 4; r++) {
@@ -131,24 +87,28 @@ static inline __attribute__((always_inline)) void rows4_n(float *restrict y, int
             for (int v = 0; v < nv; v++) acc[r][v] += wv * m[v];
         }
     }
-    for (int r = 0; r < 4; r++) memcpy(y + r * ldy, acc[r], sizeof(sw_vf) * (size_t)nv);
+    for (int r = 0; r < 4; r++) memcpy(y + r * ldy, acc[r], sizeof(sw_vn) * (size_t)nv);
 }
 
-/* rows4_n over all d columns */
+/* rows4_n over all d columns, ATT_RN native vectors at a time */
 static void rows4(float *restrict y, int64_t ldy, const float *restrict w, int64_t wr, int64_t wt,
                   const float *restrict M, int64_t ldm, int n, int d)
 {
     if (n <= 0) return;
     int c = 0;
-    for (; c + ATT_NV * SW_VL <= d; c += ATT_NV * SW_VL) rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, ATT_NV);
-    switch ((d - c) / SW_VL) {
+    for (; c + ATT_RN * SW_NL <= d; c += ATT_RN * SW_NL) rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, ATT_RN);
+#if ATT_RN == 4
+    switch ((d - c) / SW_NL) {
     case 3: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 3); break;
     case 2: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 2); break;
     case 1: rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 1); break;
     default: break;
     }
-    c += (d - c) / SW_VL * SW_VL;
-    if (c < d) /* d not a multiple of SW_VL */
+#else
+    if (d - c >= SW_NL) rows4_n(y + c, ldy, w, wr, wt, M + c, ldm, n, 1);
+#endif
+    c += (d - c) / SW_NL * SW_NL;
+    if (c < d) /* d not a multiple of SW_NL */
         for (int r = 0; r < 4; r++)
             for (int t = 0; t < n; t++) {
                 const float wv = w[r * wr + t * wt];

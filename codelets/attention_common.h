@@ -30,6 +30,25 @@
 /* GNU C vectors (simd.h) in a key block */
 #define ATT_NV (ATT_BK / SW_VL)
 
+/* Native vectors (simd.h) per row that the 4-row kernels hold in registers
+ * at once: 4 x ATT_RN accumulators plus ATT_RN loaded ones must fit the
+ * register file (32 with AVX-512, 16 with AVX2). The column split changes no
+ * sum: each output still sums over its terms in order. */
+#ifdef __AVX512F__
+#define ATT_RN 4
+#else
+#define ATT_RN 2
+#endif
+
+/* Keeps a loaded vector in a register: without it GCC folds the loads of the
+ * reused operand into every FMA (4x the loads, and the kernels are load-bound).
+ * An empty asm, so the value and the results are unchanged. */
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define ATT_IN_REG(x) __asm__("" : "+v"(x))
+#else
+#define ATT_IN_REG(x) ((void)0)
+#endif
+
 /* The helpers that are not inline stay so (inlining them changes the kernels'
  * code); an includer that does not call one of them gets no warning. */
 #define ATT_UNUSED __attribute__((unused))
@@ -94,42 +113,82 @@ static inline int64_t padded_keys(int sk)
     return ((int64_t)sk + ATT_BK - 1) / ATT_BK * ATT_BK + 16;
 }
 
+/* Scores of 4 rows, register-blocked: s[r*lds + jj] = sum_c A[r*d + c] *
+ * BT[c*ldb + jj] for r < 4 and jj < nv*SW_VL (nv a constant after inlining;
+ * BT padded), stored for jj < nstore. Each sum over c in order, as a scalar
+ * loop; ATT_RN native vectors of columns at a time. */
+static inline __attribute__((always_inline)) void att_abt4(float *restrict s, int64_t lds, const float *restrict A,
+                                                           const float *restrict BT, int64_t ldb, int d, int nv,
+                                                           int nstore)
+{
+    const int nn = nv * (SW_VL / SW_NL);
+    for (int v0 = 0; v0 < nn; v0 += ATT_RN) {
+        const int n = nn - v0 < ATT_RN ? nn - v0 : ATT_RN;
+        const float *bt0 = BT + v0 * SW_NL;
+        sw_vn acc[4][ATT_RN], bt[ATT_RN];
+        memset(acc, 0, sizeof acc);
+        for (int c = 0; c < d; c++) {
+            for (int v = 0; v < n; v++) {
+                SW_NLOAD(bt[v], bt0 + (int64_t)c * ldb + v * SW_NL);
+                ATT_IN_REG(bt[v]);
+            }
+            for (int r = 0; r < 4; r++) {
+                const float ar = A[(int64_t)r * d + c];
+                for (int v = 0; v < n; v++) acc[r][v] += ar * bt[v];
+            }
+        }
+        int cols = nstore - v0 * SW_NL;
+        cols = cols < 0 ? 0 : (cols > n * SW_NL ? n * SW_NL : cols);
+        for (int r = 0; r < 4; r++) memcpy(s + (int64_t)r * lds + v0 * SW_NL, acc[r], sizeof(float) * (size_t)cols);
+    }
+}
+
+/* One row of the same: s[jj] = sum_c a[c] * BT[c*ldb + jj], jj < nv*SW_VL,
+ * stored for jj < nstore. */
+static inline void att_abt1(float *restrict s, const float *restrict a, const float *restrict BT, int64_t ldb, int d,
+                            int nv, int nstore)
+{
+    const int nn = nv * (SW_VL / SW_NL);
+    sw_vn acc[ATT_BK / SW_NL], bt;
+    memset(acc, 0, sizeof acc);
+    for (int c = 0; c < d; c++) {
+        const float ac = a[c];
+        for (int v = 0; v < nn; v++) {
+            SW_NLOAD(bt, BT + (int64_t)c * ldb + v * SW_NL);
+            acc[v] += ac * bt;
+        }
+    }
+    memcpy(s, acc, sizeof(float) * (size_t)nstore);
+}
+
 /* The vector part of y[c] += sum_{t<n} w[t*wt] * M[t*ldm + c]: the columns c
- * < d in whole vectors, y held in registers (4 vectors at a time, then 1) over
+ * < d in whole native vectors, y held in registers (64 columns at a time, then
+ * one vector) over
  * the whole sum, t in order. Returns the first column not done (c < d when d
- * is not a multiple of SW_VL), for the caller's scalar tail. */
+ * is not a multiple of SW_NL), for the caller's scalar tail. */
 static inline __attribute__((always_inline)) int att_axpy_vec(float *restrict y, const float *restrict w, int64_t wt,
                                                               const float *restrict M, int64_t ldm, int n, int d)
 {
+    enum { NY = 4 * SW_VL / SW_NL }; /* 64 columns at a time: 4 AVX-512 or 8 AVX2 registers */
     int c = 0;
-    for (; c + 4 * SW_VL <= d; c += 4 * SW_VL) {
-        sw_vf y0, y1, y2, y3, m;
-        SW_VLOAD(y0, y + c);
-        SW_VLOAD(y1, y + c + SW_VL);
-        SW_VLOAD(y2, y + c + 2 * SW_VL);
-        SW_VLOAD(y3, y + c + 3 * SW_VL);
+    for (; c + NY * SW_NL <= d; c += NY * SW_NL) {
+        sw_vn acc[NY], m;
+        for (int v = 0; v < NY; v++) SW_NLOAD(acc[v], y + c + v * SW_NL);
         for (int t = 0; t < n; t++) {
             const float wv = w[(int64_t)t * wt];
             const float *mr = M + (int64_t)t * ldm + c;
-            SW_VLOAD(m, mr);
-            y0 += wv * m;
-            SW_VLOAD(m, mr + SW_VL);
-            y1 += wv * m;
-            SW_VLOAD(m, mr + 2 * SW_VL);
-            y2 += wv * m;
-            SW_VLOAD(m, mr + 3 * SW_VL);
-            y3 += wv * m;
+            for (int v = 0; v < NY; v++) {
+                SW_NLOAD(m, mr + v * SW_NL);
+                acc[v] += wv * m;
+            }
         }
-        memcpy(y + c, &y0, sizeof y0);
-        memcpy(y + c + SW_VL, &y1, sizeof y1);
-        memcpy(y + c + 2 * SW_VL, &y2, sizeof y2);
-        memcpy(y + c + 3 * SW_VL, &y3, sizeof y3);
+        memcpy(y + c, acc, sizeof acc);
     }
-    for (; c + SW_VL <= d; c += SW_VL) {
-        sw_vf y0, m;
-        SW_VLOAD(y0, y + c);
+    for (; c + SW_NL <= d; c += SW_NL) {
+        sw_vn y0, m;
+        SW_NLOAD(y0, y + c);
         for (int t = 0; t < n; t++) {
-            SW_VLOAD(m, M + (int64_t)t * ldm + c);
+            SW_NLOAD(m, M + (int64_t)t * ldm + c);
             y0 += w[(int64_t)t * wt] * m;
         }
         memcpy(y + c, &y0, sizeof y0);

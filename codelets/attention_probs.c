@@ -41,36 +41,14 @@
 #include "attention_common.h"
 
 /* s[i*lds + jj] = sum_c A[i*d + c] * BT[c*ldb + jj], i < nq, jj < nk <= ATT_BK. Reads
- * ATT_BK columns of BT from column 0 (padded packs). Register blocks of 4 rows x
- * ATT_BK keys: per c, ATT_BK/SW_VL loads of BT feed 4 times as many FMAs. */
+ * ATT_BK columns of BT from column 0 (padded packs). Register blocks of 4 rows
+ * (att_abt4): per c, each load of BT feeds 4 FMAs. */
 static void block_abt(float *restrict s, int64_t lds, const float *restrict A, const float *restrict BT,
                       int64_t ldb, int nq, int nk, int d)
 {
     int i = 0;
-    for (; i + 4 <= nq; i += 4) {
-        sw_vf acc[4][ATT_NV], bt[ATT_NV];
-        memset(acc, 0, sizeof acc);
-        const float *a0 = A + (int64_t)i * d;
-        for (int c = 0; c < d; c++) {
-            for (int v = 0; v < ATT_NV; v++) SW_VLOAD(bt[v], BT + (int64_t)c * ldb + v * SW_VL);
-            for (int r = 0; r < 4; r++) {
-                const float ar = a0[(int64_t)r * d + c];
-                for (int v = 0; v < ATT_NV; v++) acc[r][v] += ar * bt[v];
-            }
-        }
-        for (int r = 0; r < 4; r++) memcpy(s + (int64_t)(i + r) * lds, acc[r], sizeof(float) * (size_t)nk);
-    }
-    for (; i < nq; i++) {
-        sw_vf acc[ATT_NV], bt;
-        memset(acc, 0, sizeof acc);
-        const float *ai = A + (int64_t)i * d;
-        for (int c = 0; c < d; c++)
-            for (int v = 0; v < ATT_NV; v++) {
-                SW_VLOAD(bt, BT + (int64_t)c * ldb + v * SW_VL);
-                acc[v] += ai[c] * bt;
-            }
-        memcpy(s + (int64_t)i * lds, acc, sizeof(float) * (size_t)nk);
-    }
+    for (; i + 4 <= nq; i += 4) att_abt4(s + (int64_t)i * lds, lds, A + (int64_t)i * d, BT, ldb, d, ATT_NV, nk);
+    for (; i < nq; i++) att_abt1(s + (int64_t)i * lds, A + (int64_t)i * d, BT, ldb, d, ATT_NV, nk);
 }
 
 /* y[c] += sum_{j<n} w[j*ldw] * M[j*ldm + c], c < d: y is held in registers
@@ -79,8 +57,8 @@ static void axpy_rows(float *restrict y, const float *restrict w, int64_t ldw, c
                       int n, int d)
 {
     const int c = att_axpy_vec(y, w, ldw, M, ldm, n, d);
-    if (c < d) { /* d not a multiple of SW_VL */
-        float t[SW_VL];
+    if (c < d) { /* d not a multiple of SW_NL */
+        float t[SW_NL];
         const int nt = d - c;
         memcpy(t, y + c, sizeof(float) * (size_t)nt);
         for (int j = 0; j < n; j++) {

@@ -19,6 +19,21 @@
 typedef float sw_vf __attribute__((vector_size(SW_VL * sizeof(float))));
 #define SW_VLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vf))
 
+/* The target's own vector, one register wide, for register-blocked kernels
+ * that keep arrays of vectors in registers: GCC keeps such arrays of the
+ * wider sw_vf in memory where it is two registers (AVX2), moving every FMA's
+ * result through the stack. Kernels whose lanes are independent sums use
+ * it: their results do not depend on its width. */
+#if defined(__AVX512F__)
+#define SW_NL 16
+#elif defined(__AVX__)
+#define SW_NL 8
+#else
+#define SW_NL 4
+#endif
+typedef float sw_vn __attribute__((vector_size(SW_NL * sizeof(float))));
+#define SW_NLOAD(v, p) memcpy(&(v), (p), sizeof(sw_vn))
+
 /* pairwise sum of the lanes */
 static inline float sw_vsum(const sw_vf *v)
 {
