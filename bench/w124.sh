@@ -4,7 +4,8 @@
 # PyTorch (2 threads), plus the GEMM share and the roofline: the step's
 # FLOPs at the best single-core sgemm rate measured in the same run (every
 # CPU GEMM backend of the build on a W124 tile, bench/sgemm_peak) on 2
-# workers; and the bf16 line on CPUs with AVX512-BF16.
+# workers; and, where oneDNN runs bf16 GEMMs natively (AVX512-BF16 or AMX),
+# the bf16 step, its speed-up and its loss curve against fp32's.
 # usage: bench/w124.sh [steps]      (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -22,9 +23,10 @@ echo "== starweave gpt_train W124, $steps steps, 2 CPU workers"
 "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" 2>&1 | tee "$log.out"
 sw_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
 gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$log.out")
-if grep -qw avx512_bf16 /proc/cpuinfo; then
-  echo "== starweave gpt_train W124 --dtype bf16, $steps steps"
-  "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
+if grep -q '^bf16_gflops_1core' "$log.peak"; then
+  echo "== starweave gpt_train W124 --dtype bf16 --gemm onednn, $steps steps"
+  "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --gemm onednn \
+    --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
   bf16_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.bf16.out")
 else
   bf16_ms=
@@ -42,7 +44,11 @@ awk -v f="$gflop" -v g="$best" -v ms="$sw_ms" 'BEGIN { r = f / (2 * g) * 1000;
 grep "GEMM share" "$log.out" | sed 's/^profile: //'
 if [ -n "$bf16_ms" ]; then
   awk -v a="$sw_ms" -v b="$bf16_ms" 'BEGIN { printf "bf16_ms_per_step %s, fp32 / bf16 %.2f (goal >= 1.6)\n", b, a / b }'
+  echo "loss curves (step, fp32, bf16, relative difference; goal within 1 %):"
+  awk -F, 'NR == FNR { if (FNR > 1) l[$1] = $2; next }
+    FNR > 1 && ($1 in l) { d = ($2 - l[$1]) / l[$1]; printf "  %s %s %s %.4f\n", $1, l[$1], $2, d < 0 ? -d : d }' \
+    "$log" "$log.bf16"
 else
-  echo "bf16: not run (no AVX512-BF16 on this CPU; --dtype bf16 widens bf16 operands to fp32 here, no speed-up)"
+  echo "bf16: not run (no native bf16 GEMM here: needs oneDNN on a CPU with AVX512-BF16 or AMX; --dtype bf16 widens bf16 operands to fp32, no speed-up)"
 fi
 rm -f "$log" "$log".*

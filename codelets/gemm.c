@@ -3,6 +3,7 @@
  * inside the task; parallelism comes from tiling in the graph builders. A
  * and B may be bf16 (both): fp32 accumulation, C fp32 (ops.h). */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,27 @@ static const char *onednn_isa(void)
 }
 #endif
 
+#ifdef STARWEAVE_HAVE_ONEDNN
+/* The ISA oneDNN runs has every feature of isa (its values are bit sets). */
+static int onednn_has(dnnl_cpu_isa_t isa)
+{
+    return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)isa) == (unsigned)isa;
+}
+#endif
+
+int sw_gemm_bf16_native(void)
+{
+#ifdef STARWEAVE_HAVE_ONEDNN
+    return backend == SW_GEMM_ONEDNN && onednn_has(dnnl_cpu_isa_avx512_core_bf16);
+#else
+    return 0;
+#endif
+}
+
 int sw_gemm_set_backend(sw_gemm_backend b, char *msg, size_t n)
 {
 #ifdef STARWEAVE_HAVE_ONEDNN
-    const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-    if (b == SW_GEMM_AUTO) b = ((unsigned)dnnl_get_effective_cpu_isa() & avx512) == avx512 ? SW_GEMM_ONEDNN : SW_GEMM_OPENBLAS;
+    if (b == SW_GEMM_AUTO) b = onednn_has(dnnl_cpu_isa_avx512_core) ? SW_GEMM_ONEDNN : SW_GEMM_OPENBLAS;
 #else
     if (b == SW_GEMM_AUTO) b = SW_GEMM_OPENBLAS;
     if (b == SW_GEMM_ONEDNN) {
@@ -72,14 +89,15 @@ void sw_gemm_describe(char *buf, size_t n)
 #ifdef STARWEAVE_HAVE_ONEDNN
     if (backend == SW_GEMM_ONEDNN) {
         const dnnl_version_t *v = dnnl_version();
-        snprintf(buf, n, "onednn (oneDNN %d.%d.%d, %s)", v->major, v->minor, v->patch, onednn_isa());
+        snprintf(buf, n, "onednn (oneDNN %d.%d.%d, %s, bf16 %s)", v->major, v->minor, v->patch, onednn_isa(),
+                 sw_gemm_bf16_native() ? "native" : "widened to fp32");
         return;
     }
 #endif
     char name[32] = "OpenBLAS", version[32] = "?"; /* openblas_get_config(): "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
     const char *config = openblas_get_config(), *core = openblas_get_corename();
     if (config) sscanf(config, "%31s %31s", name, version);
-    snprintf(buf, n, "openblas (%s %s, %s)", name, version, core ? core : "?");
+    snprintf(buf, n, "openblas (%s %s, %s, bf16 widened to fp32)", name, version, core ? core : "?");
 }
 #ifdef STARWEAVE_USE_CUDA
 #include <starpu_cublas_v2.h>
@@ -101,42 +119,167 @@ static void gemm_dims(void *buffers[], const struct gemm_args *g, int *m, int *n
 
 static int is_bf16(void *buf) { return STARPU_MATRIX_GET_ELEMSIZE(buf) == sizeof(uint16_t); }
 
-/* An fp32 operand for sgemm: buf itself, or its bf16 values widened
- * (exactly) into *tmp (contiguous; the caller frees it), *ld set. */
-static const float *f32_operand(void *buf, float **tmp, int *ld)
+/* A bf16 operand's values widened (exactly) into a contiguous fp32 copy
+ * (the caller frees it), *ld set. */
+static float *widened(const uint16_t *s, int rows, int cols, int *ld)
 {
-    *tmp = NULL;
-    *ld = (int)SW_LD_OF(buf);
-    if (!is_bf16(buf)) return SW_F32_OF(buf);
-    const int64_t R = SW_ROWS_OF(buf), C = SW_COLS_OF(buf), lds = SW_LD_OF(buf);
-    const uint16_t *s = (const uint16_t *)STARPU_MATRIX_GET_PTR(buf);
-    *tmp = malloc(sizeof(float) * (size_t)(R * C > 0 ? R * C : 1));
-    STARPU_ASSERT_MSG(*tmp, "gemm: no memory to widen a bf16 operand");
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t c = 0; c < C; c++) (*tmp)[r * C + c] = sw_f32_from_bf16(s[r * lds + c]);
-    *ld = (int)C;
-    return *tmp;
+    float *t = malloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    STARPU_ASSERT_MSG(t, "gemm: no memory to widen a bf16 operand");
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) t[r * cols + c] = sw_f32_from_bf16(s[r * *ld + c]);
+    *ld = cols;
+    return t;
+}
+
+#ifdef STARWEAVE_HAVE_ONEDNN
+/* oneDNN matmul primitives (fp32, or bf16 inputs with fp32 accumulation
+ * and output), created once per shape and kept per worker thread with the
+ * stream and memory objects they run on: a primitive's creation costs far
+ * more than a tile's GEMM, and a training step repeats a few dozen shapes.
+ * alpha is the output scale, beta a sum post-op; strides give the
+ * transposes and leading dimensions. */
+typedef struct {
+    int m, n, k, lda, ldb, ldc, transA, transB, bf16;
+    float alpha, beta;
+} mm_key;
+typedef struct {
+    mm_key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+} mm_entry;
+enum { MM_CACHE = 128 };
+typedef struct {
+    dnnl_stream_t stream;
+    int used, next; /* entries in use; the next to replace when full */
+    mm_entry e[MM_CACHE];
+} mm_cache;
+
+static dnnl_engine_t mm_engine;
+static pthread_once_t mm_once = PTHREAD_ONCE_INIT;
+static pthread_key_t mm_key_tls;
+
+#define DNNL_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        dnnl_status_t st_ = (call);                                                                                    \
+        STARPU_ASSERT_MSG(st_ == dnnl_success, "%s failed (oneDNN status %d)", #call, (int)st_);                       \
+    } while (0)
+
+static void mm_entry_free(mm_entry *e)
+{
+    dnnl_primitive_destroy(e->prim);
+    dnnl_memory_destroy(e->a);
+    dnnl_memory_destroy(e->b);
+    dnnl_memory_destroy(e->c);
+}
+
+/* at a worker thread's exit */
+static void mm_cache_free(void *p)
+{
+    mm_cache *c = p;
+    for (int i = 0; i < c->used; i++) mm_entry_free(&c->e[i]);
+    dnnl_stream_destroy(c->stream);
+    free(c);
+}
+
+static void mm_init(void)
+{
+    DNNL_OK(dnnl_engine_create(&mm_engine, dnnl_cpu, 0));
+    STARPU_ASSERT_MSG(pthread_key_create(&mm_key_tls, mm_cache_free) == 0, "gemm: pthread_key_create failed");
+}
+
+static void mm_create(mm_entry *e, const mm_key *k)
+{
+    const dnnl_data_type_t in = k->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_t ma, mb, mc;
+    const dnnl_dims_t da = {k->m, k->k}, db = {k->k, k->n}, dc = {k->m, k->n};
+    const dnnl_dims_t sa = {k->transA ? 1 : k->lda, k->transA ? k->lda : 1};
+    const dnnl_dims_t sb = {k->transB ? 1 : k->ldb, k->transB ? k->ldb : 1}, sc = {k->ldc, 1};
+    DNNL_OK(dnnl_memory_desc_init_by_strides(&ma, 2, da, in, sa));
+    DNNL_OK(dnnl_memory_desc_init_by_strides(&mb, 2, db, in, sb));
+    DNNL_OK(dnnl_memory_desc_init_by_strides(&mc, 2, dc, dnnl_f32, sc));
+    dnnl_matmul_desc_t md;
+    DNNL_OK(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
+    dnnl_primitive_attr_t attr;
+    DNNL_OK(dnnl_primitive_attr_create(&attr));
+    if (k->alpha != 1.0f) DNNL_OK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha));
+    if (k->beta != 0.0f) {
+        dnnl_post_ops_t po;
+        DNNL_OK(dnnl_post_ops_create(&po));
+        DNNL_OK(dnnl_post_ops_append_sum(po, k->beta));
+        DNNL_OK(dnnl_primitive_attr_set_post_ops(attr, po));
+        dnnl_post_ops_destroy(po);
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_OK(dnnl_primitive_desc_create(&pd, &md, attr, mm_engine, NULL));
+    DNNL_OK(dnnl_primitive_create(&e->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_primitive_attr_destroy(attr);
+    DNNL_OK(dnnl_memory_create(&e->a, &ma, mm_engine, DNNL_MEMORY_NONE));
+    DNNL_OK(dnnl_memory_create(&e->b, &mb, mm_engine, DNNL_MEMORY_NONE));
+    DNNL_OK(dnnl_memory_create(&e->c, &mc, mm_engine, DNNL_MEMORY_NONE));
+    e->key = *k;
+}
+
+static void onednn_matmul(const mm_key *k, const void *A, const void *B, float *C)
+{
+    pthread_once(&mm_once, mm_init);
+    mm_cache *c = pthread_getspecific(mm_key_tls);
+    if (!c) {
+        omp_set_num_threads(1); /* StarPU owns the cores: one OpenMP thread per worker */
+        c = calloc(1, sizeof *c);
+        STARPU_ASSERT_MSG(c, "gemm: no memory for the matmul cache");
+        DNNL_OK(dnnl_stream_create(&c->stream, mm_engine, dnnl_stream_default_flags));
+        pthread_setspecific(mm_key_tls, c);
+    }
+    mm_entry *e = NULL;
+    for (int i = 0; i < c->used && !e; i++)
+        if (!memcmp(&c->e[i].key, k, sizeof *k)) e = &c->e[i];
+    if (!e) {
+        if (c->used < MM_CACHE) e = &c->e[c->used++];
+        else e = &c->e[c->next], c->next = (c->next + 1) % MM_CACHE, mm_entry_free(e);
+        mm_create(e, k);
+    }
+    DNNL_OK(dnnl_memory_set_data_handle(e->a, (void *)A));
+    DNNL_OK(dnnl_memory_set_data_handle(e->b, (void *)B));
+    DNNL_OK(dnnl_memory_set_data_handle(e->c, C));
+    const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    DNNL_OK(dnnl_primitive_execute(e->prim, c->stream, 3, args));
+    DNNL_OK(dnnl_stream_wait(c->stream));
+}
+#endif
+
+void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const void *A, int lda, const void *B,
+                 int ldb, float beta, float *C, int ldc, sw_dtype dtype)
+{
+    STARPU_ASSERT_MSG(dtype == SW_F32 || dtype == SW_BF16, "sw_gemm_cpu: operands must be fp32 or bf16");
+    const int bf16 = dtype == SW_BF16;
+#ifdef STARWEAVE_HAVE_ONEDNN
+    if (backend == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native())) {
+        /* a key's padding bytes are compared: zero them */
+        mm_key key;
+        memset(&key, 0, sizeof key);
+        key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+        key.transA = !!transA, key.transB = !!transB, key.bf16 = bf16, key.alpha = alpha, key.beta = beta;
+        onednn_matmul(&key, A, B, C);
+        return;
+    }
+#endif
+    float *ta = NULL, *tb = NULL;
+    if (bf16) {
+        A = ta = widened(A, transA ? k : m, transA ? m : k, &lda);
+        B = tb = widened(B, transB ? n : k, transB ? k : n, &ldb);
+    }
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                A, lda, B, ldb, beta, C, ldc);
+    free(ta);
+    free(tb);
 }
 
 static void sgemm_cpu(void *a, void *b, const struct gemm_args *g, int m, int n, int k, float alpha, float beta,
                       float *c, int ldc)
 {
-    float *ta, *tb;
-    int lda, ldb;
-    const float *A = f32_operand(a, &ta, &lda), *B = f32_operand(b, &tb, &ldb);
-#ifdef STARWEAVE_HAVE_ONEDNN
-    if (backend == SW_GEMM_ONEDNN) {
-        static __thread int one_thread; /* StarPU owns the cores: one OpenMP thread per worker */
-        if (!one_thread) omp_set_num_threads(1), one_thread = 1;
-        dnnl_status_t st = dnnl_sgemm(g->transA ? 'T' : 'N', g->transB ? 'T' : 'N', m, n, k, alpha, A, lda, B, ldb,
-                                      beta, c, ldc);
-        STARPU_ASSERT_MSG(st == dnnl_success, "dnnl_sgemm failed (status %d)", (int)st);
-    } else
-#endif
-        cblas_sgemm(CblasRowMajor, g->transA ? CblasTrans : CblasNoTrans, g->transB ? CblasTrans : CblasNoTrans, m,
-                    n, k, alpha, A, lda, B, ldb, beta, c, ldc);
-    free(ta);
-    free(tb);
+    sw_gemm_cpu(g->transA, g->transB, m, n, k, alpha, (const void *)STARPU_MATRIX_GET_PTR(a), (int)SW_LD_OF(a),
+                (const void *)STARPU_MATRIX_GET_PTR(b), (int)SW_LD_OF(b), beta, c, ldc, is_bf16(a) ? SW_BF16 : SW_F32);
 }
 
 static void gemm_cpu(void *buffers[], void *cl_arg)

@@ -567,10 +567,16 @@ int main(int argc, char **argv)
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
                sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
-    if (!o.quiet && c->dtype == SW_BF16 && sw_ncpus() > 0)
-        printf("gpt_train: bf16 on the CPU workers: GEMM operands are rounded to bf16 and widened exactly to fp32 "
-               "for the fp32 kernel (%s): bf16's numerics, not its speed (no bf16 CPU GEMM kernel yet)\n",
-               sw_gemm_backend_name(sw_gemm_get_backend()));
+    if (!o.quiet && c->dtype == SW_BF16 && sw_ncpus() > 0) {
+        if (sw_gemm_bf16_native())
+            printf("gpt_train: bf16 on the CPU workers: GEMMs multiply bf16 operands with fp32 accumulation "
+                   "(oneDNN's bf16 matmul)\n");
+        else
+            printf("gpt_train: bf16 on the CPU workers: GEMM operands are rounded to bf16 and widened exactly to "
+                   "fp32 for the fp32 kernel (%s): bf16's numerics, not its speed (bf16 kernels need the onednn "
+                   "backend on a CPU with AVX512-BF16 or AMX)\n",
+                   sw_gemm_backend_name(sw_gemm_get_backend()));
+    }
 
     float first = 0, loss = 0;
     double total_ms = 0, submit_ms = 0;

@@ -5,7 +5,9 @@
  * the cast codelet on strided tiles both ways (bitwise); and sw_gemm /
  * sw_gemm_bias with bf16 operands against a double-precision product of the
  * rounded operands (fp32 accumulation: the tolerance of test_gemm), every
- * transpose combination, strided column tiles. */
+ * transpose combination, strided column tiles, with every CPU GEMM backend
+ * of the build (oneDNN runs bf16 products where sw_gemm_bf16_native(), and
+ * widens elsewhere; each check names which). */
 #include <string.h>
 
 #include "bf16.h"
@@ -126,10 +128,14 @@ static void ref_gemm(const float *A, int ta, const float *B, int tb, double *C, 
         }
 }
 
+static char backend[160]; /* sw_gemm_describe of the backend under test */
+
 static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
-    tu_close(what, got, ref, M * N, 1e-5, 1e-5 * tu_maxabs(ref, M * N));
+    char line[400];
+    snprintf(line, sizeof line, "%s [%s]", what, backend);
+    tu_close(line, got, ref, M * N, 1e-5, 1e-5 * tu_maxabs(ref, M * N));
     free(got);
 }
 
@@ -182,6 +188,17 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     test_rounding();
     test_cast();
-    test_gemm();
+    const sw_gemm_backend saved = sw_gemm_get_backend();
+    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
+        char msg[256];
+        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
+            printf("SKIP bf16 gemm with %s: %s\n", sw_gemm_backend_name(be), msg);
+            continue;
+        }
+        sw_gemm_describe(backend, sizeof backend);
+        test_gemm();
+        starpu_task_wait_for_all();
+    }
+    sw_gemm_set_backend(saved, NULL, 0);
     return tu_finish();
 }

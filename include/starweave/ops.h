@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <starpu.h>
 
+#include "starweave/tensor.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -40,10 +42,11 @@ typedef struct sw_rng_key {
 } sw_rng_key;
 
 /* The CPU GEMM kernel every sw_gemm task calls (configure --with-gemm).
- * OPENBLAS: cblas_sgemm, one thread. ONEDNN (built with oneDNN): dnnl_sgemm,
- * one OpenMP thread inside the task. AUTO: oneDNN where it is built and the
- * CPU runs its AVX-512 kernels (measured: 2x OpenBLAS's Haswell code there;
- * on an AVX2 CPU within 10 % either way, BENCHMARKS.md), else OpenBLAS.
+ * OPENBLAS: cblas_sgemm, one thread. ONEDNN (built with oneDNN): oneDNN's
+ * matmul primitive, created once per shape and kept per worker thread, one
+ * OpenMP thread inside the task. AUTO: oneDNN where it is built and the CPU
+ * runs its AVX-512 kernels (measured: 2x OpenBLAS's Haswell code there; on
+ * an AVX2 CPU within 10 % either way, BENCHMARKS.md), else OpenBLAS.
  * Results are bit-identical for every scheduler and worker count with one
  * backend; two backends differ in the last bits. Set it while no GEMM task
  * runs (sw_init does: sw_options.gemm, else $SW_GEMM). Returns the backend
@@ -55,8 +58,18 @@ sw_gemm_backend sw_gemm_get_backend(void);
 /* "auto", "openblas", "onednn"; parse returns -1 for anything else */
 const char *sw_gemm_backend_name(int b);
 int sw_gemm_backend_parse(const char *name);
-/* What runs: "onednn (oneDNN 2.6.3, avx512_core_bf16)", "openblas (OpenBLAS 0.3.21, Haswell)" */
+/* What runs: "onednn (oneDNN 2.6.3, avx512_core_bf16, bf16 native)",
+ * "openblas (OpenBLAS 0.3.21, Haswell, bf16 widened to fp32)" */
 void sw_gemm_describe(char *buf, size_t n);
+/* 1 when bf16 GEMM operands run as bf16 on the CPU (the oneDNN backend on a
+ * CPU with AVX512-BF16 or AMX: bf16 products, fp32 accumulation); 0 when
+ * they are widened, exactly, to fp32 for the fp32 kernel. */
+int sw_gemm_bf16_native(void);
+/* The kernel itself, for benchmarks and users' own codelets: row-major
+ * C[m,n] = alpha op(A) op(B) + beta C on the calling thread, A and B of
+ * dtype (SW_F32 or SW_BF16, leading dimensions in elements), C fp32. */
+void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const void *A, int lda, const void *B,
+                 int ldb, float beta, float *C, int ldc, sw_dtype dtype);
 
 /* ---- GEMM (codelets/gemm.c) ----
  * C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans != 0).
@@ -69,8 +82,9 @@ void sw_gemm_bias(starpu_data_handle_t A, int transA, starpu_data_handle_t B, in
 
 /* bf16 operands (--dtype bf16): A and B both fp32 or both bf16 (element
  * size 2, see sw_cast); products accumulate in fp32 (cuBLAS GemmEx with
- * fp32 compute on GPUs; on CPUs the bf16 tiles are widened, exactly, and go
- * through sgemm); C and bias are fp32. */
+ * fp32 compute on GPUs; on CPUs oneDNN's bf16 matmul where
+ * sw_gemm_bf16_native(), else the bf16 tiles are widened, exactly, and go
+ * through the fp32 kernel); C and bias are fp32. */
 
 /* ---- casts (codelets/cast.c) ----
  * dst = src between fp32 and bf16 (the direction from the element sizes;
