@@ -157,6 +157,7 @@ typedef struct {
 static dnnl_engine_t mm_engine;
 static pthread_once_t mm_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mm_key_tls;
+static int mm_warned_ref; /* said once that oneDNN fell back to its reference code */
 
 #define DNNL_OK(call)                                                                                                  \
     do {                                                                                                               \
@@ -211,6 +212,12 @@ static void mm_create(mm_entry *e, const mm_key *k)
     }
     dnnl_primitive_desc_t pd;
     DNNL_OK(dnnl_primitive_desc_create(&pd, &md, attr, mm_engine, NULL));
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        !strncmp(impl, "ref", 3) && !__atomic_exchange_n(&mm_warned_ref, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "starweave: warning: oneDNN runs its reference matmul (%s) for a %s GEMM %dx%dx%d "
+                        "(transA %d, transB %d, ld %d/%d/%d): slow; --gemm openblas avoids it\n",
+                impl, k->bf16 ? "bf16" : "fp32", k->m, k->n, k->k, k->transA, k->transB, k->lda, k->ldb, k->ldc);
     DNNL_OK(dnnl_primitive_create(&e->prim, pd));
     dnnl_primitive_desc_destroy(pd);
     dnnl_primitive_attr_destroy(attr);

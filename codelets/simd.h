@@ -67,22 +67,31 @@ static inline const float *sw_vec_in(void *buf, float **tmp)
     return t;
 }
 
-typedef int32_t sw_vi __attribute__((vector_size(SW_VL * sizeof(int32_t))));
-
 /* max of x[0..n-1], -inf for n == 0; a NaN compares false and is skipped
- * (as in the scalar m = x > m ? x : m) */
+ * (as in the scalar m = x > m ? x : m). In native vectors: GCC turns
+ * compares of the wider sw_vf into scalar branches on AVX2. Four
+ * accumulators keep the compare-select chains apart. The max is exact, so
+ * the width and grouping change nothing (but the sign of an all-zero max). */
 static inline float sw_row_max(const float *x, int64_t n)
 {
-    sw_vf vm, v;
-    for (int j = 0; j < SW_VL; j++) vm[j] = -INFINITY;
+    typedef int32_t vi __attribute__((vector_size(SW_NL * sizeof(int32_t))));
+    const sw_vn ninf = (sw_vn){0} - INFINITY;
+    sw_vn vm[4] = {ninf, ninf, ninf, ninf}, v;
     int64_t c = 0;
-    for (; c + SW_VL <= n; c += SW_VL) {
-        SW_VLOAD(v, x + c);
-        sw_vi gt = v > vm;
-        vm = (sw_vf)(((sw_vi)v & gt) | ((sw_vi)vm & ~gt));
+    for (; c + 4 * SW_NL <= n; c += 4 * SW_NL)
+        for (int u = 0; u < 4; u++) {
+            SW_NLOAD(v, x + c + u * SW_NL);
+            vi gt = v > vm[u];
+            vm[u] = (sw_vn)(((vi)v & gt) | ((vi)vm[u] & ~gt));
+        }
+    for (; c + SW_NL <= n; c += SW_NL) {
+        SW_NLOAD(v, x + c);
+        vi gt = v > vm[0];
+        vm[0] = (sw_vn)(((vi)v & gt) | ((vi)vm[0] & ~gt));
     }
     float m = -INFINITY;
-    for (int j = 0; j < SW_VL; j++) m = vm[j] > m ? vm[j] : m;
+    for (int u = 0; u < 4; u++)
+        for (int j = 0; j < SW_NL; j++) m = vm[u][j] > m ? vm[u][j] : m;
     for (; c < n; c++) m = x[c] > m ? x[c] : m;
     return m;
 }
