@@ -607,18 +607,30 @@ void sw_lm_head_destroy(sw_lm_head *hd)
 
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
 
+/* The head's GEMMs split the local vocabulary into P x S tiles of at most
+ * LM_TILE_COLS columns (S per row tile of the other ops): at P = 4, W124's
+ * 12576-column tiles were 4.9 GFLOP tasks (about 60 ms), and the last of
+ * them left a worker idle for most of a task's length at the end of the
+ * head's forward and of its backward (52 ms per 1.5 s step, measured). */
+enum { LM_TILE_COLS = 4096 };
+static int lm_subtiles(const sw_ctx *x, const sw_lm_head *hd)
+{
+    const int64_t per = ((int64_t)hd->Vl + x->P - 1) / x->P;
+    return (int)((per + LM_TILE_COLS - 1) / LM_TILE_COLS);
+}
+
 /* loss = mean cross-entropy of logits[T,Vl] = f(x) W^T: the vocabulary is
  * split over TP, so the row max, the target logit and the sum of exps are
  * all-reduced ([T,1] each); every rank gets the loss */
 void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *targets)
 {
-    int P = x->P;
+    int P = x->P, PV = P * lm_subtiles(x, hd);
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl;
     hd->in = sw_tp_f_forward(&x->tp, in, hd->xg);
     starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
-    for (int j = 0; j < P; j++)
-        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, P, STARPU_R)[j], 1, cols_w(x, hd->logits, j), 1.0f,
-                0.0f);
+    for (int j = 0; j < PV; j++)
+        sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, PV, STARPU_R)[j], 1,
+                sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_W)[j], 1.0f, 0.0f);
     op_done(x, x16);
     for (int i = 0; i < P; i++) {
         sw_ce_max(rows_r(x, hd->logits, i), rows_w(x, hd->ce_max, i), vocab0, hd->vocab);
@@ -648,34 +660,33 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
  * communication); returns the gradient of the input ([l,h], through f) */
 sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
 {
-    int P = x->P;
+    int P = x->P, S = lm_subtiles(x, hd), PV = P * S;
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl, h = gemm_w(x, hd->w)->cols;
     for (int i = 0; i < P; i++)
         sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
                   rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
     /* dW = dlogits^T x (split over the vocabulary) */
     starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
-    for (int j = 0; j < P; j++) {
-        starpu_data_handle_t d16 = op16(x, cols_r(x, hd->logits, j));
-        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
+    for (int j = 0; j < PV; j++) {
+        starpu_data_handle_t d16 = op16(x, sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_R)[j]);
+        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, PV, STARPU_W)[j], 1.0f, 0.0f);
         op_done(x, d16);
     }
     op_done(x, x16);
     /* dx = dlogits W, split over the vocabulary (the reduction dimension:
-     * neither large operand is re-packed) into partial sums, then added */
+     * neither large operand is re-packed): partial sum i accumulates the S
+     * tiles of vocabulary part i in order, then the P partials are added */
     sw_tensor *part = sw_scratch(x, "part", x->T, h);
-    if (P == 1) {
-        starpu_data_handle_t d16 = op16(x, whole_r(hd->logits));
-        sw_gemm(d16, 0, whole_r(gemm_w(x, hd->w)), 0, whole_w(part), 1.0f, 0.0f);
+    sw_tensor *lm_part = P > 1 ? sw_scratch(x, "lm_part", (int64_t)P * x->T, h) : NULL;
+    for (int j = 0; j < PV; j++) {
+        const int i = j / S, first = j % S == 0;
+        starpu_data_handle_t d16 = op16(x, sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_R)[j]);
+        starpu_data_handle_t out = P > 1 ? sw_tensor_tiles(lm_part, SW_ROWS, P, first ? STARPU_W : STARPU_RW)[i]
+                                         : sw_tensor_whole(part, first ? STARPU_W : STARPU_RW);
+        sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, PV, STARPU_R)[j], 0, out, 1.0f, first ? 0.0f : 1.0f);
         op_done(x, d16);
-    } else {
-        sw_tensor *lm_part = sw_scratch(x, "lm_part", (int64_t)P * x->T, h);
-        for (int j = 0; j < P; j++) {
-            starpu_data_handle_t d16 = op16(x, cols_r(x, hd->logits, j));
-            sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, P, STARPU_R)[j], 0,
-                    sw_tensor_tiles(lm_part, SW_ROWS, P, STARPU_W)[j], 1.0f, 0.0f);
-            op_done(x, d16);
-        }
+    }
+    if (P > 1) {
         starpu_data_handle_t *lp = sw_tensor_tiles(lm_part, SW_ROWS, P, STARPU_R);
         sw_add(lp[0], lp[1], whole_w(part));
         for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(part, STARPU_RW));

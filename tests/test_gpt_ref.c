@@ -209,16 +209,17 @@ static void export_end(void)
 }
 
 /* ---- one configuration ---- */
-static void run_case(float dropout, int kv_heads, int do_export)
+static void run_case(float dropout, int kv_heads, int vocab, int do_export)
 {
     sw_gpt_config c;
     sw_gpt_config_default(&c);
-    c.layers = 2; c.hidden = 48; c.heads = 4; c.vocab = 83; c.max_pos = 32;
+    c.layers = 2; c.hidden = 48; c.heads = 4; c.vocab = vocab; c.max_pos = 32;
     c.seq = 16; c.batch = 3; c.tiles = 3;
     c.dropout = dropout; c.ln_eps = 1e-5f; c.seed = 20240601u; c.kv_heads = kv_heads;
     c.lr = 1e-3f; c.beta1 = 0.9f; c.beta2 = 0.95f; c.adam_eps = 1e-6f; c.weight_decay = 0.1f;
     char msg[256] = "", what[256];
-    printf("# case dropout %.2f, kv-heads %d of %d\n", (double)dropout, kv_heads ? kv_heads : c.heads, c.heads);
+    printf("# case dropout %.2f, kv-heads %d of %d, vocab %d\n", (double)dropout, kv_heads ? kv_heads : c.heads, c.heads,
+           vocab);
     if (!tu_true("config accepted", sw_gpt_config_check(&c, msg, sizeof msg) == 0)) {
         printf("  %s\n", msg);
         return;
@@ -459,9 +460,10 @@ int main(int argc, char **argv)
         return tu_finish();
     }
     check_reference_fd();
-    run_case(0.0f, 0, 0);
-    run_case(0.1f, 0, 0);
-    run_case(0.0f, 2, export_dir != NULL); /* grouped-query attention: the case PyTorch checks */
-    run_case(0.1f, 1, 0);                  /* one K/V head for all query heads */
+    run_case(0.0f, 0, 83, 0);
+    run_case(0.1f, 0, 83, 0);
+    run_case(0.0f, 2, 83, export_dir != NULL); /* grouped-query attention: the case PyTorch checks */
+    run_case(0.1f, 1, 83, 0);                  /* one K/V head for all query heads */
+    run_case(0.0f, 0, 13000, 0); /* vocabulary tiles of 4352 > 4096 columns: the LM head's GEMMs in sub-tiles */
     return tu_finish();
 }
