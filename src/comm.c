@@ -14,6 +14,7 @@
 
 #include "codelet_util.h"
 #include "comm_nbc.h"
+#include "comm_p2p.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -317,12 +318,24 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
     return t;
 }
 
+/* detached requests submitted and not yet completed (comm_p2p.h) */
+static int p2p_pending;
+int sw_comm_p2p_pending(void) { return __atomic_load_n(&p2p_pending, __ATOMIC_RELAXED); }
+
+/* a detached request's completion: the count, then its trace record (or NULL) */
+static void p2p_done(void *rec)
+{
+    __atomic_sub_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    if (rec) sw_trace_comm_done(rec);
+}
+
 /* every send of a collective on g goes through here: it counts the bytes */
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
     c->sent_bytes[g] += (double)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, dest, 1, tag, h);
-    SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, tr ? sw_trace_comm_done : NULL, tr));
+    __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, p2p_done, tr));
 }
 
 static void gate_cpu(void *buffers[], void *cl_arg) { (void)buffers; (void)cl_arg; }
@@ -348,7 +361,8 @@ static void irecv_after(sw_comm *c, sw_group g, starpu_data_handle_t after, star
 {
     if (after) COMM_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, src, 0, tag, h);
-    SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, tr ? sw_trace_comm_done : NULL, tr));
+    __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, p2p_done, tr));
 }
 
 static void reduce2(starpu_data_handle_t x, starpu_data_handle_t y, int op)

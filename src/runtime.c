@@ -4,6 +4,7 @@
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
+#include "comm_p2p.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -113,12 +114,21 @@ static int env_int(const char *name, int fallback)
  * its reduction task -> the next send) waited 4-8 ms. An idle worker that
  * sleeps a little instead leaves the core to the progression thread and
  * wakes up (preempting it) within the sleep time. Measured with
- * bench/idle.sh (gpt_train --tp 2 --sp, 2 ranks on 2 cores): 196-199
- * ms/step spinning, 50.5-53.7 ms/step sleeping 100 us. */
+ * bench/idle.sh (gpt_train --tp 2 --sp, 2 ranks on 2 cores) on 2026-11-22,
+ * when its collectives were point-to-point: 196-199 ms/step spinning,
+ * 50.5-53.7 ms/step sleeping 100 us. The worker sleeps only while the
+ * rank has point-to-point requests outstanding (comm_p2p.h): without
+ * them the progression thread has nothing to do, and a sleeping worker
+ * only delays the next task -- and the collectives MPI runs (comm_nbc.c),
+ * whose requests idle workers test. On 2026-11-25 (2 ranks on 2 cores)
+ * always sleeping made a 1 KiB all-reduce take 0.18 ms instead of 0.04,
+ * and gpt_train --tp 2 --sp 31-33 ms/step instead of 26-31, while always
+ * spinning made --ring 2 take 120 ms/step instead of 47 (BENCHMARKS.md). */
 static long idle_sleep_ns;
 static unsigned idle_hook(void *arg)
 {
     (void)arg;
+    if (!sw_comm_p2p_pending()) return 0;
     struct timespec ts = {0, idle_sleep_ns};
     nanosleep(&ts, NULL);
     return 0;
