@@ -123,12 +123,17 @@ static int env_int(const char *name, int fallback)
  * whose requests idle workers test. On 2026-11-25 (2 ranks on 2 cores)
  * always sleeping made a 1 KiB all-reduce take 0.18 ms instead of 0.04,
  * and gpt_train --tp 2 --sp 31-33 ms/step instead of 26-31, while always
- * spinning made --ring 2 take 120 ms/step instead of 47 (BENCHMARKS.md). */
+ * spinning made --ring 2 take 120 ms/step instead of 47 (BENCHMARKS.md).
+ * Where the node's ranks have more workers than it has cores, idle workers
+ * always sleep: spinning ones took the cores from the working threads of
+ * other ranks (4 ranks on 2 cores: a 1 KiB all-reduce 7.9 ms instead of
+ * 0.57, and MPI_Allreduce itself 16 ms). */
 static long idle_sleep_ns;
+static int idle_always; /* more workers on the node than cores */
 static unsigned idle_hook(void *arg)
 {
     (void)arg;
-    if (!sw_comm_p2p_pending()) return 0;
+    if (!idle_always && !sw_comm_p2p_pending()) return 0;
     struct timespec ts = {0, idle_sleep_ns};
     nanosleep(&ts, NULL);
     return 0;
@@ -211,6 +216,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                   : env_int("SW_IDLE_SLEEP_US", local_size > 1 ? SW_IDLE_SLEEP_US_SHARED : 0);
     if (idle_us > 0) {
         idle_sleep_ns = (long)(idle_us < 999999 ? idle_us : 999999) * 1000;
+        idle_always = (long)local_size * (long)starpu_cpu_worker_get_count() > ncores;
         if (starpu_idle_hook_register(idle_hook, NULL) < 0) fprintf(stderr, "starweave: no idle hook slot\n");
     }
     SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &sw_rt.rank));
