@@ -162,10 +162,10 @@ static inline void att_abt1(float *restrict s, const float *restrict a, const fl
 }
 
 /* The vector part of y[c] += sum_{t<n} w[t*wt] * M[t*ldm + c]: the columns c
- * < d in whole native vectors, y held in registers (64 columns at a time, then
- * one vector) over
- * the whole sum, t in order. Returns the first column not done (c < d when d
- * is not a multiple of SW_NL), for the caller's scalar tail. */
+ * < d in whole native vectors, y held in registers (64 columns at a time,
+ * then one vector) over the whole sum, t in order. Returns the first column
+ * not done (c < d when d is not a multiple of SW_NL), for the caller's
+ * scalar tail. */
 static inline __attribute__((always_inline)) int att_axpy_vec(float *restrict y, const float *restrict w, int64_t wt,
                                                               const float *restrict M, int64_t ldm, int n, int d)
 {
