@@ -139,8 +139,9 @@ static void check(const char *what, sw_tensor *C, const double *ref)
     free(got);
 }
 
-static void test_gemm(void)
+static void test_gemm(void *unused)
 {
+    (void)unused;
     double *ref = malloc(sizeof(double) * M * N);
     float *bias = malloc(sizeof(float) * N);
     if (!ref || !bias) exit(99);
@@ -188,17 +189,6 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     test_rounding();
     test_cast();
-    const sw_gemm_backend saved = sw_gemm_get_backend();
-    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
-        char msg[256];
-        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
-            printf("SKIP bf16 gemm with %s: %s\n", sw_gemm_backend_name(be), msg);
-            continue;
-        }
-        sw_gemm_describe(backend, sizeof backend);
-        test_gemm();
-        starpu_task_wait_for_all();
-    }
-    sw_gemm_set_backend(saved, NULL, 0);
+    tu_each_gemm_backend("bf16 gemm", test_gemm, NULL, backend, sizeof backend);
     return tu_finish();
 }

@@ -177,23 +177,23 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
 
 }
 
+struct forms_args {
+    const float *a, *b, *c0, *bias;
+    double *ref;
+};
+static void all_forms_of(void *p)
+{
+    const struct forms_args *f = p;
+    all_forms(f->a, f->b, f->c0, f->bias, f->ref);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
     float *a = rnd(M * K, 1), *b = rnd(K * N, 2), *c0 = rnd(M * N, 3), *bias = rnd(N, 4);
     double *ref = malloc(sizeof(double) * M * N);
-    const sw_gemm_backend saved = sw_gemm_get_backend();
-    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
-        char msg[256];
-        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
-            printf("SKIP gemm with %s: %s\n", sw_gemm_backend_name(be), msg);
-            continue;
-        }
-        sw_gemm_describe(backend, sizeof backend);
-        all_forms(a, b, c0, bias, ref);
-        starpu_task_wait_for_all();
-    }
-    sw_gemm_set_backend(saved, NULL, 0);
+    struct forms_args fa = {a, b, c0, bias, ref};
+    tu_each_gemm_backend("gemm", all_forms_of, &fa, backend, sizeof backend);
     free(a);
     free(b);
     free(c0);

@@ -197,6 +197,25 @@ static inline void tu_to_double(double *d, const float *f, int64_t n)
     for (int64_t i = 0; i < n; i++) d[i] = f[i];
 }
 
+/* fn(arg) once with every CPU GEMM backend of the build (a SKIP line for
+ * one it lacks), with desc (n bytes) describing the backend in use
+ * (sw_gemm_describe); the backend is restored afterwards. */
+static inline void tu_each_gemm_backend(const char *what, void (*fn)(void *), void *arg, char *desc, size_t n)
+{
+    const sw_gemm_backend saved = sw_gemm_get_backend();
+    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
+        char msg[256];
+        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
+            printf("SKIP %s with %s: %s\n", what, sw_gemm_backend_name(be), msg);
+            continue;
+        }
+        sw_gemm_describe(desc, n);
+        fn(arg);
+        starpu_task_wait_for_all();
+    }
+    sw_gemm_set_backend(saved, NULL, 0);
+}
+
 static inline int tu_finish(void)
 {
     printf("%d passed, %d failed\n", tu_passed, tu_failed);
