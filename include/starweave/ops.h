@@ -46,7 +46,8 @@ typedef struct sw_rng_key {
  * matmul primitive, created once per shape and kept per worker thread, one
  * OpenMP thread inside the task. AUTO: oneDNN where it is built and the CPU
  * runs its AVX-512 kernels (measured: 2x OpenBLAS's Haswell code there; on
- * an AVX2 CPU within 10 % either way, BENCHMARKS.md), else OpenBLAS.
+ * an AVX2 CPU W124's step took 1.16x OpenBLAS's, BENCHMARKS.md), else
+ * OpenBLAS.
  * Results are bit-identical for every scheduler and worker count with one
  * backend; two backends differ in the last bits. Set it while no GEMM task
  * runs (sw_init does: sw_options.gemm, else $SW_GEMM). Returns the backend
