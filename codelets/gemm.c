@@ -263,7 +263,8 @@ void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const
     STARPU_ASSERT_MSG(dtype == SW_F32 || dtype == SW_BF16, "sw_gemm_cpu: operands must be fp32 or bf16");
     const int bf16 = dtype == SW_BF16;
 #ifdef STARWEAVE_HAVE_ONEDNN
-    if (backend == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native())) {
+    /* empty products (a zero dimension) stay with BLAS's C = beta C */
+    if (backend == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native()) && m > 0 && n > 0 && k > 0) {
         /* a key's padding bytes are compared: zero them */
         mm_key key;
         memset(&key, 0, sizeof key);
