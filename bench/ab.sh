@@ -2,7 +2,9 @@
 # W124 (bench/w124.sh's shape, 2 CPU workers) with two builds, or one build
 # with two sets of gpt_train flags, run interleaved -- A, B, A, B, ... -- so
 # that the machine's drift (10-20 % on these VMs) falls on both alike.
-# Prints each run's ms/step (mean over steps 2..N) and each side's median.
+# Prints each run's ms/step (mean over steps 2..N) and its wall time (the
+# process from start to exit: set-up and initial values included), and each
+# side's medians.
 # usage: sh bench/ab.sh BUILD_A BUILD_B [reps (3)] [steps (6)]
 #   A_ARGS, B_ARGS: extra gpt_train flags per side, e.g.
 #   A_ARGS="--gemm openblas" B_ARGS="--gemm onednn" sh bench/ab.sh build build
@@ -24,15 +26,20 @@ i=0
 while [ $i -lt "$reps" ]; do
   for side in A B; do
     if [ $side = A ]; then d=$a args=${A_ARGS:-}; else d=$b args=${B_ARGS:-}; fi
+    t0=$(date +%s.%N)
     # shellcheck disable=SC2086
     "$d/examples/gpt_train" $shape --steps "$steps" $args --log "$tmp/log.csv" > "$tmp/out" 2>&1 ||
       { cat "$tmp/out"; exit 1; }
+    wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
     ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$tmp/out")
-    echo "$side $ms ms/step"
+    echo "$side $ms ms/step, $wall s wall"
     echo "$ms" >> "$tmp/$side"
+    echo "$wall" >> "$tmp/$side.wall"
   done
   i=$((i + 1))
 done
 median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 ma=$(median "$tmp/A") mb=$(median "$tmp/B")
 awk -v a="$ma" -v b="$mb" 'BEGIN { printf "median A %.1f ms/step, B %.1f ms/step, B / A %.3f\n", a, b, b / a }'
+wa=$(median "$tmp/A.wall") wb=$(median "$tmp/B.wall")
+awk -v a="$wa" -v b="$wb" 'BEGIN { printf "median wall A %.2f s, B %.2f s, B / A %.3f\n", a, b, b / a }'

@@ -549,6 +549,7 @@ int main(int argc, char **argv)
         sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
+    const double t_create = now_ms();
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     sw_ckpt_field fields[8];
     int nfields = sw_gpt_checkpoint_fields(m, fields);
@@ -586,6 +587,8 @@ int main(int argc, char **argv)
         if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
         if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
+    starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
+    if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
     if (o.trace) sw_trace_enable(1);
     if (o.memory_report) sw_memory_watch(1);
     for (int step = step0 + 1; step <= o.steps; step++) {

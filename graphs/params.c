@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codelet_util.h"
 #include "layer_util.h"
 #include "philox.h"
 #include "starweave/mesh.h"
@@ -119,25 +120,72 @@ void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
     }
 }
 
-/* global values of parameter k: normal(0, std) by Box-Muller on two
- * counter-based uniforms per element (independent of any tiling), or a
- * constant */
-static void init_values(const sw_params *p, int k, float *v)
+/* Initial values, as tasks on the workers (one per tensor): W124's 124M
+ * values took the main thread about 10 s, while spinning idle workers
+ * shared its cores. Element (r, c) of parameter k's local shard is
+ * element g = R * cols + C of the global [rows, cols] parameter (R, C
+ * through the shard's runs): normal(0, std) by Box-Muller on the
+ * counter-based uniforms 2g and 2g + 1, the same under any sharding, with
+ * global rows from init_rows on 0 (when 0 < init_rows < rows: the padded
+ * vocabulary); or the constant init_value. zero: all 0 (moments). */
+struct init_args {
+    sw_param_desc d;
+    uint64_t seed;
+    int k, zero;
+};
+
+/* global row (dim 0) or column (dim 1) of local index i */
+static int64_t global_of(const sw_shard *s, int dim, int64_t i)
 {
-    const sw_param_desc *d = &p->p[k].d;
-    int64_t n = d->rows * d->cols;
-    if (d->init_std <= 0.0f) {
-        for (int64_t i = 0; i < n; i++) v[i] = d->init_value;
-        return;
+    if (s->n == 0 || s->dim != dim) return i;
+    int r = 0;
+    while (r < s->n - 1 && i >= s->count[r]) i -= s->count[r++];
+    return s->start[r] + i;
+}
+
+static void param_init_cpu(void *buffers[], void *cl_arg)
+{
+    struct init_args args;
+    starpu_codelet_unpack_args(cl_arg, &args);
+    const struct init_args *a = &args;
+    const sw_param_desc *d = &a->d;
+    float *x = SW_F32_OF(buffers[0]);
+    const int64_t rows = SW_ROWS_OF(buffers[0]), cols = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    const int64_t zero_from =
+        d->init_std > 0.0f && d->init_rows > 0 && d->init_rows < d->rows ? d->init_rows : d->rows;
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = x + r * ld;
+        const int64_t gr = global_of(&d->shard, 0, r);
+        if (a->zero || gr >= zero_from || d->init_std <= 0.0f) {
+            const float v = a->zero || gr >= zero_from ? 0.0f : d->init_value;
+            for (int64_t c = 0; c < cols; c++) row[c] = v;
+            continue;
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            const uint64_t g = (uint64_t)(gr * d->cols + global_of(&d->shard, 1, c));
+            float u1 = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g);
+            float u2 = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g + 1);
+            row[c] = d->init_std * sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530718f * u2);
+        }
     }
-    for (int64_t i = 0; i < n; i++) {
-        float u1 = sw_philox_uniform(p->c.seed, 0, (uint32_t)k, 0xFFFE, 2 * (uint64_t)i);
-        float u2 = sw_philox_uniform(p->c.seed, 0, (uint32_t)k, 0xFFFE, 2 * (uint64_t)i + 1);
-        float r = sqrtf(-2.0f * logf(1.0f - u1));
-        v[i] = d->init_std * r * cosf(6.28318530718f * u2);
-    }
-    if (d->init_rows > 0 && d->init_rows < d->rows)
-        memset(v + d->init_rows * d->cols, 0, sizeof(float) * (size_t)((d->rows - d->init_rows) * d->cols));
+}
+
+SW_PERFMODEL(param_init_model, "sw_param_init");
+static struct starpu_codelet param_init_cl = {
+    .cpu_funcs = {param_init_cpu},
+    .cpu_funcs_name = {"param_init_cpu"},
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .model = &param_init_model,
+    .name = "param_init",
+};
+
+static void submit_init(const sw_params *p, int k, sw_tensor *t, int zero)
+{
+    struct init_args a;
+    memset(&a, 0, sizeof a);
+    a.d = p->p[k].d, a.seed = p->c.seed, a.k = k, a.zero = zero;
+    SW_INSERT(&param_init_cl, STARPU_W, sw_tensor_whole(t, STARPU_W), STARPU_VALUE, &a, sizeof a);
 }
 
 /* ZeRO-1 shards the rows of parameters that have at least one per rank */
@@ -218,17 +266,9 @@ void sw_params_allocate(sw_params *p)
         q->m = sw_tensor_new2d(name, SW_F32, mrows, lcols);
         snprintf(name, sizeof name, "v.%s", d->name);
         q->v = sw_tensor_new2d(name, SW_F32, mrows, lcols);
-        /* the global values, whatever the sharding */
-        float *global = malloc(sizeof(float) * (size_t)(d->rows * d->cols));
-        float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
-        if (!global || !local) { perror("starweave: malloc"); abort(); }
-        init_values(p, k, global);
-        sw_shard_extract(d, global, local);
-        sw_tensor_write_host(q->value, local);
-        free(global);
-        free(local);
-        sw_tensor_fill(q->m, 0.0f);
-        sw_tensor_fill(q->v, 0.0f);
+        submit_init(p, k, q->value, 0);
+        submit_init(p, k, q->m, 1);
+        submit_init(p, k, q->v, 1);
     }
     create_buckets(p);
     if (p->c.clip_grad > 0) p->norm2 = sw_tensor_new2d("grad_norm2", SW_F32, 1, 1);
