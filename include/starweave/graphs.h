@@ -133,7 +133,8 @@ typedef struct sw_gpt sw_gpt;
 /* Creates the model and its tensors; parameters initialised as GPT-2
  * (normal(0, 0.02), residual projections 0.02/sqrt(2L), LN 1/0, biases 0)
  * from the seed, the same global values for every tp (each rank keeps its
- * shard); AdamW moments 0. Blocking (writes host data). comm: the
+ * shard); AdamW moments 0 -- written by tasks it submits (wait for them,
+ * e.g. starpu_task_wait_for_all, to time a first step alone). comm: the
  * collectives context of a mesh whose TP degree is c->tp (NULL when tp is
  * 1). A configuration that breaks a rule stops every rank with exit 2. */
 sw_gpt *sw_gpt_create(const sw_gpt_config *c, sw_comm *comm);

@@ -68,7 +68,9 @@ sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm);
 /* Registers a parameter; returns its index (registration order: the
  * order of checkpoints and of the init keys). */
 int sw_params_add(sw_params *p, const sw_param_desc *d);
-/* Allocates every tensor and writes the initial values (blocking). */
+/* Allocates every tensor and submits the tasks that write the initial
+ * values and zero the moments (one per tensor; asynchronous: what reads
+ * them after, tasks or acquires, waits for them). */
 void sw_params_allocate(sw_params *p);
 void sw_params_destroy(sw_params *p);
 
