@@ -92,7 +92,8 @@ SW_TRACE_HIDDEN char *sw_trace_gather_blobs(MPI_Comm comm, int me, int n, const 
 /* Pairs of (send, receive) among the n records c, ordered by (source,
  * destination, group, tag, send posting); *nx of them. */
 SW_TRACE_HIDDEN xfer *sw_trace_match_transfers(const comm_rec *c, size_t n, size_t *nx);
-/* a name as Paje and dot take it (no quotes, spaces or separators) */
+/* a name fit for a quoted string in Paje or dot: quotes, backslashes and
+ * newlines become _ */
 SW_TRACE_HIDDEN void sw_trace_clean_name(char *s);
 /* the task graph's side of sw_trace_reset and sw_trace_comm_begin */
 SW_TRACE_HIDDEN void sw_trace_dag_clear(void);
