@@ -143,30 +143,49 @@ static int64_t global_of(const sw_shard *s, int dim, int64_t i)
     return s->start[r] + i;
 }
 
+/* n normal draws of elements g0 .. g0 + n - 1 into x: the uniforms first,
+ * in a loop the compiler vectorises, then the scalar logf/cosf */
+static void normal_run(const struct init_args *a, uint64_t g0, int64_t n, float *x)
+{
+    enum { CHUNK = 256 };
+    float u1[CHUNK], u2[CHUNK];
+    for (int64_t j0 = 0; j0 < n; j0 += CHUNK) {
+        const int m = (int)(n - j0 < CHUNK ? n - j0 : CHUNK);
+        for (int j = 0; j < m; j++) {
+            const uint64_t g = g0 + (uint64_t)(j0 + j);
+            u1[j] = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g);
+            u2[j] = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g + 1);
+        }
+        for (int j = 0; j < m; j++)
+            x[j0 + j] = a->d.init_std * sqrtf(-2.0f * logf(1.0f - u1[j])) * cosf(6.28318530718f * u2[j]);
+    }
+}
+
 static void param_init_cpu(void *buffers[], void *cl_arg)
 {
     struct init_args args;
     starpu_codelet_unpack_args(cl_arg, &args);
     const struct init_args *a = &args;
     const sw_param_desc *d = &a->d;
+    const sw_shard *s = &d->shard;
     float *x = SW_F32_OF(buffers[0]);
     const int64_t rows = SW_ROWS_OF(buffers[0]), cols = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
     const int64_t zero_from =
         d->init_std > 0.0f && d->init_rows > 0 && d->init_rows < d->rows ? d->init_rows : d->rows;
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
-        const int64_t gr = global_of(&d->shard, 0, r);
+        const int64_t gr = global_of(s, 0, r);
         if (a->zero || gr >= zero_from || d->init_std <= 0.0f) {
             const float v = a->zero || gr >= zero_from ? 0.0f : d->init_value;
             for (int64_t c = 0; c < cols; c++) row[c] = v;
             continue;
         }
-        for (int64_t c = 0; c < cols; c++) {
-            const uint64_t g = (uint64_t)(gr * d->cols + global_of(&d->shard, 1, c));
-            float u1 = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g);
-            float u2 = sw_philox_uniform(a->seed, 0, (uint32_t)a->k, 0xFFFE, 2 * g + 1);
-            row[c] = d->init_std * sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530718f * u2);
+        if (s->n == 0 || s->dim == 0) {
+            normal_run(a, (uint64_t)(gr * d->cols), cols, row);
+            continue;
         }
+        for (int i = 0, c = 0; i < s->n; c += (int)s->count[i++]) /* the column runs */
+            normal_run(a, (uint64_t)(gr * d->cols + s->start[i]), s->count[i], row + c);
     }
 }
 
