@@ -122,9 +122,9 @@ void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
 
 /* Initial values, as tasks on the workers (one per tensor): drawn on the
  * main thread, W124's 124M values took about 8 s of CPU and 14 s of
- * start-up, the idle workers spinning on the same cores. Element (r, c) of parameter k's local shard is
- * element g = R * cols + C of the global [rows, cols] parameter (R, C
- * through the shard's runs): normal(0, std) by Box-Muller on the
+ * start-up, the idle workers spinning on the same cores. Element (r, c)
+ * of parameter k's local shard is element g = R * cols + C of the global
+ * [rows, cols] parameter (R, C through the shard's runs): normal(0, std) by Box-Muller on the
  * counter-based uniforms 2g and 2g + 1, the same under any sharding, with
  * global rows from init_rows on 0 (when 0 < init_rows < rows: the padded
  * vocabulary); or the constant init_value. zero: all 0 (moments). */
@@ -134,10 +134,10 @@ struct init_args {
     int k, zero;
 };
 
-/* global row (dim 0) or column (dim 1) of local index i */
-static int64_t global_of(const sw_shard *s, int dim, int64_t i)
+/* the global row of local row i */
+static int64_t global_row(const sw_shard *s, int64_t i)
 {
-    if (s->n == 0 || s->dim != dim) return i;
+    if (s->n == 0 || s->dim != 0) return i;
     int r = 0;
     while (r < s->n - 1 && i >= s->count[r]) i -= s->count[r++];
     return s->start[r] + i;
@@ -174,7 +174,7 @@ static void param_init_cpu(void *buffers[], void *cl_arg)
         d->init_std > 0.0f && d->init_rows > 0 && d->init_rows < d->rows ? d->init_rows : d->rows;
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
-        const int64_t gr = global_of(s, 0, r);
+        const int64_t gr = global_row(s, r);
         if (a->zero || gr >= zero_from || d->init_std <= 0.0f) {
             const float v = a->zero || gr >= zero_from ? 0.0f : d->init_value;
             for (int64_t c = 0; c < cols; c++) row[c] = v;
