@@ -175,9 +175,9 @@ static void param_init_cpu(void *buffers[], void *cl_arg)
     for (int64_t r = 0; r < rows; r++) {
         float *row = x + r * ld;
         const int64_t gr = global_row(s, r);
-        if (a->zero || gr >= zero_from || d->init_std <= 0.0f) {
-            const float v = a->zero || gr >= zero_from ? 0.0f : d->init_value;
-            for (int64_t c = 0; c < cols; c++) row[c] = v;
+        const int zero = a->zero || gr >= zero_from;
+        if (zero || d->init_std <= 0.0f) {
+            for (int64_t c = 0; c < cols; c++) row[c] = zero ? 0.0f : d->init_value;
             continue;
         }
         if (s->n == 0 || s->dim == 0) {
