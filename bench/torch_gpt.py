@@ -6,14 +6,17 @@ qkv projection (columns [q | k | v]), causal attention (grouped-query with
 --kv-heads < --heads: K/V heads repeat_interleave'd to the query heads), 4h
 tanh-GELU MLP, tied LM head over the
 vocabulary padded to a multiple of 128, mean cross-entropy over the real
-vocabulary, AdamW on every parameter; fp32 on the CPU. Tokens are synthetic.
+vocabulary, AdamW on every parameter; fp32 on the CPU, or with --dtype bf16
+under CPU autocast (bf16 linears and matmuls, fp32 parameters, norms,
+softmax and loss). Tokens are synthetic.
 
 Prints one line per step ("step k loss L ms T") and finally
 "torch_ms_per_step <median over the steps after the first>".
 
 Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--kv-heads 0] [--vocab 50257]
                     [--max-pos 1024] [--seq 64] [--batch 4] [--steps 6]
-                    [--threads 2] [--dropout 0.0] [--seed 1234]
+                    [--threads 2] [--dropout 0.0] [--seed 1234] [--dtype fp32|bf16]
+                    [--lr 3e-4] [--beta2 0.95] [--weight-decay 0.1]
 """
 import argparse
 import math
@@ -90,8 +93,10 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--ln-eps", dest="ln_eps", type=float, default=1e-5)
     ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--beta2", type=float, default=0.95)
     ap.add_argument("--weight-decay", dest="weight_decay", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     a = ap.parse_args()
     a.kv_heads = a.kv_heads or a.heads
     if a.hidden % a.heads or a.heads % a.kv_heads or a.seq > a.max_pos or a.steps < 2:
@@ -112,16 +117,17 @@ def main():
     targets = torch.randint(0, a.vocab, (T,), generator=gen)
     mask = torch.tril(torch.ones(a.seq, a.seq, dtype=torch.bool))
     pos = torch.arange(T) // a.batch
-    opt = torch.optim.AdamW(P, lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=a.weight_decay)
+    opt = torch.optim.AdamW(P, lr=a.lr, betas=(0.9, a.beta2), eps=1e-8, weight_decay=a.weight_decay)
     gqa = " kv_heads %d" % a.kv_heads if a.kv_heads != a.heads else ""
-    print("torch %s threads %d: layers %d hidden %d heads %d%s vocab %d (padded %d) seq %d batch %d params %.1fM"
-          % (torch.__version__, torch.get_num_threads(), a.layers, a.hidden, a.heads, gqa, a.vocab, vp, a.seq,
+    print("torch %s threads %d %s: layers %d hidden %d heads %d%s vocab %d (padded %d) seq %d batch %d params %.1fM"
+          % (torch.__version__, torch.get_num_threads(), a.dtype, a.layers, a.hidden, a.heads, gqa, a.vocab, vp, a.seq,
              a.batch, nparams / 1e6), flush=True)
     times = []
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = forward(a, P, tokens, targets, mask, pos)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            loss = forward(a, P, tokens, targets, mask, pos)
         loss.backward()
         opt.step()
         ms = (time.perf_counter() - t0) * 1e3

@@ -5,7 +5,8 @@
 # FLOPs at the best single-core sgemm rate measured in the same run (every
 # CPU GEMM backend of the build on a W124 tile, bench/sgemm_peak) on 2
 # workers; and, where oneDNN runs bf16 GEMMs natively (AVX512-BF16 or AMX),
-# the bf16 step, its speed-up and its loss curve against fp32's.
+# the bf16 step, its speed-up and its loss curve against fp32's, beside
+# PyTorch's bf16 autocast (its speed and its own loss curves).
 # usage: bench/w124.sh [steps]      (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -31,10 +32,20 @@ if grep -q '^bf16_gflops_1core' "$log.peak"; then
 else
   bf16_ms=
 fi
+# PyTorch with gpt_train's optimizer settings (lr 1e-3, betas 0.9/0.999, no
+# weight decay), so that its own bf16-vs-fp32 loss curves are a peer for ours
+torch_run() { # torch_run DTYPE OUT
+  $TORCH_PYTHON "$here/torch_gpt.py" --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 \
+    --steps "$steps" --threads 2 --lr 1e-3 --beta2 0.999 --weight-decay 0 --dtype "$1" | tee "$2"
+}
 echo "== PyTorch $($TORCH_PYTHON -c 'import torch; print(torch.__version__)'), 2 threads"
-$TORCH_PYTHON "$here/torch_gpt.py" --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 \
-  --steps "$steps" --threads 2 | tee "$log.torch"
+torch_run fp32 "$log.torch"
 torch_ms=$(sed -n 's/^torch_ms_per_step \([0-9.]*\).*/\1/p' "$log.torch")
+if [ -n "$bf16_ms" ]; then
+  echo "== PyTorch, 2 threads, bf16 autocast"
+  torch_run bf16 "$log.torch16"
+  torch16_ms=$(sed -n 's/^torch_ms_per_step \([0-9.]*\).*/\1/p' "$log.torch16")
+fi
 echo "== W124 summary"
 echo "starweave_ms_per_step $sw_ms"
 echo "torch_ms_per_step $torch_ms"
@@ -44,10 +55,21 @@ awk -v f="$gflop" -v g="$best" -v ms="$sw_ms" 'BEGIN { r = f / (2 * g) * 1000;
 grep "GEMM share" "$log.out" | sed 's/^profile: //'
 if [ -n "$bf16_ms" ]; then
   awk -v a="$sw_ms" -v b="$bf16_ms" 'BEGIN { printf "bf16_ms_per_step %s, fp32 / bf16 %.2f (goal >= 1.6)\n", b, a / b }'
-  echo "loss curves (step, fp32, bf16, relative difference; goal within 1 %):"
-  awk -F, 'NR == FNR { if (FNR > 1) l[$1] = $2; next }
-    FNR > 1 && ($1 in l) { d = ($2 - l[$1]) / l[$1]; printf "  %s %s %s %.4f\n", $1, l[$1], $2, d < 0 ? -d : d }' \
-    "$log" "$log.bf16"
+  awk -v a="$torch_ms" -v b="$torch16_ms" -v s="$bf16_ms" \
+    'BEGIN { printf "torch_bf16_ms_per_step %s, its fp32 / bf16 %.2f; starweave bf16 / PyTorch bf16 %.3f\n", b, a / b, s / b }'
+  # torch_gpt.py's lines "step K loss L ms T" as CSV "K,L"
+  for f in torch torch16; do sed -n 's/^step \([0-9]*\) loss \([0-9.]*\) .*/\1,\2/p' "$log.$f" > "$log.$f.csv"; done
+  echo "loss curves, relative difference bf16 vs fp32 (goal within 1 %); PyTorch autocast on its own tokens beside:"
+  echo "  step  starweave fp32  bf16  difference  |  PyTorch fp32  bf16  difference"
+  awk -F, 'function rel(a, b) { return a > b ? (a - b) / b : (b - a) / b }
+    FILENAME == ARGV[1] { if (FNR > 1) f[$1] = $2; next }
+    FILENAME == ARGV[2] { if (FNR > 1) h[$1] = $2; next }
+    FILENAME == ARGV[3] { t[$1] = $2; next }
+    ($1 in f) && ($1 in h) { d = rel(h[$1], f[$1]); e = ($1 in t) ? rel($2, t[$1]) : 0
+      if (d > dw) dw = d; if (e > ew) ew = e; n++; if (d > 0.01) over++; if (e > 0.01) tover++
+      printf "  %s  %s %s %.4f  |  %s %s %.4f\n", $1, f[$1], h[$1], d, t[$1], $2, e }
+    END { printf "worst relative difference: starweave %.4f (%d of %d steps over 1 %%), PyTorch autocast %.4f (%d over 1 %%)\n",
+      dw, over, n, ew, tover, n }' "$log" "$log.bf16" "$log.torch.csv" "$log.torch16.csv"
 else
   echo "bf16: not run (no native bf16 GEMM here: needs oneDNN on a CPU with AVX512-BF16 or AMX; --dtype bf16 widens bf16 operands to fp32, no speed-up)"
 fi
