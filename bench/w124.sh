@@ -27,7 +27,7 @@ gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$log.out")
 if grep -q '^bf16_gflops_1core' "$log.peak"; then
   echo "== starweave gpt_train W124 --dtype bf16 --gemm onednn, $steps steps"
   "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --gemm onednn \
-    --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
+    --profile --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
   bf16_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.bf16.out")
 else
   bf16_ms=
@@ -55,6 +55,7 @@ awk -v f="$gflop" -v g="$best" -v ms="$sw_ms" 'BEGIN { r = f / (2 * g) * 1000;
 grep "GEMM share" "$log.out" | sed 's/^profile: //'
 if [ -n "$bf16_ms" ]; then
   awk -v a="$sw_ms" -v b="$bf16_ms" 'BEGIN { printf "bf16_ms_per_step %s, fp32 / bf16 %.2f (goal >= 1.6)\n", b, a / b }'
+  grep "GEMM share" "$log.bf16.out" | sed 's/^profile: /bf16: /'
   awk -v a="$torch_ms" -v b="$torch16_ms" -v s="$bf16_ms" \
     'BEGIN { printf "torch_bf16_ms_per_step %s, its fp32 / bf16 %.2f; starweave bf16 / PyTorch bf16 %.3f\n", b, a / b, s / b }'
   # torch_gpt.py's lines "step K loss L ms T" as CSV "K,L"
