@@ -54,4 +54,6 @@ run 1 "recompute none" --recompute none
 run 1 "offload" --offload
 run 2 "tp2+sp recompute-allgather" --tp 2 --sp --tp-recompute-allgather
 run 1 "bf16" --dtype bf16
+run 2 "tp2+sp bf16" --tp 2 --sp --dtype bf16
+run 2 "dp2+zero1 bf16" --dp 2 --zero 1 --dtype bf16
 exit $status

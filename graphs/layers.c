@@ -667,27 +667,24 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
     for (int i = 0; i < P; i++)
         sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
                   rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
-    /* dW = dlogits^T x (split over the vocabulary) */
+    /* per vocabulary tile j (its dlogits cast to bf16 once for both):
+     * dW_j = dlogits_j^T x; and dx = dlogits W, split over the vocabulary
+     * (the reduction dimension: neither large operand is re-packed):
+     * partial sum i accumulates the S tiles of vocabulary part i in order,
+     * then the P partials are added */
     starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
-    for (int j = 0; j < PV; j++) {
-        starpu_data_handle_t d16 = op16(x, sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_R)[j]);
-        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, PV, STARPU_W)[j], 1.0f, 0.0f);
-        op_done(x, d16);
-    }
-    op_done(x, x16);
-    /* dx = dlogits W, split over the vocabulary (the reduction dimension:
-     * neither large operand is re-packed): partial sum i accumulates the S
-     * tiles of vocabulary part i in order, then the P partials are added */
     sw_tensor *part = sw_scratch(x, "part", x->T, h);
     sw_tensor *lm_part = P > 1 ? sw_scratch(x, "lm_part", (int64_t)P * x->T, h) : NULL;
     for (int j = 0; j < PV; j++) {
         const int i = j / S, first = j % S == 0;
         starpu_data_handle_t d16 = op16(x, sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_R)[j]);
+        sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, PV, STARPU_W)[j], 1.0f, 0.0f);
         starpu_data_handle_t out = P > 1 ? sw_tensor_tiles(lm_part, SW_ROWS, P, first ? STARPU_W : STARPU_RW)[i]
                                          : sw_tensor_whole(part, first ? STARPU_W : STARPU_RW);
         sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, PV, STARPU_R)[j], 0, out, 1.0f, first ? 0.0f : 1.0f);
         op_done(x, d16);
     }
+    op_done(x, x16);
     if (P > 1) {
         starpu_data_handle_t *lp = sw_tensor_tiles(lm_part, SW_ROWS, P, STARPU_R);
         sw_add(lp[0], lp[1], whole_w(part));

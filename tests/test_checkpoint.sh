@@ -1,6 +1,7 @@
 #!/bin/sh
-# Checkpoint/resume (gpt_train --save/--resume), dropout on, in four layouts
-# (one rank; 2 ranks with tp 2 + sp, with ring 2, with dp 2 + ZeRO-1):
+# Checkpoint/resume (gpt_train --save/--resume), dropout on, in five layouts
+# (one rank; 2 ranks with tp 2 + sp, with ring 2, with dp 2 + ZeRO-1, and
+# that with bf16 GEMMs):
 # 10 uninterrupted steps against 5 steps + save + resume + 5 steps: the
 # logged losses of steps 6-10 are identical and every rank's checkpoint
 # after step 10 (parameters and AdamW moments) is identical byte for byte.
@@ -29,7 +30,7 @@ same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in bot
   done
 }
 case=0
-for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1"; do
+for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16"; do
   set -- $layout; np=$1; shift
   case=$((case + 1)); d="$TMPD/layout$case"; mkdir "$d"
   ran "np=$np $*: 10 steps" "$np" "$d/full.out" "$@" --steps 10 --save "$d/ck_full" --log "$d/full.csv"
