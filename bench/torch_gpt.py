@@ -8,7 +8,10 @@ tanh-GELU MLP, tied LM head over the
 vocabulary padded to a multiple of 128, mean cross-entropy over the real
 vocabulary, AdamW on every parameter; fp32 on the CPU, or with --dtype bf16
 under CPU autocast (bf16 linears and matmuls, fp32 parameters, norms,
-softmax and loss). Tokens are synthetic.
+softmax and loss). Tokens are random (the same batch every step), or with
+--data FILE windows of the file's bytes drawn per step exactly as gpt_train
+--data FILE draws them (same --seed: the same batches, not the same initial
+values).
 
 Prints one line per step ("step k loss L ms T") and finally
 "torch_ms_per_step <median over the steps after the first>".
@@ -16,7 +19,7 @@ Prints one line per step ("step k loss L ms T") and finally
 Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--kv-heads 0] [--vocab 50257]
                     [--max-pos 1024] [--seq 64] [--batch 4] [--steps 6]
                     [--threads 2] [--dropout 0.0] [--seed 1234] [--dtype fp32|bf16]
-                    [--lr 3e-4] [--beta2 0.95] [--weight-decay 0.1]
+                    [--lr 3e-4] [--beta2 0.95] [--weight-decay 0.1] [--data FILE]
 """
 import argparse
 import math
@@ -78,6 +81,23 @@ def forward(a, P, tokens, targets, mask, pos):
     return F.cross_entropy(logits[:, :a.vocab], targets)
 
 
+def file_batch(data, seq, batch, seed, step):
+    """gpt_train's fill_batch: per sequence b a window of data from a hash of
+    (seed, step, b); tokens in rows [s, b] (row p * batch + b)"""
+    M = (1 << 64) - 1
+    span = len(data) - seq - 1
+    tok, tgt = [0] * (seq * batch), [0] * (seq * batch)
+    for b in range(batch):
+        h = (((seed + 1) * 0x9E3779B97F4A7C15) & M) ^ ((step << 20) | b)
+        h ^= h >> 31
+        h = (h * 0xBF58476D1CE4E5B9) & M
+        h ^= h >> 27
+        start = h % (span + 1)
+        for p in range(seq):
+            tok[p * batch + b], tgt[p * batch + b] = data[start + p], data[start + p + 1]
+    return torch.tensor(tok), torch.tensor(tgt)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=12)
@@ -97,6 +117,7 @@ def main():
     ap.add_argument("--weight-decay", dest="weight_decay", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--data", help="train on windows of this file's bytes, as gpt_train --data")
     a = ap.parse_args()
     a.kv_heads = a.kv_heads or a.heads
     if a.hidden % a.heads or a.heads % a.kv_heads or a.seq > a.max_pos or a.steps < 2:
@@ -113,6 +134,10 @@ def main():
     P = build_params(a, vp, gen)
     nparams = sum(p.numel() for p in P)
     T = a.seq * a.batch
+    data = open(a.data, "rb").read() if a.data else None
+    if data is not None and len(data) < a.seq + 2:
+        print("torch_gpt.py: --data needs more than seq + 1 bytes", file=sys.stderr)
+        return 2
     tokens = torch.randint(0, a.vocab, (T,), generator=gen)
     targets = torch.randint(0, a.vocab, (T,), generator=gen)
     mask = torch.tril(torch.ones(a.seq, a.seq, dtype=torch.bool))
@@ -125,6 +150,8 @@ def main():
     times = []
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()
+        if data is not None:
+            tokens, targets = file_batch(data, a.seq, a.batch, a.seed, step)
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
             loss = forward(a, P, tokens, targets, mask, pos)

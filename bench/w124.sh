@@ -6,7 +6,9 @@
 # CPU GEMM backend of the build on a W124 tile, bench/sgemm_peak) on 2
 # workers; and, where oneDNN runs bf16 GEMMs natively (AVX512-BF16 or AMX),
 # the bf16 step, its speed-up and its loss curve against fp32's, beside
-# PyTorch's bf16 autocast (its speed and its own loss curves).
+# PyTorch's bf16 autocast (its speed and its own loss curves). Every run
+# trains on the same batches: windows of W124_DATA's bytes (default: Debian's
+# GPL-3 text; the synthetic corpus and random tokens if it is unreadable).
 # usage: bench/w124.sh [steps]      (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -16,17 +18,20 @@ TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 [ -x "$BUILD/examples/gpt_train" ] || { echo "w124: run from the build directory (or set BUILD)" >&2; exit 2; }
 . "$here/common.sh"
 shape="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4"
+data=${W124_DATA:-/usr/share/common-licenses/GPL-3}
+if [ -r "$data" ]; then data_opt="--data $data"; else data_opt= data="unreadable ($data): synthetic corpus, PyTorch random tokens"; fi
 log=$(mktemp)
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; data: $data"
 "$BUILD/bench/sgemm_peak" 1024 | tee "$log.peak"
 best=$(sed -n 's/^sgemm_best_gflops_1core [a-z]* \([0-9.]*\)/\1/p' "$log.peak")
 echo "== starweave gpt_train W124, $steps steps, 2 CPU workers"
-"$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" 2>&1 | tee "$log.out"
+"$BUILD/examples/gpt_train" $shape $data_opt --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" 2>&1 |
+  tee "$log.out"
 sw_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
 gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$log.out")
 if grep -q '^bf16_gflops_1core' "$log.peak"; then
   echo "== starweave gpt_train W124 --dtype bf16 --gemm onednn, $steps steps"
-  "$BUILD/examples/gpt_train" $shape --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --gemm onednn \
+  "$BUILD/examples/gpt_train" $shape $data_opt --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --gemm onednn \
     --profile --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
   bf16_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.bf16.out")
 else
@@ -36,7 +41,7 @@ fi
 # weight decay), so that its own bf16-vs-fp32 loss curves are a peer for ours
 torch_run() { # torch_run DTYPE OUT
   $TORCH_PYTHON "$here/torch_gpt.py" --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 \
-    --steps "$steps" --threads 2 --lr 1e-3 --beta2 0.999 --weight-decay 0 --dtype "$1" | tee "$2"
+    --steps "$steps" --threads 2 --lr 1e-3 --beta2 0.999 --weight-decay 0 --dtype "$1" $data_opt | tee "$2"
 }
 echo "== PyTorch $($TORCH_PYTHON -c 'import torch; print(torch.__version__)'), 2 threads"
 torch_run fp32 "$log.torch"
@@ -60,7 +65,7 @@ if [ -n "$bf16_ms" ]; then
     'BEGIN { printf "torch_bf16_ms_per_step %s, its fp32 / bf16 %.2f; starweave bf16 / PyTorch bf16 %.3f\n", b, a / b, s / b }'
   # torch_gpt.py's lines "step K loss L ms T" as CSV "K,L"
   for f in torch torch16; do sed -n 's/^step \([0-9]*\) loss \([0-9.]*\) .*/\1,\2/p' "$log.$f" > "$log.$f.csv"; done
-  echo "loss curves, relative difference bf16 vs fp32 (goal within 1 %); PyTorch autocast on its own tokens beside:"
+  echo "loss curves, relative difference bf16 vs fp32 (goal within 1 %); PyTorch autocast beside (same batches, its own initial values):"
   echo "  step  starweave fp32  bf16  difference  |  PyTorch fp32  bf16  difference"
   awk -F, 'function rel(a, b) { return a > b ? (a - b) / b : (b - a) / b }
     FILENAME == ARGV[1] { if (FNR > 1) f[$1] = $2; next }
