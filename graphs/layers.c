@@ -681,7 +681,9 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
         sw_gemm(d16, 1, x16, 0, sw_tensor_tiles(grad(x, hd->w), SW_ROWS, PV, STARPU_W)[j], 1.0f, 0.0f);
         starpu_data_handle_t out = P > 1 ? sw_tensor_tiles(lm_part, SW_ROWS, P, first ? STARPU_W : STARPU_RW)[i]
                                          : sw_tensor_whole(part, first ? STARPU_W : STARPU_RW);
+        int prio = sw_set_task_priority(1); /* the chains the rest of the backward waits on, before dW */
         sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, hd->w), SW_ROWS, PV, STARPU_R)[j], 0, out, 1.0f, first ? 0.0f : 1.0f);
+        sw_set_task_priority(prio);
         op_done(x, d16);
     }
     op_done(x, x16);

@@ -24,10 +24,11 @@ static struct {
     int started;
     int rank, size;
     unsigned task_where; /* sw_set_task_where */
+    int task_priority;   /* sw_set_task_priority */
     int offload_node, offload_budget_mb;
     char offload_dir[4096];
     int pinned; /* home buffers page-locked (CUDA workers) */
-} sw_rt = {0, 0, 1, 0, -1, 0, "", 0};
+} sw_rt = {0, 0, 1, 0, 0, -1, 0, "", 0};
 
 /* what the offload disk node may hold (an accounting limit: the unistd
  * backend creates files as buffers are evicted) */
@@ -426,6 +427,7 @@ int sw_task_submit(struct starpu_task *task)
 {
     if (!task || !task->cl) return -EINVAL;
     if (task->where == -1) task->where = sw_task_where(task->cl);
+    if (!task->priority) task->priority = sw_rt.task_priority;
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
     void (*done)(void *) = sw_stats_hook();
     if (!task->callback_func && !task->prologue_callback_func) {
@@ -505,6 +507,12 @@ int sw_world_min(int v)
 }
 
 void sw_set_task_where(unsigned where) { sw_rt.task_where = where; }
+int sw_set_task_priority(int priority)
+{
+    int old = sw_rt.task_priority;
+    sw_rt.task_priority = priority;
+    return old;
+}
 
 int32_t sw_task_where(const struct starpu_codelet *cl)
 {

@@ -2,7 +2,8 @@
  * SW_TASK_INSERT (runtime.h), shows up like the library's tasks: in the
  * exported trace JSON with its name, phase, layer, step and FLOPs, in the
  * task graph and in sw_stats; its own completion and prologue callbacks
- * still run; it computes what it should. */
+ * still run; it computes what it should. sw_set_task_priority gives the
+ * tasks submitted after it that priority, unless they set their own. */
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +36,25 @@ static struct starpu_codelet user_scale_cb_cl = {
     .modes = {STARPU_RW},
     .name = "user_scale_cb",
 };
+
+/* records the priority of the task running it */
+static atomic_int seen_priority;
+static void probe_cpu(void *buffers[], void *cl_arg)
+{
+    (void)buffers, (void)cl_arg;
+    atomic_store(&seen_priority, starpu_task_get_current()->priority);
+}
+static struct starpu_codelet probe_cl = {.cpu_funcs = {probe_cpu}, .nbuffers = 0, .name = "priority_probe"};
+
+/* the priority a probe task ran with, submitted with its own (STARPU_PRIORITY) if own != 0 */
+static int probe(int own)
+{
+    atomic_store(&seen_priority, -100);
+    if (own) SW_TASK_INSERT(&probe_cl, STARPU_PRIORITY, own);
+    else SW_TASK_INSERT(&probe_cl, STARPU_NAME, "priority_probe");
+    starpu_task_wait_for_all();
+    return atomic_load(&seen_priority);
+}
 
 static atomic_int callbacks, prologues;
 static void own_callback(void *arg) { atomic_fetch_add(&callbacks, *(int *)arg); }
@@ -142,6 +162,14 @@ int main(int argc, char **argv)
     remove(dot);
     free(ga);
     free(gb);
+
+    sw_trace_enable(0);
+    tu_true("tasks run at StarPU's default priority (0) by default", probe(0) == 0);
+    tu_true("sw_set_task_priority(3) returns the priority it replaces (0)", sw_set_task_priority(3) == 0);
+    tu_true("then a task runs at priority 3", probe(0) == 3);
+    tu_true("and one that sets its own (STARPU_PRIORITY 2) at 2", probe(2) == 2);
+    tu_true("sw_set_task_priority(0) returns 3", sw_set_task_priority(0) == 3);
+    tu_true("then a task runs at 0 again", probe(0) == 0);
     sw_tensor_free(a);
     sw_tensor_free(b);
     return tu_finish();
