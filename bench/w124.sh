@@ -21,19 +21,22 @@ shape="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4"
 data=${W124_DATA:-/usr/share/common-licenses/GPL-3}
 if [ -r "$data" ]; then data_opt="--data $data"; else data_opt= data="unreadable ($data): synthetic corpus, PyTorch random tokens"; fi
 log=$(mktemp)
+# ms/step from gpt_train's last line, and from torch_gpt.py's
+sw_ms_of() { sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$1"; }
+torch_ms_of() { sed -n 's/^torch_ms_per_step \([0-9.]*\).*/\1/p' "$1"; }
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; data: $data"
 "$BUILD/bench/sgemm_peak" 1024 | tee "$log.peak"
 best=$(sed -n 's/^sgemm_best_gflops_1core [a-z]* \([0-9.]*\)/\1/p' "$log.peak")
 echo "== starweave gpt_train W124, $steps steps, 2 CPU workers"
 "$BUILD/examples/gpt_train" $shape $data_opt --max-pos 1024 --steps "$steps" --ncpus 2 --profile --log "$log" 2>&1 |
   tee "$log.out"
-sw_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.out")
+sw_ms=$(sw_ms_of "$log.out")
 gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$log.out")
 if grep -q '^bf16_gflops_1core' "$log.peak"; then
   echo "== starweave gpt_train W124 --dtype bf16 --gemm onednn, $steps steps"
   "$BUILD/examples/gpt_train" $shape $data_opt --max-pos 1024 --steps "$steps" --ncpus 2 --dtype bf16 --gemm onednn \
     --profile --log "$log.bf16" 2>&1 | tee "$log.bf16.out"
-  bf16_ms=$(sed -n 's/.* \([0-9.]*\) ms\/step (steps.*/\1/p' "$log.bf16.out")
+  bf16_ms=$(sw_ms_of "$log.bf16.out")
 else
   bf16_ms=
 fi
@@ -45,11 +48,11 @@ torch_run() { # torch_run DTYPE OUT
 }
 echo "== PyTorch $($TORCH_PYTHON -c 'import torch; print(torch.__version__)'), 2 threads"
 torch_run fp32 "$log.torch"
-torch_ms=$(sed -n 's/^torch_ms_per_step \([0-9.]*\).*/\1/p' "$log.torch")
+torch_ms=$(torch_ms_of "$log.torch")
 if [ -n "$bf16_ms" ]; then
   echo "== PyTorch, 2 threads, bf16 autocast"
   torch_run bf16 "$log.torch16"
-  torch16_ms=$(sed -n 's/^torch_ms_per_step \([0-9.]*\).*/\1/p' "$log.torch16")
+  torch16_ms=$(torch_ms_of "$log.torch16")
 fi
 echo "== W124 summary"
 echo "starweave_ms_per_step $sw_ms"
