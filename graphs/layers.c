@@ -137,16 +137,21 @@ void sw_ctx_destroy(sw_ctx *x)
     memset(x, 0, sizeof *x);
 }
 
-sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep)
+static sw_tensor *scratch(sw_ctx *x, const char *name, sw_dtype dt, int64_t rows, int64_t cols, int keep)
 {
     for (struct sw_scratch *s = x->scratch; s; s = s->next)
-        if (!strcmp(s->t->name, name) && s->t->rows == rows && s->t->cols == cols) return s->t;
+        if (!strcmp(s->t->name, name) && s->t->dtype == dt && s->t->rows == rows && s->t->cols == cols) return s->t;
     struct sw_scratch *s = sw_xcalloc(1, sizeof *s);
-    s->t = sw_tensor_new2d(name, SW_F32, rows, cols);
+    s->t = sw_tensor_new2d(name, dt, rows, cols);
     s->keep = keep;
     s->next = x->scratch;
     x->scratch = s;
     return s->t;
+}
+
+sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep)
+{
+    return scratch(x, name, SW_F32, rows, cols, keep);
 }
 
 sw_tensor *sw_scratch(sw_ctx *x, const char *name, int64_t rows, int64_t cols)
@@ -309,22 +314,29 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
 /* dW[out,in] = dy^T x (split over out), db = colsum(dy) (with_bias; one
  * task: a column tile's sum was a ~40 us task on W124, and each column's
  * sum is the same over any column split), dx[T,in] = dy W (split over in,
- * P tiles) */
+ * P tiles). bf16: dy is cast once, into a scratch beside dy's (reused as
+ * dy's is), whose column tiles the dW GEMMs read and the dx GEMMs the
+ * whole. */
 static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
                           int n, const int64_t *sizes)
 {
-    starpu_data_handle_t x16 = op16(x, whole_r(in));
-    for (int j = 0; j < n; j++) {
-        starpu_data_handle_t dyj = sw_tensor_split(dy, SW_COLS, n, sizes, STARPU_R)[j], dy16 = op16(x, dyj);
-        sw_gemm(dy16, 1, x16, 0, sw_tensor_split(grad(x, l->w), SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
-        op_done(x, dy16);
+    sw_tensor *dyg = dy;
+    if (bf16_gemms(x)) {
+        char name[sizeof dy->name + 8];
+        snprintf(name, sizeof name, "%s.bf16", dy->name);
+        name[sizeof dy->name - 1] = '\0'; /* as the tensor will hold it */
+        dyg = scratch(x, name, SW_BF16, dy->rows, dy->cols, 0);
+        sw_cast(whole_r(dy), whole_w(dyg));
     }
+    starpu_data_handle_t x16 = op16(x, whole_r(in));
+    for (int j = 0; j < n; j++)
+        sw_gemm(sw_tensor_split(dyg, SW_COLS, n, sizes, STARPU_R)[j], 1, x16, 0,
+                sw_tensor_split(grad(x, l->w), SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
     op_done(x, x16);
     if (with_bias) sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), 1.0f, 0.0f);
-    starpu_data_handle_t dy16 = op16(x, whole_r(dy));
     for (int j = 0; j < x->P; j++)
-        sw_gemm(dy16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j), 1.0f, 0.0f);
-    op_done(x, dy16);
+        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j), 1.0f,
+                0.0f);
 }
 
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)

@@ -140,6 +140,23 @@ static unsigned idle_hook(void *arg)
     return 0;
 }
 
+/* a field of a meminfo file in kB ("MemTotal: N kB", or in a NUMA node's
+ * "Node 0 MemTotal: N kB"); 0 where unreadable */
+static double meminfo_kb(const char *path, const char *field)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    double kb = 0;
+    const size_t n = strlen(field);
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, field);
+        if (at && at[n] == ':' && sscanf(at + n + 1, "%lf", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb;
+}
+
 int sw_init(int *argc, char ***argv, const sw_options *user)
 {
     sw_options opt;
@@ -206,6 +223,21 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         char mb[32];
         snprintf(mb, sizeof mb, "%d", opt.offload_budget_mb);
         setenv(offload_to_ram ? "STARPU_LIMIT_CUDA_MEM" : "STARPU_LIMIT_CPU_MEM", mb, 1);
+    }
+    /* StarPU keeps the main-RAM buffers it frees (temporaries: the bf16
+     * GEMM operands) for reuse only under a main-RAM limit; without one it
+     * frees each and allocates the next anew, whose first touches fault
+     * (W124 bf16: a 1.6 MB dlogits tile's cast took 4 ms, 392 page faults,
+     * against 0.4 ms on a reused buffer; bench/ab.sh, 5 runs: 0.983x the
+     * step). Unless set, the limit is this rank's share of the node, at
+     * most what StarPU sees (NUMA node 0's memory; it warns above it). */
+    double mem_kb = meminfo_kb("/proc/meminfo", "MemTotal") / local_size,
+           numa_kb = meminfo_kb("/sys/devices/system/node/node0/meminfo", "MemTotal");
+    if (numa_kb > 0 && numa_kb < mem_kb) mem_kb = numa_kb;
+    if (!getenv("STARPU_LIMIT_CPU_MEM") && mem_kb >= 1024) {
+        char mb[32];
+        snprintf(mb, sizeof mb, "%ld", (long)(mem_kb / 1024.0));
+        setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
     }
     int rc = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (rc != 0) {
@@ -573,15 +605,8 @@ void sw_usage_error(const char *fmt, ...)
 
 double sw_memory_available_per_rank(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
     int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-    double bytes = kb * 1024.0 / (local > 0 ? local : 1);
+    double bytes = meminfo_kb("/proc/meminfo", "MemAvailable") * 1024.0 / (local > 0 ? local : 1);
     /* StarPU counts this rank's home buffers against its own view of the
      * node's memory (hwloc's; 7.6 GB of 24 on the 2026-11-24 VM), except
      * under an offload budget, where they are not counted */
