@@ -311,16 +311,9 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
     }
 }
 
-/* dW[out,in] = dy^T x (split over out), db = colsum(dy) (with_bias; one
- * task: a column tile's sum was a ~40 us task on W124, and each column's
- * sum is the same over any column split), dx[T,in] = dy W (split over in,
- * P tiles). bf16: dy is cast once, into a scratch beside dy's (reused as
- * dy's is), whose column tiles the dW GEMMs read and the dx GEMMs the
- * whole. dx, the chain the rest of the backward waits on, goes first, at
- * priority 1, ahead of dW; but where the gradients are all-reduced (dp,
- * ulysses, ring) dW goes first, for its bucket to be reduced during the
- * rest of the backward (W124 dp 2, one worker a rank: 13 % slower with dx
- * first). */
+/* dW[out,in] = dy^T x, from dyg (dy, or its bf16 copy), split over out;
+ * db = colsum(dy) (with_bias; one task: a column tile's sum was a ~40 us
+ * task on W124, and each column's sum is the same over any column split) */
 static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *dyg, sw_tensor *in, int with_bias,
                              int n, const int64_t *sizes)
 {
@@ -332,6 +325,13 @@ static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_te
     if (with_bias) sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), 1.0f, 0.0f);
 }
 
+/* dW and db (above), dx[T,in] = dy W (split over in, P tiles). bf16: dy
+ * is cast once, into a scratch beside dy's (reused as dy's is), whose
+ * column tiles the dW GEMMs read and the dx GEMMs the whole. dx, the chain
+ * the rest of the backward waits on, goes first, at priority 1, ahead of
+ * dW; but where the gradients are all-reduced (dp, ulysses, ring) dW goes
+ * first, for its bucket to be reduced during the rest of the backward
+ * (W124 dp 2, one worker a rank: 13 % slower with dx first). */
 static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
                           int n, const int64_t *sizes)
 {

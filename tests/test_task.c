@@ -3,9 +3,13 @@
  * exported trace JSON with its name, phase, layer, step and FLOPs, in the
  * task graph and in sw_stats; its own completion and prologue callbacks
  * still run; it computes what it should. sw_set_task_priority gives the
- * tasks submitted after it that priority, unless they set their own. */
+ * tasks submitted after it that priority, unless they set their own.
+ * Temporaries' buffers (home node -1, as the bf16 GEMM operands) are
+ * reused: a second and third one of the same size take no page faults. */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -89,6 +93,32 @@ static const char *event_of(const char *json, const char *name, char *buf, size_
     return buf;
 }
 
+/* writes its buffer whole, counting the page faults the writes took */
+static atomic_long touch_faults;
+static void touch_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    memset((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 1,
+           (size_t)STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+    getrusage(RUSAGE_THREAD, &r1);
+    atomic_store(&touch_faults, r1.ru_minflt - r0.ru_minflt);
+}
+static struct starpu_codelet touch_cl = {
+    .cpu_funcs = {touch_cpu}, .nbuffers = 1, .modes = {STARPU_W}, .name = "touch"};
+
+/* the page faults of writing an 8 MiB temporary, unregistered after it */
+static long temp_faults(void)
+{
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, -1, 0, 8 << 20, 1);
+    SW_TASK_INSERT(&touch_cl, STARPU_W, h);
+    starpu_data_unregister_submit(h);
+    starpu_task_wait_for_all();
+    return atomic_load(&touch_faults);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -170,6 +200,14 @@ int main(int argc, char **argv)
     tu_true("and one that sets its own (STARPU_PRIORITY 2) at 2", probe(2) == 2);
     tu_true("sw_set_task_priority(0) returns 3", sw_set_task_priority(0) == 3);
     tu_true("then a task runs at 0 again", probe(0) == 0);
+
+    const long f1 = temp_faults(), f2 = temp_faults(), f3 = temp_faults();
+    char what[256];
+    snprintf(what, sizeof what,
+             "sw_init set STARPU_LIMIT_CPU_MEM (%s MiB), under which StarPU reuses temporaries' buffers: writing "
+             "three 8 MiB ones in turn took %ld, %ld and %ld page faults (2048 pages each)",
+             getenv("STARPU_LIMIT_CPU_MEM") ? getenv("STARPU_LIMIT_CPU_MEM") : "unset", f1, f2, f3);
+    tu_true(what, getenv("STARPU_LIMIT_CPU_MEM") && f2 < 64 && f3 < 64);
     sw_tensor_free(a);
     sw_tensor_free(b);
     return tu_finish();
