@@ -205,7 +205,7 @@ int main(int argc, char **argv)
     char what[256];
     snprintf(what, sizeof what,
              "sw_init set STARPU_LIMIT_CPU_MEM (%s MiB), under which StarPU reuses temporaries' buffers: writing "
-             "three 8 MiB ones in turn took %ld, %ld and %ld page faults (2048 pages each)",
+             "three 8 MiB ones in turn took %ld, %ld and %ld page faults (2048 if 4 KiB pages, each)",
              getenv("STARPU_LIMIT_CPU_MEM") ? getenv("STARPU_LIMIT_CPU_MEM") : "unset", f1, f2, f3);
     tu_true(what, getenv("STARPU_LIMIT_CPU_MEM") && f2 < 64 && f3 < 64);
     sw_tensor_free(a);
