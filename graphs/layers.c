@@ -347,8 +347,8 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
     }
     if (!dx_first) gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
     for (int j = 0; j < x->P; j++)
-        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j), 1.0f,
-                0.0f);
+        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j),
+                1.0f, 0.0f);
     sw_set_task_priority(prio);
     if (dx_first) gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
 }
