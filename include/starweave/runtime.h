@@ -91,8 +91,9 @@ void sw_set_task_where(unsigned where);
 /* StarPU priority of the tasks submitted from now on that set none
  * themselves (0, the default: StarPU's default priority); returns the one
  * it replaces. Builders raise it around a chain the step waits on (the LM
- * head's dx partial sums) so that a scheduler that orders by priority
- * (lws, dmda, ...) runs it before work nothing waits for yet. */
+ * head's dx partial sums, the linears' dx GEMMs) so that a scheduler that
+ * orders by priority (lws, dmda, ...) runs it before work nothing waits
+ * for yet. */
 int sw_set_task_priority(int priority);
 /* The StarPU where mask of a task of cl under that restriction (-1: any). */
 int32_t sw_task_where(const struct starpu_codelet *cl);
