@@ -21,6 +21,7 @@ static void cast_cpu(void *buffers[], void *cl_arg)
         uint16_t *d = (uint16_t *)STARPU_MATRIX_GET_PTR(buffers[1]);
         for (int64_t r = 0; r < R; r++)
             for (int64_t c = 0; c < C; c++) d[r * ldd + c] = sw_bf16_from_f32(s[r * lds + c]);
+        sw_counter_add(SW_COUNT_CAST_BF16, R * C);
     } else {
         const uint16_t *s = (const uint16_t *)STARPU_MATRIX_GET_PTR(buffers[0]);
         float *d = SW_F32_OF(buffers[1]);
@@ -35,6 +36,7 @@ static void cast_cuda(void *buffers[], void *cl_arg)
     (void)cl_arg;
     const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]);
     void *s = (void *)STARPU_MATRIX_GET_PTR(buffers[0]), *d = (void *)STARPU_MATRIX_GET_PTR(buffers[1]);
+    if (ELEM_OF(buffers[0]) == sizeof(float)) sw_counter_add(SW_COUNT_CAST_BF16, R * C);
     SW_CUDA_CHECK(ELEM_OF(buffers[0]) == sizeof(float)
                       ? sw_cuda_cast_to_bf16((const float *)s, SW_LD_OF(buffers[0]), (uint16_t *)d,
                                              SW_LD_OF(buffers[1]), R, C, starpu_cuda_get_local_stream())

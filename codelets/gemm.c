@@ -271,6 +271,8 @@ void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const
         key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
         key.transA = !!transA, key.transB = !!transB, key.bf16 = bf16, key.alpha = alpha, key.beta = beta;
         onednn_matmul(&key, A, B, C);
+        sw_counter_add(SW_COUNT_GEMM_ONEDNN, 1);
+        if (bf16) sw_counter_add(SW_COUNT_GEMM_BF16, 1);
         return;
     }
 #endif
@@ -281,6 +283,8 @@ void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const
     }
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha,
                 A, lda, B, ldb, beta, C, ldc);
+    sw_counter_add(SW_COUNT_GEMM_OPENBLAS, 1);
+    if (bf16) sw_counter_add(SW_COUNT_GEMM_BF16, 1);
     free(ta);
     free(tb);
 }
@@ -334,6 +338,8 @@ static void gemm_cublas(const struct gemm_args *g, int m, int n, int k, void *a,
         st = cublasSgemm(starpu_cublas_get_local_handle(), opB, opA, n, m, k, &g->alpha, (const float *)B, ldb,
                          (const float *)A, lda, &beta, C, ldc);
     if (st != CUBLAS_STATUS_SUCCESS) STARPU_CUBLAS_REPORT_ERROR(st);
+    sw_counter_add(SW_COUNT_GEMM_CUBLAS, 1);
+    if (is_bf16(a)) sw_counter_add(SW_COUNT_GEMM_BF16, 1);
 }
 
 static void gemm_cuda(void *buffers[], void *cl_arg)

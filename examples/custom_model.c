@@ -179,13 +179,9 @@ int main(int argc, char **argv)
     sw_norm_traffic(&m->x, &m->final_norm, &model);
     sw_lm_head_traffic(&m->x, m->head, &model);
     sw_params_traffic(m->p, &model);
-    for (int g = 0; g < SW_GROUP_COUNT && comm; g++) {
-        double sent; long calls;
-        sw_comm_traffic(comm, (sw_group)g, &sent, &calls);
-        if (calls && sw_rank() == 0)
-            printf("traffic: %s group: sent %.0f bytes per step, model %.0f\n", sw_group_name((sw_group)g),
-                   sent / steps, model.forward[g] + model.backward[g]);
-    }
+    /* on every rank: the exact bytes per group, and what ran (collectives by kind, GEMMs) */
+    sw_comm_traffic_report(comm, &model, steps, stdout);
+    sw_counters_print(stdout);
     sw_tensor *t[] = {m->tokens, m->targets, m->nf, m->nf_rstd};
     for (int i = 0; i < 4; i++) sw_tensor_free(t[i]);
     sw_lm_head_destroy(m->head);

@@ -21,6 +21,7 @@ typedef struct train_opts {
     int quiet;
     int profile;
     int memory_report;
+    int counters;
     const char *save, *resume;
     const char *trace, *dag;
     int save_every;
@@ -100,6 +101,9 @@ static void usage(FILE *f)
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
             "  --memory-report   saved activation bytes per layer and rank: model and registered\n"
+            "  --counters        at the end, on every rank: what ran (GEMMs per backend, bf16 GEMMs and\n"
+            "                    casts, collectives per kind, MPI-run ones) and the exact bytes sent on\n"
+            "                    each group beside the traffic model\n"
             "  --trace FILE      trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
             "                    FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step\n"
             "  --dag FILE        task graph of the first step run (step 1, or the one after --resume),\n"
@@ -160,6 +164,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->quiet = 0;
     o->profile = 0;
     o->memory_report = 0;
+    o->counters = 0;
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     o->offload_budget_mb = 0;
@@ -177,8 +182,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
             *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
             continue;
         }
-        if (!strcmp(a, "--memory-report")) {
-            o->memory_report = 1;
+        if (!strcmp(a, "--memory-report") || !strcmp(a, "--counters")) {
+            *(a[2] == 'm' ? &o->memory_report : &o->counters) = 1;
             continue;
         }
         if (!strcmp(a, "--sp") || !strcmp(a, "--tp-recompute-allgather")) {
@@ -641,6 +646,12 @@ int main(int argc, char **argv)
     if (o.trace) write_trace(o.trace);
     if (o.dag) write_dag(o.dag, step0 + 1);
     traffic_report(m, comm, o.steps);
+    if (o.counters) {
+        sw_traffic model;
+        sw_gpt_traffic(m, &model);
+        sw_comm_traffic_report(comm, &model, o.steps - step0, stdout);
+        sw_counters_print(stdout);
+    }
     if (log) fclose(log);
     free(tok);
     free(tgt);

@@ -36,7 +36,8 @@ struct sw_comm {
     int64_t next_tag[SW_GROUP_COUNT]; /* first tag of the next collective */
     int64_t tag_ub[SW_GROUP_COUNT];   /* wrap bound: <= the communicator's MPI_TAG_UB */
     int64_t mpi_tag_ub[SW_GROUP_COUNT];
-    double sent_bytes[SW_GROUP_COUNT]; /* payload this rank has sent, per group */
+    int64_t sent_bytes[SW_GROUP_COUNT]; /* bytes this rank has sent, per group, counted where they leave:
+                                         * its send requests, and the MPI calls' arguments (comm_nbc.c) */
     long calls[SW_GROUP_COUNT];        /* collectives submitted on a group of 2 or more */
     const char *op;                    /* the collective being submitted, for sw_trace */
     int64_t op_base;                   /* its first tag: a request's chunk is tag - op_base */
@@ -159,7 +160,7 @@ void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub)
 
 void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *calls)
 {
-    *sent_bytes = (unsigned)g < SW_GROUP_COUNT ? c->sent_bytes[g] : 0;
+    *sent_bytes = (unsigned)g < SW_GROUP_COUNT ? (double)__atomic_load_n(&c->sent_bytes[g], __ATOMIC_RELAXED) : 0;
     *calls = (unsigned)g < SW_GROUP_COUNT ? c->calls[g] : 0;
 #ifdef STARWEAVE_USE_CUDA
     if (c->nccl) {
@@ -167,6 +168,22 @@ void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *cal
         *calls += sw_nccl_calls(c->nccl, g);
     }
 #endif
+}
+
+int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps, FILE *out)
+{
+    int bad = 0;
+    starpu_task_wait_for_all(); /* a collective MPI runs is counted when its task runs */
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        double sent = 0, expect = (model->forward[g] + model->backward[g]) * steps;
+        long calls = 0;
+        if (c) sw_comm_traffic(c, (sw_group)g, &sent, &calls);
+        bad += sent != expect;
+        fprintf(out, "traffic: rank %d %s group: sent %.0f bytes in %ld collectives over %d steps, model %.1f\n",
+                sw_rank(), sw_group_name((sw_group)g), sent, calls, steps, expect);
+    }
+    fflush(out);
+    return bad;
 }
 
 int64_t sw_comm_next_tag(const sw_comm *c, sw_group g)
@@ -332,7 +349,9 @@ static void p2p_done(void *rec)
 /* every send of a collective on g goes through here: it counts the bytes */
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
-    c->sent_bytes[g] += (double)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
+    __atomic_add_fetch(&c->sent_bytes[g], (int64_t)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * (int64_t)starpu_matrix_get_elemsize(h),
+                       __ATOMIC_RELAXED);
+    sw_counter_add(SW_COUNT_P2P_SEND, 1);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, dest, 1, tag, h);
     __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
     SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, p2p_done, tr));
@@ -438,16 +457,13 @@ static int via_mpi(const sw_comm *c, sw_group g, double bytes)
     return c->token[g] && (c->algo == SW_ALGO_MPI || (c->algo == SW_ALGO_AUTO && bytes <= SW_COMM_MPI_BYTES));
 }
 
-/* Submits MPI's collective on g (see via_mpi), counted as the ring's bytes
- * and traced (when on) as an exchange with every other member: a send and
+/* Submits MPI's collective on g (see via_mpi), its bytes counted by the
+ * task from the MPI call's arguments (sw_comm_bytes says which), and traced (when on) as an exchange with every other member: a send and
  * a receive per peer, one tag, from the data's readiness to completion. */
 static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *in, sw_tensor *out, int op)
 {
-    static const sw_coll colls[] = {SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER, SW_COLL_ALLTOALL};
     static const char *const names[] = {"allreduce_mpi", "allgather_mpi", "reduce_scatter_mpi", "alltoall_mpi"};
-    const sw_tensor *full = kind == SW_NBC_ALLGATHER ? out : in;
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
-    c->sent_bytes[g] += sw_comm_bytes(c, g, colls[kind], full->rows, full->cols);
     const int64_t tag = take_tags(c, g, 1);
     starpu_data_handle_t hi = sw_tensor_whole(in, out ? STARPU_R : STARPU_RW);
     starpu_data_handle_t ho = out ? sw_tensor_whole(out, STARPU_W) : NULL;
@@ -463,7 +479,7 @@ static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *
     }
     sw_trace_ctx saved = sw_trace_get_ctx(); /* the records keep the caller's phase, the task is the collective's */
     sw_trace_set_phase(SW_PHASE_COMM, saved.layer);
-    sw_nbc_submit(kind, c->nbc_comm[g], c->token[g], hi, ho, op, recs);
+    sw_nbc_submit(kind, c->nbc_comm[g], c->token[g], hi, ho, op, recs, &c->sent_bytes[g]);
     sw_trace_set_ctx(saved);
 }
 
@@ -478,8 +494,15 @@ static int allreduce_algo(const sw_comm *c, sw_group g, int p, int64_t rows, int
     return !ring ? DIRECT : rows >= p ? RING_ROWS : cols >= p ? RING_COLS : DIRECT;
 }
 
+/* a collective of `kind` submitted on g: counted where it communicates */
+static void count_collective(const sw_comm *c, sw_group g, sw_counter kind)
+{
+    if (sw_mesh_size(c->mesh, g) > 1) sw_counter_add(kind, 1);
+}
+
 void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
 {
+    count_collective(c, g, SW_COUNT_ALLREDUCE);
     VIA_NCCL(sw_nccl_allreduce(c->nccl, g, t, op));
     check_f32(t, "sw_allreduce");
     const int p = sw_mesh_size(c->mesh, g);
@@ -521,17 +544,16 @@ double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, i
 #endif
     switch (kind) {
     case SW_COLL_ALLREDUCE: { /* the ring sends every chunk but its own, then every chunk but its right neighbour's */
-        int algo = allreduce_algo(c, g, p, rows, cols);
-        if (algo == VIA_MPI) /* counted as the ring's */
-            algo = rows >= p ? RING_ROWS : cols >= p ? RING_COLS : -1;
-        switch (algo) {
+        switch (allreduce_algo(c, g, p, rows, cols)) {
+        case VIA_MPI: return n; /* the buffer handed to MPI */
         case RING_ROWS: return 2 * n - chunk_bytes(rows, p, r, n / rows) - chunk_bytes(rows, p, r + 1, n / rows);
         case RING_COLS: return 2 * n - chunk_bytes(cols, p, r, n / cols) - chunk_bytes(cols, p, r + 1, n / cols);
         case DIRECT: return (p - 1) * n;
         default: return 2.0 * (p - 1) / p * n;
         }
     }
-    case SW_COLL_ALLGATHER: return n - chunk_bytes(rows, p, r + 1, n / rows);
+    case SW_COLL_ALLGATHER: /* via MPI: its own block handed over; the ring forwards all but one */
+        return via_mpi(c, g, n) ? chunk_bytes(rows, p, r, n / rows) : n - chunk_bytes(rows, p, r + 1, n / rows);
     case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n / rows);
     case SW_COLL_ALLTOALL: return (p - 1) * n / p;
     case SW_COLL_RING_SHIFT: return n;
@@ -583,6 +605,7 @@ static void allgather_ring(sw_comm *c, sw_group g, starpu_data_handle_t *o, star
 
 void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
 {
+    count_collective(c, g, SW_COUNT_ALLGATHER);
     VIA_NCCL(sw_nccl_allgather(c->nccl, g, in, out));
     check_f32(in, "sw_allgather");
     check_f32(out, "sw_allgather");
@@ -604,6 +627,7 @@ void sw_allgather(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out)
 
 void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
 {
+    count_collective(c, g, SW_COUNT_ALLGATHER);
     VIA_NCCL(sw_nccl_allgather_inplace(c->nccl, g, t));
     check_f32(t, "sw_allgather_inplace");
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
@@ -619,6 +643,7 @@ void sw_allgather_inplace(sw_comm *c, sw_group g, sw_tensor *t)
 
 void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw_reduce_op op)
 {
+    count_collective(c, g, SW_COUNT_REDUCE_SCATTER);
     VIA_NCCL(sw_nccl_reduce_scatter(c->nccl, g, in, out, op));
     check_f32(in, "sw_reduce_scatter");
     check_f32(out, "sw_reduce_scatter");
@@ -658,6 +683,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
 
 void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
 {
+    count_collective(c, g, SW_COUNT_BROADCAST);
     VIA_NCCL(sw_nccl_broadcast(c->nccl, g, t, root));
     check_f32(t, "sw_broadcast");
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
@@ -696,6 +722,7 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
 
 void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift)
 {
+    count_collective(c, g, SW_COUNT_RING_SHIFT);
     VIA_NCCL(sw_nccl_ring_shift_handles(c->nccl, g, send, recv, shift));
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_ring_shift: group out of range", -EINVAL);
@@ -723,8 +750,11 @@ void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, st
 
 /* ---------------- all-to-all ---------------- */
 
+static void alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv);
+
 void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scatter_dim, int gather_dim)
 {
+    count_collective(c, g, SW_COUNT_ALLTOALL);
     VIA_NCCL(sw_nccl_alltoall(c->nccl, g, in, out, scatter_dim, gather_dim));
     static const char *dn[2] = {"rows", "cols"};
     check_f32(in, "sw_alltoall");
@@ -761,13 +791,19 @@ void sw_alltoall(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, int scat
         submit_via_mpi(c, g, SW_NBC_ALLTOALL, in, out, 0);
         return;
     }
-    sw_alltoall_parts(c, g, 1, sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R),
+    alltoall_parts(c, g, 1, sw_tensor_tiles(in, scatter_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_R),
                       sw_tensor_tiles(out, gather_dim == 0 ? SW_ROWS : SW_COLS, p, STARPU_W));
 }
 
 void sw_alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv)
 {
+    count_collective(c, g, SW_COUNT_ALLTOALL);
     VIA_NCCL(sw_nccl_alltoall_parts(c->nccl, g, n, send, recv));
+    alltoall_parts(c, g, n, send, recv);
+}
+
+static void alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *send, starpu_data_handle_t *recv)
+{
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1) sw_fail(__FILE__, __LINE__, "sw_alltoall: group out of range", -EINVAL);
     for (int i = 0; i < n; i++) /* the local parts */

@@ -32,6 +32,6 @@ void sw_nbc_detach(void);
  * recs: sw_trace_comm_begin's records of the collective (NULL-terminated,
  * malloc'ed; NULL when not traced), ended and freed on completion. */
 void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, starpu_data_handle_t in,
-                   starpu_data_handle_t out, int op, void **recs);
+                   starpu_data_handle_t out, int op, void **recs, int64_t *sent_bytes);
 
 #endif

@@ -389,6 +389,37 @@ int sw_memory_nodes(sw_node_memory *out, int max)
     return n;
 }
 
+/* ---- event counters (runtime.h) ---- */
+static int64_t counters[SW_COUNTER_COUNT];
+static const char *const counter_names[SW_COUNTER_COUNT] = {
+    "gemm_openblas", "gemm_onednn", "gemm_cublas", "gemm_bf16", "cast_bf16", "allreduce", "allgather",
+    "reduce_scatter", "alltoall", "broadcast", "ring_shift", "mpi_collective", "mpi_deferred", "p2p_send",
+    "task_priority"};
+
+void sw_counter_add(sw_counter c, int64_t n)
+{
+    if ((unsigned)c < SW_COUNTER_COUNT) __atomic_add_fetch(&counters[c], n, __ATOMIC_RELAXED);
+}
+int64_t sw_counter_get(sw_counter c)
+{
+    return (unsigned)c < SW_COUNTER_COUNT ? __atomic_load_n(&counters[c], __ATOMIC_RELAXED) : 0;
+}
+const char *sw_counter_name(sw_counter c) { return (unsigned)c < SW_COUNTER_COUNT ? counter_names[c] : NULL; }
+void sw_counters_print(FILE *out)
+{
+    char line[1024];
+    int at = snprintf(line, sizeof line, "counters: rank %d:", sw_rank());
+    for (int c = 0; c < SW_COUNTER_COUNT && at < (int)sizeof line; c++)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%lld", counter_names[c],
+                       (long long)sw_counter_get((sw_counter)c));
+    fprintf(out, "%s\n", line);
+    fflush(out);
+}
+void sw_counters_reset(void)
+{
+    for (int c = 0; c < SW_COUNTER_COUNT; c++) __atomic_store_n(&counters[c], 0, __ATOMIC_RELAXED);
+}
+
 /* ---- per-codelet statistics ---- */
 #define SW_MAX_STATS 64
 static struct {
@@ -459,7 +490,10 @@ int sw_task_submit(struct starpu_task *task)
 {
     if (!task || !task->cl) return -EINVAL;
     if (task->where == -1) task->where = sw_task_where(task->cl);
-    if (!task->priority) task->priority = sw_rt.task_priority;
+    if (!task->priority && sw_rt.task_priority) {
+        task->priority = sw_rt.task_priority;
+        sw_counter_add(SW_COUNT_TASK_PRIORITY, 1);
+    }
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
     void (*done)(void *) = sw_stats_hook();
     if (!task->callback_func && !task->prologue_callback_func) {

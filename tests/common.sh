@@ -18,8 +18,15 @@ finish() {
   [ "$fail" = 0 ]
 }
 LAUNCH="$top_srcdir/tests/mpi_launch.sh"
+# SW_TEST_ONLY=REGEX runs only the cases (and sections) whose description
+# matches (tests/mutants.sh uses it to run the part of a long test that a
+# mutant should break); unset, everything runs.
+want() { # want "description" -> status 0 when the case runs
+  [ -z "${SW_TEST_ONLY:-}" ] || echo "$*" | grep -Eq -- "$SW_TEST_ONLY"
+}
 run() { # run NP ARGS...: tests/test_tp on NP ranks (the parallel GPT against its reference)
   np=$1; shift
+  want "np=$np $*" || return 0
   SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-180} sh "$LAUNCH" "$np" "$top_builddir/tests/test_tp" "$@" > "$TMPD/out" 2>&1
   rc=$?
   [ "$rc" = 0 ] || cat "$TMPD/out"
@@ -28,6 +35,7 @@ run() { # run NP ARGS...: tests/test_tp on NP ranks (the parallel GPT against it
 }
 expect_bad() { # expect_bad NP "message" ARGS...: gpt_train exits 2 on every rank, the message once
   np=$1; msg=$2; shift 2
+  want "bad input: $msg" || return 0
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
   rc=$?
   n=$(grep -c -F -- "$msg" "$TMPD/out")
@@ -35,4 +43,24 @@ expect_bad() { # expect_bad NP "message" ARGS...: gpt_train exits 2 on every ran
   [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
   $ok || cat "$TMPD/out"
   check "np=$np gpt_train $*: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
+}
+# What ran, from the "counters:" lines that gpt_train --counters and
+# custom_model print on every rank (sw_counters_print).
+counter_values() { # counter_values FILE NAME -> that counter of every rank, one per line
+  sed -n "s/^counters: rank [0-9]*:.* $2=\([0-9]*\).*/\1/p" "$1"
+}
+counter_min() { # counter_min FILE NAME -> the smallest over the ranks (empty if none printed)
+  counter_values "$1" "$2" | sort -n | head -n 1
+}
+counter_max() { # counter_max FILE NAME -> the largest over the ranks (empty if none printed)
+  counter_values "$1" "$2" | sort -n | tail -n 1
+}
+# The exact traffic lines (sw_comm_traffic_report): every group of every one
+# of NP ranks, each with the bytes its sends carried equal to the model's,
+# as integers (byte counts compared exactly).
+traffic_exact() { # traffic_exact FILE NP -> status 0 when so; prints the lines that differ
+  awk -v np="$2" '/^traffic: rank [0-9]+ [a-z_]+ group: sent / {
+      n++; per[$3]++; sent = $7; model = $NF; if (sent != model || model != int(model)) { bad++; print } }
+    END { g = per[0]; ranks = 0; for (r in per) { ranks++; if (per[r] != g) bad++ }
+      if (!g || ranks != np || bad) { printf "traffic_exact: %d lines from %d ranks (expected %d), %d bad\n", n, ranks, np, bad; exit 1 } }' "$1"
 }

@@ -3,8 +3,10 @@
 # parallel and gradient-accumulated GPT-2 and LLaMA under mpirun against the single-rank
 # model (tests/test_tp.c: losses of 3 steps, every gradient of the last,
 # Ring attention's FLOPs per rank), with and without sp, dropout and zigzag,
-# K/V heads split (kv >= tp) and replicated (kv < tp); then the traffic
-# against the library's traffic model, no StarPU warning in the default runs, and bad input
+# K/V heads split (kv >= tp) and replicated (kv < tp); then the bytes sent
+# against the library's traffic model (exact, every group of every rank),
+# the collectives and bf16 GEMMs each layout ran (counters), no StarPU
+# warning in the default runs, and bad input
 # through gpt_train: exit 2 on every rank, the message once, no hang.
 . "${top_srcdir:-.}/tests/common.sh"
 run 2
@@ -58,6 +60,7 @@ run 4 --model llama --sp --kv-heads 2 --clip-grad 0.01
 run 2 --sp --dtype bf16 --dropout 0.1 --kv-heads 2
 run 2 --ulysses 2 --dtype bf16
 # bf16 against fp32 on one rank: the losses of 6 steps within bf16's precision (2^-7 relative), not identical
+if want "bf16 vs fp32 losses"; then
 for dt in fp32 bf16; do
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 6 --dtype $dt --quiet --log "$TMPD/$dt.csv" > "$TMPD/out" 2>&1 ||
     cat "$TMPD/out"
@@ -67,29 +70,62 @@ out=$(awk -F, 'NR == FNR { if (FNR > 1) a[$1] = $2; next }
   END { printf "%d steps, worst relative difference %.3g, %d differ", n, w, d; exit (n == 6 && w <= 1 / 128 && d > 0) ? 0 : 1 }' \
   "$TMPD/fp32.csv" "$TMPD/bf16.csv")
 check "gpt_train --dtype bf16 vs fp32 losses: $out" [ $? = 0 ]
-# the traffic the collectives count equals the library's traffic model
-# (sw_gpt_traffic: the layers', the block policy's and the registry's) on
-# every group: TP, Ulysses, ring, the gradient group and the world
+fi
+# the bytes the collectives' sends carried on each group of each rank,
+# counted where they leave (the send requests, the MPI calls' arguments),
+# equal the library's traffic model (sw_gpt_traffic: the layers', the block
+# policy's and the registry's) to the byte, on every group of every rank:
+# TP, Ulysses, ring, the gradient group and the world (groups without
+# traffic too); and the collectives of each layout ran (gpt_train --counters)
+if want "traffic and counters"; then
 for args in "2 --tp 2" "2 --tp 2 --sp" "2 --tp 2 --sp --tp-recompute-allgather" "2 --tp 2 --kv-heads 1 --sp" \
     "2 --ulysses 2" "2 --ring 2" "2 --ring 2 --no-zigzag" "2 --model llama --tp 2 --sp" \
     "2 --model llama --tp 2 --kv-heads 1 --sp" "2 --dp 2" "2 --dp 2 --zero 1 --clip-grad 1" \
     "2 --tp 2 --sp --recompute full --recompute-every 2 --layers 3" "4 --model llama --tp 4 --sp --kv-heads 2" \
     "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2"; do
   set -- $args; np=$1; shift
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --quiet --counters --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
   rc=$?
-  lines=$(grep '^communication:' "$TMPD/out")
-  n=$(echo "$lines" | grep -c 'model')
-  bad=$(echo "$lines" | sed -n 's/.* sent \([0-9.]*\) MiB.*model: \([0-9.]*\) MiB.*/\1 \2/p' | awk '$1 != $2' | wc -l)
   ok=false
-  [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ "$bad" = 0 ] && ok=true
+  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
   $ok || cat "$TMPD/out"
-  check "np=$np gpt_train $*: $(echo "$lines" | sed 's/communication: rank 0 //' | tr '\n' ';') (exit $rc)" $ok
+  check "np=$np gpt_train $*: bytes sent = model on every group of $np ranks ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
+  cp "$TMPD/out" "$TMPD/traffic.$np$(echo "$*" | tr -d ' -')"
 done
+o=$TMPD/traffic.
+check "tp 2: all-reduces only, no all-gather or reduce-scatter" \
+  [ "$(counter_min ${o}2tp2 allreduce)" -gt 0 -a "$(counter_max ${o}2tp2 allgather)" = 0 -a "$(counter_max ${o}2tp2 reduce_scatter)" = 0 ]
+check "tp 2 + sp: all-gathers and reduce-scatters on every rank" \
+  [ "$(counter_min ${o}2tp2sp allgather)" -gt 0 -a "$(counter_min ${o}2tp2sp reduce_scatter)" -gt 0 ]
+check "tp 2 + sp --tp-recompute-allgather: more all-gathers than tp 2 + sp ($(counter_min ${o}2tp2sptprecomputeallgather allgather) > $(counter_max ${o}2tp2sp allgather))" \
+  [ "$(counter_min ${o}2tp2sptprecomputeallgather allgather)" -gt "$(counter_max ${o}2tp2sp allgather)" ]
+check "ulysses 2: all-to-alls, ring 2: ring shifts" \
+  [ "$(counter_min ${o}2ulysses2 alltoall)" -gt 0 -a "$(counter_min ${o}2ring2 ring_shift)" -gt 0 -a "$(counter_max ${o}2ring2 alltoall)" = 0 ]
+check "dp 2 + ZeRO-1: gradients reduce-scattered, parameters all-gathered; dp 2 without: neither" \
+  [ "$(counter_min ${o}2dp2zero1clipgrad1 reduce_scatter)" -gt 0 -a "$(counter_min ${o}2dp2zero1clipgrad1 allgather)" -gt 0 \
+    -a "$(counter_max ${o}2dp2 reduce_scatter)" = 0 ]
+check "main job's small collectives run by MPI (counted by the task that calls it), none by point-to-point requests" \
+  [ "$(counter_min ${o}2tp2sp mpi_collective)" -gt 0 -a "$(counter_max ${o}2tp2sp p2p_send)" = 0 ]
+check "linears' dx GEMMs raised by sw_set_task_priority on every rank ($(counter_min ${o}2tp2sp task_priority))" \
+  [ "$(counter_min ${o}2tp2sp task_priority)" -gt 0 ]
+fi
+# --dtype bf16: every GEMM of the step reads bf16 operands (the linears
+# forward and backward, attention, the LM head), none in fp32
+if want "bf16 GEMM counters"; then
+for dt in fp32 bf16; do
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --steps 1 --quiet --counters --dtype $dt --log "$TMPD/log.csv" > "$TMPD/gemm.$dt" 2>&1
+done
+g16=$(counter_values "$TMPD/gemm.bf16" gemm_bf16); g32=$(counter_values "$TMPD/gemm.fp32" gemm_bf16)
+n16=$(( $(counter_values "$TMPD/gemm.bf16" gemm_onednn) + $(counter_values "$TMPD/gemm.bf16" gemm_openblas) ))
+n32=$(( $(counter_values "$TMPD/gemm.fp32" gemm_onednn) + $(counter_values "$TMPD/gemm.fp32" gemm_openblas) ))
+check "--dtype bf16: $g16 of $n16 GEMMs read bf16 operands, as many GEMMs as fp32 ($n32, none bf16: $g32), casts $(counter_values "$TMPD/gemm.bf16" cast_bf16)" \
+  [ "$g16" = "$n16" -a "$n16" = "$n32" -a "$g32" = 0 -a "$(counter_values "$TMPD/gemm.bf16" cast_bf16)" -gt 0 ]
+fi
 # the main job (quick start) and one rank as a user starts them, without the
 # launcher's STARPU_* settings and with StarPU not silenced: sw_init's
 # default placement of the workers and the StarPU-MPI thread draws no StarPU
 # warning. A first run calibrates a new STARPU_HOME's buses (StarPU says so, once).
+if want "StarPU warnings"; then
 user_env="env -u STARPU_SILENT -u STARPU_NCPU -u STARPU_WORKERS_NOBIND -u STARPU_MPI_NOBIND"
 $user_env "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" > /dev/null 2>&1 < /dev/null
 for job in "gpt_train" "${MPIRUN:-mpirun} --oversubscribe -np 2 gpt_train --tp 2 --sp"; do
@@ -102,6 +138,7 @@ for job in "gpt_train" "${MPIRUN:-mpirun} --oversubscribe -np 2 gpt_train --tp 2
   [ "$rc" = 0 ] && [ "$n" = 0 ] && ok=true
   check "$job: exit $rc, $n StarPU warning line(s)" $ok
 done
+fi
 expect_bad 2 "heads (6) must be divisible by tp (4)" --tp 4 --heads 6 --hidden 96
 expect_bad 2 "heads (4) must be divisible by kv-heads (3)" --tp 2 --kv-heads 3
 expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp 4 --heads 12 --hidden 96 --kv-heads 6

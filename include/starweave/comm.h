@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "starweave/mesh.h"
 #include "starweave/tensor.h"
@@ -98,9 +99,12 @@ const sw_mesh *sw_comm_mesh(const sw_comm *c);
  * flight; and the first tag of g's next collective. */
 void sw_comm_set_tag_ub(sw_comm *c, sw_group g, int64_t ub);
 int64_t sw_comm_next_tag(const sw_comm *c, sw_group g);
-/* Traffic of this rank on g since the context was created: payload bytes of
- * the point-to-point sends its collectives submitted, and the number of
- * collectives (those that communicate: groups of 2 or more). */
+/* Traffic of this rank on g since the context was created: the bytes it
+ * sent, counted where they leave (the buffers of the point-to-point sends
+ * its collectives submitted; for a collective MPI runs, the bytes its MPI
+ * call was handed for other ranks, counted when the task makes the call;
+ * NCCL's calls by their arguments), and the number of collectives (those
+ * that communicate: groups of 2 or more). Exact integers in a double. */
 void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *calls);
 /* The traffic model: the bytes this rank sends on g for one collective of
  * `kind` over an fp32 tensor [rows, cols] -- the local tensor for an
@@ -109,8 +113,13 @@ void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *cal
  * count it, with the algorithm c would run: a direct all-reduce sends
  * (p-1) N, a ring all-reduce 2 N less this rank's chunk and its right
  * neighbour's, an all-gather N less its right neighbour's chunk, a
- * reduce-scatter N less its own; a collective MPI runs is counted as the
- * ring's (its algorithm is MPI's choice). 0 for c NULL or a group of one. */
+ * reduce-scatter N less its own, an all-to-all N less its own part. A
+ * collective MPI runs (its algorithm is MPI's choice) is counted as the
+ * bytes its call hands MPI for other ranks: the whole buffer of an
+ * all-reduce, its own block of an all-gather, every block but its own of a
+ * reduce-scatter or an all-to-all. 0 for c NULL or a group of one.
+ * This is a model computed from shapes; sw_comm_traffic's count is not:
+ * it adds up the send requests' buffers and the MPI calls' arguments. */
 typedef enum {
     SW_COLL_ALLREDUCE, SW_COLL_ALLGATHER, SW_COLL_REDUCE_SCATTER, SW_COLL_ALLTOALL, SW_COLL_RING_SHIFT
 } sw_coll;
@@ -122,6 +131,15 @@ double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, i
 typedef struct sw_traffic {
     double forward[SW_GROUP_COUNT], backward[SW_GROUP_COUNT];
 } sw_traffic;
+
+/* What this rank sent on every group (sw_comm_traffic, counted where the
+ * bytes leave) beside `model` (summed from the layers' models) times
+ * `steps`, one line per group, groups without traffic included:
+ *   traffic: rank R tp group: sent S bytes in C collectives over N steps, model M
+ * Both are exact byte counts (M printed with one decimal: a fraction would
+ * be a model error). Local: call it on every rank; it waits for every
+ * submitted task first. Returns the number of groups where S != M. */
+int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps, FILE *out);
 
 /* t[rows, cols] (RW) becomes op over the group of every member's t; every
  * member gets bit-identical values. Same shape on every member. */

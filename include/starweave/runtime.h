@@ -3,6 +3,8 @@
 #define STARWEAVE_RUNTIME_H
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <starpu.h>
 
 #ifdef __cplusplus
@@ -112,6 +114,41 @@ void sw_stats_reset(void);
 int sw_stats_get(sw_stat *out, int max);
 /* Completion callback that codelet submission passes to StarPU (NULL when off). */
 void (*sw_stats_hook(void))(void *);
+
+/* Event counters: what ran, counted where it runs, so that a test or a
+ * report can prove that a feature took part (oneDNN computed the GEMMs, a
+ * GEMM read bf16 operands, MPI ran a collective, the tensor-parallel layers
+ * gathered rather than all-reduced). Always on (a relaxed atomic add at
+ * each event), per process, from sw_init or the last sw_counters_reset. */
+typedef enum sw_counter {
+    SW_COUNT_GEMM_OPENBLAS,   /* CPU GEMMs OpenBLAS computed */
+    SW_COUNT_GEMM_ONEDNN,     /* CPU GEMMs oneDNN computed */
+    SW_COUNT_GEMM_CUBLAS,     /* GEMMs cuBLAS computed */
+    SW_COUNT_GEMM_BF16,       /* GEMMs (any backend) whose operands A and B were bf16 */
+    SW_COUNT_CAST_BF16,       /* elements cast from fp32 to bf16 */
+    SW_COUNT_ALLREDUCE,       /* collectives submitted, by kind (groups of 2 or more members) */
+    SW_COUNT_ALLGATHER,
+    SW_COUNT_REDUCE_SCATTER,
+    SW_COUNT_ALLTOALL,
+    SW_COUNT_BROADCAST,
+    SW_COUNT_RING_SHIFT,
+    SW_COUNT_MPI_COLLECTIVE,  /* collectives MPI ran (started by a task) */
+    SW_COUNT_MPI_DEFERRED,    /* ... of which completed after their task returned */
+    SW_COUNT_P2P_SEND,        /* StarPU-MPI send requests of the decomposed collectives */
+    SW_COUNT_TASK_PRIORITY,   /* tasks given sw_set_task_priority's priority (not 0) */
+    SW_COUNTER_COUNT
+} sw_counter;
+/* The count of c (0 for an unknown c). */
+int64_t sw_counter_get(sw_counter c);
+/* Its name in reports: "gemm_onednn", "allgather", ... (NULL when unknown). */
+const char *sw_counter_name(sw_counter c);
+void sw_counters_reset(void);
+/* One line of every counter of this rank:
+ *   counters: rank R: gemm_openblas=N gemm_onednn=N ... task_priority=N */
+void sw_counters_print(FILE *out);
+/* Adds n to c: the library's own events (a codelet of the caller's may add
+ * to them too). */
+void sw_counter_add(sw_counter c, int64_t n);
 
 /* Main-RAM bytes this rank may count on: the node's MemAvailable divided
  * among the ranks on the node (Open MPI's local size), or less if StarPU
