@@ -1,0 +1,133 @@
+#!/bin/sh
+# Mutation testing: does a test notice when the feature it names breaks?
+#   tests/mutants.sh [--list] [--no-baseline] [NAME...]
+# Each mutant below is a small break of the library (a sed script applied to
+# one source file) and the test that must notice it (with SW_TEST_ONLY, the
+# cases of that test to run). In a scratch copy of the tree
+# ($SW_MUTANT_DIR, default /tmp/starweave-mutants: configured and built
+# once, then rebuilt incrementally) each mutant is applied alone, the tree
+# rebuilt, the test run, the file restored. It prints per mutant
+#   CAUGHT   name: test failed, as it must
+#   SURVIVED name: test passed with the break in place
+#   STALE    name: the sed script changed nothing (the code moved on: update it)
+#   NOBUILD  name: the break does not compile (not a mutant; rewrite it)
+# then "mutants: N caught, M survived, K stale or not building", and exits 0
+# only when every mutant was caught. First (unless --no-baseline) every
+# test named runs once unmutated and must pass: a test failing anyway
+# would "catch" everything. Not part of make check (it rebuilds and reruns
+# tests once per mutant: tens of minutes); run it before resolving an
+# issue that adds a feature, and add mutants for what the feature adds.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+scratch=${SW_MUTANT_DIR:-/tmp/starweave-mutants}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# name | file | sed script | test | SW_TEST_ONLY regex (empty: the whole test)
+mutants() {
+  cat <<'EOF'
+# collectives and the traffic they count
+comm-model-reduce-scatter|src/comm.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
+comm-mpi-reduce-scatter-bytes|src/comm_nbc.c|s/sent = SW_NUMEL_OF(buffers\[1\]) - f.counts\[me\];/sent = SW_NUMEL_OF(buffers[1]);/|tests/test_tp.sh|traffic and counters
+clip-allreduce-unmodelled|graphs/params.c|s/if (c->clip_grad > 0) g\[SW_GROUP_WORLD\]/if (0) g[SW_GROUP_WORLD]/|tests/test_tp.sh|traffic and counters
+comm-ring-allreduce-chunk|src/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|
+comm-mpi-max-as-sum|src/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|
+# layers: the f/g operators, sequence parallelism, bf16 operands
+tp-f-backward-unreduced|graphs/mappings.c|s/^        sw_allreduce(tp->comm, SW_GROUP_TP, partial, SW_SUM);/        (void)partial;/|tests/test_tp.sh|^np=2 $
+sp-replicated-grad-unsummed|graphs/mappings.c|s/if (active(tp) \&\& tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);/(void)grad;/|tests/test_tp.sh|llama --sp --kv-heads 1
+custom-model-sp-ignored|examples/custom_model.c|s/flag(argc, argv, "--sp", 0)/0/|tests/test_custom_model.sh|
+custom-model-bidirectional-causal|examples/custom_model.c|s/!flag(argc, argv, "--bidirectional", 0)/1/|tests/test_custom_model.sh|
+bf16-linear-backward-fp32|graphs/layers.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
+zigzag-off|graphs/layers.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
+dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
+# the registry: data-parallel buckets, ZeRO-1
+dp-buckets-unreduced|graphs/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout
+zero1-params-ungathered|graphs/params.c|s/sw_allgather_inplace(p->comm, p->c.grad_group, t);/(void)t;/|tests/test_tp.sh|zero 1 --dropout
+# block policies: recomputation, offload
+recompute-full-no-refill|graphs/blocks.c|s/if (b->K \&\& ((l + 1) % b->K == 0/if (0 \&\& b->K \&\& ((l + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
+offload-nothing-stashed|graphs/blocks.c|s/        if (b->stash) offload_block(b, l);/        (void)0;/|tests/test_recompute.sh|
+# checkpoints
+checkpoint-checksum-unchecked|graphs/checkpoint.c|s/sum != fnv1a(FNV_START, buf, want - sizeof sum))/0)/|tests/test_checkpoint.sh|
+# the runtime: priorities, StarPU's reuse of freed buffers
+task-priority-ignored|src/runtime.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
+cpu-mem-limit-unset|src/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
+EOF
+}
+
+list=0 baseline=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --list) list=1 ;;
+    --no-baseline) baseline=0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -*) echo "mutants.sh: unknown option '$1' (expected --list, --no-baseline or mutant names)" >&2; exit 2 ;;
+    *) break ;;
+  esac
+  shift
+done
+selected() { # selected NAME: named on the command line, or none named
+  n=$1; shift
+  [ $# -gt 0 ] || return 0
+  for a in "$@"; do [ "$a" = "$n" ] && return 0; done
+  return 1
+}
+mkdir -p "$scratch/src" "$scratch/build" || exit 1
+mutants | grep -v -e '^#' -e '^$' > "$scratch/list"
+if [ $list = 1 ]; then
+  awk -F'|' '{ printf "%-34s %-22s %s%s\n", $1, $2, $4, $5 == "" ? "" : " [" $5 "]" }' "$scratch/list"
+  exit 0
+fi
+for a in "$@"; do
+  grep -q "^$a|" "$scratch/list" || { echo "mutants.sh: no mutant named '$a' (see --list)" >&2; exit 2; }
+done
+
+# the scratch tree: the repository's files (tracked and new, not ignored),
+# copied with their times so that make rebuilds only what changed
+(cd "$top" && git ls-files -co --exclude-standard | tar -cf - -T -) | (cd "$scratch/src" && tar -xpf -) || exit 1
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+cd "$scratch/src" && { [ -x configure ] || autoreconf -fi > "$scratch/autoreconf.log" 2>&1; } || {
+  echo "mutants.sh: autoreconf failed ($scratch/autoreconf.log)" >&2; exit 1; }
+cd "$scratch/build" || exit 1
+[ -f Makefile ] || ../src/configure > configure.log 2>&1 || { echo "mutants.sh: configure failed ($PWD/configure.log)" >&2; exit 1; }
+make -j"$jobs" > make.log 2>&1 || { echo "mutants.sh: the unmutated tree does not build ($PWD/make.log)" >&2; exit 1; }
+
+runtest() { # runtest TEST ONLY LOG -> the test's status
+  SW_TEST_ONLY=$2 make -j"$jobs" check TESTS="$1" > "$3" 2>&1 < /dev/null
+}
+if [ $baseline = 1 ]; then
+  while IFS='|' read -r name file script test only; do
+    selected "$name" "$@" || continue
+    key="$test|$only"
+    grep -qxF "$key" "$scratch/base" 2>/dev/null && continue
+    if runtest "$test" "$only" "$scratch/baseline.log"; then
+      echo "$key" >> "$scratch/base"
+      echo "baseline $test${only:+ [$only]}: passes"
+    else
+      echo "mutants.sh: $test${only:+ [$only]} fails without a mutant ($scratch/build/${test}.log)" >&2
+      rm -f "$scratch/base"
+      exit 1
+    fi
+  done < "$scratch/list"
+  rm -f "$scratch/base"
+fi
+
+caught=0 survived=0 other=0 t0=$(date +%s)
+while IFS='|' read -r name file script test only; do
+  selected "$name" "$@" || continue
+  cp -p "../src/$file" "$scratch/orig" || exit 1
+  sed -i -e "$script" "../src/$file"
+  if cmp -s "../src/$file" "$scratch/orig"; then
+    echo "STALE    $name: '$script' changed nothing in $file"; other=$((other + 1))
+  elif ! make -j"$jobs" > "$scratch/$name.make.log" 2>&1 < /dev/null; then
+    echo "NOBUILD  $name: $file does not compile with '$script' ($scratch/$name.make.log)"; other=$((other + 1))
+  elif runtest "$test" "$only" "$scratch/$name.log"; then
+    echo "SURVIVED $name: $test${only:+ [$only]} passed with '$script' in $file"; survived=$((survived + 1))
+  else
+    echo "CAUGHT   $name: by $test${only:+ [$only]}"; caught=$((caught + 1))
+    cp "$test.log" "$scratch/$name.test.log" 2>/dev/null
+  fi
+  cp "$scratch/orig" "../src/$file"
+  touch "../src/$file" # newer than the mutant's objects: rebuilt unmutated
+done < "$scratch/list"
+make -j"$jobs" > make.log 2>&1
+echo "mutants: $caught caught, $survived survived, $other stale or not building ($(( $(date +%s) - t0 )) s)"
+[ $survived = 0 ] && [ $other = 0 ]
