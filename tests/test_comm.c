@@ -78,10 +78,23 @@ static void test_allreduce(sw_comm *c, sw_group g, int64_t rows, int64_t cols, s
 
     sw_tensor *t = tu_tensor("ar", rows, cols, x);
     sw_comm_set_algo(c, algo);
+    /* what ran: a ring or direct exchange is made of send requests, AUTO's
+     * small sizes are MPI's; the bytes sent (counted where they leave) are
+     * the model's for that algorithm */
+    const int64_t sends0 = sw_counter_get(SW_COUNT_P2P_SEND), mpi0 = sw_counter_get(SW_COUNT_MPI_COLLECTIVE);
+    const double model = sw_comm_bytes(c, g, SW_COLL_ALLREDUCE, rows, cols);
+    double sent0, sent1;
+    long calls;
+    sw_comm_traffic(c, g, &sent0, &calls);
     sw_allreduce(c, g, t, op);
     float *got = tu_read(t);
     sw_tensor_free(t);
     quiesce();
+    sw_comm_traffic(c, g, &sent1, &calls);
+    const int64_t sends = sw_counter_get(SW_COUNT_P2P_SEND) - sends0, mpi = sw_counter_get(SW_COUNT_MPI_COLLECTIVE) - mpi0;
+    const int alone = sw_mesh_size(m, g) == 1;
+    const int path_ok = alone ? sends == 0 && mpi == 0 : algo == SW_ALGO_AUTO ? sends + mpi > 0 : sends > 0 && mpi == 0;
+    const int bytes_ok = sent1 - sent0 == model;
 
     SW_CHECK(MPI_Allreduce(x, ref, (int)n, MPI_FLOAT, op == SW_MAX ? MPI_MAX : MPI_SUM, comm));
     SW_CHECK(MPI_Allreduce(abs_x, mag, (int)n, MPI_FLOAT, MPI_SUM, comm));
@@ -92,11 +105,14 @@ static void test_allreduce(sw_comm *c, sw_group g, int64_t rows, int64_t cols, s
     SW_CHECK(MPI_Bcast(first, (int)n, MPI_FLOAT, 0, comm));
     int same = memcmp(first, got, sizeof(float) * (size_t)n) == 0;
     char what[256];
-    snprintf(what, sizeof what, "allreduce %s %s over %s (size %d) [%lld,%lld] %s: worst %s %.3g, identical on members %s",
+    snprintf(what, sizeof what,
+             "allreduce %s %s over %s (size %d) [%lld,%lld] %s: worst %s %.3g, identical on members %s; "
+             "ran as %lld sends + %lld MPI calls%s, sent %.0f bytes (model %.0f)",
              op == SW_MAX ? "max" : "sum", algo_name(algo), sw_group_name(g), sw_mesh_size(m, g), (long long)rows,
              (long long)cols, ok ? "matches MPI_Allreduce" : "DIFFERS from MPI_Allreduce",
-             op == SW_MAX ? "abs err" : "err/limit", worst, same ? "yes" : "NO");
-    tu_check_ranks(what, ok && same);
+             op == SW_MAX ? "abs err" : "err/limit", worst, same ? "yes" : "NO", (long long)sends, (long long)mpi,
+             path_ok ? "" : " (NOT the algorithm asked for)", sent1 - sent0, model);
+    tu_check_ranks(what, ok && same && path_ok && bytes_ok);
     free(x); free(ref); free(mag); free(abs_x); free(first); free(got);
 }
 
