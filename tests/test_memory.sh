@@ -1,6 +1,7 @@
 #!/bin/sh
 # Saved activations measured by StarPU's allocator against the memory model
-# (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp.
+# (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp: equal
+# to the byte.
 . "${top_srcdir:-.}/tests/common.sh"
 mem() { # mem NP ARGS...
   np=$1; shift
