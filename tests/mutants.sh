@@ -17,6 +17,7 @@
 # would "catch" everything. Not part of make check (it rebuilds and reruns
 # tests once per mutant: tens of minutes); run it before resolving an
 # issue that adds a feature, and add mutants for what the feature adds.
+# One run at a time per SW_MUTANT_DIR (they share its scratch tree).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${SW_MUTANT_DIR:-/tmp/starweave-mutants}
@@ -29,8 +30,9 @@ mutants() {
 comm-model-reduce-scatter|src/comm.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
 comm-mpi-reduce-scatter-bytes|src/comm_nbc.c|s/sent = SW_NUMEL_OF(buffers\[1\]) - f.counts\[me\];/sent = SW_NUMEL_OF(buffers[1]);/|tests/test_tp.sh|traffic and counters
 clip-allreduce-unmodelled|graphs/params.c|s/if (c->clip_grad > 0) g\[SW_GROUP_WORLD\]/if (0) g[SW_GROUP_WORLD]/|tests/test_tp.sh|traffic and counters
-comm-ring-allreduce-chunk|src/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|
-comm-mpi-max-as-sum|src/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|
+comm-ring-allreduce-chunk|src/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|collectives np=[23]
+comm-mpi-max-as-sum|src/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|collectives np=2
+mpi-ends-never-deferred|src/comm_nbc.c|s/if (MPI_Wtime() - t0 > nbc.spin_s) break;/if (0) break;/|tests/test_comm.sh|deferred
 # layers: the f/g operators, sequence parallelism, bf16 operands
 tp-f-backward-unreduced|graphs/mappings.c|s/^        sw_allreduce(tp->comm, SW_GROUP_TP, partial, SW_SUM);/        (void)partial;/|tests/test_tp.sh|^np=2 $
 sp-replicated-grad-unsummed|graphs/mappings.c|s/if (active(tp) \&\& tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);/(void)grad;/|tests/test_tp.sh|llama --sp --kv-heads 1
@@ -73,13 +75,15 @@ selected() { # selected NAME: named on the command line, or none named
   return 1
 }
 mkdir -p "$scratch/src" "$scratch/build" || exit 1
-mutants | grep -v -e '^#' -e '^$' > "$scratch/list"
+list_file=$scratch/list.$$ # this run's own copy (another run may write its own)
+trap 'rm -f "$list_file"' EXIT
+mutants | grep -v -e '^#' -e '^$' > "$list_file"
 if [ $list = 1 ]; then
-  awk -F'|' '{ printf "%-34s %-22s %s%s\n", $1, $2, $4, $5 == "" ? "" : " [" $5 "]" }' "$scratch/list"
+  awk -F'|' '{ printf "%-34s %-22s %s%s\n", $1, $2, $4, $5 == "" ? "" : " [" $5 "]" }' "$list_file"
   exit 0
 fi
 for a in "$@"; do
-  grep -q "^$a|" "$scratch/list" || { echo "mutants.sh: no mutant named '$a' (see --list)" >&2; exit 2; }
+  grep -q "^$a|" "$list_file" || { echo "mutants.sh: no mutant named '$a' (see --list)" >&2; exit 2; }
 done
 
 # the scratch tree: the repository's files (tracked and new, not ignored),
@@ -108,7 +112,7 @@ if [ $baseline = 1 ]; then
       rm -f "$scratch/base"
       exit 1
     fi
-  done < "$scratch/list"
+  done < "$list_file"
   rm -f "$scratch/base"
 fi
 
@@ -129,7 +133,7 @@ while IFS='|' read -r name file script test only; do
   fi
   cp "$scratch/orig" "../src/$file"
   touch "../src/$file" # newer than the mutant's objects: rebuilt unmutated
-done < "$scratch/list"
+done < "$list_file"
 make -j"$jobs" > make.log 2>&1
 echo "mutants: $caught caught, $survived survived, $other stale or not building ($(( $(date +%s) - t0 )) s)"
 [ $survived = 0 ] && [ $other = 0 ]

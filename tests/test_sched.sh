@@ -6,9 +6,11 @@
 # byte equal to a reference run with StarPU's default scheduler and worker
 # count -- on one rank, with tp 2 + sp on 2 ranks and with dp 2 + ZeRO-1 on
 # 2 ranks; then the same on one rank with the oneDNN GEMM backend where it
-# is built. Every run must exit 0 and write its log and checkpoint.
+# is built. Every run must exit 0 and write its log and checkpoint, and
+# sw_init's banner (the policy and worker count read back from StarPU, the
+# GEMM backend in use) must name the scheduler, workers and backend asked for.
 . "${top_srcdir:-.}/tests/common.sh"
-args="--layers 2 --hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1 --quiet"
+args="--layers 2 --hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1"
 train() { # train NP DIR ARGS...: gpt_train on NP ranks, log DIR.csv, checkpoint in DIR; its exit status
   np=$1; d=$2; shift 2
   SW_TEST_TIMEOUT=300 sh "$LAUNCH" "$np" "$GPT_TRAIN" $args --log "$d.csv" --save "$d" "$@" > "$d.out" 2>&1
@@ -20,6 +22,12 @@ same_run() { # same_run RC NP DIR_A DIR_B: RC 0, 3 steps logged, same losses, ev
     f=$(printf 'step-%08d/rank-%05d.ckpt' 3 "$r")
     [ -s "$2/$f" ] && cmp -s "$2/$f" "$3/$f" || return 1
   done
+}
+ran_as() { # ran_as DIR SCHED NCPUS [GEMM]: sw_init's banner, read back from StarPU, names them
+  grep -q "starweave: [0-9]* rank(s), $3 CPU.* worker(s) per rank, scheduler $2, CPU GEMM ${4:-}" "$1.out"
+}
+sched_ok() { # sched_ok DIR SCHED NCPUS GEMM RC NP REF: ran as asked, and the same run as REF
+  ran_as "$1" "$2" "$3" "$4" && same_run "$5" "$6" "$7" "$1"
 }
 n=0
 for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
@@ -39,8 +47,8 @@ for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
       rc=$?
       [ "$rc" = 0 ] || cat "$d.out"
       cut -d, -f1,2 "$d.csv" > "$d.csv.loss" 2> /dev/null
-      check "np=$np${*:+ $*} under $sched with $ncpus worker(s) per rank: exit $rc, losses and every rank's checkpoint equal the reference's" \
-        same_run "$rc" "$np" "$ref" "$d"
+      check "np=$np${*:+ $*} under $sched with $ncpus worker(s) per rank (StarPU's banner says so): exit $rc, losses and every rank's checkpoint equal the reference's" \
+        sched_ok "$d" "$sched" "$ncpus" "" "$rc" "$np" "$ref"
     done
   done
 done
@@ -65,8 +73,8 @@ else
       rc=$?
       [ "$rc" = 0 ] || cat "$d.out"
       cut -d, -f1,2 "$d.csv" > "$d.csv.loss" 2> /dev/null
-      check "np=1 --gemm onednn under $sched with $ncpus worker(s): exit $rc, losses and checkpoint equal oneDNN's reference" \
-        same_run "$rc" 1 "$TMPD/dnnl" "$d"
+      check "np=1 --gemm onednn under $sched with $ncpus worker(s) (StarPU's banner says so): exit $rc, losses and checkpoint equal oneDNN's reference" \
+        sched_ok "$d" "$sched" "$ncpus" onednn "$rc" 1 "$TMPD/dnnl"
     done
   done
 fi

@@ -1,13 +1,16 @@
 /* Collectives as task-graph nodes (CPU backend on StarPU-MPI; GPU builds
  * can switch a context to NCCL with sw_comm_set_backend).
  *
- * Every collective only submits: StarPU-MPI detached point-to-point
- * requests on data handles (the tensor's tiles, or temporaries registered
- * with home node -1 and released with starpu_data_unregister_submit) plus
- * reduction tasks. Nothing waits, no codelet calls MPI; StarPU orders the
- * requests after the tasks that produce their data and the tasks that use
- * the results after the requests, so compute on one chunk may start as soon
- * as that chunk is there.
+ * Every collective only submits. Up to SW_COMM_MPI_BYTES (where MPI runs
+ * at MPI_THREAD_MULTIPLE) a collective is one task that starts MPI's
+ * non-blocking collective and ends when it completes (comm_nbc.c; counter
+ * SW_COUNT_MPI_COLLECTIVE). Above that, and for broadcasts and ring shifts,
+ * it is StarPU-MPI detached point-to-point requests on data handles (the
+ * tensor's tiles, or temporaries registered with home node -1 and released
+ * with starpu_data_unregister_submit) plus reduction tasks; StarPU orders
+ * the requests after the tasks that produce their data and the tasks that
+ * use the results after the requests, so compute on one chunk may start as
+ * soon as that chunk is there (counter SW_COUNT_P2P_SEND).
  *
  * Tags are deterministic: each group of the mesh has a sequence counter in
  * the sw_comm context, advanced by the same amount by the same calls on

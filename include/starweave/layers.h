@@ -9,8 +9,10 @@
  * a column-parallel linear splits its output features and starts with f,
  * a row-parallel one splits its input features and ends with g (bias added
  * once, after the reduction); with sequence parallelism f is a row
- * all-gather whose chunks start their GEMMs on arrival and g a
- * reduce-scatter, and norms, dropout and residual adds run on the l rows.
+ * all-gather (the GEMM of each chunk depends on that chunk only: on the
+ * local one at once, on the others when the gather delivers them, which
+ * is when it ends where MPI or NCCL runs it) and g a reduce-scatter, and
+ * norms, dropout and residual adds run on the l rows.
  * The tiling (`tiles` row/column tiles per op) is fixed by the
  * configuration, never by the workers, so results are bit-identical for
  * every scheduler and worker count. */
