@@ -40,6 +40,7 @@ custom-model-sp-ignored|examples/custom_model.c|s/flag(argc, argv, "--sp", 0)/0/
 custom-model-bidirectional-causal|examples/custom_model.c|s/!flag(argc, argv, "--bidirectional", 0)/1/|tests/test_custom_model.sh|
 bf16-linear-backward-fp32|graphs/layers.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
 linear-dx-priority-off|graphs/layers.c|s/int prio = sw_set_task_priority(dx_first);/int prio = sw_set_task_priority(0);/|tests/test_tp.sh|traffic and counters
+residual-dropout-off|graphs/layers.c|s/    sw_tensor \*tmp = x->c.dropout > 0.0f ? sw_scratch/    sw_tensor *tmp = 0 ? sw_scratch/;s/    if (x->c.dropout == 0.0f) return dout;/    return dout;/|tests/test_gpt_ref|
 zigzag-off|graphs/layers.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
 dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
 # the registry: data-parallel buckets, ZeRO-1
