@@ -6,23 +6,28 @@
 # python3-torch), with each CPU GEMM backend of the build. PASS/FAIL per
 # model and backend; exit 77 (skip) only when torch cannot be
 # imported, 99 when an exporter's own reference fails its self-check.
+# That SW_GEMM picked the backend named: gpt_train --counters on the same
+# model with the same SW_GEMM (the exporter's sw_init reads it the same
+# way) must show that backend computed its GEMMs and the other none.
 TORCH_PYTHON=${TORCH_PYTHON:-/usr/bin/python3}
 top_builddir=${top_builddir:-.}
 if [ -z "$top_srcdir" ]; then
     top_srcdir=$(cd "$(dirname "$0")/.." && pwd)
 fi
+. "$top_srcdir/tests/common.sh"
 
 if ! "$TORCH_PYTHON" -c 'import torch' >/dev/null 2>&1; then
     echo "SKIP: python3-torch not importable by $TORCH_PYTHON (install Debian python3-torch)"
     exit 77
 fi
 
-tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/starweave_torch.XXXXXX") || { echo "FAIL: mktemp"; exit 1; }
-trap 'rm -rf "$tmpdir"' EXIT
-trap 'exit 1' HUP INT TERM
-
-failed=0
+tmpdir=$TMPD
 hard=0
+computed() { # computed GEMM: gpt_train's run in $tmpdir/train exited 0, GEMM computed GEMMs, the other none
+  other=onednn; [ "$1" = onednn ] && other=openblas
+  n=$(counter_max "$tmpdir/train" "gemm_$1"); z=$(counter_max "$tmpdir/train" "gemm_$other")
+  [ "$trc" = 0 ] && [ -n "$n" ] && [ "$n" -gt 0 ] && [ "$z" = 0 ]
+}
 # with each CPU GEMM backend of the build (oneDNN where built: SKIP otherwise)
 for gemm in openblas onednn; do
   for model in gpt2 llama; do
@@ -33,24 +38,35 @@ for gemm in openblas onednn; do
     if [ $rc -eq 2 ] && grep -q 'built without oneDNN' "$tmpdir/err"; then
         echo "SKIP gemm $gemm: $(grep -m 1 'built without' "$tmpdir/err")"
         break
-    elif [ $rc -eq 99 ]; then # its reference failed a self-check: nothing to compare
+    fi
+    SW_GEMM=$gemm SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --model "$model" --layers 1 --hidden 32 --heads 2 \
+      --vocab 300 --seq 8 --batch 2 --steps 1 --log "$tmpdir/log.csv" --counters > "$tmpdir/train" 2>&1
+    trc=$?
+    [ $trc = 0 ] || cat "$tmpdir/train"
+    counts="gemm_openblas=$(counter_max "$tmpdir/train" gemm_openblas)"
+    counts="$counts gemm_onednn=$(counter_max "$tmpdir/train" gemm_onednn)"
+    check "$model, gemm $gemm: gpt_train --model $model with SW_GEMM=$gemm: exit $trc, $counts ($gemm computed \
+the GEMMs, the other backend none)" computed $gemm
+    if [ $rc -eq 99 ]; then # its reference failed a self-check: nothing to compare
         echo "ERROR: $top_builddir/tests/test_gpt_ref --export --model $model (gemm $gemm): hard error"
         hard=1
         continue
     elif [ $rc -ne 0 ]; then
         echo "FAIL $model, gemm $gemm: $top_builddir/tests/test_gpt_ref --export --model $model failed (exit $rc)"
-        failed=1
+        fail=$((fail + 1))
         continue
     fi
     "$TORCH_PYTHON" "$top_srcdir/tests/torch_gpt.py" "$tmpdir/$model"
     rc=$?
     if [ $rc -eq 0 ]; then
         echo "PASS $model, gemm $gemm: starweave matches PyTorch (and the serial C reference)"
+        pass=$((pass + 1))
     else
         echo "FAIL $model, gemm $gemm: starweave differs from PyTorch (exit $rc)"
-        failed=1
+        fail=$((fail + 1))
     fi
   done
 done
+echo "$pass passed, $fail failed"
 [ $hard -eq 1 ] && exit 99
-exit $failed
+[ "$fail" = 0 ]
