@@ -43,6 +43,12 @@ linear-dx-priority-off|graphs/layers.c|s/int prio = sw_set_task_priority(dx_firs
 residual-dropout-off|graphs/layers.c|s/    sw_tensor \*tmp = x->c.dropout > 0.0f ? sw_scratch/    sw_tensor *tmp = 0 ? sw_scratch/;s/    if (x->c.dropout == 0.0f) return dout;/    return dout;/|tests/test_gpt_ref|
 zigzag-off|graphs/layers.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
 dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
+# CPU GEMM backends
+sw-gemm-env-ignored|src/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
+gemm-backend-unset|codelets/gemm.c|s/^    backend = b;$/    (void)b;/|tests/test_gemm|
+onednn-calls-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && (!bf16/if (0 \&\& backend == SW_GEMM_ONEDNN \&\& (!bf16/|tests/test_gemm|
+onednn-openblas-without-avx512|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && (!bf16/if (backend == SW_GEMM_ONEDNN \&\& onednn_has(dnnl_cpu_isa_avx512_core) \&\& (!bf16/|tests/test_gemm_isa.sh|
+onednn-cache-key-without-ld|codelets/gemm.c|s/if (!memcmp(&c->e\[i\].key, k, sizeof \*k)) e = &c->e\[i\];/if (!memcmp(\&c->e[i].key, k, 3 * sizeof(int)) \&\& !memcmp(\&c->e[i].key.transA, \&k->transA, sizeof *k - 6 * sizeof(int))) e = \&c->e[i];/|tests/test_gemm|
 # the registry: data-parallel buckets, ZeRO-1
 dp-buckets-unreduced|graphs/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout
 zero1-params-ungathered|graphs/params.c|s/sw_allgather_inplace(p->comm, p->c.grad_group, t);/(void)t;/|tests/test_tp.sh|zero 1 --dropout
