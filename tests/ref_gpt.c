@@ -194,10 +194,78 @@ static void layernorm_backward(double *dinp, double *dw, double *db, const doubl
     }
 }
 
-/* matmul: out[T,OC] = inp[T,IC] w[OC,IC]^T + bias[OC] (bias may be NULL) */
-static void matmul_forward(double *out, const double *inp, const double *w, const double *bias, int64_t T,
-                           int64_t IC, int64_t OC)
+/* --dtype bf16 (c->dtype == SW_BF16): every GEMM of the library reads bf16
+ * operands, fp32 elsewhere (graphs.h). The library holds each operand in
+ * fp32 and casts it with bf16.h's sw_bf16_from_f32 (round to nearest, ties to even),
+ * so the reference rounds the double value to fp32, then to bf16; the
+ * products and sums stay in double (the library's are exact products of
+ * bf16 values summed in fp32). The linears' and the LM head's GEMMs
+ * (forward, dx and dW) are the GEMMs; attention (QK^T, PV), norms, GeLU,
+ * softmax and the bias sums are not, and are not rounded. */
+/* Written apart from bf16.h, so that a break there is seen: f = (float)v
+ * to the multiple of its binade's bf16 spacing (8 significant bits; 2^-133
+ * below 2^-126) that nearbyint picks in the default rounding mode, to
+ * nearest, ties to even. (Past the largest bf16 the library gives inf; the
+ * tests' values are far below.) */
+static double bf16_round(double v)
 {
+    const float f = (float)v;
+    if (f == 0.0f || !isfinite(f)) return f;
+    int e;
+    frexp(f, &e); /* |f| in [2^(e-1), 2^e) */
+    const double q = ldexp(1.0, e - 8 > -133 ? e - 8 : -133);
+    return nearbyint(f / q) * q;
+}
+
+/* Rounded activations and gradients whose double value lies so close to a
+ * bf16 rounding boundary that the library's fp32 value may round to the
+ * other neighbour (see ref_gpt_bf16_near_ties). */
+static int64_t near_ties, rounded_total;
+
+int64_t ref_gpt_bf16_near_ties(int64_t *rounded)
+{
+    if (rounded) *rounded = rounded_total;
+    return near_ties;
+}
+
+void ref_gpt_bf16_reset_stats(void) { near_ties = rounded_total = 0; }
+
+/* A GEMM operand x[n] as the GEMM reads it: x itself in fp32; in bf16 a
+ * rounded copy in *own (freed by the caller). computed: x is an activation
+ * or a gradient (the library's fp32 value differs from ours by its fp32
+ * rounding errors), not a parameter (the same fp32 value on both sides):
+ * counts its elements that lie within 2^-20 of their own magnitude (16 fp32
+ * ulps) of a bf16 rounding boundary, among those of magnitude >= 2^-8
+ * max|x| (a smaller element that rounds the other way moves x by at most
+ * 2^-16 max|x|). */
+static const double *gemm_operand(const sw_gpt_config *c, const double *x, int64_t n, int computed, double **own)
+{
+    *own = NULL;
+    if (c->dtype != SW_BF16) return x;
+    double *r = dalloc(n), m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        r[i] = bf16_round(x[i]);
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    }
+    if (computed) {
+        for (int64_t i = 0; i < n; i++) {
+            const double d = ldexp(fabs(x[i]), -20);
+            if (fabs(x[i]) >= ldexp(m, -8) && bf16_round(x[i] - d) != bf16_round(x[i] + d)) near_ties++;
+        }
+        rounded_total += n;
+    }
+    *own = r;
+    return r;
+}
+
+/* matmul: out[T,OC] = inp[T,IC] w[OC,IC]^T + bias[OC] (bias may be NULL);
+ * inp and w are the GEMM's operands (bf16: rounded) */
+static void matmul_forward(const sw_gpt_config *c, double *out, const double *inp, const double *w,
+                           const double *bias, int64_t T, int64_t IC, int64_t OC)
+{
+    double *own_x, *own_w;
+    inp = gemm_operand(c, inp, T * IC, 1, &own_x);
+    w = gemm_operand(c, w, OC * IC, 0, &own_w);
     for (int64_t t = 0; t < T; t++)
         for (int64_t o = 0; o < OC; o++) {
             double s = bias ? bias[o] : 0.0;
@@ -205,20 +273,31 @@ static void matmul_forward(double *out, const double *inp, const double *w, cons
             for (int64_t i = 0; i < IC; i++) s += x[i] * wr[i];
             out[t * OC + o] = s;
         }
+    free(own_x);
+    free(own_w);
 }
-/* matmul backward: dinp[T,IC] += dout w, dw[OC,IC] += dout^T inp, dbias[OC] += colsum(dout) */
-static void matmul_backward(double *dinp, double *dw, double *dbias, const double *dout, const double *inp,
-                            const double *w, int64_t T, int64_t IC, int64_t OC)
+/* matmul backward: dinp[T,IC] += dout w, dw[OC,IC] += dout^T inp, dbias[OC]
+ * += colsum(dout); the GEMMs' operands dout, w and inp are rounded in bf16,
+ * the bias sum reads dout as it is (fp32 in the library) */
+static void matmul_backward(const sw_gpt_config *c, double *dinp, double *dw, double *dbias, const double *dout,
+                            const double *inp, const double *w, int64_t T, int64_t IC, int64_t OC)
 {
+    double *own_d, *own_x, *own_w;
+    const double *dg = gemm_operand(c, dout, T * OC, 1, &own_d);
+    inp = gemm_operand(c, inp, T * IC, 1, &own_x);
+    w = gemm_operand(c, w, OC * IC, 0, &own_w);
     for (int64_t t = 0; t < T; t++)
         for (int64_t o = 0; o < OC; o++) {
-            double g = dout[t * OC + o];
+            double g = dg[t * OC + o];
+            if (dbias) dbias[o] += dout[t * OC + o];
             if (g == 0.0) continue;
             const double *wr = w + o * IC, *x = inp + t * IC;
             double *di = dinp + t * IC, *dwr = dw + o * IC;
             for (int64_t i = 0; i < IC; i++) { di[i] += g * wr[i]; dwr[i] += g * x[i]; }
-            if (dbias) dbias[o] += g;
         }
+    free(own_d);
+    free(own_x);
+    free(own_w);
 }
 
 /* attention: qkv[T,CQ] = [q (NH heads) | k (KV heads) | v (KV heads)] ->
@@ -359,22 +438,22 @@ double ref_gpt_forward(const sw_gpt_config *c, double *const *P, const int32_t *
     for (int l = 0; l < L; l++) {
         layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], a->x[l], LP(P, l, P_LN1W), LP(P, l, P_LN1B), T,
                           C, eps);
-        matmul_forward(a->qkv[l], a->ln1[l], LP(P, l, P_QKVW), LP(P, l, P_QKVB), T, C, qkv_width(c));
+        matmul_forward(c, a->qkv[l], a->ln1[l], LP(P, l, P_QKVW), LP(P, l, P_QKVB), T, C, qkv_width(c));
         attention_forward(a->atto[l], a->att[l], a->qkv[l], c, step, l);
-        matmul_forward(tmp, a->atto[l], LP(P, l, P_PROJW), LP(P, l, P_PROJB), T, C, C);
+        matmul_forward(c, tmp, a->atto[l], LP(P, l, P_PROJW), LP(P, l, P_PROJB), T, C, C);
         dropout_forward(tmp, tmp, T * C, c, step, (uint32_t)l, SW_DROP_ATTN_OUT);
         for (int64_t i = 0; i < T * C; i++) a->xmid[l][i] = a->x[l][i] + tmp[i];
         layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->xmid[l], LP(P, l, P_LN2W), LP(P, l, P_LN2B),
                           T, C, eps);
-        matmul_forward(a->fch[l], a->ln2[l], LP(P, l, P_FCW), LP(P, l, P_FCB), T, C, 4 * C);
+        matmul_forward(c, a->fch[l], a->ln2[l], LP(P, l, P_FCW), LP(P, l, P_FCB), T, C, 4 * C);
         gelu_forward(a->fcg[l], a->fch[l], T * 4 * C);
-        matmul_forward(tmp, a->fcg[l], LP(P, l, P_FC2W), LP(P, l, P_FC2B), T, 4 * C, C);
+        matmul_forward(c, tmp, a->fcg[l], LP(P, l, P_FC2W), LP(P, l, P_FC2B), T, 4 * C, C);
         dropout_forward(tmp, tmp, T * C, c, step, (uint32_t)l, SW_DROP_MLP_OUT);
         for (int64_t i = 0; i < T * C; i++) a->x[l + 1][i] = a->xmid[l][i] + tmp[i];
     }
     int n = ref_gpt_num_params(c);
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->x[L], P[n - 2], P[n - 1], T, C, eps);
-    matmul_forward(logits, a->lnf, P[0], NULL, T, C, Vp);
+    matmul_forward(c, logits, a->lnf, P[0], NULL, T, C, Vp);
     double loss = crossentropy_forward(a->probs, logits, targets, T, V, Vp);
     free(tmp);
     free(logits);
@@ -392,7 +471,7 @@ void ref_gpt_backward(const sw_gpt_config *c, double *const *P, const int32_t *t
     double *dqkv = dalloc(T * qkv_width(c)), *dfc = dalloc(T * 4 * C), *dln = dalloc(T * C);
 
     crossentropy_backward(dlogits, a->probs, targets, T, Vp);
-    matmul_backward(dxf, G[0], NULL, dlogits, a->lnf, P[0], T, C, Vp);
+    matmul_backward(c, dxf, G[0], NULL, dlogits, a->lnf, P[0], T, C, Vp);
     layernorm_backward(dx, G[n - 2], G[n - 1], dxf, a->x[L], P[n - 2], a->lnf_mean, a->lnf_rstd, T, C);
     /* dx: gradient w.r.t. the residual stream */
     for (int l = L - 1; l >= 0; l--) {
@@ -400,21 +479,21 @@ void ref_gpt_backward(const sw_gpt_config *c, double *const *P, const int32_t *t
         memcpy(dt, dx, (size_t)(T * C) * sizeof(double));
         dropout_forward(dt, dt, T * C, c, step, (uint32_t)l, SW_DROP_MLP_OUT);
         memset(dfc, 0, (size_t)(T * 4 * C) * sizeof(double));
-        matmul_backward(dfc, LP(G, l, P_FC2W), LP(G, l, P_FC2B), dt, a->fcg[l], LP(P, l, P_FC2W), T, 4 * C, C);
+        matmul_backward(c, dfc, LP(G, l, P_FC2W), LP(G, l, P_FC2B), dt, a->fcg[l], LP(P, l, P_FC2W), T, 4 * C, C);
         gelu_backward(dfc, a->fch[l], T * 4 * C);
         memset(dln, 0, (size_t)(T * C) * sizeof(double));
-        matmul_backward(dln, LP(G, l, P_FCW), LP(G, l, P_FCB), dfc, a->ln2[l], LP(P, l, P_FCW), T, C, 4 * C);
+        matmul_backward(c, dln, LP(G, l, P_FCW), LP(G, l, P_FCB), dfc, a->ln2[l], LP(P, l, P_FCW), T, C, 4 * C);
         layernorm_backward(dx, LP(G, l, P_LN2W), LP(G, l, P_LN2B), dln, a->xmid[l], LP(P, l, P_LN2W),
                            a->ln2_mean[l], a->ln2_rstd[l], T, C);
         /* attention block: xmid = x[l] + drop(proj(attn(qkv(ln1(x[l]))))) */
         memcpy(dt, dx, (size_t)(T * C) * sizeof(double));
         dropout_forward(dt, dt, T * C, c, step, (uint32_t)l, SW_DROP_ATTN_OUT);
         memset(dln, 0, (size_t)(T * C) * sizeof(double));
-        matmul_backward(dln, LP(G, l, P_PROJW), LP(G, l, P_PROJB), dt, a->atto[l], LP(P, l, P_PROJW), T, C, C);
+        matmul_backward(c, dln, LP(G, l, P_PROJW), LP(G, l, P_PROJB), dt, a->atto[l], LP(P, l, P_PROJW), T, C, C);
         memset(dqkv, 0, (size_t)(T * qkv_width(c)) * sizeof(double));
         attention_backward(dqkv, dln, a->qkv[l], a->att[l], c, step, l);
         memset(dln, 0, (size_t)(T * C) * sizeof(double));
-        matmul_backward(dln, LP(G, l, P_QKVW), LP(G, l, P_QKVB), dqkv, a->ln1[l], LP(P, l, P_QKVW), T, C,
+        matmul_backward(c, dln, LP(G, l, P_QKVW), LP(G, l, P_QKVB), dqkv, a->ln1[l], LP(P, l, P_QKVW), T, C,
                         qkv_width(c));
         layernorm_backward(dx, LP(G, l, P_LN1W), LP(G, l, P_LN1B), dln, a->x[l], LP(P, l, P_LN1W), a->ln1_mean[l],
                            a->ln1_rstd[l], T, C);

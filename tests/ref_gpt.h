@@ -13,7 +13,11 @@
  * (op 3); logits = LNf(x) wte^T over [T, Vp]; loss = mean cross-entropy over
  * the real vocabulary columns. Masks: sw_dropout_keep(seed, step, layer, op,
  * idx, p), kept values scaled by 1/(1-p). AdamW with PyTorch semantics on
- * every parameter. Parameters in graphs.h order (ref_gpt_param_numel). */
+ * every parameter. Parameters in graphs.h order (ref_gpt_param_numel).
+ * cfg->dtype SW_BF16 (--dtype bf16): the operands of the linears' and the LM
+ * head's GEMMs (forward, dx and dW) rounded to bf16 as codelets/bf16.h's
+ * sw_bf16_from_f32 rounds their fp32 values (ties to even); everything else,
+ * attention's products included, and every sum stay in double. */
 #ifndef STARWEAVE_REF_GPT_H
 #define STARWEAVE_REF_GPT_H
 
@@ -38,6 +42,16 @@ double ref_gpt_forward(const sw_gpt_config *cfg, double *const *params, const in
  * targets and step) into grads[i] (overwritten, sizes ref_gpt_param_numel). */
 void ref_gpt_backward(const sw_gpt_config *cfg, double *const *params, const int32_t *tokens,
                       const int32_t *targets, int step, ref_gpt_acts *acts, double **grads);
+/* bf16: the rounded GEMM operands that are activations or gradients (not
+ * parameters) since the last reset, in *rounded; returns how many of them,
+ * of magnitude >= 2^-8 of their tensor's largest, lie within 2^-20 of their
+ * own magnitude (16 fp32 ulps) of a bf16 rounding boundary: there the
+ * library's fp32 value, a few ulps from ours, may round to the other bf16
+ * neighbour (2^-8 away) and move the results by far more than 1e-5, so a
+ * test at fp32 tolerances judges the library only on data where this is 0. */
+int64_t ref_gpt_bf16_near_ties(int64_t *rounded);
+void ref_gpt_bf16_reset_stats(void);
+
 /* One AdamW step (PyTorch torch.optim.AdamW semantics, cfg->weight_decay on
  * every parameter): p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * p -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps). */

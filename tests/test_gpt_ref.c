@@ -3,7 +3,9 @@
  *   - the reference itself against central finite differences (tiny model);
  *   - step-1 loss and every parameter gradient;
  *   - 5 training steps (forward, backward, AdamW): the loss of every forward
- *     (steps 1..6, the 6th after the 5th update) and the final parameters.
+ *     (steps 1..6, the 6th after the 5th update) and the final parameters;
+ *   - --dtype bf16: two steps' loss and gradients against the reference with
+ *     every GEMM operand rounded to bf16 (below).
  *
  * Tolerances (fp32 library vs double reference; not loosened to pass):
  *   loss: |loss - ref| <= 1e-5 |ref| (SPEC: relative 1e-5 for losses).
@@ -25,6 +27,30 @@
  *     with eps = 1e-8 their update would be sign(noise) * lr and no tolerance
  *     below lr could be justified. We allow 1 % of lr per step.
  *   losses after updates: relative 1e-5.
+ *
+ * --dtype bf16 (run_bf16_case): one rank's bf16 step (GEMM operands cast to
+ * bf16, fp32 accumulation and output) against the same reference with every
+ * GEMM operand rounded to bf16 as the library rounds it (ref_gpt.h), steps 1
+ * and 2 (step 2 from new master weights written by the test: the bf16 weight
+ * copies must be cast again): the loss at relative 1e-5 and every parameter
+ * gradient by the criterion above (per tensor 1e-5 of its largest, per
+ * element 1e-4 + 1e-6 of the largest), the fp32 tolerances, not loosened: a
+ * product of bf16 values is exact in fp32, so once both sides round the same
+ * values the library's error is its fp32 one.
+ *   Rounding is discontinuous: an operand whose fp32 value in the library
+ * and double value here straddle a bf16 rounding boundary rounds to the two
+ * neighbours (2^-8 apart), and one such element of weight moves the
+ * gradients by 1e-4 .. 1e-3 of their largest (measured: at T = 16 rows and
+ * 25600 rounded operands a step had one, and failed). So the data (weights,
+ * tokens) is the first of up to 200 deterministic data seeds for which the
+ * reference rounds no operand of magnitude >= 2^-8 of its tensor's largest
+ * within 2^-20 of itself (16 fp32 ulps) of a boundary (required; the
+ * reference alone decides, before the library runs); the shape is small
+ * (T = 8) for such data to exist. A library operand more than 16 ulps from
+ * the double value, or rounded the other way, fails the test.
+ *   Also required: the bf16 reference differs from the fp32 one by >= 10x the
+ * tolerance in every gradient (so fp32 GEMMs, or one GEMM left in fp32,
+ * cannot pass); checked: every GEMM of the step read bf16 operands (counters).
  *
  * --export DIR (dropout 0, kv-heads 2 case): writes DIR/config.txt, DIR/index.txt and raw
  * little-endian float32 (int32 for tokens/targets) files: initial parameters,
@@ -355,6 +381,171 @@ static void run_case(float dropout, int kv_heads, int vocab, int do_export)
     sw_gpt_destroy(m);
 }
 
+/* ---- --dtype bf16: one rank's step against the bf16-rounding reference ---- */
+
+/* The bf16 case's data for data seed ds: parameters of both steps (P[k][i],
+ * k = step - 1, fp32 values), tokens and targets. Weights uniform with the
+ * library's init std (0.02), LayerNorm weights 1 +- 0.2, biases +- 0.05,
+ * wte's padding rows 0 (as the library's init); step 2's are step 1's plus
+ * up to 10 % of each tensor's scale, so that every bf16 weight copy changes. */
+static void bf16_data(const sw_gpt_config *c, uint64_t ds, float **P[2], int32_t *tok, int32_t *tgt)
+{
+    int n = ref_gpt_num_params(c);
+    for (int i = 0; i < n; i++) {
+        int64_t k = ref_gpt_param_numel(c, i);
+        int kind = i < 2 ? -1 : i >= n - 2 ? (i == n - 2 ? 6 : 7) : (i - 2) % 12;
+        int is_ln_w = kind == 0 || kind == 6, is_bias = kind == 1 || kind == 3 || kind == 5 || kind == 7 ||
+                                                    kind == 9 || kind == 11;
+        float scale = is_ln_w ? 0.2f : is_bias ? 0.05f : 0.0346f; /* uniform: std 0.02 */
+        tu_rand(P[0][i], k, ds * 1000 + (uint64_t)i, scale);
+        tu_rand(P[1][i], k, ds * 1000 + 500 + (uint64_t)i, 0.1f * scale);
+        for (int64_t j = 0; j < k; j++) {
+            if (is_ln_w) P[0][i][j] += 1.0f;
+            if (i == 0 && j >= (int64_t)c->vocab * c->hidden) P[0][i][j] = 0.0f; /* wte's padding rows */
+            P[1][i][j] = i == 0 && j >= (int64_t)c->vocab * c->hidden ? 0.0f : P[0][i][j] + P[1][i][j];
+        }
+    }
+    fill_tokens(c, tok, tgt, 100 + ds);
+}
+
+static void to_double(const sw_gpt_config *c, float **f, double **d)
+{
+    for (int i = 0; i < ref_gpt_num_params(c); i++)
+        for (int64_t j = 0; j < ref_gpt_param_numel(c, i); j++) d[i][j] = f[i][j];
+}
+
+static void run_bf16_case(void)
+{
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.dtype = SW_BF16;
+    /* small (T = 8 rows, 13824 rounded operands in the 2 steps), so that
+     * data with no operand near a rounding boundary exists (see the top of
+     * the file; seed 5 at the time of writing); 2 layers, 2 tiles,
+     * grouped-query attention, dropout */
+    c.layers = 2; c.hidden = 16; c.heads = 4; c.kv_heads = 2; c.vocab = 37; c.max_pos = 16;
+    c.seq = 8; c.batch = 1; c.tiles = 2;
+    c.dropout = 0.1f; c.ln_eps = 1e-5f; c.seed = 20240607u;
+    char msg[256] = "", what[400];
+    printf("# case bf16: dtype bf16, dropout %.2f, kv-heads %d of %d, vocab %d\n", (double)c.dropout, c.kv_heads,
+           c.heads, c.vocab);
+    if (!tu_true("bf16 config accepted", sw_gpt_config_check(&c, msg, sizeof msg) == 0)) {
+        printf("  %s\n", msg);
+        return;
+    }
+    sw_gpt_config cf = c; /* the fp32 reference: what the step computes without bf16 GEMMs */
+    cf.dtype = SW_F32;
+    int n = ref_gpt_num_params(&c);
+    if (!tu_true("bf16: parameter count matches graphs.h order", sw_gpt_num_params(&c) == n)) return;
+    char (*names)[64] = xmalloc((size_t)n * sizeof *names);
+    int64_t T = (int64_t)c.seq * c.batch;
+    float **Pf[2];
+    double **P = xmalloc((size_t)n * sizeof *P), **G[2], **Gf = xmalloc((size_t)n * sizeof *Gf);
+    for (int k = 0; k < 2; k++) {
+        Pf[k] = xmalloc((size_t)n * sizeof *Pf[k]);
+        G[k] = xmalloc((size_t)n * sizeof *G[k]);
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t r, co, k = ref_gpt_param_numel(&c, i);
+        sw_gpt_param_shape(&c, i, &r, &co, names[i], sizeof names[i]);
+        for (char *p = names[i]; *p; p++) if (*p == ' ') *p = '_';
+        P[i] = xmalloc((size_t)k * sizeof(double));
+        Gf[i] = xmalloc((size_t)k * sizeof(double));
+        for (int s = 0; s < 2; s++) {
+            Pf[s][i] = xmalloc((size_t)k * sizeof(float));
+            G[s][i] = xmalloc((size_t)k * sizeof(double));
+        }
+    }
+    int32_t *tok = xmalloc((size_t)T * sizeof *tok), *tgt = xmalloc((size_t)T * sizeof *tgt);
+    ref_gpt_acts *acts = ref_gpt_acts_new(&c);
+
+    /* the first data seed whose two steps round no operand of weight near a
+     * bf16 rounding boundary (the reference alone decides: its steps are
+     * computed here and kept) */
+    double loss[2];
+    int64_t rounded = 0, near = 0;
+    uint64_t ds;
+    enum { TRIES = 200 };
+    for (ds = 1; ds <= TRIES; ds++) {
+        bf16_data(&c, ds, Pf, tok, tgt);
+        ref_gpt_bf16_reset_stats();
+        for (int s = 0; s < 2; s++) {
+            to_double(&c, Pf[s], P);
+            loss[s] = ref_gpt_forward(&c, P, tok, tgt, s + 1, acts);
+            ref_gpt_backward(&c, P, tok, tgt, s + 1, acts, G[s]);
+        }
+        near = ref_gpt_bf16_near_ties(&rounded);
+        if (near == 0) break;
+    }
+    snprintf(what, sizeof what,
+             "bf16: data seed %llu: of %lld rounded activation and gradient operands (2 steps), none of magnitude "
+             ">= 2^-8 of its tensor's largest within 2^-20 of itself of a bf16 rounding boundary",
+             (unsigned long long)ds, (long long)rounded);
+    tu_require(what, ds <= TRIES && near == 0 && rounded > 0);
+
+    sw_gpt *m = sw_gpt_create(&c, NULL);
+    sw_tensor_write_host(sw_gpt_tokens(m), tok);
+    sw_tensor_write_host(sw_gpt_targets(m), tgt);
+    for (int step = 1; step <= 2; step++) {
+        double **Gs = G[step - 1], lr = loss[step - 1];
+        /* step 2 from new master weights: the bf16 copies must be cast again */
+        for (int i = 0; i < n; i++) sw_tensor_write_host(sw_gpt_param(m, i), Pf[step - 1][i]);
+        sw_counters_reset();
+        sw_gpt_forward(m, step);
+        sw_gpt_backward(m, step);
+        float lib_loss = sw_gpt_read_loss(m);
+        float **g = xmalloc((size_t)n * sizeof *g);
+        for (int i = 0; i < n; i++) g[i] = tu_read(sw_gpt_grad(m, i));
+        starpu_task_wait_for_all();
+        int64_t gemms = sw_counter_get(SW_COUNT_GEMM_OPENBLAS) + sw_counter_get(SW_COUNT_GEMM_ONEDNN) +
+                        sw_counter_get(SW_COUNT_GEMM_CUBLAS), gemms16 = sw_counter_get(SW_COUNT_GEMM_BF16);
+
+        /* the fp32 reference of the same step; the least distance, over
+         * every gradient, to the bf16 one, in units of the tolerance (the
+         * loss, a mean over the rows, is only reported) */
+        to_double(&c, Pf[step - 1], P);
+        double lf = ref_gpt_forward(&cf, P, tok, tgt, step, acts);
+        ref_gpt_backward(&cf, P, tok, tgt, step, acts, Gf);
+        double sep = INFINITY;
+        int sep_at = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t k = ref_gpt_param_numel(&c, i);
+            double d = 0, mx = max_abs(Gs[i], k);
+            for (int64_t j = 0; j < k; j++) if (fabs(Gs[i][j] - Gf[i][j]) > d) d = fabs(Gs[i][j] - Gf[i][j]);
+            if (d / mx / 1e-5 < sep) sep = d / mx / 1e-5, sep_at = i;
+        }
+        snprintf(what, sizeof what,
+                 "bf16 step %d: the bf16 reference differs from the fp32 one by >= 10x the tolerance in every "
+                 "gradient (least: %.3g x, %s; the loss: %.3g x)", step, sep, names[sep_at],
+                 fabs(lr - lf) / fabs(lr) / 1e-5);
+        char sep_what[400];
+        snprintf(sep_what, sizeof sep_what, "%s", what);
+
+        double rel = fabs(lib_loss - lr) / fabs(lr);
+        snprintf(what, sizeof what, "bf16 loss of step %d: got %.9g ref %.9g, rel err %.3g (limit 1e-5; fp32 ref %.9g)",
+                 step, (double)lib_loss, lr, rel, lf);
+        tu_true(what, rel <= 1e-5);
+        for (int i = 0; i < n; i++) {
+            snprintf(what, sizeof what, "bf16 step %d grad %d %s", step, i, names[i]);
+            check_grad(what, g[i], Gs[i], ref_gpt_param_numel(&c, i));
+            free(g[i]);
+        }
+        free(g);
+        snprintf(what, sizeof what, "bf16 step %d: every GEMM read bf16 operands (%lld of %lld)", step,
+                 (long long)gemms16, (long long)gemms);
+        tu_true(what, gemms > 0 && gemms16 == gemms);
+        tu_require(sep_what, sep >= 10); /* after the checks, which it explains when they fail */
+    }
+    ref_gpt_acts_free(acts);
+    for (int i = 0; i < n; i++) {
+        free(P[i]); free(Gf[i]);
+        for (int s = 0; s < 2; s++) { free(Pf[s][i]); free(G[s][i]); }
+    }
+    for (int s = 0; s < 2; s++) { free(Pf[s]); free(G[s]); }
+    free(P); free(Gf); free(tok); free(tgt); free(names);
+    sw_gpt_destroy(m);
+}
+
 /* ---- LLaMA: the library's model alone, for tests/torch_gpt.py ---- */
 static void run_llama_case(int do_export)
 {
@@ -465,5 +656,6 @@ int main(int argc, char **argv)
     run_case(0.0f, 2, 83, export_dir != NULL); /* grouped-query attention: the case PyTorch checks */
     run_case(0.1f, 1, 83, 0);                  /* one K/V head for all query heads */
     run_case(0.0f, 0, 13000, 0); /* vocabulary tiles of 4352 > 4096 columns: the LM head's GEMMs in sub-tiles */
+    run_bf16_case();
     return tu_finish();
 }
