@@ -648,6 +648,7 @@ int main(int argc, char **argv)
     }
     if (model == SW_MODEL_LLAMA) {
         run_llama_case(export_dir != NULL);
+        if (export_dir) sw_counters_print(stderr); /* test_torch.sh: which backend computed the data */
         return tu_finish();
     }
     check_reference_fd();
@@ -657,5 +658,6 @@ int main(int argc, char **argv)
     run_case(0.1f, 1, 83, 0);                  /* one K/V head for all query heads */
     run_case(0.0f, 0, 13000, 0); /* vocabulary tiles of 4352 > 4096 columns: the LM head's GEMMs in sub-tiles */
     run_bf16_case();
+    if (export_dir) sw_counters_print(stderr);
     return tu_finish();
 }
