@@ -130,27 +130,11 @@ static void ref_gemm(const float *A, int ta, const float *B, int tb, double *C, 
         }
 }
 
-static char backend[160]; /* sw_gemm_describe of the backend under test */
-static int64_t ngemm;     /* GEMMs this backend's round asked for */
-
-static void gemm(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb, starpu_data_handle_t C, float alpha,
-                 float beta)
-{
-    ngemm++;
-    sw_gemm(A, ta, B, tb, C, alpha, beta);
-}
-static void gemm_bias(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb, starpu_data_handle_t bias,
-                      starpu_data_handle_t C)
-{
-    ngemm++;
-    sw_gemm_bias(A, ta, B, tb, bias, C);
-}
-
 static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
     char line[400];
-    snprintf(line, sizeof line, "%s [%s]", what, backend);
+    snprintf(line, sizeof line, "%s [%s]", what, tu_gemm_desc());
     tu_close(line, got, ref, M * N, 1e-5, 1e-5 * tu_maxabs(ref, M * N));
     free(got);
 }
@@ -169,7 +153,7 @@ static void test_gemm(void *unused)
             sw_tensor *A = rounded("A", ta ? K : M, ta ? M : K, 1, &a), *B = rounded("B", tb ? N : K, tb ? K : N, 2, &b);
             sw_tensor *C = tu_tensor("C", M, N, NULL);
             sw_tensor_fill(C, NAN);
-            gemm(sw_tensor_whole(A, STARPU_R), ta, sw_tensor_whole(B, STARPU_R), tb, sw_tensor_whole(C, STARPU_W),
+            tu_gemm(sw_tensor_whole(A, STARPU_R), ta, sw_tensor_whole(B, STARPU_R), tb, sw_tensor_whole(C, STARPU_W),
                     1.0f, 0.0f);
             ref_gemm(a, ta, b, tb, ref, M, N, K);
             snprintf(what, sizeof what, "bf16 gemm %dx%dx%d transA=%d transB=%d = double product of the bf16 values",
@@ -185,13 +169,13 @@ static void test_gemm(void *unused)
         sw_tensor *bs = tu_tensor("bias", 1, N, bias), *C = tu_tensor("C", M, N, NULL);
         starpu_data_handle_t *Br = sw_tensor_tiles(Bt, SW_ROWS, 3, STARPU_R), *bb = sw_tensor_tiles(bs, SW_COLS, 3, STARPU_R);
         starpu_data_handle_t *Cc = sw_tensor_tiles(C, SW_COLS, 3, STARPU_W);
-        for (int j = 0; j < 3; j++) gemm_bias(sw_tensor_whole(A, STARPU_R), 0, Br[j], 1, bb[j], Cc[j]);
+        for (int j = 0; j < 3; j++) tu_gemm_bias(sw_tensor_whole(A, STARPU_R), 0, Br[j], 1, bb[j], Cc[j]);
         ref_gemm(a, 0, bt, 1, ref, M, N, K);
         for (int i = 0; i < M * N; i++) ref[i] += bias[i % N];
         check("bf16 gemm_bias: strided C column blocks = A x (bf16 Bt row blocks)^T + bias", C, ref);
         starpu_data_handle_t *Ac = sw_tensor_tiles(A, SW_COLS, 2, STARPU_R), *Bk = sw_tensor_tiles(B, SW_ROWS, 2, STARPU_R);
         for (int i = 0; i < 2; i++)
-            gemm(Ac[i], 0, Bk[i], 0, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
+            tu_gemm(Ac[i], 0, Bk[i], 0, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
         ref_gemm(a, 0, b, 0, ref, M, N, K);
         check("bf16 gemm: C = sum of strided bf16 A column blocks x B row blocks (beta 0, 1)", C, ref);
         sw_tensor_free(A), sw_tensor_free(B), sw_tensor_free(Bt), sw_tensor_free(bs), sw_tensor_free(C);
@@ -205,32 +189,6 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     test_rounding();
     test_cast();
-    const sw_gemm_backend saved = sw_gemm_get_backend();
-    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
-        const char *name = sw_gemm_backend_name(be);
-        char msg[256], what[400];
-        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
-            printf("SKIP bf16 gemm with %s: %s\n", name, msg);
-            continue;
-        }
-        sw_gemm_describe(backend, sizeof backend);
-        sw_counters_reset();
-        ngemm = 0;
-        test_gemm(NULL);
-        starpu_task_wait_for_all();
-        /* bf16 products on oneDNN where native, else widened for OpenBLAS */
-        const int dnn_runs = be == SW_GEMM_ONEDNN && sw_gemm_bf16_native();
-        const int64_t blas = sw_counter_get(SW_COUNT_GEMM_OPENBLAS), dnn = sw_counter_get(SW_COUNT_GEMM_ONEDNN),
-                      bf = sw_counter_get(SW_COUNT_GEMM_BF16);
-        snprintf(what, sizeof what,
-                 "bf16 gemm with %s: counters gemm_openblas=%lld gemm_onednn=%lld gemm_bf16=%lld (expected %lld, %lld, "
-                 "%lld: %s computed all %lld bf16 GEMMs), described as [%s]",
-                 name, (long long)blas, (long long)dnn, (long long)bf, (long long)(dnn_runs ? 0 : ngemm),
-                 (long long)(dnn_runs ? ngemm : 0), (long long)ngemm, dnn_runs ? "onednn" : "openblas (widened)",
-                 (long long)ngemm, backend);
-        tu_true(what, ngemm > 0 && blas == (dnn_runs ? 0 : ngemm) && dnn == (dnn_runs ? ngemm : 0) && bf == ngemm &&
-                          !strncmp(backend, name, strlen(name)) && backend[strlen(name)] == ' ');
-    }
-    sw_gemm_set_backend(saved, NULL, 0);
+    tu_each_gemm_backend("bf16 gemm", test_gemm, NULL, 1);
     return tu_finish();
 }

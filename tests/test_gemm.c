@@ -31,28 +31,12 @@ static void ref_gemm(const float *A, int ta, const float *B, int tb, const float
         }
 }
 
-static char backend[128]; /* sw_gemm_describe of the backend under test */
-static int64_t ngemm;     /* GEMMs this backend's round asked for */
-
-static void gemm(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb, starpu_data_handle_t C, float alpha,
-                 float beta)
-{
-    ngemm++;
-    sw_gemm(A, ta, B, tb, C, alpha, beta);
-}
-static void gemm_bias(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb, starpu_data_handle_t bias,
-                      starpu_data_handle_t C)
-{
-    ngemm++;
-    sw_gemm_bias(A, ta, B, tb, bias, C);
-}
-
 static void check(const char *what, sw_tensor *C, const double *ref)
 {
     float *got = tu_read(C);
     int64_t n = sw_tensor_numel(C);
     char line[300];
-    snprintf(line, sizeof line, "%s [%s]", what, backend);
+    snprintf(line, sizeof line, "%s [%s]", what, tu_gemm_desc());
     tu_close(line, got, ref, n, 1e-5, 1e-5 * tu_maxabs(ref, n));
     free(got);
 }
@@ -77,7 +61,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
                 sw_tensor *B = tu_tensor("B", tb ? N : K, tb ? K : N, b);
                 sw_tensor *C = tu_tensor("C", M, N, beta ? c0 : NULL);
                 if (!beta) sw_tensor_fill(C, NAN);
-                gemm(sw_tensor_whole(A, STARPU_R), ta, sw_tensor_whole(B, STARPU_R), tb,
+                tu_gemm(sw_tensor_whole(A, STARPU_R), ta, sw_tensor_whole(B, STARPU_R), tb,
                         sw_tensor_whole(C, beta ? STARPU_RW : STARPU_W), 0.75f, (float)beta);
                 ref_gemm(a, ta, b, tb, c0, 0.75, beta, ref, M, N, K);
                 snprintf(what, sizeof what, "gemm %dx%dx%d transA=%d transB=%d alpha=0.75 beta=%d", M, N, K,
@@ -95,7 +79,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         starpu_data_handle_t *Ac = sw_tensor_tiles(A, SW_COLS, 2, STARPU_R);
         starpu_data_handle_t *Br = sw_tensor_tiles(B, SW_ROWS, 2, STARPU_R);
         for (int i = 0; i < 2; i++)
-            gemm(Ac[i], 0, Br[i], 0, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
+            tu_gemm(Ac[i], 0, Br[i], 0, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
         ref_gemm(a, 0, b, 0, NULL, 1, 0, ref, M, N, K);
         check("gemm: C = sum of strided A column blocks x B row blocks (beta 0, 1)", C, ref);
         sw_tensor_free(A);
@@ -108,7 +92,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         sw_tensor_fill(C, NAN);
         starpu_data_handle_t *Bc = sw_tensor_tiles(B, SW_COLS, 3, STARPU_R);
         starpu_data_handle_t *Cc = sw_tensor_tiles(C, SW_COLS, 3, STARPU_W);
-        for (int j = 0; j < 3; j++) gemm(sw_tensor_whole(A, STARPU_R), 0, Bc[j], 0, Cc[j], 1.0f, 0.0f);
+        for (int j = 0; j < 3; j++) tu_gemm(sw_tensor_whole(A, STARPU_R), 0, Bc[j], 0, Cc[j], 1.0f, 0.0f);
         ref_gemm(a, 0, b, 0, NULL, 1, 0, ref, M, N, K);
         check("gemm: strided C column blocks = A x strided B column blocks", C, ref);
         sw_tensor_free(A);
@@ -120,7 +104,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         sw_tensor *At = tu_tensor("At", K, M, a), *B = tu_tensor("B", K, N, b), *C = tu_tensor("C", M, N, c0);
         starpu_data_handle_t *Ac = sw_tensor_tiles(At, SW_COLS, 3, STARPU_R);
         starpu_data_handle_t *Cr = sw_tensor_tiles(C, SW_ROWS, 3, STARPU_RW);
-        for (int i = 0; i < 3; i++) gemm(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, Cr[i], -0.5f, 1.0f);
+        for (int i = 0; i < 3; i++) tu_gemm(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, Cr[i], -0.5f, 1.0f);
         ref_gemm(a, 1, b, 0, c0, -0.5, 1, ref, M, N, K);
         check("gemm: C row blocks += -0.5 strided At column blocks^T x B (transA, beta 1)", C, ref);
         sw_tensor_free(At);
@@ -134,7 +118,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         starpu_data_handle_t *Ac = sw_tensor_tiles(A, SW_COLS, 2, STARPU_R);
         starpu_data_handle_t *Bc = sw_tensor_tiles(Bt, SW_COLS, 2, STARPU_R);
         for (int i = 0; i < 2; i++)
-            gemm(Ac[i], 0, Bc[i], 1, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
+            tu_gemm(Ac[i], 0, Bc[i], 1, sw_tensor_whole(C, i ? STARPU_RW : STARPU_W), 1.0f, i ? 1.0f : 0.0f);
         ref_gemm(a, 0, b, 1, NULL, 1, 0, ref, M, N, K);
         check("gemm: C = sum of strided A column blocks x strided Bt column blocks^T (transB)", C, ref);
         sw_tensor_free(A);
@@ -147,7 +131,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         sw_tensor_fill(C, NAN);
         starpu_data_handle_t *Br = sw_tensor_tiles(Bt, SW_ROWS, 2, STARPU_R);
         starpu_data_handle_t *Cc = sw_tensor_tiles(C, SW_COLS, 2, STARPU_W);
-        for (int j = 0; j < 2; j++) gemm(sw_tensor_whole(At, STARPU_R), 1, Br[j], 1, Cc[j], 2.0f, 0.0f);
+        for (int j = 0; j < 2; j++) tu_gemm(sw_tensor_whole(At, STARPU_R), 1, Br[j], 1, Cc[j], 2.0f, 0.0f);
         ref_gemm(a, 1, b, 1, NULL, 2, 0, ref, M, N, K);
         check("gemm: strided C column blocks = 2 At^T x (Bt row blocks)^T (both transposed)", C, ref);
         sw_tensor_free(At);
@@ -164,7 +148,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
             starpu_data_handle_t *Bt = sw_tensor_tiles(B, tb ? SW_ROWS : SW_COLS, tiles, STARPU_R);
             starpu_data_handle_t *bt = sw_tensor_tiles(bs, SW_COLS, tiles, STARPU_R);
             starpu_data_handle_t *Ct = sw_tensor_tiles(C, SW_COLS, tiles, STARPU_W);
-            for (int j = 0; j < tiles; j++) gemm_bias(sw_tensor_whole(A, STARPU_R), 0, Bt[j], tb, bt[j], Ct[j]);
+            for (int j = 0; j < tiles; j++) tu_gemm_bias(sw_tensor_whole(A, STARPU_R), 0, Bt[j], tb, bt[j], Ct[j]);
             ref_gemm(a, 0, b, tb, NULL, 1, 0, ref, M, N, K);
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) ref[i * N + j] += bias[j];
@@ -183,7 +167,7 @@ static void all_forms(const float *a, const float *b, const float *c0, const flo
         starpu_data_handle_t *Ac = sw_tensor_tiles(At, SW_COLS, 2, STARPU_R);
         starpu_data_handle_t *Cr = sw_tensor_tiles(C, SW_ROWS, 2, STARPU_W);
         for (int i = 0; i < 2; i++)
-            gemm_bias(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, sw_tensor_whole(bs, STARPU_R), Cr[i]);
+            tu_gemm_bias(Ac[i], 1, sw_tensor_whole(B, STARPU_R), 0, sw_tensor_whole(bs, STARPU_R), Cr[i]);
         ref_gemm(a, 1, b, 0, NULL, 1, 0, ref, M, N, K);
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) ref[i * N + j] += bias[j];
@@ -224,7 +208,7 @@ static void leading_dims(void)
                 for (int r = 0; r < ra; r++) memcpy(A + r * lda, a + r * ca, sizeof(float) * ca);
                 for (int r = 0; r < rb; r++) memcpy(B + r * ldb, b + r * cb, sizeof(float) * cb);
                 for (int r = 0; r < LM; r++) memcpy(C + r * ldc, c0 + r * LN, sizeof(float) * LN);
-                ngemm++;
+                ++*tu_gemm_count();
                 sw_gemm_cpu(ta, tb, LM, LN, LK, -0.5f, A, lda, B, ldb, 1.0f, C, ldc, SW_F32);
                 int kept = 1;
                 for (int r = 0; r < LM; r++) {
@@ -236,11 +220,11 @@ static void leading_dims(void)
                 snprintf(what, sizeof what,
                          "sw_gemm_cpu %dx%dx%d transA=%d transB=%d alpha=-0.5 beta=1, lda %d ldb %d ldc %d (%s) [%s]",
                          LM, LN, LK, ta, tb, lda, ldb, ldc,
-                         (const char *[]){"all tight", "lda widened", "ldb widened", "ldc widened"}[v], backend);
+                         (const char *[]){"all tight", "lda widened", "ldb widened", "ldc widened"}[v], tu_gemm_desc());
                 tu_close(what, got, ref, LM * LN, 1e-5, 1e-5 * tu_maxabs(ref, LM * LN));
                 if (v == 3) {
                     snprintf(what, sizeof what, "sw_gemm_cpu transA=%d transB=%d ldc %d: C's padding untouched [%s]",
-                             ta, tb, ldc, backend);
+                             ta, tb, ldc, tu_gemm_desc());
                     tu_true(what, kept);
                 }
                 free(A);
@@ -253,38 +237,26 @@ static void leading_dims(void)
     free(c0);
 }
 
+/* one backend's round: every form, then the leading dimensions */
+struct forms_args {
+    const float *a, *b, *c0, *bias;
+    double *ref;
+};
+static void forms_and_leading_dims(void *arg)
+{
+    const struct forms_args *f = arg;
+    all_forms(f->a, f->b, f->c0, f->bias, f->ref);
+    leading_dims();
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
     float *a = rnd(M * K, 1), *b = rnd(K * N, 2), *c0 = rnd(M * N, 3), *bias = rnd(N, 4);
     double *ref = malloc(sizeof(double) * M * N);
     if (!ref) exit(99);
-    const sw_gemm_backend saved = sw_gemm_get_backend();
-    for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
-        const char *name = sw_gemm_backend_name(be);
-        char msg[256], what[400];
-        if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
-            printf("SKIP gemm with %s: %s\n", name, msg);
-            continue;
-        }
-        sw_gemm_describe(backend, sizeof backend);
-        sw_counters_reset();
-        ngemm = 0;
-        all_forms(a, b, c0, bias, ref);
-        leading_dims();
-        starpu_task_wait_for_all();
-        /* the backend asked for computed them all, the other none */
-        const int64_t blas = sw_counter_get(SW_COUNT_GEMM_OPENBLAS), dnn = sw_counter_get(SW_COUNT_GEMM_ONEDNN);
-        const int64_t want_blas = be == SW_GEMM_OPENBLAS ? ngemm : 0, want_dnn = be == SW_GEMM_ONEDNN ? ngemm : 0;
-        snprintf(what, sizeof what,
-                 "gemm with %s: counters gemm_openblas=%lld gemm_onednn=%lld gemm_bf16=%lld (expected %lld, %lld, 0: "
-                 "%s computed all %lld GEMMs), described as [%s]",
-                 name, (long long)blas, (long long)dnn, (long long)sw_counter_get(SW_COUNT_GEMM_BF16),
-                 (long long)want_blas, (long long)want_dnn, name, (long long)ngemm, backend);
-        tu_true(what, ngemm > 0 && blas == want_blas && dnn == want_dnn && sw_counter_get(SW_COUNT_GEMM_BF16) == 0 &&
-                          !strncmp(backend, name, strlen(name)) && backend[strlen(name)] == ' ');
-    }
-    sw_gemm_set_backend(saved, NULL, 0);
+    struct forms_args fa = {a, b, c0, bias, ref};
+    tu_each_gemm_backend("gemm", forms_and_leading_dims, &fa, 0);
     free(a);
     free(b);
     free(c0);

@@ -197,21 +197,68 @@ static inline void tu_to_double(double *d, const float *f, int64_t n)
     for (int64_t i = 0; i < n; i++) d[i] = f[i];
 }
 
+/* Rounds over the CPU GEMM backends. A test submits its GEMMs through
+ * tu_gemm / tu_gemm_bias (a direct sw_gemm_cpu call adds 1 to
+ * *tu_gemm_count() itself) and writes tu_gemm_desc(), sw_gemm_describe of
+ * the backend under test, into its lines. */
+static inline int64_t *tu_gemm_count(void)
+{
+    static int64_t n; /* GEMMs the current round submitted */
+    return &n;
+}
+enum { TU_GEMM_DESC = 160 };
+static inline char *tu_gemm_desc(void)
+{
+    static char d[TU_GEMM_DESC];
+    return d;
+}
+static inline void tu_gemm(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb, starpu_data_handle_t C,
+                           float alpha, float beta)
+{
+    ++*tu_gemm_count();
+    sw_gemm(A, ta, B, tb, C, alpha, beta);
+}
+static inline void tu_gemm_bias(starpu_data_handle_t A, int ta, starpu_data_handle_t B, int tb,
+                                starpu_data_handle_t bias, starpu_data_handle_t C)
+{
+    ++*tu_gemm_count();
+    sw_gemm_bias(A, ta, B, tb, bias, C);
+}
+
 /* fn(arg) once with every CPU GEMM backend of the build (a SKIP line for
- * one it lacks), with desc (n bytes) describing the backend in use
- * (sw_gemm_describe); the backend is restored afterwards. */
-static inline void tu_each_gemm_backend(const char *what, void (*fn)(void *), void *arg, char *desc, size_t n)
+ * one it lacks; the backend is restored afterwards), then a check from the
+ * event counters that the round's GEMMs all ran where they should: on the
+ * backend asked for and none on the other, and with bf16 operands (bf16 !=
+ * 0) every one a bf16 GEMM, oneDNN computing them only where it multiplies
+ * bf16 natively and OpenBLAS, after widening, otherwise; and that
+ * sw_gemm_describe names the backend. */
+static inline void tu_each_gemm_backend(const char *what, void (*fn)(void *), void *arg, int bf16)
 {
     const sw_gemm_backend saved = sw_gemm_get_backend();
     for (int be = SW_GEMM_OPENBLAS; be <= SW_GEMM_ONEDNN; be++) {
-        char msg[256];
+        const char *name = sw_gemm_backend_name(be), *desc = tu_gemm_desc();
+        char msg[256], line[512];
         if (sw_gemm_set_backend((sw_gemm_backend)be, msg, sizeof msg) < 0) {
-            printf("SKIP %s with %s: %s\n", what, sw_gemm_backend_name(be), msg);
+            printf("SKIP %s with %s: %s\n", what, name, msg);
             continue;
         }
-        sw_gemm_describe(desc, n);
+        sw_gemm_describe(tu_gemm_desc(), TU_GEMM_DESC);
+        sw_counters_reset();
+        *tu_gemm_count() = 0;
         fn(arg);
         starpu_task_wait_for_all();
+        const int64_t n = *tu_gemm_count();
+        const int dnn_runs = be == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native());
+        const int64_t blas = sw_counter_get(SW_COUNT_GEMM_OPENBLAS), dnn = sw_counter_get(SW_COUNT_GEMM_ONEDNN),
+                      b16 = sw_counter_get(SW_COUNT_GEMM_BF16);
+        snprintf(line, sizeof line,
+                 "%s with %s: counters gemm_openblas=%lld gemm_onednn=%lld gemm_bf16=%lld (expected %lld, %lld, "
+                 "%lld: %s computed all %lld GEMMs), described as [%s]",
+                 what, name, (long long)blas, (long long)dnn, (long long)b16, (long long)(dnn_runs ? 0 : n),
+                 (long long)(dnn_runs ? n : 0), (long long)(bf16 ? n : 0),
+                 dnn_runs ? "onednn" : bf16 ? "openblas (widened)" : "openblas", (long long)n, desc);
+        tu_true(line, n > 0 && blas == (dnn_runs ? 0 : n) && dnn == (dnn_runs ? n : 0) && b16 == (bf16 ? n : 0) &&
+                          !strncmp(desc, name, strlen(name)) && desc[strlen(name)] == ' ');
     }
     sw_gemm_set_backend(saved, NULL, 0);
 }
