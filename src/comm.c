@@ -349,8 +349,8 @@ static void p2p_done(void *rec)
 /* every send of a collective on g goes through here: it counts the bytes */
 static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm)
 {
-    __atomic_add_fetch(&c->sent_bytes[g], (int64_t)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * (int64_t)starpu_matrix_get_elemsize(h),
-                       __ATOMIC_RELAXED);
+    const int64_t bytes = (int64_t)starpu_matrix_get_nx(h) * starpu_matrix_get_ny(h) * starpu_matrix_get_elemsize(h);
+    __atomic_add_fetch(&c->sent_bytes[g], bytes, __ATOMIC_RELAXED);
     sw_counter_add(SW_COUNT_P2P_SEND, 1);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, dest, 1, tag, h);
     __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
@@ -458,8 +458,9 @@ static int via_mpi(const sw_comm *c, sw_group g, double bytes)
 }
 
 /* Submits MPI's collective on g (see via_mpi), its bytes counted by the
- * task from the MPI call's arguments (sw_comm_bytes says which), and traced (when on) as an exchange with every other member: a send and
- * a receive per peer, one tag, from the data's readiness to completion. */
+ * task from the MPI call's arguments (sw_comm_bytes says which), and
+ * traced (when on) as an exchange with every other member: a send and a
+ * receive per peer, one tag, from the data's readiness to completion. */
 static void submit_via_mpi(sw_comm *c, sw_group g, sw_nbc_kind kind, sw_tensor *in, sw_tensor *out, int op)
 {
     static const char *const names[] = {"allreduce_mpi", "allgather_mpi", "reduce_scatter_mpi", "alltoall_mpi"};

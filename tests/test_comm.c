@@ -91,7 +91,8 @@ static void test_allreduce(sw_comm *c, sw_group g, int64_t rows, int64_t cols, s
     sw_tensor_free(t);
     quiesce();
     sw_comm_traffic(c, g, &sent1, &calls);
-    const int64_t sends = sw_counter_get(SW_COUNT_P2P_SEND) - sends0, mpi = sw_counter_get(SW_COUNT_MPI_COLLECTIVE) - mpi0;
+    const int64_t sends = sw_counter_get(SW_COUNT_P2P_SEND) - sends0;
+    const int64_t mpi = sw_counter_get(SW_COUNT_MPI_COLLECTIVE) - mpi0;
     const int alone = sw_mesh_size(m, g) == 1;
     const int path_ok = alone ? sends == 0 && mpi == 0 : algo == SW_ALGO_AUTO ? sends + mpi > 0 : sends > 0 && mpi == 0;
     const int bytes_ok = sent1 - sent0 == model;
@@ -392,7 +393,8 @@ static void stress(sw_comm *c, sw_group g1, sw_group g2)
     const sw_mesh *m = sw_comm_mesh(c);
     const int64_t R = 64, C = 33;
     sw_comm_set_algo(c, SW_ALGO_AUTO);
-    sw_comm_set_small_bytes(c, 1024); /* MPI runs both sizes; without MPI_THREAD_MULTIPLE [64,33] rings, [3,5] goes direct */
+    /* MPI runs both sizes; without MPI_THREAD_MULTIPLE [64,33] rings, [3,5] goes direct */
+    sw_comm_set_small_bytes(c, 1024);
     float *x[N];
     sw_tensor *t[N];
     int64_t rows[N], cols[N];

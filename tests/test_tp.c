@@ -274,8 +274,9 @@ int main(int argc, char **argv)
             /* a rank keeps 1/tp of its micro-batch's activations of 1/ring of the sequence, a micro-batch is
              * 1/(dp*grad_accum) of the batch */
             double share = mp.registered_bytes * c.tp * c.ring * dp * accum;
-            snprintf(line, sizeof line, "%s: layer %d saved bytes x tp x ring x dp x grad-accum = %.0f, single rank's %.0f",
-                     what, l, share, ms.registered_bytes);
+            snprintf(line, sizeof line,
+                     "%s: layer %d saved bytes x tp x ring x dp x grad-accum = %.0f, single rank's %.0f", what, l,
+                     share, ms.registered_bytes);
             tu_check_ranks(line, share == ms.registered_bytes);
         }
     }

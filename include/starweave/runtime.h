@@ -119,7 +119,8 @@ void (*sw_stats_hook(void))(void *);
  * report can prove that a feature took part (oneDNN computed the GEMMs, a
  * GEMM read bf16 operands, MPI ran a collective, the tensor-parallel layers
  * gathered rather than all-reduced). Always on (a relaxed atomic add at
- * each event), per process, from sw_init or the last sw_counters_reset. */
+ * each event), per process, since it started or the last
+ * sw_counters_reset. */
 typedef enum sw_counter {
     SW_COUNT_GEMM_OPENBLAS,   /* CPU GEMMs OpenBLAS computed */
     SW_COUNT_GEMM_ONEDNN,     /* CPU GEMMs oneDNN computed */
