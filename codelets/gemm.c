@@ -134,10 +134,9 @@ static float *widened(const uint16_t *s, int rows, int cols, int *ld)
 #ifdef STARWEAVE_HAVE_ONEDNN
 /* oneDNN matmul primitives (fp32, or bf16 inputs with fp32 accumulation
  * and output), created once per shape and kept per worker thread with the
- * stream and memory objects they run on: creating one took 16-31 us on
- * the AVX2 VM (note, by hand, 2026-11-25; after oneDNN's first, 10 ms),
- * about 1 % of a W124 tile's GEMM, paid by every task without the cache,
- * while a training step repeats a few dozen shapes.
+ * stream and memory objects they run on: creating one costs tens of
+ * microseconds (the first, milliseconds), which every task would pay
+ * without the cache, while a training step repeats a few dozen shapes.
  * alpha is the output scale, beta a sum post-op; strides give the
  * transposes and leading dimensions. */
 typedef struct {

@@ -216,8 +216,8 @@ static sw_blocks_config blocks_config(const sw_gpt *m)
  * parameter state, saved activations (unless offloaded), logits -- exceed
  * the memory this rank may count on, and an offload budget that cannot
  * hold the saved activations of the block in backward and of the one
- * prefetched (measured: with tp 2 and 1.5 blocks, StarPU found no room for
- * the collectives' buffers and waited forever). */
+ * prefetched (with less, StarPU finds no room for the collectives' buffers
+ * and waits forever). */
 static void refuse_unless_fits(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;

@@ -312,8 +312,8 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
 }
 
 /* dW[out,in] = dy^T x, from dyg (dy, or its bf16 copy), split over out;
- * db = colsum(dy) (with_bias; one task: a column tile's sum was a ~40 us
- * task on W124, and each column's sum is the same over any column split) */
+ * db = colsum(dy) (with_bias; one task: a column tile's sum is too small a
+ * task, and each column's sum is the same over any column split) */
 static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *dyg, sw_tensor *in, int with_bias,
                              int n, const int64_t *sizes)
 {
@@ -331,7 +331,7 @@ static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_te
  * the rest of the backward waits on, goes first, at priority 1, ahead of
  * dW; but where the gradients are all-reduced (dp, ulysses, ring) dW goes
  * first, for its bucket to be reduced during the rest of the backward
- * (W124 dp 2, one worker a rank: 13 % slower with dx first). */
+ * (BENCHMARKS.md, "dx before dW"). */
 static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
                           int n, const int64_t *sizes)
 {
@@ -636,10 +636,10 @@ void sw_lm_head_destroy(sw_lm_head *hd)
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
 
 /* The head's GEMMs split the local vocabulary into P x S tiles of at most
- * LM_TILE_COLS columns (S per row tile of the other ops): at P = 4, W124's
- * 12576-column tiles were 4.9 GFLOP tasks (about 60 ms), and the last of
- * them left a worker idle for most of a task's length at the end of the
- * head's forward and of its backward (52 ms per 1.5 s step, measured). */
+ * LM_TILE_COLS columns (S per row tile of the other ops): a large
+ * vocabulary in P tiles makes tasks so long that the last of them leaves
+ * a worker idle for most of a task's length at the end of the head's
+ * forward and of its backward. */
 enum { LM_TILE_COLS = 4096 };
 static int lm_subtiles(const sw_ctx *x, const sw_lm_head *hd)
 {

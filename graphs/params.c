@@ -121,8 +121,8 @@ void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
 }
 
 /* Initial values, as tasks on the workers (one per tensor): drawn on the
- * main thread, W124's 124M values took about 8 s of CPU and 14 s of
- * start-up, the idle workers spinning on the same cores. Element (r, c)
+ * main thread, a large model's start-up took seconds while the idle
+ * workers spun on the same cores (BENCHMARKS.md, "W124 start-up"). Element (r, c)
  * of parameter k's local shard is element g = R * cols + C of the global
  * [rows, cols] parameter (R, C through the shard's runs): normal(0, std) by Box-Muller on the
  * counter-based uniforms 2g and 2g + 1, the same under any sharding, with

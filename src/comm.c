@@ -514,8 +514,8 @@ void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op)
      * task: the send can only be posted once the rank's worker has run it,
      * while the StarPU-MPI thread, polling for that second message, shares
      * the core with the worker (mpirun binds a rank to one core; both
-     * threads spin). Each such hand-off waits for a scheduler tick (4 ms
-     * here), so AUTO keeps DIRECT up to SW_COMM_P2_DIRECT_BYTES at p = 2. */
+     * threads spin). Each such hand-off waits for an OS scheduler tick, so
+     * AUTO keeps DIRECT up to SW_COMM_P2_DIRECT_BYTES at p = 2. */
     switch (allreduce_algo(c, g, p, t->rows, t->cols)) {
     case VIA_MPI: submit_via_mpi(c, g, SW_NBC_ALLREDUCE, t, NULL, (int)op); break;
     case RING_ROWS: allreduce_ring(c, g, sw_tensor_tiles(t, SW_ROWS, p, STARPU_RW), (int)op); break;

@@ -130,9 +130,8 @@ static unsigned idle_hook(void *arg)
 
 /* The backstop: while every worker computes, no idle hook runs; this
  * thread tests every millisecond while a request is in flight (rarely
- * enough not to take the ranks' cores from their workers: polling every
- * 8-256 us made tp 2 + sp steps about 15 % slower here) and sleeps
- * otherwise. */
+ * enough not to take the ranks' cores from their workers: polling more
+ * often slowed the steps, BENCHMARKS.md) and sleeps otherwise. */
 static void *backstop(void *arg)
 {
     (void)arg;
@@ -240,10 +239,9 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI non-blocking collective", rc);
     __atomic_add_fetch(a.sent_bytes, sent * (int64_t)sizeof(float), __ATOMIC_RELAXED);
     sw_counter_add(SW_COUNT_MPI_COLLECTIVE, 1);
-    /* where the peers are there already, a short wait finishes it here: the
-     * end deferred costs a hand-off (measured on 2 ranks sharing 2 cores:
-     * tp 2 + sp steps 1.49x one rank's without this wait, 1.29x with 100 us,
-     * 1.18x with 200 us, 1.19x with 400 us) */
+    /* where the peers are there already, a short wait (SW_COMM_SPIN_US)
+     * finishes it here: an end deferred costs a hand-off to another thread
+     * (the wait's length was chosen by measurement, BENCHMARKS.md) */
     double t0 = MPI_Wtime();
     for (int flag = 0;;) {
         SW_CHECK(MPI_Test(&f.req, &flag, MPI_STATUS_IGNORE));

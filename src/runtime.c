@@ -111,24 +111,18 @@ static int env_int(const char *name, int fallback)
  * ever yielding, and so does the StarPU-MPI progression thread while a
  * request is pending. When ranks share a node, mpirun binds each rank to
  * one core, so the two spin on the same core and the kernel switches them
- * only at its 4 ms tick: every hand-off between them (a received chunk ->
- * its reduction task -> the next send) waited 4-8 ms. An idle worker that
- * sleeps a little instead leaves the core to the progression thread and
- * wakes up (preempting it) within the sleep time. Measured with
- * bench/idle.sh (gpt_train --tp 2 --sp, 2 ranks on 2 cores) on 2026-11-22,
- * when its collectives were point-to-point: 196-199 ms/step spinning,
- * 50.5-53.7 ms/step sleeping 100 us. The worker sleeps only while the
- * rank has point-to-point requests outstanding (comm_p2p.h): without
- * them the progression thread has nothing to do, and a sleeping worker
- * only delays the next task -- and the collectives MPI runs (comm_nbc.c),
- * whose requests idle workers test. On 2026-11-25 (2 ranks on 2 cores)
- * always sleeping made a 1 KiB all-reduce take 0.18 ms instead of 0.04,
- * and gpt_train --tp 2 --sp 31-33 ms/step instead of 26-31, while always
- * spinning made --ring 2 take 120 ms/step instead of 47 (BENCHMARKS.md).
+ * only at its scheduler tick: every hand-off between them (a received
+ * chunk -> its reduction task -> the next send) waits a tick or two. An
+ * idle worker that sleeps a little instead leaves the core to the
+ * progression thread and wakes up (preempting it) within the sleep time.
+ * The worker sleeps only while the rank has point-to-point requests
+ * outstanding (comm_p2p.h): without them the progression thread has
+ * nothing to do, and a sleeping worker only delays the next task -- and
+ * the collectives MPI runs (comm_nbc.c), whose requests idle workers test.
  * Where the node's ranks have more workers than it has cores, idle workers
- * always sleep: spinning ones took the cores from the working threads of
- * other ranks (4 ranks on 2 cores: a 1 KiB all-reduce 7.9 ms instead of
- * 0.57, and MPI_Allreduce itself 16 ms). */
+ * always sleep: spinning ones take the cores from the working threads of
+ * other ranks. bench/idle.sh measures the three choices (BENCHMARKS.md,
+ * "Collective latency"). */
 static long idle_sleep_ns;
 static int idle_always; /* more workers on the node than cores */
 static unsigned idle_hook(void *arg)
@@ -227,10 +221,9 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     /* StarPU keeps the main-RAM buffers it frees (temporaries: the bf16
      * GEMM operands) for reuse only under a main-RAM limit; without one it
      * frees each and allocates the next anew, whose first touches fault
-     * (W124 bf16: a 1.6 MB dlogits tile's cast took 4 ms, 392 page faults,
-     * against 0.4 ms on a reused buffer; bench/ab.sh, 5 runs: 0.983x the
-     * step). Unless set, the limit is this rank's share of the node, at
-     * most what StarPU sees (NUMA node 0's memory; it warns above it). */
+     * (tests/test_task counts the faults; BENCHMARKS.md the cost). Unless
+     * set, the limit is this rank's share of the node, at most what StarPU
+     * sees (NUMA node 0's memory; it warns above it). */
     double mem_kb = meminfo_kb("/proc/meminfo", "MemTotal") / local_size,
            numa_kb = meminfo_kb("/sys/devices/system/node/node0/meminfo", "MemTotal");
     if (numa_kb > 0 && numa_kb < mem_kb) mem_kb = numa_kb;
@@ -642,7 +635,7 @@ double sw_memory_available_per_rank(void)
     int local = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
     double bytes = meminfo_kb("/proc/meminfo", "MemAvailable") * 1024.0 / (local > 0 ? local : 1);
     /* StarPU counts this rank's home buffers against its own view of the
-     * node's memory (hwloc's; 7.6 GB of 24 on the 2026-11-24 VM), except
+     * node's memory (hwloc's, which can be less than MemTotal), except
      * under an offload budget, where they are not counted */
     starpu_ssize_t counted = sw_rt.started && sw_offload_budget_mb() <= 0 ? starpu_memory_get_available(STARPU_MAIN_RAM) : -1;
     if (counted > 0 && (bytes <= 0 || (double)counted < bytes)) bytes = (double)counted;
