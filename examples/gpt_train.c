@@ -375,7 +375,7 @@ static void memory_report(sw_gpt *m)
     SW_CHECK(MPI_Gather(mine, 2 * c->layers, MPI_DOUBLE, all, 2 * c->layers, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (me == 0) {
         printf("memory: saved activations per layer (fp32, recompute %s); model: the shapes each block declares "
-               "it keeps (sw_blocks_saved_model; README, \"Memory model\")\n", sw_recompute_name(c->recompute));
+               "it keeps (sw_blocks_saved_model; docs/memory.md)\n", sw_recompute_name(c->recompute));
         printf("memory: %5s %5s %14s %14s %8s\n", "rank", "layer", "model bytes", "registered", "diff");
         for (int r = 0; r < world; r++)
             for (int l = 0; l < c->layers; l++) {

@@ -80,9 +80,8 @@ static int choose_cuda_workers(struct starpu_conf *conf, const sw_options *opt, 
 #endif
 
 /* Debian's OpenBLAS 0.3.21 does not know recent Xeons and falls back to its
- * SSE3 "Prescott" kernels: measured 22-30 GFLOP/s per core instead of
- * 70-118 with the AVX-512 kernels on the 2-core Xeon VM (README, "OpenBLAS
- * core type"). OpenBLAS reads OPENBLAS_CORETYPE only when it is loaded,
+ * SSE3 "Prescott" kernels, a fraction of the AVX-512 kernels' speed
+ * (docs/runtime-notes.md, "OpenBLAS core type"). OpenBLAS reads OPENBLAS_CORETYPE only when it is loaded,
  * before any code of ours runs, and a library may not re-execute its
  * caller: say what to set. The project's launchers (autotools/quickstart.sh,
  * make check) set it through autotools/openblas-coretype.sh. */

@@ -13,7 +13,7 @@
  *  - the library's memory model for block L (sw_gpt_saved_bytes(.).model_bytes:
  *    the shapes the block declares it keeps, sw_blocks_saved_model);
  *  - the same accounting written out as a formula of the configuration
- *    (formula_bytes below, README's "Memory model").
+ *    (formula_bytes below, the table of docs/memory.md).
  * A builder that keeps a tensor it does not declare, or declares one it
  * does not allocate, fails here; so does a block whose declared shapes
  * stray from the formula.
