@@ -1,4 +1,6 @@
-/* starweave umbrella header */
+/** @file
+ * starweave umbrella header: includes every public header but comm_mpi.h
+ * and comm_nccl.h. */
 #ifndef STARWEAVE_H
 #define STARWEAVE_H
 #include "starweave/runtime.h"

@@ -1,4 +1,5 @@
-/* Block policies: a model's stack of blocks run forward and backward with
+/** @file
+ * Block policies: a model's stack of blocks run forward and backward with
  * activation recomputation and offload applied the same way whatever a
  * block contains (Megatron's recomputation, Open-Sora's gc_step and
  * checkpoint offload).
@@ -29,64 +30,94 @@
 extern "C" {
 #endif
 
-typedef enum sw_recompute { SW_RECOMPUTE_NONE, SW_RECOMPUTE_SELECTIVE, SW_RECOMPUTE_FULL } sw_recompute;
-/* "none", "selective", "full"; parse returns -1 for anything else */
+/** Activation recomputation: what a block keeps from forward to backward. */
+typedef enum sw_recompute {
+    SW_RECOMPUTE_NONE,      /**< one saved set per block; the layers keep more (attention probabilities) */
+    SW_RECOMPUTE_SELECTIVE, /**< one saved set per block */
+    SW_RECOMPUTE_FULL       /**< only every recompute_every-th block's input; forward again before backward */
+} sw_recompute;
+/** Mode's name: "none", "selective", "full". */
 const char *sw_recompute_name(int mode);
+/** The mode of a name of sw_recompute_name; -1 for anything else. */
 int sw_recompute_parse(const char *name);
 
-enum { SW_SAVED_MAX = 32 };
-/* The tensors one block keeps. */
+/** The size of a saved set. */
+enum { SW_SAVED_MAX = 32 /**< most tensors in one saved set (sw_saved) */ };
+/** The tensors one block keeps. */
 typedef struct sw_saved {
-    char prefix[24];         /* names: prefix<slot>.what */
-    int slot, n;
-    sw_tensor *t[SW_SAVED_MAX];
-    int declare;             /* the memory model's pass: nothing allocated */
-    double bytes;            /* what the set declared */
+    char prefix[24];         /**< names: prefix<slot>.what */
+    ///@{
+    int slot, n;             /**< the set's slot, and its tensors in t */
+    ///@}
+    sw_tensor *t[SW_SAVED_MAX]; /**< the tensors (sw_saved_new) */
+    int declare;             /**< the memory model's pass: nothing allocated */
+    double bytes;            /**< what the set declared */
 } sw_saved;
-/* A new [rows, cols] fp32 tensor of the set; NULL, counted in s->bytes,
+/** A new [rows, cols] fp32 tensor of the set; NULL, counted in s->bytes,
  * when s->declare (keep must then only record: the memory model). */
 sw_tensor *sw_saved_new(sw_saved *s, const char *what, int64_t rows, int64_t cols);
 
+/** What the model gives the block service: a block's keep, forward and
+ * backward (and, optionally, its traffic model). */
 typedef struct sw_block_ops {
+    /** allocates, into the saved set s, what one block keeps from forward to backward */
     void (*keep)(void *model, sw_saved *s);
+    /** block `layer` from x into y (NULL: output not needed), using the saved set of its slot */
     void (*forward)(void *model, int step, int layer, sw_saved *s, sw_tensor *x, sw_tensor *y);
+    /** dx holds the gradient of the block's output on entry, of its input on return */
     void (*backward)(void *model, int step, int layer, sw_saved *s, sw_tensor *x, sw_tensor *dx);
-    /* optional, for the traffic model: adds block `layer`'s traffic (its
+    /** optional, for the traffic model: adds block `layer`'s traffic (its
      * layers' sw_*_traffic) to t; output 0: of a forward with y NULL */
     void (*traffic)(void *model, int layer, int output, sw_traffic *t);
 } sw_block_ops;
 
+/** The stack of blocks and its policies (sw_blocks_create). */
 typedef struct sw_blocks_config {
-    int layers;
-    int64_t rows, cols;      /* the residual stream between blocks: [l, h] */
-    int recompute;           /* sw_recompute */
-    int recompute_every;     /* FULL: blocks per kept input (>= 1) */
-    int offload;             /* needs sw_options.offload; not with FULL */
+    int layers;              /**< blocks */
+    ///@{
+    int64_t rows, cols;      /**< the residual stream between blocks: [l, h] */
+    ///@}
+    int recompute;           /**< sw_recompute */
+    int recompute_every;     /**< FULL: blocks per kept input (>= 1) */
+    int offload;             /**< needs sw_options.offload; not with FULL */
 } sw_blocks_config;
 
+/** A stack of blocks (opaque): sw_blocks_create. */
 typedef struct sw_blocks sw_blocks;
+/** The service for c->layers blocks of model: the residual stream, its
+ * gradient and the saved sets (keep runs for each slot). Offload with
+ * SW_RECOMPUTE_FULL is refused (exit 2). */
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model);
+/** Frees the stack's tensors. NULL: no-op. */
 void sw_blocks_destroy(sw_blocks *b);
-sw_tensor *sw_blocks_input(sw_blocks *b);  /* x[0]: written by what comes before the blocks */
-sw_tensor *sw_blocks_output(sw_blocks *b); /* x[L] */
-sw_tensor *sw_blocks_grad(sw_blocks *b);   /* the residual stream's gradient: of x[L] before
+sw_tensor *sw_blocks_input(sw_blocks *b);  /**< x[0]: written by what comes before the blocks */
+sw_tensor *sw_blocks_output(sw_blocks *b); /**< x[L] */
+sw_tensor *sw_blocks_grad(sw_blocks *b);   /**< the residual stream's gradient: of x[L] before
                                               sw_blocks_backward, of x[0] after */
+/** Submits every block's forward, x[0] to x[L] (with offload, each
+ * block's saved set copied to the offload node after its forward). */
 void sw_blocks_forward(sw_blocks *b, int step);
+/** Submits every block's backward, last block first (with SW_RECOMPUTE_FULL
+ * each group's forward again first; with offload, each block's saved set
+ * copied back first). */
 void sw_blocks_backward(sw_blocks *b, int step);
-/* The memory model: bytes block `layer` keeps from its forward to its
+/** The memory model: bytes block `layer` keeps from its forward to its
  * backward on this rank -- its input (with FULL only every
  * recompute_every-th block's) and the saved set its keep declares (none
  * with FULL: the slots are shared; with offload, on the offload node) --
  * from the shapes alone: keep runs on a declaring set (s->declare, slot 0).
  * Call it before sw_blocks_create (e.g. to refuse what cannot fit). */
 double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer);
-/* Block `layer`'s saved bytes: the model's (sw_blocks_saved_model, taken
- * at creation) and those of the tensors the service registered. */
+/** A block's saved bytes (sw_blocks_saved_bytes). */
 typedef struct sw_block_memory {
-    double model_bytes, registered_bytes;
+    ///@{
+    double model_bytes, registered_bytes; /**< the memory model's, and the registered tensors' */
+    ///@}
 } sw_block_memory;
+/** Block `layer`'s saved bytes: the model's (sw_blocks_saved_model, taken
+ * at creation) and those of the tensors the service registered. */
 sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer);
-/* The traffic model of the stack (ops->traffic required): every block's
+/** The traffic model of the stack (ops->traffic required): every block's
  * forward and backward, and with SW_RECOMPUTE_FULL every block's forward
  * again in backward (the last of each group without its output). Needs no
  * sw_blocks, so a model can be planned before it is allocated. */

@@ -1,4 +1,5 @@
-/* Checkpoints of a parameter registry (any model): parameters and AdamW
+/** @file
+ * Checkpoints of a parameter registry (any model): parameters and AdamW
  * moments of every rank (its shards), the step, the model's fields given by
  * the caller, the parallel layout and every parameter's name and shape, so
  * that a resumed run continues exactly (dropout masks and batches are
@@ -19,16 +20,18 @@
 extern "C" {
 #endif
 
-/* Saves after `step` (its update done). Blocking: waits for the tasks that
- * write the saved tensors. Returns 0, or exits 1 on every rank with the
- * reason if a file cannot be written. */
+/** A field of the model that a checkpoint must match (sw_checkpoint_save,
+ * sw_checkpoint_load). */
 typedef struct sw_ckpt_field {
-    const char *name;       /* e.g. "hidden": named in the refusal of a mismatched checkpoint */
-    int64_t value;
+    const char *name;       /**< e.g. "hidden": named in the refusal of a mismatched checkpoint */
+    int64_t value;          /**< its value */
 } sw_ckpt_field;
-/* model: at most 8 fields that must match (NULL, 0: none) */
+/** Saves after `step` (its update done). Blocking: waits for the tasks that
+ * write the saved tensors. Returns 0, or exits 1 on every rank with the
+ * reason if a file cannot be written.
+ * model: at most 8 fields that must match (NULL, 0: none) */
 int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir, int step);
-/* Loads DIR/latest into p and returns its step. A missing, truncated,
+/** Loads DIR/latest into p and returns its step. A missing, truncated,
  * corrupt (checksum) or mismatched (model, layout, rank count) checkpoint
  * is refused: every rank exits 2, the reason printed by the ranks that saw
  * it. */

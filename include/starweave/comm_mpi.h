@@ -1,4 +1,5 @@
-/* Comparison backend for the collectives, for benchmarks only.
+/** @file
+ * Comparison backend for the collectives, for benchmarks only.
  *
  * sw_allreduce_mpi submits one task whose CPU codelet calls the plain,
  * blocking MPI_Allreduce on the whole buffer. It is the baseline the
@@ -20,7 +21,7 @@
 extern "C" {
 #endif
 
-/* t (RW, SW_F32 or SW_I32, same shape on every rank of comm) becomes the
+/** t (RW, SW_F32 or SW_I32, same shape on every rank of comm) becomes the
  * sum over comm of every rank's t. Submits one task; does not wait. Call it
  * on every rank of comm, in the same order relative to other collectives on
  * comm. */

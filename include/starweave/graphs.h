@@ -1,4 +1,5 @@
-/* Models: GPT-2, built from the public layers (layers.h), the parameter
+/** @file
+ * Models: GPT-2, built from the public layers (layers.h), the parameter
  * registry (params.h) and the block policies (blocks.h). Builders never
  * wait and never touch raw pointers. */
 #ifndef STARWEAVE_GRAPHS_H
@@ -17,7 +18,9 @@
 extern "C" {
 #endif
 
-/* GPT-2: learned positions, pre-LN blocks, 4h GeLU MLP, tied LM head,
+/** The models (sw_gpt_config.model).
+ *
+ * GPT-2: learned positions, pre-LN blocks, 4h GeLU MLP, tied LM head,
  * vocabulary padded to a multiple of 128 * tp (rows >= vocab of wte stay
  * 0); optional grouped-query attention (kv_heads < heads).
  *
@@ -27,58 +30,72 @@ extern "C" {
  * head vocab-parallel, cross-entropy from three [T,1] all-reduces. K/V
  * heads are split when kv_heads >= tp and replicated (tp / kv_heads copies)
  * otherwise. With sp, norms, dropout and residual adds run on the T/tp rows
- * of this rank (the f/g operators of mappings.h). */
-/* LLaMA-style (SW_MODEL_LLAMA): the same pre-norm decoder with other
+ * of this rank (the f/g operators of mappings.h).
+ *
+ * LLaMA-style (SW_MODEL_LLAMA): the same pre-norm decoder with other
  * layers -- RMSNorm, rotary positions on q and k (no learned positions),
  * SwiGLU MLP of `ffn` features, no biases, untied LM head -- and every
- * strategy below. */
-enum { SW_MODEL_GPT2 = 0, SW_MODEL_LLAMA = 1 };
+ * strategy of sw_gpt_config. */
+enum {
+    SW_MODEL_GPT2 = 0, /**< GPT-2 */
+    SW_MODEL_LLAMA = 1 /**< LLaMA-style */
+};
 
+/** A model's configuration (sw_gpt_config_default, sw_gpt_config_check). */
 typedef struct sw_gpt_config {
-    int model;              /* SW_MODEL_GPT2 (default) or SW_MODEL_LLAMA */
-    int ffn;                /* MLP features; 0: 4 hidden (GPT-2), 8/3 hidden rounded up to 64 (LLaMA) */
-    float rope_theta;       /* LLaMA: rotary base (10000) */
-    int layers, hidden, heads;
-    int kv_heads;           /* K/V heads; 0: = heads */
-    int vocab;              /* real vocabulary */
-    int vocab_padded;       /* set by sw_gpt_config_check */
-    int max_pos;            /* rows of wpe; seq <= max_pos */
-    int seq, batch;
-    float dropout;          /* embedding, attention-probability and residual dropout */
-    float ln_eps;
-    uint64_t seed;          /* parameter init and dropout masks */
-    int tiles;              /* row/column tiles per op (fixed, so results do not depend on workers) */
-    float lr, beta1, beta2, adam_eps, weight_decay;
-    float clip_grad;        /* > 0: gradients scaled to a global L2 norm of at most clip_grad (0: off) */
-    int tp;                 /* tensor-parallel degree (1: none) */
-    int sp;                 /* sequence parallelism (needs seq % tp == 0) */
-    int tp_recompute_allgather; /* sp: keep only the local norm outputs, gather them again in backward */
-    int dp;                 /* data-parallel degree: batch is the global batch, split over dp ranks */
-    int grad_accum;         /* micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
-    float bucket_mb;        /* gradient bucket size for the dp all-reduce (MiB; the first bucket is at most 1 MiB) */
-    int zero;               /* 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
+    int model;              /**< SW_MODEL_GPT2 (default) or SW_MODEL_LLAMA */
+    int ffn;                /**< MLP features; 0: 4 hidden (GPT-2), 8/3 hidden rounded up to 64 (LLaMA) */
+    float rope_theta;       /**< LLaMA: rotary base (10000) */
+    ///@{
+    int layers, hidden, heads; /**< blocks, hidden size, attention heads */
+    ///@}
+    int kv_heads;           /**< K/V heads; 0: = heads */
+    int vocab;              /**< real vocabulary */
+    int vocab_padded;       /**< set by sw_gpt_config_check */
+    int max_pos;            /**< rows of wpe; seq <= max_pos */
+    ///@{
+    int seq, batch;         /**< sequence length, global batch (sequences per step) */
+    ///@}
+    float dropout;          /**< embedding, attention-probability and residual dropout */
+    float ln_eps;           /**< the norms' epsilon */
+    uint64_t seed;          /**< parameter init and dropout masks */
+    int tiles;              /**< row/column tiles per op (fixed, so results do not depend on workers) */
+    ///@{
+    float lr, beta1, beta2, adam_eps, weight_decay; /**< AdamW's hyperparameters */
+    ///@}
+    float clip_grad;        /**< > 0: gradients scaled to a global L2 norm of at most clip_grad (0: off) */
+    int tp;                 /**< tensor-parallel degree (1: none) */
+    int sp;                 /**< sequence parallelism (needs seq % tp == 0) */
+    int tp_recompute_allgather; /**< sp: keep only the local norm outputs, gather them again in backward */
+    int dp;                 /**< data-parallel degree: batch is the global batch, split over dp ranks */
+    int grad_accum;         /**< micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
+    float bucket_mb;        /**< gradient bucket size for the dp all-reduce (MiB; the first bucket is at most 1 MiB) */
+    int zero;               /**< 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
                                with at least dp rows): gradients reduce-scattered, parameters all-gathered */
-    /* Context parallelism over the mesh's Ulysses x Ring group (USP, Ulysses
+    ///@{
+    /** Context parallelism over the mesh's Ulysses x Ring group (USP, Ulysses
      * inside): each of the ulysses*ring ranks holds seq/(ulysses*ring)
      * positions of every sequence of the micro-batch. Ulysses exchanges
      * Q, K, V by all-to-all (sequence gathered, heads scattered) around
      * attention; Ring attention passes K/V blocks around the ring group and
      * merges partial outputs by log-sum-exp. Gradients are summed over
-     * ulysses x ring x dp (and ZeRO-1 shards over them). */
+     * ulysses x ring x dp (and ZeRO-1 shards over them). Degrees (1: none). */
     int ulysses, ring;      /* degrees (1: none) */
-    int zigzag;             /* with ring > 1: ring rank r holds sequence chunks r and 2 ring - 1 - r of 2 ring
+    ///@}
+    int zigzag;             /**< with ring > 1: ring rank r holds sequence chunks r and 2 ring - 1 - r of 2 ring
                                (causal load balance; default 1) */
-    /* Activation memory (Megatron's recomputation, Open-Sora's gc_step):
+    /** Activation memory (Megatron's recomputation, Open-Sora's gc_step):
      * SW_RECOMPUTE_NONE keeps the attention probabilities [B hq, s, s] for
      * backward (the s^2 term; ring = 1 only); SELECTIVE (default) keeps
      * Q, K, V, the attention output and its log-sum-exp and recomputes the
      * scores, softmax and dropout in backward; FULL keeps only the input of
      * every recompute_every-th block and resubmits the forward of each group
      * of recompute_every blocks before its backward. Dropout masks come from
-     * the counter-based RNG, so every mode computes the same values. */
+     * the counter-based RNG, so every mode computes the same values. An
+     * sw_recompute. */
     int recompute;          /* sw_recompute */
-    int recompute_every;    /* FULL: blocks per checkpoint (default 1) */
-    /* Activation offload (needs sw_init with sw_options.offload; recompute
+    int recompute_every;    /**< FULL: blocks per checkpoint (default 1) */
+    /** Activation offload (needs sw_init with sw_options.offload; recompute
      * none or selective): blocks compute into a working set of two; after a
      * block's forward, what it keeps (but its input, the residual stream) is
      * copied into tensors on the offload node, marked "won't use" (StarPU
@@ -88,7 +105,7 @@ typedef struct sw_gpt_config {
      * below's are prefetched while it runs. A budget below two blocks' saved
      * activations is refused. */
     int offload;
-    /* Mixed precision (--dtype bf16): SW_BF16 runs every GEMM on bf16
+    /** Mixed precision (--dtype bf16): SW_BF16 runs every GEMM on bf16
      * operands with fp32 accumulation -- the weights' bf16 copies, cast
      * from the fp32 master weights at the first forward of each step, and
      * bf16 casts of the activations and gradients entering the GEMM, made
@@ -98,16 +115,22 @@ typedef struct sw_gpt_config {
     int dtype;
 } sw_gpt_config;
 
+/** Fills c with the defaults: a small GPT-2 (2 layers, hidden 128, 4 heads,
+ * vocabulary 256, seq and max_pos 64, batch 8, 4 tiles), no dropout, ln_eps
+ * 1e-5, seed 1234, AdamW lr 1e-3 (0.9, 0.999, 1e-8, no weight decay), no
+ * parallelism (degrees 1, zigzag on), 25 MiB buckets, selective
+ * recomputation, fp32; the rest 0. */
 void sw_gpt_config_default(sw_gpt_config *c);
-/* Checks every constraint; on violation writes "rule (values)" into msg and
+/** Checks every constraint; on violation writes "rule (values)" into msg and
  * returns -1. Fills vocab_padded. */
 int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t msglen);
 
-/* "gpt2", "llama"; parse returns -1 for anything else */
+/** Model's name: "gpt2", "llama". */
 const char *sw_model_name(int model);
+/** The model of a name of sw_model_name; -1 for anything else. */
 int sw_model_parse(const char *name);
 
-/* Parameters in a fixed order (export, checkpoints, tests). GPT-2:
+/** Parameters per layer. Parameters in a fixed order (export, checkpoints, tests). GPT-2:
  * wte [Vp,h], wpe [max_pos,h], then per layer l:
  * ln1_w [h], ln1_b [h], qkv_w [(a+2k)d,h], qkv_b [(a+2k)d], proj_w [h,h], proj_b [h],
  * ln2_w [h], ln2_b [h], fc_w [4h,h], fc_b [4h], fc2_w [h,4h], fc2_b [h];
@@ -118,19 +141,27 @@ int sw_model_parse(const char *name);
  * LLaMA: wte [Vp,h], then per layer l: attn_norm_w [h], qkv_w, proj_w,
  * mlp_norm_w [h], gate_up_w [2 ffn, h] (gate rows, then up rows), down_w
  * [h, ffn]; then norm_w [h], lm_head [Vp,h]. */
-enum { SW_GPT_LAYER_PARAMS = 12, SW_LLAMA_LAYER_PARAMS = 6 };
+enum {
+    SW_GPT_LAYER_PARAMS = 12,  /**< GPT-2's parameters per layer */
+    SW_LLAMA_LAYER_PARAMS = 6  /**< LLaMA's parameters per layer */
+};
+/** The number of parameters of the model of c (the fixed order of SW_GPT_LAYER_PARAMS). */
 int sw_gpt_num_params(const sw_gpt_config *c);
+/** Global shape of parameter `index` in that order, and its name (namelen bytes). */
 void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name,
                         size_t namelen);
-/* This TP rank's shard of parameter `index`: its shape, and extraction from
- * the global tensor (row-major, global shape). Replicated parameters are
- * the global tensor itself. */
+/** The shape of this TP rank's shard of parameter `index` (replicated
+ * parameters: the global shape). */
 void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols);
+/** This TP rank's shard of parameter `index`: extraction from the global
+ * tensor (row-major, global shape). Replicated parameters are the global
+ * tensor itself. */
 void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local);
 
+/** A model (opaque): sw_gpt_create. */
 typedef struct sw_gpt sw_gpt;
 
-/* Creates the model and its tensors; parameters initialised as GPT-2
+/** Creates the model and its tensors. Parameters initialised as GPT-2
  * (normal(0, 0.02), residual projections 0.02/sqrt(2L), LN 1/0, biases 0)
  * from the seed, the same global values for every tp (each rank keeps its
  * shard); AdamW moments 0 -- written by tasks it submits (wait for them,
@@ -138,57 +169,68 @@ typedef struct sw_gpt sw_gpt;
  * collectives context of a mesh whose TP degree is c->tp (NULL when tp is
  * 1). A configuration that breaks a rule stops every rank with exit 2. */
 sw_gpt *sw_gpt_create(const sw_gpt_config *c, sw_comm *comm);
+/** Frees the model and its tensors. NULL: no-op. */
 void sw_gpt_destroy(sw_gpt *m);
+/** The model's configuration (vocab_padded and kv_heads filled). */
 const sw_gpt_config *sw_gpt_get_config(const sw_gpt *m);
-/* the model's parameter registry (checkpoints, the services) */
+/** the model's parameter registry (checkpoints, the services) */
 sw_params *sw_gpt_params(sw_gpt *m);
-/* The model's fields a checkpoint must match (model, layers, hidden, heads,
+/** The model's fields a checkpoint must match (model, layers, hidden, heads,
  * kv-heads, ffn, padded vocabulary, max-pos): fills out, returns 8. */
 int sw_gpt_checkpoint_fields(const sw_gpt *m, sw_ckpt_field out[8]);
+/** This rank's shard of parameter `index`. */
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
+/** The gradient of this rank's shard of parameter `index`. */
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
-/* The gradient of parameter `index` summed over dp, as the update used it:
+/** The gradient of parameter `index` summed over dp, as the update used it:
  * with ZeRO-1 only this rank's rows (from *first_row) are summed, after
  * sw_gpt_update; otherwise the whole gradient (*first_row = 0). */
 sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int index, int64_t *first_row);
-/* AdamW's first and second moments of parameter `index` (this rank's shard). */
+/** AdamW's first moment of parameter `index` (this rank's shard). */
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int index);
+/** AdamW's second moment of parameter `index` (this rank's shard). */
 sw_tensor *sw_gpt_adam_v(sw_gpt *m, int index);
-/* tokens / targets: [seq*B] int32 in [s, b] order (row = pos*B + b) of the
+/** tokens: [seq*B] int32 in [s, b] order (row = pos*B + b) of the
  * current micro-batch, B = batch / (dp * grad_accum) sequences, the same on
  * every TP rank: batch columns sw_gpt_micro_batch_first() .. + B - 1 of the
  * global batch. */
 sw_tensor *sw_gpt_tokens(sw_gpt *m);
+/** targets, as sw_gpt_tokens: [seq*B] int32 in [s, b] order of the current
+ * micro-batch. */
 sw_tensor *sw_gpt_targets(sw_gpt *m);
-/* [1,1] mean cross-entropy over the global batch once the step's last
+/** [1,1] mean cross-entropy over the global batch once the step's last
  * micro-batch has gone forward; acquire it to read. */
 sw_tensor *sw_gpt_loss(sw_gpt *m);
 
-/* Data parallelism and gradient accumulation: a step is grad_accum
+/** Data parallelism and gradient accumulation: a step is grad_accum
  * forward+backward pairs, one per micro-batch k = 0 .. grad_accum-1 (set it
  * before writing the micro-batch's tokens), then one update. Gradients are
  * summed over the micro-batches in flat buckets (reverse parameter order)
  * and, after the last one, each bucket is all-reduced over the DP group as
  * soon as its gradients are final, while backward goes on. */
 void sw_gpt_set_micro_batch(sw_gpt *m, int k);
+/** B: sequences per micro-batch on this rank (batch / (dp * grad_accum)). */
 int sw_gpt_micro_batch_size(const sw_gpt *m);
-/* first global batch column of micro-batch k on this rank */
+/** first global batch column of micro-batch k on this rank */
 int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
-/* Blocking, for programs: writes this rank's micro-batch k of the global
+/** Blocking, for programs: writes this rank's micro-batch k of the global
  * batch tok/tgt ([seq*batch] int32, [s, b] order) into sw_gpt_tokens and
  * sw_gpt_targets (waits for the previous micro-batch's readers), and makes
  * k the current micro-batch. */
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt);
 
-/* Submit the forward (loss), the backward (every gradient) and the AdamW
- * update for training step `step` (1-based; also keys the dropout masks). */
+/** Submit the forward (loss) of the current micro-batch for training step
+ * `step` (1-based; also keys the dropout masks). */
 void sw_gpt_forward(sw_gpt *m, int step);
+/** Submit the backward (every gradient) of the current micro-batch for
+ * training step `step`. */
 void sw_gpt_backward(sw_gpt *m, int step);
+/** Submit the AdamW update for training step `step`. */
 void sw_gpt_update(sw_gpt *m, int step);
-/* Blocking: loss of the last submitted forward. */
+/** Blocking: loss of the last submitted forward. */
 float sw_gpt_read_loss(sw_gpt *m);
 
-/* Saved activations of block `layer` on this rank, in bytes: the memory
+/** Saved activations of block `layer` on this rank, in bytes: the memory
  * model's (sw_blocks_saved_model: the shapes a block declares it keeps;
  * README, "Memory model", gives them as formulas), and the bytes of the
  * tensors registered as the block's (the library's bookkeeping, not a
@@ -200,20 +242,20 @@ float sw_gpt_read_loss(sw_gpt *m);
  * SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
 sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 
-/* The traffic model of the step (layers.h, "traffic model"): what this
+/** The traffic model of the step (layers.h, "traffic model"): what this
  * rank sends per training step on each group, forward and backward apart,
  * summed from the model's layers, block policy and registry; compare with
  * sw_comm_traffic(). */
 void sw_gpt_traffic(sw_gpt *m, sw_traffic *t);
-/* Attention FLOPs this rank submitted in its last forward: 4 d per visible
+/** Attention FLOPs this rank submitted in its last forward: 4 d per visible
  * (query, key) pair of the submitted tiles, fully masked tiles skipped
  * (Ring attention's load balance). */
 double sw_gpt_attention_flops(const sw_gpt *m);
-/* Global position of local position i (0 .. seq/(ulysses*ring) - 1) of
+/** Global position of local position i (0 .. seq/(ulysses*ring) - 1) of
  * this rank's rows (rows i*B .. i*B + B - 1). */
 int64_t sw_gpt_position(const sw_gpt *m, int64_t i);
 
-/* FLOPs of one training step (forward + backward, matmuls and attention). */
+/** FLOPs of one training step (forward + backward, matmuls and attention). */
 double sw_gpt_step_flops(const sw_gpt_config *c);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-/* Layers: the parallel building blocks a model is made of. Each is a
+/** @file
+ * Layers: the parallel building blocks a model is made of. Each is a
  * forward/backward pair that only submits tasks; its parallel behaviour
  * comes from the layer context it is given (the mesh's groups and degrees),
  * never from the model. Shapes: T = tokens of a micro-batch on this rank
@@ -30,233 +31,303 @@
 extern "C" {
 #endif
 
-/* Dropout op ids in the RNG key (layer = block index; embedding uses layer 0xFFFF). */
-enum { SW_DROP_EMBED = 0, SW_DROP_ATTN_PROBS = 1, SW_DROP_ATTN_OUT = 2, SW_DROP_MLP_OUT = 3 };
+/** Dropout op ids in the RNG key (layer = block index; embedding uses layer 0xFFFF). */
+enum {
+    SW_DROP_EMBED = 0,      /**< the embedding's dropout */
+    SW_DROP_ATTN_PROBS = 1, /**< attention's, on the probabilities */
+    SW_DROP_ATTN_OUT = 2,   /**< the residual dropout after attention */
+    SW_DROP_MLP_OUT = 3     /**< the residual dropout after the MLP */
+};
+/** The RNG key's layer of the embedding's dropout. */
 #define SW_DROP_EMBED_LAYER 0xFFFFu
 
 /* ------------------------------------------------------ layer context */
 
+/** What the layers of a model share: sizes, degrees, tiling, dropout
+ * (sw_ctx_init). */
 typedef struct sw_ctx_config {
-    int seq, batch;          /* sequence length, global batch (sequences per step) */
-    int tp, sp;              /* tensor-parallel degree, sequence parallelism */
-    int tp_recompute_allgather; /* sp: gather norm outputs again in backward instead of keeping them */
-    int ulysses, ring, zigzag; /* context parallelism (zigzag: ring rank r holds chunks r and 2R-1-r) */
-    int dp, grad_accum;      /* data parallelism; micro-batches per step */
-    int tiles;               /* row/column tiles per op */
-    uint64_t seed;           /* dropout masks */
-    float dropout;           /* residual and embedding dropout */
+    ///@{
+    int seq, batch;          /**< sequence length, global batch (sequences per step) */
+    ///@}
+    ///@{
+    int tp, sp;              /**< tensor-parallel degree, sequence parallelism */
+    ///@}
+    int tp_recompute_allgather; /**< sp: gather norm outputs again in backward instead of keeping them */
+    ///@{
+    int ulysses, ring, zigzag; /**< context parallelism (zigzag: ring rank r holds chunks r and 2R-1-r) */
+    ///@}
+    ///@{
+    int dp, grad_accum;      /**< data parallelism; micro-batches per step */
+    ///@}
+    int tiles;               /**< row/column tiles per op */
+    uint64_t seed;           /**< dropout masks */
+    float dropout;           /**< residual and embedding dropout */
 } sw_ctx_config;
 
 struct sw_scratch;
 
-/* Where this rank's tokens are, and the groups the layers use. Filled by
+/** Where this rank's tokens are, and the groups the layers use. Filled by
  * sw_ctx_init; read-only for layers and models. */
 typedef struct sw_ctx {
-    sw_ctx_config c;
-    sw_comm *comm;           /* NULL on one rank */
-    sw_params *params;
-    sw_tp tp;                /* TP group (f/g operators) */
-    int U, R, ur, rr, zig;   /* Ulysses and ring degrees and ranks, zigzag layout */
-    sw_group gg;             /* gradient group: dp, or ulysses x ring x dp */
-    int gn, gr, dp_rank;     /* its size and this rank's place; this rank's place in dp */
-    int B, micro;            /* sequences per micro-batch, the current micro-batch */
-    int T, Tl, row0, Tr;     /* tokens, residual rows and the first of them, attention-space rows (U T) */
-    int P;                   /* tiles */
-    /* this rank's positions: runs of consecutive global positions (1, or 2 with zigzag) */
+    sw_ctx_config c;         /**< the configuration */
+    sw_comm *comm;           /**< NULL on one rank */
+    sw_params *params;       /**< the parameter registry the layers register into */
+    sw_tp tp;                /**< TP group (f/g operators) */
+    ///@{
+    int U, R, ur, rr, zig;   /**< Ulysses and ring degrees and ranks, zigzag layout */
+    ///@}
+    sw_group gg;             /**< gradient group: dp, or ulysses x ring x dp */
+    ///@{
+    int gn, gr, dp_rank;     /**< its size and this rank's place; this rank's place in dp */
+    ///@}
+    ///@{
+    int B, micro;            /**< sequences per micro-batch, the current micro-batch */
+    ///@}
+    ///@{
+    int T, Tl, row0, Tr;     /**< tokens, residual rows and the first of them, attention-space rows (U T) */
+    ///@}
+    int P;                   /**< tiles */
+    /** this rank's positions: runs of consecutive global positions (1, or 2 with zigzag) */
     int nlr;
-    int64_t lr_i0[2], lr_p0[2], lr_n[2]; /* first local position, its global position, length */
-    /* row pieces of the T rows (k = 0) and of the l rows (k = 1): the tiles
+    ///@{
+    int64_t lr_i0[2], lr_p0[2], lr_n[2]; /**< first local position, its global position, length */
+    ///@}
+    /** row pieces of the T rows (k = 0) and of the l rows (k = 1): the tiles
      * cut where a run of positions ends (for position-dependent ops) */
     int npc[2];
+    ///@{
+    /** each row piece's size, its first row in the [s, b] rows of the whole
+     * sequence (the dropout key), its first row in its run, and the global
+     * position the run starts at */
     int64_t *pc_size[2], *pc_key[2], *pc_off[2], *pc_pos[2];
-    struct sw_scratch *scratch;
+    ///@}
+    struct sw_scratch *scratch; /**< the scratch tensors (sw_scratch) */
 } sw_ctx;
 
-/* The rules on the rows (divisibility by the degrees, tiles): on a
+/** The rules on the rows (divisibility by the degrees, tiles): on a
  * violation writes "rule (values)" into msg and returns -1. */
 int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n);
-/* Checks the configuration and the degrees against the mesh of comm (exit
+/** Checks the configuration and the degrees against the mesh of comm (exit
  * 2 on every rank on a violation) and lays out the rows. */
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params);
+/** Frees the context's scratch tensors and row pieces. */
 void sw_ctx_destroy(sw_ctx *x);
-/* A scratch tensor shared by every layer (StarPU orders the reuse), one per
+/** A scratch tensor shared by every layer (StarPU orders the reuse), one per
  * (name, shape), created on first use. */
 sw_tensor *sw_scratch(sw_ctx *x, const char *name, int64_t rows, int64_t cols);
-/* End of a step's backward: the scratch is dead until the next step. */
+/** End of a step's backward: the scratch is dead until the next step. */
 void sw_scratch_invalidate(sw_ctx *x);
-/* Global position of local position i (rows i*B .. i*B + B - 1). */
+/** Global position of local position i (rows i*B .. i*B + B - 1). */
 int64_t sw_ctx_position(const sw_ctx *x, int64_t i);
-/* First global batch column of micro-batch k on this rank; set the current one. */
+/** First global batch column of micro-batch k on this rank. */
 int sw_ctx_micro_batch_first(const sw_ctx *x, int k);
+/** Makes k the current micro-batch. */
 void sw_ctx_set_micro_batch(sw_ctx *x, int k);
-/* Blocking, for programs: writes this rank's rows of micro-batch k of the
+/** Blocking, for programs: writes this rank's rows of micro-batch k of the
  * global batch tok/tgt ([seq*batch] int32 in [s, b] order) into tokens and
  * targets ([T,1] int32) and makes k the current micro-batch. */
 void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
                         sw_tensor *targets);
-/* Dropout RNG key of row piece i of the l rows (sw_ctx.npc[1] pieces). */
+/** Dropout RNG key of row piece i of the l rows (sw_ctx.npc[1] pieces). */
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols);
-/* Positions of ring rank rr's block, in ring-block order, as runs (first
+/** Positions of ring rank rr's block, in ring-block order, as runs (first
  * position, length); returns their number (1, or 2 with zigzag). */
 int sw_ctx_ring_runs(const sw_ctx *x, int rr, int64_t p0[2], int64_t n[2]);
-/* Row piece i of the T rows (k = 0) or of the l rows (k = 1) of t. */
+/** Row piece i of the T rows (k = 0) or of the l rows (k = 1) of t. */
 starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, enum starpu_data_access_mode mode);
 
 /* ------------------------------------------------------------- linear */
 
-/* y = x W^T + b, W [out, in]. COLUMN: out split over TP, f before;
+/** y = x W^T + b, W [out, in]. COLUMN: out split over TP, f before;
  * ROW: in split, g after, bias once after the reduction; REPLICATED: no
  * split, on the rows it is given. */
-typedef enum { SW_LINEAR_COLUMN, SW_LINEAR_ROW, SW_LINEAR_REPLICATED } sw_linear_mode;
+typedef enum {
+    SW_LINEAR_COLUMN,    /**< out split over TP, f before */
+    SW_LINEAR_ROW,       /**< in split, g after, bias once after the reduction */
+    SW_LINEAR_REPLICATED /**< no split, on the rows it is given */
+} sw_linear_mode;
+/** A linear layer y = x W^T + b (sw_linear_add). */
 typedef struct sw_linear {
-    int w, b;                /* parameter indices; b < 0: no bias */
-    sw_linear_mode mode;
-    int64_t in, out;         /* global features */
-    int n;                   /* output column tiles of the GEMM (column/replicated) */
-    int sized;               /* sizes given (else equal tiles) */
-    int64_t sizes[64];       /* their sizes (n <= 64) */
+    ///@{
+    int w, b;                /**< parameter indices; b < 0: no bias */
+    ///@}
+    sw_linear_mode mode;     /**< how TP splits it */
+    ///@{
+    int64_t in, out;         /**< global features */
+    ///@}
+    int n;                   /**< output column tiles of the GEMM (column/replicated) */
+    int sized;               /**< sizes given (else equal tiles) */
+    int64_t sizes[64];       /**< their sizes (n <= 64) */
 } sw_linear;
 
-/* Registers name_w [out, in] (N(0, std)) and, with bias, name_b [out] (0).
+/** Registers name_w [out, in] (N(0, std)) and, with bias, name_b [out] (0).
  * out_shard: column mode's output rows of this rank (NULL: even split);
  * n_tiles/tile_sizes: the output column tiles (0/NULL: `tiles` equal ones). */
 sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
                         const sw_shard *out_shard, int n_tiles, const int64_t *tile_sizes);
-/* A column-parallel linear of two stacked outputs, W = [W1; W2] [2 out, in]
+/** A column-parallel linear of two stacked outputs, W = [W1; W2] [2 out, in]
  * (SwiGLU's gate and up): each rank holds its 1/t of both, so its output is
  * [T, 2 out/t] = its part of W1 x | its part of W2 x. */
 sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std);
-/* column/replicated: y[T, out/t] from x_local [l, in]; with sp x_gathered
+/** column/replicated: y[T, out/t] from x_local [l, in]; with sp x_gathered
  * [T, in] receives f's all-gather (kept by the caller for backward, or a
  * scratch with tp_recompute_allgather); without, pass x_local. */
 void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_tensor *x_gathered, sw_tensor *y);
-/* row: returns the tensor holding y [l, out] (a scratch) from x [T, in/t] */
+/** row: returns the tensor holding y [l, out] (a scratch) from x [T, in/t] */
 sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in);
-/* column/replicated backward: weight gradients from dy [T, out/t] and the
+/** column/replicated backward: weight gradients from dy [T, out/t] and the
  * input (gathered again with tp_recompute_allgather); returns dx_local
  * [l, in] (a scratch) through f's backward */
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local,
                               sw_tensor *x_gathered);
-/* row backward: dy [l, out] -> dx [T, in/t] */
+/** row backward: dy [l, out] -> dx [T, in/t] */
 void sw_linear_row_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, sw_tensor *dx);
 
 /* -------------------------------------------------------------- norms */
 
+/** A LayerNorm or RMSNorm layer (sw_norm_add). */
 typedef struct sw_norm {
-    int w, b;                /* b < 0: RMSNorm (no bias, no mean) */
-    float eps;
+    ///@{
+    int w, b;                /**< parameter indices; b < 0: RMSNorm (no bias, no mean) */
+    ///@}
+    float eps;               /**< added to the variance (mean square) */
 } sw_norm;
-/* Registers name_w [h] (1) and, for LayerNorm, name_b [h] (0). */
+/** Registers name_w [h] (1) and, for LayerNorm, name_b [h] (0). */
 sw_norm sw_norm_add(sw_ctx *x, const char *name, int64_t h, int rms, float eps);
-/* y[l,h] = norm(x); mean, rstd [l,1] saved (mean NULL for RMSNorm) */
+/** y[l,h] = norm(x); mean, rstd [l,1] saved (mean NULL for RMSNorm) */
 void sw_norm_forward(sw_ctx *x, const sw_norm *n, sw_tensor *in, sw_tensor *y, sw_tensor *mean, sw_tensor *rstd);
-/* dx[l,h] (+= with accumulate) from dy; parameter gradients summed over
+/** dx[l,h] (+= with accumulate) from dy; parameter gradients summed over
  * the local rows (and over TP with sp) */
 void sw_norm_backward(sw_ctx *x, const sw_norm *n, sw_tensor *dy, sw_tensor *in, sw_tensor *mean, sw_tensor *rstd,
                       sw_tensor *dx, int accumulate);
 
 /* --------------------------------------------------------- activation */
 
-/* out[T,f] = gelu(in[T,f]) on `tiles` column tiles */
+/** out[T,f] = gelu(in[T,f]) on `tiles` column tiles */
 void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out);
-/* grad[T,f] (RW): dout on entry, din = dout * gelu'(in) on return */
+/** grad[T,f] (RW): dout on entry, din = dout * gelu'(in) on return */
 void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *grad);
 
-/* SwiGLU (LLaMA's MLP): act[T,F] = silu(gate) * up, from fc[T,2F] = gate | up
+/** SwiGLU (LLaMA's MLP): act[T,F] = silu(gate) * up, from fc[T,2F] = gate | up
  * (a column-parallel linear registered with sw_linear_add_gated) */
 void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act);
-/* dfc[T,2F] = dgate | dup from dact[T,F] */
+/** dfc[T,2F] = dgate | dup from dact[T,F] */
 void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *dfc);
 
 /* ------------------------------------------------------- residual add */
 
-/* out[l,h] = res + dropout(branch); the mask keyed by (layer, op) */
+/** out[l,h] = res + dropout(branch); the mask keyed by (layer, op) */
 void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res, sw_tensor *branch, sw_tensor *out);
-/* the branch's gradient from the output's dout [l,h]: dout itself, or its dropped copy (a scratch) */
+/** the branch's gradient from the output's dout [l,h]: dout itself, or its dropped copy (a scratch) */
 sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tensor *dout);
 
 /* ---------------------------------------------------------- embedding */
 
+/** The token and position embedding (sw_embedding_add). */
 typedef struct sw_embedding {
-    int wte, wpe;            /* wpe < 0: no learned positions */
-    int vocab, vocab_padded; /* real and padded (multiple of 128 tp) vocabulary */
-    int tied;                /* set when the LM head reads wte: its backward writes dwte first, and the
+    ///@{
+    int wte, wpe;            /**< parameter indices; wpe < 0: no learned positions */
+    ///@}
+    ///@{
+    int vocab, vocab_padded; /**< real and padded (multiple of 128 tp) vocabulary */
+    ///@}
+    int tied;                /**< set when the LM head reads wte: its backward writes dwte first, and the
                                 embedding's adds to it (else the embedding's writes it) */
 } sw_embedding;
-/* the vocabulary padded to a multiple of 128 tp (vocab-parallel shards of 128-multiples) */
+/** the vocabulary padded to a multiple of 128 tp (vocab-parallel shards of 128-multiples) */
 int sw_vocab_padded(int vocab, int tp);
-/* Registers wte [vocab_padded, h] (vocab-parallel rows, N(0, std), padding
+/** Registers wte [vocab_padded, h] (vocab-parallel rows, N(0, std), padding
  * rows 0) and, with max_pos > 0, wpe [max_pos, h] (N(0, std)). */
 sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h, int max_pos, float std);
-/* x0[l,h] = dropout(wte[tokens] + wpe[pos]); tokens [T,1] */
+/** x0[l,h] = dropout(wte[tokens] + wpe[pos]); tokens [T,1] */
 void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *x0);
-/* dwte, dwpe from dx0 [l,h] (consumed) */
+/** dwte, dwpe from dx0 [l,h] (consumed) */
 void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *dx0);
 
 /* ------------------------------------------- LM head and cross-entropy */
 
+/** The LM head and its cross-entropy (opaque): sw_lm_head_create. */
 typedef struct sw_lm_head sw_lm_head;
-/* logits[T, Vp/t] = f(x) W^T, W [Vp, h] vocab-parallel: the embedding's
+/** Registers the LM head's own weight name [vocab_padded, h] (vocab-parallel
+ * rows, N(0, std), padding rows 0) and returns its parameter index (an
+ * untied head). */
+int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padded, int64_t h, float std);
+/** logits[T, Vp/t] = f(x) W^T, W [Vp, h] vocab-parallel: the embedding's
  * wte (tied), or its own parameter (sw_lm_head_add_weight). The loss is
  * the mean cross-entropy over the global batch (vocab-parallel: three
- * [T,1] all-reduces). */
-int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padded, int64_t h, float std);
+ * [T,1] all-reduces). weight: W's parameter index. */
 sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded, int64_t h);
+/** Frees the head's tensors (blocking). NULL: no-op. */
 void sw_lm_head_destroy(sw_lm_head *hd);
-/* [1,1]: the mean loss once the step's last micro-batch has gone forward */
+/** [1,1]: the mean loss once the step's last micro-batch has gone forward */
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd);
+/** Logits from in [l,h] (through f) and the cross-entropy against
+ * targets [T,1] into the loss (sw_lm_head_loss). */
 void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *targets);
-/* returns din [l,h] (a scratch) */
+/** The backward of the head and its loss: returns din [l,h] (a scratch) */
 sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets);
 
 /* ---------------------------------------------------------- attention */
 
-/* One drop-in attention layer (yunchang's LongContextAttention): the
+/** One drop-in attention layer (yunchang's LongContextAttention): the
  * parallel mode is data -- local, Ulysses (heads exchanged by all-to-all),
  * Ring (K/V blocks around the ring group, zigzag), or both (USP) -- taken
  * from the context. Input: the column-parallel QKV projection's output
  * [T, (aq + 2 ak) d] (this TP rank's query heads aq and K/V heads ak);
  * output [T, aq d]. */
 typedef struct sw_attention_config {
-    int heads, kv_heads, head_dim; /* global */
-    int causal;
-    float dropout;           /* on the probabilities */
-    int keep_probs;          /* recompute none: keep the probabilities (ring 1 only) */
-    float rope_theta;        /* > 0: rotary positions on q and k (base theta), 0: none */
+    ///@{
+    int heads, kv_heads, head_dim; /**< global */
+    ///@}
+    int causal;              /**< 1: causal mask */
+    float dropout;           /**< on the probabilities */
+    int keep_probs;          /**< recompute none: keep the probabilities (ring 1 only) */
+    float rope_theta;        /**< > 0: rotary positions on q and k (base theta), 0: none */
 } sw_attention_config;
+/** An attention layer (opaque): sw_attention_create. */
 typedef struct sw_attention sw_attention;
-/* What a block keeps for attention's backward. */
+/** What a block keeps for attention's backward. */
 typedef struct sw_attn_saved {
-    sw_tensor *qkv;          /* [T, (aq+2ak)d] the QKV projection's output (a scratch with Ulysses) */
-    sw_tensor *qkv_u;        /* attention space [Tr, (hq+2hk)d] (= qkv without Ulysses) */
-    sw_tensor *att, *att_u;  /* [T, aq d], [Tr, hq d] (= att without Ulysses) */
-    sw_tensor *lse, *probs;  /* [Tr, hq]; keep_probs: [B hq seq, seq] */
+    sw_tensor *qkv;          /**< [T, (aq+2ak)d] the QKV projection's output (a scratch with Ulysses) */
+    sw_tensor *qkv_u;        /**< attention space [Tr, (hq+2hk)d] (= qkv without Ulysses) */
+    ///@{
+    sw_tensor *att, *att_u;  /**< [T, aq d], [Tr, hq d] (= att without Ulysses) */
+    ///@}
+    ///@{
+    sw_tensor *lse, *probs;  /**< [Tr, hq]; keep_probs: [B hq seq, seq] */
+    ///@}
 } sw_attn_saved;
 struct sw_saved;
 
+/** The attention layer of context x (kv_heads 0: = heads). */
 sw_attention *sw_attention_create(sw_ctx *x, const sw_attention_config *c);
+/** Frees the layer. */
 void sw_attention_destroy(sw_attention *a);
-/* The QKV weight's shard (this rank's q, k and v heads: rows of [(a+2k)d, h])
- * and the QKV GEMM's output column tiles. */
+/** The QKV weight's shard (this rank's q, k and v heads: rows of [(a+2k)d, h]). */
 sw_shard sw_attention_qkv_shard(const sw_attention *a, int dim);
+/** The QKV GEMM's output column tiles: their number, their sizes in *sizes. */
 int sw_attention_qkv_tiles(const sw_attention *a, const int64_t **sizes);
-int64_t sw_attention_qkv_cols(const sw_attention *a); /* (aq + 2 ak) d */
-int64_t sw_attention_out_cols(const sw_attention *a); /* aq d */
-/* Allocates a block's kept tensors into s. */
+int64_t sw_attention_qkv_cols(const sw_attention *a); /**< (aq + 2 ak) d */
+int64_t sw_attention_out_cols(const sw_attention *a); /**< aq d */
+/** Allocates a block's kept tensors into s. */
 void sw_attention_keep(sw_attention *a, struct sw_saved *s, sw_attn_saved *k);
+/** Attention from k->qkv [T, (aq+2ak)d] into k->att [T, aq d], writing
+ * the tensors of k that backward reads (rotary positions on q and k first
+ * when rope_theta > 0). */
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k);
-/* datt [T, aq d] -> dqkv [T, (aq+2ak)d] */
+/** datt [T, aq d] -> dqkv [T, (aq+2ak)d] */
 void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k, sw_tensor *datt,
                            sw_tensor *dqkv);
-/* K/V heads replicated over tp/kv_heads ranks: sums the K/V parts of the
+/** K/V heads replicated over tp/kv_heads ranks: sums the K/V parts of the
  * QKV weight and bias gradients among the sharers (after its backward). */
 void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv);
-/* attention FLOPs submitted by the last forward (4 d per visible pair) */
+/** attention FLOPs submitted by the last forward (4 d per visible pair) */
 double sw_attention_flops(const sw_attention *a);
 
 /* ------------------------------------------------------ traffic model */
 
-/* Each adds to t what its layer sends per training step (every
+///@{
+/** Each adds to t what its layer sends per training step (every
  * micro-batch's forward and backward; sw_traffic in comm.h), from its
  * shapes and the context's degrees, as sw_comm_traffic will count it.
  * A model sums its layers', the registry's (sw_params_traffic) and the
@@ -265,7 +336,8 @@ void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t);
 void sw_norm_traffic(const sw_ctx *x, const sw_norm *n, sw_traffic *t);
 void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t);
 void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t);
-/* the attention of one block, and the K/V gradient sums of its QKV linear */
+///@}
+/** The traffic model of the attention of one block, and the K/V gradient sums of its QKV linear */
 void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linear *qkv, sw_traffic *t);
 
 #ifdef __cplusplus

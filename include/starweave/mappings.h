@@ -1,4 +1,5 @@
-/* The communication vocabulary of tensor and sequence parallelism, named
+/** @file
+ * The communication vocabulary of tensor and sequence parallelism, named
  * once (Megatron-LM's mappings.py; table in ../shared/reference.md):
  *
  * | operator                     | TP forward | TP backward | TP+SP forward      | TP+SP backward     |
@@ -21,28 +22,38 @@
 extern "C" {
 #endif
 
+/** The TP group the operators work on. */
 typedef struct sw_tp {
-    sw_comm *comm; /* NULL when t == 1 */
-    int t, rank;   /* degree and this rank's place in the TP group */
-    int sp;        /* sequence parallelism */
+    sw_comm *comm; /**< NULL when t == 1 */
+    ///@{
+    int t, rank;   /**< degree and this rank's place in the TP group */
+    ///@}
+    int sp;        /**< sequence parallelism */
 } sw_tp;
 
-/* f forward: x local [T/t or T, c] -> full [T, c] */
+/** f forward: x local [T/t or T, c] -> full [T, c] */
 sw_tensor *sw_tp_f_forward(const sw_tp *tp, sw_tensor *x, sw_tensor *full);
-/* f backward: partial gradient [T, c] (summed over the group) -> local */
+/** f backward: partial gradient [T, c] (summed over the group) -> local */
 sw_tensor *sw_tp_f_backward(const sw_tp *tp, sw_tensor *partial, sw_tensor *local);
-/* g forward: partial output [T, c] -> local (summed over the group) */
+/** g forward: partial output [T, c] -> local (summed over the group) */
 sw_tensor *sw_tp_g_forward(const sw_tp *tp, sw_tensor *partial, sw_tensor *local);
-/* g backward: local gradient -> full [T, c] */
+/** g backward: local gradient -> full [T, c] */
 sw_tensor *sw_tp_g_backward(const sw_tp *tp, sw_tensor *local, sw_tensor *full);
-/* gradient of a parameter replicated over the group but computed from the
+/** gradient of a parameter replicated over the group but computed from the
  * local rows only (SP: norms, row-parallel biases): sum over the group */
 void sw_tp_sum_replicated_grad(const sw_tp *tp, sw_tensor *grad);
 
-/* The traffic model of the operators: bytes this rank sends for one of
+/** The operators, for their traffic model (sw_tp_bytes). */
+typedef enum {
+    SW_TP_F_FORWARD,  /**< sw_tp_f_forward */
+    SW_TP_F_BACKWARD, /**< sw_tp_f_backward */
+    SW_TP_G_FORWARD,  /**< sw_tp_g_forward */
+    SW_TP_G_BACKWARD, /**< sw_tp_g_backward */
+    SW_TP_SUM_GRAD    /**< sw_tp_sum_replicated_grad */
+} sw_tp_op;
+/** The traffic model of the operators: bytes this rank sends for one of
  * them on a full tensor [rows, cols] (T rows; for SW_TP_SUM_GRAD the
  * gradient's shape), as sw_comm_bytes counts its collective. */
-typedef enum { SW_TP_F_FORWARD, SW_TP_F_BACKWARD, SW_TP_G_FORWARD, SW_TP_G_BACKWARD, SW_TP_SUM_GRAD } sw_tp_op;
 double sw_tp_bytes(const sw_tp *tp, sw_tp_op op, int64_t rows, int64_t cols);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-/* sw_mesh: the process mesh (tp x ulysses x ring x dp x pp) over
+/** @file
+ * sw_mesh: the process mesh (tp x ulysses x ring x dp x pp) over
  * MPI_COMM_WORLD, with one MPI communicator per group.
  *
  * Ranks are ordered innermost to outermost tp, ulysses, ring, dp, pp, so
@@ -19,31 +20,36 @@
 extern "C" {
 #endif
 
+/** The degrees of the mesh. */
 typedef struct sw_mesh_dims {
-    int tp, ulysses, ring, dp, pp;
+    ///@{
+    int tp, ulysses, ring, dp, pp; /**< tensor-parallel, Ulysses, Ring, data-parallel, pipeline degrees (pp: 1) */
+    ///@}
 } sw_mesh_dims;
 
+/** The groups of the mesh: the ranks that share the coordinates named. */
 typedef enum {
-    SW_GROUP_WORLD,   /* every rank */
-    SW_GROUP_TP,      /* same u, r, d */
-    SW_GROUP_ULYSSES, /* same t, r, d */
-    SW_GROUP_RING,    /* same t, u, d */
-    SW_GROUP_SP,      /* ulysses x ring: same t, d */
-    SW_GROUP_DP,      /* same t, u, r */
-    SW_GROUP_TP_SP,   /* tp x ulysses x ring: same d */
-    SW_GROUP_SP_DP,   /* ulysses x ring x dp: same t */
-    SW_GROUP_COUNT
+    SW_GROUP_WORLD,   /**< every rank */
+    SW_GROUP_TP,      /**< same u, r, d */
+    SW_GROUP_ULYSSES, /**< same t, r, d */
+    SW_GROUP_RING,    /**< same t, u, d */
+    SW_GROUP_SP,      /**< ulysses x ring: same t, d */
+    SW_GROUP_DP,      /**< same t, u, r */
+    SW_GROUP_TP_SP,   /**< tp x ulysses x ring: same d */
+    SW_GROUP_SP_DP,   /**< ulysses x ring x dp: same t */
+    SW_GROUP_COUNT    /**< the number of groups */
 } sw_group;
 
+/** The process mesh (opaque): sw_mesh_create, sw_mesh_destroy. */
 typedef struct sw_mesh sw_mesh;
 
-/* Pure validation, no communication: every degree >= 1, pp == 1, and
+/** Pure validation, no communication: every degree >= 1, pp == 1, and
  * world_size == tp*ulysses*ring*dp*pp. Returns 0, or -1 with the rule and
  * the values in msg (n bytes, may be NULL/0), e.g.
  * "world size (4) must equal tp*ulysses*ring*dp*pp (2*1*1*1*1 = 2)". */
 int sw_mesh_check(const sw_mesh_dims *d, int world_size, char *msg, size_t n);
 
-/* Call after sw_init, before any communication is submitted (StarPU-MPI
+/** Call after sw_init, before any communication is submitted (StarPU-MPI
  * initialises MPI with MPI_THREAD_SERIALIZED; the splits run on the calling
  * thread). d == NULL means pure data parallelism (dp = world size).
  * Checks the dims against the world size first, on every rank and without
@@ -51,23 +57,24 @@ int sw_mesh_check(const sw_mesh_dims *d, int world_size, char *msg, size_t n);
  * every rank exits 2). Then splits MPI_COMM_WORLD once per group (collective
  * over the world). Never returns NULL. */
 sw_mesh *sw_mesh_create(const sw_mesh_dims *d);
-/* Frees the communicators (collective); call before sw_shutdown. NULL is a no-op. */
+/** Frees the communicators (collective); call before sw_shutdown. NULL is a no-op. */
 void sw_mesh_destroy(sw_mesh *m);
 
-/* Rank of this process in group g, size of g, and g's communicator
- * (-1, -1, MPI_COMM_NULL for a g out of range). */
+/** Rank of this process in group g (-1 for a g out of range). */
 int sw_mesh_rank(const sw_mesh *m, sw_group g);
+/** Size of group g (-1 for a g out of range). */
 int sw_mesh_size(const sw_mesh *m, sw_group g);
+/** Group g's communicator (MPI_COMM_NULL for a g out of range). */
 MPI_Comm sw_mesh_comm(const sw_mesh *m, sw_group g);
-/* The degrees the mesh was built with. */
+/** The degrees the mesh was built with. */
 sw_mesh_dims sw_mesh_get_dims(const sw_mesh *m);
 
-/* This rank's coordinates (any pointer may be NULL). */
+/** This rank's coordinates (any pointer may be NULL). */
 void sw_mesh_coords(const sw_mesh *m, int *t, int *u, int *r, int *d);
-/* World rank of the process at (t, u, r, d) (pp = 0); -1 if out of range. */
+/** World rank of the process at (t, u, r, d) (pp = 0); -1 if out of range. */
 int sw_mesh_world_rank(const sw_mesh *m, int t, int u, int r, int d);
 
-/* "world", "tp", "ulysses", "ring", "sp", "dp", "tp_sp", "sp_dp"; "?" otherwise. */
+/** Group g's name: "world", "tp", "ulysses", "ring", "sp", "dp", "tp_sp", "sp_dp"; "?" otherwise. */
 const char *sw_group_name(sw_group g);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-/* The parameter registry: every parameter of a model with its global
+/** @file
+ * The parameter registry: every parameter of a model with its global
  * shape, how tensor parallelism shards it, its initialisation, its
  * gradient and its AdamW moments; and the services that work on any
  * registry, whatever the model: bf16 copies of the GEMM weights, gradient
@@ -22,95 +23,116 @@
 extern "C" {
 #endif
 
-/* This TP rank's shard of a global [rows, cols] parameter: up to three
+/** This TP rank's shard of a global [rows, cols] parameter. Up to three
  * blocks of it stacked along `dim` (0: rows [start, start + count), 1:
  * columns), e.g. a grouped-query QKV weight's q | k | v heads. n == 0:
  * replicated over the TP group (every rank holds the whole tensor). */
 typedef struct sw_shard {
-    int n, dim;
-    int64_t start[3], count[3];
-    int share[3];           /* TP ranks holding the same block (0 or 1: this rank alone; e.g. a K/V
+    ///@{
+    int n, dim;             /**< blocks (0: replicated), and the dim they are stacked along */
+    ///@}
+    ///@{
+    int64_t start[3], count[3]; /**< each block: its first row (column) and extent */
+    ///@}
+    int share[3];           /**< TP ranks holding the same block (0 or 1: this rank alone; e.g. a K/V
                                head replicated over tp/kv_heads ranks): the gradient norm counts it once */
 } sw_shard;
 
-/* rank r's 1/t of the rows (dim 0) or columns (dim 1) of extent n */
+/** rank r's 1/t of the rows (dim 0) or columns (dim 1) of extent n */
 sw_shard sw_shard_even(int dim, int64_t n, int t, int r);
 
+/** A parameter's description (sw_params_add). */
 typedef struct sw_param_desc {
-    char name[48];          /* e.g. "h3.qkv_w" (checkpoints and traces) */
-    int64_t rows, cols;     /* global shape; vectors are [1, n] */
-    sw_shard shard;         /* this TP rank's part */
-    int gemm;               /* a GEMM operand: gets a bf16 copy with dtype bf16 */
-    float init_std;         /* > 0: normal(0, init_std) from the seed; else every element init_value */
-    float init_value;
-    int64_t init_rows;      /* rows initialised (the rest 0: padded vocabulary); 0: all */
+    char name[48];          /**< e.g. "h3.qkv_w" (checkpoints and traces) */
+    ///@{
+    int64_t rows, cols;     /**< global shape; vectors are [1, n] */
+    ///@}
+    sw_shard shard;         /**< this TP rank's part */
+    int gemm;               /**< a GEMM operand: gets a bf16 copy with dtype bf16 */
+    float init_std;         /**< > 0: normal(0, init_std) from the seed; else every element init_value */
+    float init_value;       /**< the constant of init_std <= 0 */
+    int64_t init_rows;      /**< rows initialised (the rest 0: padded vocabulary); 0: all */
 } sw_param_desc;
 
+/** The registry's configuration (sw_params_new). */
 typedef struct sw_params_config {
-    uint64_t seed;          /* initialisation: element i of parameter k from (seed, k, i), whatever the sharding */
-    int tiles;              /* row tiles of the AdamW update */
-    int dtype;              /* SW_BF16: bf16 copies of the GEMM weights */
-    int grad_accum;         /* micro-batches per step */
-    float bucket_mb;        /* gradient bucket size (MiB; the first bucket at most 1 MiB) */
-    int zero;               /* 1: ZeRO-1 over the gradient group */
-    /* the ranks holding different data of the same parameters: gradients
+    uint64_t seed;          /**< initialisation: element i of parameter k from (seed, k, i), whatever the sharding */
+    int tiles;              /**< row tiles of the AdamW update */
+    int dtype;              /**< SW_BF16: bf16 copies of the GEMM weights */
+    int grad_accum;         /**< micro-batches per step */
+    float bucket_mb;        /**< gradient bucket size (MiB; the first bucket at most 1 MiB) */
+    int zero;               /**< 1: ZeRO-1 over the gradient group */
+    /** the ranks holding different data of the same parameters: gradients
      * are summed over it (SW_GROUP_DP, or SW_GROUP_SP_DP with context
      * parallelism); its size 1: no reduction */
     sw_group grad_group;
-    float lr, beta1, beta2, adam_eps, weight_decay;
-    float clip_grad;        /* > 0: gradients scaled by min(1, clip_grad / global L2 norm) before AdamW */
+    ///@{
+    float lr, beta1, beta2, adam_eps, weight_decay; /**< AdamW's hyperparameters (sw_adamw_args) */
+    ///@}
+    float clip_grad;        /**< > 0: gradients scaled by min(1, clip_grad / global L2 norm) before AdamW */
 } sw_params_config;
 
+/** A parameter registry (opaque): sw_params_new. */
 typedef struct sw_params sw_params;
 
-/* comm: the mesh's collectives (NULL on one rank) */
+/** A new, empty registry. comm: the mesh's collectives (NULL on one rank) */
 sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm);
-/* Registers a parameter; returns its index (registration order: the
+/** Registers a parameter; returns its index (registration order: the
  * order of checkpoints and of the init keys). */
 int sw_params_add(sw_params *p, const sw_param_desc *d);
-/* Allocates every tensor and submits the tasks that write the initial
+/** Allocates every tensor and submits the tasks that write the initial
  * values and zero the moments (one per tensor; asynchronous: what reads
  * them after, tasks or acquires, waits for them). */
 void sw_params_allocate(sw_params *p);
+/** Frees the registry and its tensors. NULL: no-op. */
 void sw_params_destroy(sw_params *p);
 
+/** The number of parameters registered. */
 int sw_params_count(const sw_params *p);
+/** Parameter i's description. */
 const sw_param_desc *sw_params_desc(const sw_params *p, int i);
+/** The configuration the registry was created with. */
 const sw_params_config *sw_params_get_config(const sw_params *p);
+/** The collectives context (NULL on one rank). */
 sw_comm *sw_params_comm(const sw_params *p);
-/* this rank's shard of parameter i, its gradient, AdamW moments (with
- * ZeRO-1 this rank's rows only) */
+/** this rank's shard of parameter i */
 sw_tensor *sw_params_value(sw_params *p, int i);
+/** the gradient of this rank's shard of parameter i */
 sw_tensor *sw_params_grad(sw_params *p, int i);
+/** AdamW's first moment of parameter i (with ZeRO-1 this rank's rows only) */
 sw_tensor *sw_params_adam_m(sw_params *p, int i);
+/** AdamW's second moment of parameter i (with ZeRO-1 this rank's rows only) */
 sw_tensor *sw_params_adam_v(sw_params *p, int i);
-/* the tensor a GEMM reads: the bf16 copy with dtype bf16, else the value */
+/** the tensor a GEMM reads: the bf16 copy with dtype bf16, else the value */
 sw_tensor *sw_params_gemm_weight(const sw_params *p, int i);
-/* The gradient summed over the gradient group, as the update used it: with
+/** The gradient summed over the gradient group, as the update used it: with
  * ZeRO-1 only this rank's rows (from *first_row), after sw_params_update. */
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row);
-/* [1,1]: the squared global gradient norm of the last update (clip_grad > 0; NULL otherwise) */
+/** [1,1]: the squared global gradient norm of the last update (clip_grad > 0; NULL otherwise) */
 sw_tensor *sw_params_grad_norm2(sw_params *p);
-/* shape of this rank's shard, and extraction from the global tensor */
+/** shape of this rank's shard of the parameter d */
 void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
+/** extraction of this rank's shard from the global tensor (row-major) */
 void sw_shard_extract(const sw_param_desc *d, const float *global, float *local);
-/* Bytes this rank holds for parameters, gradients, bf16 copies and moments
+/** Bytes this rank holds for parameters, gradients, bf16 copies and moments
  * (and gradient buckets once allocated); from the descriptions, so it can
  * be asked before sw_params_allocate. */
 double sw_params_bytes(const sw_params *p);
-/* Adds the step's gradient reductions to t->backward (the traffic model,
+/** Adds the step's gradient reductions to t->backward (the traffic model,
  * see sw_traffic): the buckets' all-reduces over the gradient group, or
  * ZeRO-1's reduce-scatters and parameter gathers, and the clipping norm's
  * all-reduce over the world. From the descriptions, like sw_params_bytes. */
 void sw_params_traffic(const sw_params *p, sw_traffic *t);
 
 /* Step services (submit only). */
+/** Step service (submits only): each GEMM weight's bf16 copy cast from its
+ * fp32 value (dtype bf16; nothing otherwise). Before the first forward of a step. */
 void sw_params_cast_bf16(sw_params *p);
-/* After micro-batch `micro`'s backward: gradients summed into the buckets,
+/** After micro-batch `micro`'s backward: gradients summed into the buckets,
  * and after the last one each bucket all-reduced over the gradient group
  * and copied back (no-op when neither is needed). */
 void sw_params_reduce_grads(sw_params *p, int micro);
-/* AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather).
+/** AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather).
  * With clip_grad: every gradient summed over the gradient group first, the
  * global norm from each rank's distinct elements (a TP-replicated block
  * counted once, a ZeRO shard by its owner) all-reduced over the world,
