@@ -232,7 +232,7 @@ float sw_gpt_read_loss(sw_gpt *m);
 
 /** Saved activations of block `layer` on this rank, in bytes: the memory
  * model's (sw_blocks_saved_model: the shapes a block declares it keeps;
- * README, "Memory model", gives them as formulas), and the bytes of the
+ * docs/memory.md gives them as formulas), and the bytes of the
  * tensors registered as the block's (the library's bookkeeping, not a
  * measurement: tensors shared by several blocks, such as the working set
  * that full recomputation fills again in backward, are not counted; with

@@ -51,9 +51,8 @@ typedef struct sw_rng_key {
  * OPENBLAS: cblas_sgemm, one thread. ONEDNN (built with oneDNN): oneDNN's
  * matmul primitive, created once per shape and kept per worker thread, one
  * OpenMP thread inside the task. AUTO: oneDNN where it is built and the CPU
- * runs its AVX-512 kernels (measured: 2x OpenBLAS's Haswell code there; on
- * an AVX2 CPU W124's step took 1.16x OpenBLAS's, BENCHMARKS.md), else
- * OpenBLAS. */
+ * runs its AVX-512 kernels (where it is the faster of the two; on AVX2
+ * OpenBLAS is: BENCHMARKS.md), else OpenBLAS. */
 typedef enum {
     SW_GEMM_AUTO = 0,     /**< oneDNN where it is built and the CPU runs its AVX-512 kernels, else OpenBLAS */
     SW_GEMM_OPENBLAS = 1, /**< cblas_sgemm, one thread */

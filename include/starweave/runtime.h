@@ -19,7 +19,7 @@ typedef struct sw_options {
     int quiet;           /**< 1: no banner on rank 0 */
     int idle_sleep_us;   /**< an idle worker sleeps this long between looks for work (0: spins, StarPU's
                             default); -1: $SW_IDLE_SLEEP_US, else SW_IDLE_SLEEP_US_SHARED when ranks
-                            share the node and 0 otherwise (see README, "Runtime notes") */
+                            share the node and 0 otherwise (docs/runtime-notes.md) */
     int ncuda;           /**< CUDA workers per rank (GPU builds, configure --enable-cuda), at most the GPUs;
                             -1: $STARPU_NCUDA, else every GPU, or one when ranks share the node. Ranks
                             sharing a node take distinct GPUs (from local rank * ncuda on, mod the GPUs).
@@ -48,7 +48,7 @@ void sw_options_default(sw_options *opt);
 
 /** Starts MPI (if not started), StarPU and StarPU-MPI on MPI_COMM_WORLD.
  * When several ranks share a node, worker binding is turned off unless the
- * environment says otherwise (see README, "Oversubscribed launches").
+ * environment says otherwise (docs/runtime-notes.md, "Oversubscribed launches").
  * Returns 0, or a negative errno-style code after printing why. */
 int sw_init(int *argc, char ***argv, const sw_options *opt);
 /** Waits for every submitted task, then stops StarPU-MPI and StarPU
