@@ -157,7 +157,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     if (sw_rt.started) return -EALREADY;
 
     /* Ranks sharing a node must not pin their workers onto the same cores
-     * (measured: a 2-rank ring all-reduce hung or crawled when they did). */
+     * (a 2-rank ring all-reduce hangs or crawls when they do). */
     int local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
     if (local_size > 1) {
         setenv("STARPU_WORKERS_NOBIND", "1", 0);
