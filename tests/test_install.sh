@@ -3,6 +3,8 @@
 # starweave.h, compiled and linked by the plain C compiler (not mpicc) with
 # nothing but `pkg-config --cflags --libs starweave`, runs. starweave's
 # headers include mpi.h, so starweave.pc must require MPI's module.
+# README's example program too: compiled the same way and run on 2 ranks,
+# its loss falling over its 10 steps.
 #   make check:        installs the build tree into a temporary DESTDIR first
 #   make installcheck: (and distcheck) the real installation:
 #                      tests/test_install.sh --installed, with $DESTDIR if any
@@ -62,6 +64,22 @@ if $PLAIN_CC -Wall -Werror "$TMPD/user.c" -o "$TMPD/user" $flags > "$TMPD/cc.log
 else
   cat "$TMPD/cc.log"
   check "$PLAIN_CC user.c \$(pkg-config --cflags --libs starweave) compiles and links" false
+fi
+# README's example program, as a reader copies it: compiled the same way,
+# run on the 2 ranks it asks for; its loss must fall over its 10 steps
+sed -n '/^```c$/,/^```$/p' "$top_srcdir/README.md" | sed '1d;$d' > "$TMPD/readme.c"
+if [ -s "$TMPD/readme.c" ] && $PLAIN_CC -Wall -Werror "$TMPD/readme.c" -o "$TMPD/readme" $flags > "$TMPD/cc.log" 2>&1; then
+  LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SW_TEST_TIMEOUT=120 \
+    sh "$LAUNCH" 2 "$TMPD/readme" > "$TMPD/readme.log" 2>&1
+  rc=$?
+  losses=$(awk '$1 == "step" { printf "%s ", $4 }' "$TMPD/readme.log")
+  ok=false
+  [ "$rc" = 0 ] && echo "$losses" | awk '{ exit !(NF == 10 && $10 < $1) }' && ok=true
+  $ok || cat "$TMPD/readme.log"
+  check "README's example: compiles with pkg-config, runs on 2 ranks (exit $rc), losses $losses" $ok
+else
+  cat "$TMPD/cc.log"
+  check "README's example ($(wc -l < "$TMPD/readme.c") lines of C) compiles with pkg-config" false
 fi
 # the programs: configure's names (autoconf's identity transform s,x,x,
 # would mean the default starweave- prefix is gone)
