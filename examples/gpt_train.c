@@ -465,15 +465,21 @@ static void print_profile(double wall_ms)
            tasks, 100.0 * busy / capacity_us, sw_ncpus(), 100.0 * gemm / capacity_us, 100.0 * gemm / busy);
 }
 
-/* What rank 0 sent per step on each group, beside the library's traffic
- * model; the attention FLOPs of every rank's last forward (Ring
- * attention's load balance). */
-static void traffic_report(sw_gpt *m, const sw_comm *comm, int steps)
+/* What rank 0 sent per step on each group over the `steps` steps run,
+ * beside the library's traffic model (with --counters, every rank's exact
+ * bytes and its event counters); the attention FLOPs of every rank's last
+ * forward (Ring attention's load balance). */
+static void traffic_report(sw_gpt *m, const sw_comm *comm, int steps, int counters)
 {
     const sw_gpt_config *c = sw_gpt_get_config(m);
     int me = sw_rank(), n = sw_world_size();
     sw_traffic model;
     sw_gpt_traffic(m, &model);
+    starpu_task_wait_for_all(); /* a collective MPI runs is counted when its task runs */
+    if (counters) {
+        sw_comm_traffic_report(comm, &model, steps, stdout);
+        sw_counters_print(stdout);
+    }
     for (int g = 0; g < SW_GROUP_COUNT && comm && me == 0; g++) {
         double sent;
         long calls;
@@ -645,13 +651,7 @@ int main(int argc, char **argv)
     if (o.memory_report) memory_report(m);
     if (o.trace) write_trace(o.trace);
     if (o.dag) write_dag(o.dag, step0 + 1);
-    traffic_report(m, comm, o.steps);
-    if (o.counters) {
-        sw_traffic model;
-        sw_gpt_traffic(m, &model);
-        sw_comm_traffic_report(comm, &model, o.steps - step0, stdout);
-        sw_counters_print(stdout);
-    }
+    traffic_report(m, comm, o.steps - step0, o.counters);
     if (log) fclose(log);
     free(tok);
     free(tgt);
