@@ -1,10 +1,11 @@
 /* A model of one's own from the public layers alone: a parallel-block
  * transformer (GPT-J / PaLM style), y = x + attention(n(x)) + mlp(n(x)),
  * one RMSNorm feeding both branches, rotary positions, untied LM head.
- * Every strategy comes from the layers: run it as
+ * Every strategy comes from the layers and the step driver: run it as
  *   mpirun -np 4 custom_model --tp 2 --sp --dp 2
  * and tensor + sequence + data parallelism apply with no line of it
- * changed (so do --ulysses, --ring, --recompute-full, --zero 1;
+ * changed (so do --ulysses, --ring, --pp (pipeline stages), --micro K
+ * (micro-batches per step), --recompute-full, --zero 1;
  * --bidirectional makes attention non-causal). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +24,11 @@ typedef struct model {
     sw_attention *attn;
     sw_embedding emb;
     block_params blk[LAYERS];
-    block_saved saved[LAYERS];
     sw_norm final_norm;
     int head_w;
-    sw_blocks *blocks;
+    sw_pipeline *pipe;
     sw_lm_head *head;
-    sw_tensor *tokens, *targets, *nf, *nf_rstd;
+    sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_rstd; /* per micro-batch */
 } model;
 
 /* what a block keeps: the norm output (gathered with sp), the MLP's hidden
@@ -36,7 +36,7 @@ typedef struct model {
 static void keep(void *mp, sw_saved *s)
 {
     model *m = mp;
-    block_saved *k = &m->saved[s->slot];
+    block_saved *k = s->state;
     int64_t T = m->x.T, l = m->x.Tl, f = 4 * HIDDEN / m->x.tp.t;
     k->n = sw_saved_new(s, "n", l, HIDDEN);
     k->rstd = sw_saved_new(s, "rstd", l, 1);
@@ -51,7 +51,7 @@ static void forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_te
     model *m = mp;
     sw_ctx *x = &m->x;
     block_params *b = &m->blk[l];
-    block_saved *k = &m->saved[s->slot];
+    block_saved *k = s->state;
     sw_norm_forward(x, &b->norm, in, k->n, NULL, k->rstd);
     sw_linear_forward(x, &b->qkv, k->n, k->ng, k->attn.qkv);
     sw_attention_forward(x, m->attn, step, l, &k->attn);
@@ -70,7 +70,7 @@ static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_t
     model *m = mp;
     sw_ctx *x = &m->x;
     block_params *b = &m->blk[l];
-    block_saved *k = &m->saved[s->slot];
+    block_saved *k = s->state;
     sw_tensor *dn = sw_scratch(x, "dn", x->Tl, HIDDEN), *dact = sw_scratch(x, "dact", x->T, k->a->cols);
     sw_tensor *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
     sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
@@ -96,7 +96,43 @@ static void traffic(void *mp, int l, int output, sw_traffic *t)
     sw_linear_traffic(&m->x, &b->up, t);
     if (output) sw_linear_traffic(&m->x, &b->proj, t), sw_linear_traffic(&m->x, &b->down, t);
 }
-static const sw_block_ops ops = {keep, forward, backward, traffic};
+static const sw_block_ops ops = {keep, forward, backward, traffic, sizeof(block_saved)};
+
+/* before the blocks: the token embedding; after them: the final norm, the
+ * LM head and its loss (the current micro-batch is the context's) */
+static void embed(void *mp, int step, sw_tensor *x0)
+{
+    model *m = mp;
+    sw_embedding_forward(&m->x, &m->emb, step, m->tokens[m->x.micro], x0);
+}
+static void embed_backward(void *mp, int step, sw_tensor *dx0)
+{
+    model *m = mp;
+    sw_embedding_backward(&m->x, &m->emb, step, m->tokens[m->x.micro], dx0);
+}
+static void head(void *mp, int step, sw_tensor *xL)
+{
+    model *m = mp;
+    (void)step;
+    sw_norm_forward(&m->x, &m->final_norm, xL, m->nf, NULL, m->nf_rstd);
+    sw_lm_head_forward(&m->x, m->head, m->nf, m->targets[m->x.micro]);
+}
+static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
+{
+    model *m = mp;
+    (void)step;
+    sw_norm_backward(&m->x, &m->final_norm, sw_lm_head_backward(&m->x, m->head, m->targets[m->x.micro]), xL, NULL,
+                     m->nf_rstd, dxL, 0);
+}
+static sw_tensor *loss(void *mp) { return sw_lm_head_loss(((model *)mp)->head); }
+static void embed_traffic(void *mp, sw_traffic *t) { sw_embedding_traffic(&((model *)mp)->x, &((model *)mp)->emb, t); }
+static void head_traffic(void *mp, sw_traffic *t)
+{
+    model *m = mp;
+    sw_norm_traffic(&m->x, &m->final_norm, t);
+    sw_lm_head_traffic(&m->x, m->head, t);
+}
+static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
 
 static int flag(int argc, char **argv, const char *name, int dflt)
 {
@@ -107,48 +143,60 @@ static int flag(int argc, char **argv, const char *name, int dflt)
 
 int main(int argc, char **argv)
 {
-    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), steps = flag(argc, argv, "--steps", 20);
-    sw_ctx_config xc = {SEQ, BATCH, tp, flag(argc, argv, "--sp", 0), 0, flag(argc, argv, "--ulysses", 1),
-                        flag(argc, argv, "--ring", 1), 1, dp, 1, 4, 1234, 0.1f};
+    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), pp = flag(argc, argv, "--pp", 1);
+    int steps = flag(argc, argv, "--steps", 20), micro = flag(argc, argv, "--micro", 1);
+    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
+                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
+                        .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     sw_options opt;
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
-    sw_comm *comm = sw_comm_create(sw_mesh_create(&(sw_mesh_dims){tp, xc.ulysses, xc.ring, dp, 1}));
+    if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
+    sw_comm *comm = sw_comm_create(sw_mesh_create(&(sw_mesh_dims){tp, xc.ulysses, xc.ring, dp, pp}));
     if (sw_world_size() == 1) comm = NULL;
     int cp = xc.ulysses * xc.ring;
-    sw_params_config pc = {1234, 4, SW_F32, 1, 25.0f, flag(argc, argv, "--zero", 0),
-                           cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP, 3e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f}; /* clip at norm 1 */
+    sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
+                           .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
+                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f};
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     /* causal (--bidirectional: every token sees the whole sequence), rotary positions */
-    sw_attention_config ac = {HEADS, HEADS, HIDDEN / HEADS, !flag(argc, argv, "--bidirectional", 0), 0.1f, 0, 10000.0f};
+    sw_attention_config ac = {.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
+                              .causal = !flag(argc, argv, "--bidirectional", 0), .dropout = 0.1f, .rope_theta = 10000.0f};
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
     const int64_t *qkv_tiles;
     int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
+    /* the parameters, unit by unit: before the blocks, each block, after them */
     m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, 0, 0.02f); /* no learned positions */
     for (int l = 0; l < LAYERS; l++) {
         char n[5][16];
         for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);
+        sw_params_set_unit(m->p, l);
         m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 1, 1e-5f),
             sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, &qkv_shard, nqkv, qkv_tiles),
             sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[3], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 0, 0.02f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[4], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL)};
     }
+    sw_params_set_unit(m->p, SW_UNIT_AFTER);
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
-    sw_params_allocate(m->p);
-    sw_blocks_config bc = {LAYERS, m->x.Tl, HIDDEN, flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL
-                                                                                              : SW_RECOMPUTE_SELECTIVE, 1, 0};
-    m->blocks = sw_blocks_create(&bc, &ops, m);
-    m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
-    m->tokens = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
-    m->targets = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
-    m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
-    m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
+    sw_params_allocate(m->p); /* this rank's stage's parameters */
+    sw_blocks_config bc = {.layers = LAYERS, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
+                           .recompute = flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
+    m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
+    if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
+        m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
+        m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
+        m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
+    }
+    for (int k = 0; k < micro; k++) {
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
+        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
+    }
 
     /* data: sequence b counts up by b + 1 modulo the vocabulary; the target is the next token */
     int32_t tok[SEQ * BATCH], tgt[SEQ * BATCH];
@@ -156,36 +204,23 @@ int main(int argc, char **argv)
         for (int b = 0; b < BATCH; b++)
             tok[p * BATCH + b] = (p * (b + 1)) % VOCAB, tgt[p * BATCH + b] = ((p + 1) * (b + 1)) % VOCAB;
     for (int step = 1; step <= steps; step++) {
-        sw_ctx_load_tokens(&m->x, 0, tok, tgt, m->tokens, m->targets);
-        sw_embedding_forward(&m->x, &m->emb, step, m->tokens, sw_blocks_input(m->blocks));
-        sw_blocks_forward(m->blocks, step);
-        sw_norm_forward(&m->x, &m->final_norm, sw_blocks_output(m->blocks), m->nf, NULL, m->nf_rstd);
-        sw_lm_head_forward(&m->x, m->head, m->nf, m->targets);
-        sw_norm_backward(&m->x, &m->final_norm, sw_lm_head_backward(&m->x, m->head, m->targets),
-                         sw_blocks_output(m->blocks), NULL, m->nf_rstd, sw_blocks_grad(m->blocks), 0);
-        sw_blocks_backward(m->blocks, step);
-        sw_embedding_backward(&m->x, &m->emb, step, m->tokens, sw_blocks_grad(m->blocks));
-        sw_params_reduce_grads(m->p, 0);
-        sw_params_update(m->p, step);
-        sw_scratch_invalidate(&m->x);
-        float loss;
-        sw_tensor_read_host(sw_lm_head_loss(m->head), &loss);
-        if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, loss);
+        for (int k = 0; k < micro; k++) sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
+        sw_pipeline_step(m->pipe, step); /* every micro-batch forward and backward, the update */
+        float l;
+        sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
+        if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
     }
-    /* the traffic model (layers, blocks, registry) beside what the collectives counted */
-    sw_traffic model = {{0}, {0}};
-    sw_embedding_traffic(&m->x, &m->emb, &model);
-    sw_blocks_traffic(&bc, &ops, m, &model);
-    sw_norm_traffic(&m->x, &m->final_norm, &model);
-    sw_lm_head_traffic(&m->x, m->head, &model);
-    sw_params_traffic(m->p, &model);
+    /* the traffic model (layers, blocks, stages, registry) beside what the collectives counted */
+    sw_traffic model;
+    sw_pipeline_traffic(m->pipe, &model);
     /* on every rank: the exact bytes per group, and what ran (collectives by kind, GEMMs) */
     sw_comm_traffic_report(comm, &model, steps, stdout);
     sw_counters_print(stdout);
-    sw_tensor *t[] = {m->tokens, m->targets, m->nf, m->nf_rstd};
-    for (int i = 0; i < 4; i++) sw_tensor_free(t[i]);
+    for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
+    sw_tensor_free(m->nf);
+    sw_tensor_free(m->nf_rstd);
     sw_lm_head_destroy(m->head);
-    sw_blocks_destroy(m->blocks);
+    sw_pipeline_destroy(m->pipe);
     sw_attention_destroy(m->attn);
     sw_ctx_destroy(&m->x);
     sw_params_destroy(m->p);

@@ -67,7 +67,12 @@ static void usage(FILE *f)
             "  --tp-recompute-allgather  with --sp, gather the norm outputs again in backward\n"
             "                    instead of keeping them\n"
             "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
-            "  --grad-accum K    micro-batches per step and rank (1), gradients summed\n"
+            "  --grad-accum K    micro-batches per step and rank (1), gradients summed; with --pp\n"
+            "                    they flow through the stages one after another\n"
+            "  --pp N            pipeline stages (1): each runs layers/N blocks (the first also the\n"
+            "                    embedding, the last the head); ranks: tp x ulysses x ring x dp x pp\n"
+            "  --pp-inflight Q   micro-batches whose activations a stage holds at once: 0 = 1F1B\n"
+            "                    (pp - stage; default), grad-accum = GPipe\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
             "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (and ulysses x ring) (0)\n"
             "  --ulysses N       DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
@@ -138,7 +143,8 @@ static void parse_float(const char *flag, const char *v, float *out)
 
 /* The flags followed by a value (parse_args's second chain). */
 static const char *const value_flags[] = {
-    "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum",
+    "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum", "--pp",
+    "--pp-inflight",
     "--zero", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
@@ -217,6 +223,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--ulysses")) parse_int(a, v, &o->cfg.ulysses);
         else if (!strcmp(a, "--ring")) parse_int(a, v, &o->cfg.ring);
         else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
+        else if (!strcmp(a, "--pp")) parse_int(a, v, &o->cfg.pp);
+        else if (!strcmp(a, "--pp-inflight")) parse_int(a, v, &o->cfg.pp_inflight);
         else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
         else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
         else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
@@ -273,6 +281,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
+    if (o->cfg.pp > 1 && (o->save || o->resume))
+        sw_usage_error("--save and --resume do not support pipeline stages yet (pp = %d)", o->cfg.pp);
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
@@ -546,7 +556,7 @@ int main(int argc, char **argv)
     sw_set_task_where(o.where);
 
     /* every rank checks the mesh against the world size before any collective */
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, o.cfg.ulysses, o.cfg.ring, o.cfg.dp, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, o.cfg.ulysses, o.cfg.ring, o.cfg.dp, o.cfg.pp});
     sw_comm *comm = sw_comm_create(mesh);
     char why[320];
     if (sw_comm_set_backend(comm, o.backend, why, sizeof why) < 0) sw_usage_error("--comm nccl: %s", why);
@@ -570,13 +580,13 @@ int main(int argc, char **argv)
     if (!tok || !tgt) { perror("malloc"); return 1; }
     if (!o.quiet)
         printf("gpt_train: %s, layers %d hidden %d heads %d kv-heads %d ffn %d vocab %d (padded %d) seq %d batch %d, "
-               "%s, %d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, grad-accum %d, %d CPU + %d CUDA workers "
+               "%s, %d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, pp %d, grad-accum %d, %d CPU + %d CUDA workers "
                "per rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
                sw_model_name(c->model), c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab, c->vocab_padded,
                c->seq, c->batch,
                c->dtype == SW_BF16 ? "bf16 GEMMs" : "fp32",
                sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
-               c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->grad_accum, sw_ncpus(),
+               c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->pp, c->grad_accum, sw_ncpus(),
                sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,
                o.data ? o.data : "synthetic", n);
     if (!o.quiet && c->dtype == SW_BF16 && sw_ncpus() > 0) {
@@ -607,14 +617,10 @@ int main(int argc, char **argv)
         if (o.dag) sw_trace_dag_enable(step == step0 + 1); /* the first step's submission */
         fill_batch(data, n, c, step, tok, tgt);
         double t0 = now_ms();
-        for (int k = 0; k < c->grad_accum; k++) {
-            sw_gpt_load_micro_batch(m, k, tok, tgt); /* this rank's columns of the global batch */
-            double ts = now_ms();
-            sw_gpt_forward(m, step);
-            sw_gpt_backward(m, step);
-            if (step > step0 + 1) submit_ms += now_ms() - ts;
-        }
-        sw_gpt_update(m, step);
+        for (int k = 0; k < c->grad_accum; k++) sw_gpt_load_micro_batch(m, k, tok, tgt); /* this rank's columns */
+        double ts = now_ms();
+        sw_gpt_step(m, step); /* every micro-batch's forward and backward on this stage, the update */
+        if (step > step0 + 1) submit_ms += now_ms() - ts;
         sw_trace_dag_enable(0);
         loss = sw_gpt_read_loss(m);
         starpu_task_wait_for_all();

@@ -13,18 +13,26 @@ struct stash_ref {
     int l;
 };
 
+/* Block l of the model is block i = l - first of this stage. With several
+ * micro-batches in flight (pipeline stages), each has a micro slot of its
+ * own: its residual stream and saved sets (but the working sets of full
+ * recomputation and offload, which are refilled before each backward). */
 struct sw_blocks {
     sw_blocks_config c;
     sw_block_ops ops;
     void *model;
-    sw_tensor **x;        /* x[0] .. x[L]; with FULL, x[l] of a block inside a group aliases a working tensor */
+    int first, count;     /* the blocks of this stage */
+    int nmicro, cur;      /* micro slots, and the one in use */
+    sw_tensor ***x;       /* x[j][0] .. x[j][count] of micro slot j; with FULL, x[j][i] of a block inside a group
+                           * aliases a working tensor */
     sw_tensor *dx;        /* [rows, cols] gradient of the residual stream */
     int K;                /* FULL: blocks per kept input, else 0 */
+    int per_micro;        /* saved sets per micro slot: count, or shared working sets (FULL, offload) */
     int nslots;
     sw_saved *slots;
-    sw_tensor ***stash;   /* offload: stash[l][i] on the offload node holds slot (l)'s tensor i */
+    sw_tensor ***stash;   /* offload: stash[i][k] on the offload node holds block i's saved tensor k */
     double set_bytes;     /* the memory model: what keep declares */
-    struct stash_ref *sref; /* sref[l]: the prefetch callback's argument of block l */
+    struct stash_ref *sref; /* sref[i]: the prefetch callback's argument of block i */
 };
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -45,15 +53,19 @@ sw_tensor *sw_saved_new(sw_saved *s, const char *what, int64_t rows, int64_t col
         return NULL;
     }
     char name[64];
-    snprintf(name, sizeof name, "%s%d.%s", s->prefix, s->slot, what);
+    snprintf(name, sizeof name, "%s.%s", s->prefix, what);
     if (s->n == SW_SAVED_MAX) sw_fail(__FILE__, __LINE__, "sw_saved_new: more than SW_SAVED_MAX tensors", -12);
     return s->t[s->n++] = sw_tensor_new2d(name, SW_F32, rows, cols);
 }
 
-static sw_tensor *stream(const sw_blocks *b, const char *what, int l)
+static int shared_sets(const sw_blocks *b) { return b->K || b->c.offload; }
+
+/* the name of block l's tensor `what` in micro slot j */
+static sw_tensor *stream(const sw_blocks *b, const char *what, int j, int l)
 {
     char name[48];
-    snprintf(name, sizeof name, "h%d.%s", l, what);
+    if (b->nmicro > 1) snprintf(name, sizeof name, "m%d.h%d.%s", j, l, what);
+    else snprintf(name, sizeof name, "h%d.%s", l, what);
     return sw_tensor_new2d(name, SW_F32, b->c.rows, b->c.cols);
 }
 
@@ -61,21 +73,35 @@ static sw_tensor *stream(const sw_blocks *b, const char *what, int l)
 static double declared_bytes(const sw_block_ops *ops, void *model)
 {
     sw_saved s = {.declare = 1};
+    void *state = ops->state_bytes ? sw_xcalloc(1, ops->state_bytes) : NULL;
+    s.state = state;
     ops->keep(model, &s);
+    free(state);
     return s.bytes;
 }
 
-/* the model of block l from the set's bytes */
-static double saved_model(const sw_blocks_config *c, double set_bytes, int l)
+/* the model of block i of a stage from the set's bytes */
+static double saved_model(const sw_blocks_config *c, double set_bytes, int i)
 {
     double input = 4.0 * (double)c->rows * (double)c->cols;
-    if (c->recompute == SW_RECOMPUTE_FULL) return l % c->recompute_every == 0 ? input : 0;
+    if (c->recompute == SW_RECOMPUTE_FULL) return i % c->recompute_every == 0 ? input : 0;
     return input + set_bytes;
 }
 
+/* the stage's blocks: [first, first + count) */
+static int stage_count(const sw_blocks_config *c) { return c->count ? c->count : c->layers - c->first; }
+
 double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer)
 {
-    return saved_model(c, declared_bytes(ops, model), layer);
+    return saved_model(c, declared_bytes(ops, model), layer - c->first);
+}
+
+int sw_blocks_slots(const sw_blocks_config *c)
+{
+    int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1;
+    if (c->recompute == SW_RECOMPUTE_FULL) return c->recompute_every < n ? c->recompute_every : n;
+    if (c->offload) return n < 2 ? n : 2;
+    return n * micro;
 }
 
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
@@ -84,35 +110,54 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     b->c = *c;
     b->ops = *ops;
     b->model = model;
-    int L = c->layers, full = c->recompute == SW_RECOMPUTE_FULL;
+    b->first = c->first;
+    b->count = stage_count(c);
+    b->nmicro = c->inflight > 1 ? c->inflight : 1;
+    int n = b->count, full = c->recompute == SW_RECOMPUTE_FULL;
+    if (c->first < 0 || n < 1 || c->first + n > c->layers)
+        sw_usage_error("sw_blocks_create: blocks %d .. %d of %d", c->first, c->first + n - 1, c->layers);
     if (full && c->offload) sw_usage_error("offload needs recompute none or selective (recompute = full keeps only block inputs)");
+    if (c->offload && b->nmicro > 1)
+        sw_usage_error("offload holds one micro-batch's saved activations at a time: it does not combine with %d "
+                       "micro-batches in flight (pipeline stages) yet", b->nmicro);
     b->set_bytes = declared_bytes(ops, model);
-    /* block inputs: every one, or with full recomputation those of the
-     * kept blocks (l % K == 0; the others are the working set's) */
+    /* block inputs of each micro slot: every one, or with full
+     * recomputation those of the kept blocks (i % K == 0; the others are
+     * the working set's, shared by the micro slots) */
     b->K = full ? c->recompute_every : 0;
-    b->x = sw_xcalloc((size_t)L + 1, sizeof *b->x);
-    for (int l = 0; l <= L; l++)
-        b->x[l] = !full || l % b->K == 0 || l == L ? stream(b, "x", l) : l < b->K ? stream(b, "x_work", l) : b->x[l % b->K];
+    b->x = sw_xcalloc((size_t)b->nmicro, sizeof *b->x);
+    for (int j = 0; j < b->nmicro; j++) {
+        b->x[j] = sw_xcalloc((size_t)n + 1, sizeof **b->x);
+        for (int i = 0; i <= n; i++)
+            b->x[j][i] = !full || i % b->K == 0 || i == n ? stream(b, "x", j, b->first + i)
+                         : j == 0 && i < b->K           ? stream(b, "x_work", 0, b->first + i)
+                                                        : b->x[0][i % b->K];
+    }
     b->dx = sw_tensor_new2d("dres", SW_F32, c->rows, c->cols);
-    int n = full ? b->K : c->offload ? 2 : L;
-    b->nslots = n < L ? n : L;
+    b->nslots = sw_blocks_slots(c);
+    b->per_micro = shared_sets(b) ? b->nslots : n;
     b->slots = sw_xcalloc((size_t)b->nslots, sizeof *b->slots);
     for (int s = 0; s < b->nslots; s++) {
-        snprintf(b->slots[s].prefix, sizeof b->slots[s].prefix, "%s", b->nslots < L ? "work" : "h");
-        b->slots[s].slot = s;
-        ops->keep(model, &b->slots[s]);
+        sw_saved *a = &b->slots[s];
+        int j = s / b->per_micro, l = b->first + s % b->per_micro;
+        if (shared_sets(b) && b->nslots < n) snprintf(a->prefix, sizeof a->prefix, "work%d", s);
+        else if (b->nmicro > 1) snprintf(a->prefix, sizeof a->prefix, "m%d.h%d", j, l);
+        else snprintf(a->prefix, sizeof a->prefix, "h%d", l);
+        a->slot = s;
+        a->state = ops->state_bytes ? sw_xcalloc(1, ops->state_bytes) : NULL;
+        ops->keep(model, a);
     }
     if (c->offload) {
-        b->stash = sw_xcalloc((size_t)L, sizeof *b->stash);
-        b->sref = sw_xcalloc((size_t)L, sizeof *b->sref);
-        for (int l = 0; l < L; l++) {
-            b->sref[l] = (struct stash_ref){b, l};
-            sw_saved *a = &b->slots[l % b->nslots];
-            b->stash[l] = sw_xcalloc((size_t)a->n, sizeof(sw_tensor *));
-            for (int i = 0; i < a->n; i++) {
+        b->stash = sw_xcalloc((size_t)n, sizeof *b->stash);
+        b->sref = sw_xcalloc((size_t)n, sizeof *b->sref);
+        for (int i = 0; i < n; i++) {
+            b->sref[i] = (struct stash_ref){b, i};
+            sw_saved *a = &b->slots[i % b->nslots];
+            b->stash[i] = sw_xcalloc((size_t)a->n, sizeof(sw_tensor *));
+            for (int k = 0; k < a->n; k++) {
                 char name[80];
-                snprintf(name, sizeof name, "h%d.%s", l, strchr(a->t[i]->name, '.') + 1);
-                b->stash[l][i] = sw_tensor_new_offload(name, a->t[i]->rows, a->t[i]->cols);
+                snprintf(name, sizeof name, "h%d.%s", b->first + i, strchr(a->t[k]->name, '.') + 1);
+                b->stash[i][k] = sw_tensor_new_offload(name, a->t[k]->rows, a->t[k]->cols);
             }
         }
     }
@@ -122,67 +167,84 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
 void sw_blocks_destroy(sw_blocks *b)
 {
     if (!b) return;
-    int L = b->c.layers;
-    for (int l = 0; l <= L; l++)
-        if (!b->K || l < b->K || b->x[l] != b->x[l % b->K]) sw_tensor_free(b->x[l]); /* not a working-set alias */
-    for (int l = 0; b->stash && l < L; l++) {
-        for (int i = 0; i < b->slots[l % b->nslots].n; i++) sw_tensor_free(b->stash[l][i]);
-        free(b->stash[l]);
+    int n = b->count;
+    for (int j = 0; j < b->nmicro; j++) {
+        for (int i = 0; i <= n; i++)
+            if (!b->K || (j == 0 && i < b->K) || b->x[j][i] != b->x[0][i % b->K]) sw_tensor_free(b->x[j][i]);
+        free(b->x[j]);
+    }
+    for (int i = 0; b->stash && i < n; i++) {
+        for (int k = 0; k < b->slots[i % b->nslots].n; k++) sw_tensor_free(b->stash[i][k]);
+        free(b->stash[i]);
     }
     free(b->stash);
     free(b->sref);
-    for (int s = 0; s < b->nslots; s++)
-        for (int i = 0; i < b->slots[s].n; i++) sw_tensor_free(b->slots[s].t[i]);
+    for (int s = 0; s < b->nslots; s++) {
+        for (int k = 0; k < b->slots[s].n; k++) sw_tensor_free(b->slots[s].t[k]);
+        free(b->slots[s].state);
+    }
     free(b->slots);
     sw_tensor_free(b->dx);
     free(b->x);
     free(b);
 }
 
-sw_tensor *sw_blocks_input(sw_blocks *b) { return b->x[0]; }
-sw_tensor *sw_blocks_output(sw_blocks *b) { return b->x[b->c.layers]; }
+void sw_blocks_set_micro_slot(sw_blocks *b, int slot)
+{
+    if (slot < 0 || slot >= b->nmicro)
+        sw_usage_error("sw_blocks_set_micro_slot: slot %d of %d micro slots", slot, b->nmicro);
+    b->cur = slot;
+}
+
+sw_tensor *sw_blocks_input(sw_blocks *b) { return b->x[b->cur][0]; }
+sw_tensor *sw_blocks_output(sw_blocks *b) { return b->x[b->cur][b->count]; }
 sw_tensor *sw_blocks_grad(sw_blocks *b) { return b->dx; }
 
-static sw_saved *slot_of(sw_blocks *b, int l) { return &b->slots[l % b->nslots]; }
+/* the saved set of the stage's block i in the current micro slot */
+static sw_saved *slot_of(sw_blocks *b, int i)
+{
+    return &b->slots[(shared_sets(b) ? 0 : b->cur * b->count) + i % b->per_micro];
+}
 
-/* Offload, as tasks: the saved set of block l is copied into its tensors
+/* Offload, as tasks: the saved set of block i is copied into its tensors
  * on the offload node and marked "won't use"; in backward it is copied
- * back, and once that onload has run, block l - 1's are prefetched (to
- * sw_compute_node) while block l computes. (StarPU's prefetch does not
+ * back, and once that onload has run, block i - 1's are prefetched (to
+ * sw_compute_node) while block i computes. (StarPU's prefetch does not
  * wait for the tasks submitted before it, so it is issued from the
  * onload's completion, when it is due, not at submission.) */
 static void prefetch_block(void *arg)
 {
     const struct stash_ref *r = arg;
-    for (int i = 0; i < slot_of(r->b, r->l)->n; i++)
-        starpu_data_prefetch_on_node(r->b->stash[r->l][i]->handle, (unsigned)sw_compute_node(), 1);
+    for (int k = 0; k < slot_of(r->b, r->l)->n; k++)
+        starpu_data_prefetch_on_node(r->b->stash[r->l][k]->handle, (unsigned)sw_compute_node(), 1);
 }
 
-static void offload_block(sw_blocks *b, int l)
+static void offload_block(sw_blocks *b, int i)
 {
-    sw_saved *a = slot_of(b, l);
-    sw_trace_set_phase(SW_PHASE_OFFLOAD, l);
-    for (int i = 0; i < a->n; i++) {
-        sw_copy(sw_tensor_whole(b->stash[l][i], STARPU_W), sw_tensor_whole(a->t[i], STARPU_R));
-        sw_tensor_wont_use(b->stash[l][i]);
+    sw_saved *a = slot_of(b, i);
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + i);
+    for (int k = 0; k < a->n; k++) {
+        sw_copy(sw_tensor_whole(b->stash[i][k], STARPU_W), sw_tensor_whole(a->t[k], STARPU_R));
+        sw_tensor_wont_use(b->stash[i][k]);
     }
 }
 
-static void onload_block(sw_blocks *b, int l)
+static void onload_block(sw_blocks *b, int i)
 {
-    sw_saved *a = slot_of(b, l);
-    sw_trace_set_phase(SW_PHASE_OFFLOAD, l);
-    for (int i = 0; i < a->n; i++)
-        sw_copy_then(sw_tensor_whole(a->t[i], STARPU_W), sw_tensor_whole(b->stash[l][i], STARPU_R),
-                     i == 0 && l > 0 ? prefetch_block : NULL, l > 0 ? &b->sref[l - 1] : NULL);
+    sw_saved *a = slot_of(b, i);
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + i);
+    for (int k = 0; k < a->n; k++)
+        sw_copy_then(sw_tensor_whole(a->t[k], STARPU_W), sw_tensor_whole(b->stash[i][k], STARPU_R),
+                     k == 0 && i > 0 ? prefetch_block : NULL, i > 0 ? &b->sref[i - 1] : NULL);
 }
 
 void sw_blocks_forward(sw_blocks *b, int step)
 {
-    for (int l = 0; l < b->c.layers; l++) {
-        sw_trace_set_phase(SW_PHASE_FORWARD, l);
-        b->ops.forward(b->model, step, l, slot_of(b, l), b->x[l], b->x[l + 1]);
-        if (b->stash) offload_block(b, l);
+    sw_tensor **x = b->x[b->cur];
+    for (int i = 0; i < b->count; i++) {
+        sw_trace_set_phase(SW_PHASE_FORWARD, b->first + i);
+        b->ops.forward(b->model, step, b->first + i, slot_of(b, i), x[i], x[i + 1]);
+        if (b->stash) offload_block(b, i);
     }
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
 }
@@ -192,15 +254,16 @@ void sw_blocks_backward(sw_blocks *b, int step)
     /* blocks in reverse; with full recomputation each group of K blocks is
      * first refilled from its kept input (the group's last block without
      * its output: that is the next group's kept input) */
-    for (int l = b->c.layers - 1; l >= 0; l--) {
-        if (b->stash) onload_block(b, l);
-        if (b->K && ((l + 1) % b->K == 0 || l == b->c.layers - 1))
-            for (int r = l / b->K * b->K; r <= l; r++) {
-                sw_trace_set_phase(SW_PHASE_RECOMPUTE, r);
-                b->ops.forward(b->model, step, r, slot_of(b, r), b->x[r], r < l ? b->x[r + 1] : NULL);
+    sw_tensor **x = b->x[b->cur];
+    for (int i = b->count - 1; i >= 0; i--) {
+        if (b->stash) onload_block(b, i);
+        if (b->K && ((i + 1) % b->K == 0 || i == b->count - 1))
+            for (int r = i / b->K * b->K; r <= i; r++) {
+                sw_trace_set_phase(SW_PHASE_RECOMPUTE, b->first + r);
+                b->ops.forward(b->model, step, b->first + r, slot_of(b, r), x[r], r < i ? x[r + 1] : NULL);
             }
-        sw_trace_set_phase(SW_PHASE_BACKWARD, l);
-        b->ops.backward(b->model, step, l, slot_of(b, l), b->x[l], b->dx);
+        sw_trace_set_phase(SW_PHASE_BACKWARD, b->first + i);
+        b->ops.backward(b->model, step, b->first + i, slot_of(b, i), x[i], b->dx);
     }
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
 }
@@ -208,22 +271,24 @@ void sw_blocks_backward(sw_blocks *b, int step)
 sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer)
 {
     double bytes = 0;
-    if (!b->K || layer % b->K == 0) bytes += (double)sw_tensor_bytes(b->x[layer]);
-    const sw_saved *a = &b->slots[layer % b->nslots];
-    for (int i = 0; i < a->n && !b->K; i++)
-        bytes += (double)sw_tensor_bytes(b->stash ? b->stash[layer][i] : a->t[i]);
-    return (sw_block_memory){saved_model(&b->c, b->set_bytes, layer), bytes};
+    int i = layer - b->first;
+    if (i < 0 || i >= b->count) return (sw_block_memory){0, 0}; /* another stage's block */
+    if (!b->K || i % b->K == 0) bytes += (double)sw_tensor_bytes(b->x[0][i]);
+    const sw_saved *a = &b->slots[i % b->per_micro];
+    for (int k = 0; k < a->n && !b->K; k++)
+        bytes += (double)sw_tensor_bytes(b->stash ? b->stash[i][k] : a->t[k]);
+    return (sw_block_memory){saved_model(&b->c, b->set_bytes, i), bytes};
 }
 
 void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t)
 {
-    int L = c->layers, K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
+    int n = stage_count(c), K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
     if (!ops->traffic) sw_usage_error("sw_blocks_traffic: the block ops give no traffic function (sw_block_ops.traffic)");
-    for (int l = 0; l < L; l++) {
-        ops->traffic(model, l, 1, t);
+    for (int i = 0; i < n; i++) {
+        ops->traffic(model, c->first + i, 1, t);
         if (!K) continue;
         sw_traffic again = {{0}, {0}};
-        ops->traffic(model, l, (l + 1) % K != 0 && l != L - 1, &again); /* as sw_blocks_backward refills */
+        ops->traffic(model, c->first + i, (i + 1) % K != 0 && i != n - 1, &again); /* as sw_blocks_backward refills */
         for (int g = 0; g < SW_GROUP_COUNT; g++) t->backward[g] += again.forward[g];
     }
 }

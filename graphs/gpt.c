@@ -58,12 +58,12 @@ struct sw_gpt {
     sw_embedding emb;
     gpt_layer *layer;
     sw_norm lnf;
-    sw_blocks *blocks;
-    gpt_saved *saved;                     /* per block slot */
+    sw_blocks *blocks;                    /* this stage's (sw_pipeline_blocks) */
     int head_w;                           /* the LM head's weight: wte (tied) or its own */
-    sw_lm_head *head;
-    sw_tensor *tokens, *targets;          /* [T,1] int32 */
-    sw_tensor *lnf_out, *lnf_mean, *lnf_rstd;
+    sw_pipeline *pipe;                    /* the step driver: this stage's blocks, the micro-batches */
+    sw_lm_head *head;                     /* the last stage's */
+    sw_tensor **tokens, **targets;        /* per micro-batch: [T,1] int32 */
+    sw_tensor *lnf_out, *lnf_mean, *lnf_rstd; /* the last stage's */
 };
 
 static sw_ctx_config ctx_config(const sw_gpt_config *c)
@@ -99,6 +99,7 @@ static void add_params(sw_gpt *m)
     for (int l = 0; l < c->layers; l++) {
         gpt_layer *L = &m->layer[l];
         char name[32];
+        sw_params_set_unit(x->params, l);
 #define NAME(k) (snprintf(name, sizeof name, "h%d.%s", l, sp->names[k]), name)
         L->ln1 = sw_norm_add(x, NAME(0), h, sp->rms, c->ln_eps);
         L->qkv = sw_linear_add(x, NAME(1), SW_LINEAR_COLUMN, h, qkv, sp->bias, std, &qkv_shard, nqkv, qkv_sizes);
@@ -109,8 +110,10 @@ static void add_params(sw_gpt *m)
         L->fc2 = sw_linear_add(x, NAME(5), SW_LINEAR_ROW, F, h, sp->bias, res_std, NULL, 0, NULL);
 #undef NAME
     }
+    sw_params_set_unit(x->params, SW_UNIT_AFTER);
     m->lnf = sw_norm_add(x, sp->names[6], h, sp->rms, c->ln_eps);
     m->head_w = sp->tied ? m->emb.wte : sw_lm_head_add_weight(x, "lm_head", c->vocab, c->vocab_padded, h, std);
+    if (sp->tied) sw_params_share(x->params, m->emb.wte, SW_UNIT_AFTER);
 }
 
 /* -------------------------------------------------------------- blocks */
@@ -119,7 +122,7 @@ static void block_keep(void *model, sw_saved *s)
 {
     sw_gpt *m = model;
     sw_ctx *x = &m->x;
-    gpt_saved *a = &m->saved[s->slot];
+    gpt_saved *a = s->state;
     int64_t T = x->T, Tl = x->Tl, h = m->c.hidden, hf = m->c.ffn / m->c.tp;
     int gathered = m->c.tp > 1 && m->c.sp, ln = !m->spec->rms;
     /* the gathered norm outputs: kept, or gathered again in backward into a scratch */
@@ -146,7 +149,7 @@ static void block_forward(void *model, int step, int l, sw_saved *s, sw_tensor *
     sw_gpt *m = model;
     sw_ctx *x = &m->x;
     gpt_layer *L = &m->layer[l];
-    gpt_saved *a = &m->saved[s->slot];
+    gpt_saved *a = s->state;
     /* x_mid = x + dropout(proj(attention(qkv(ln1(x))))) */
     sw_norm_forward(x, &L->ln1, in, a->ln1, a->ln1_mean, a->ln1_rstd);
     sw_linear_forward(x, &L->qkv, a->ln1, a->ln1g, a->attn.qkv);
@@ -169,7 +172,7 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
     sw_gpt *m = model;
     sw_ctx *x = &m->x;
     gpt_layer *L = &m->layer[l];
-    gpt_saved *a = &m->saved[s->slot];
+    gpt_saved *a = s->state;
     /* MLP */
     sw_tensor *dact = sw_scratch(x, "dact", x->T, a->act->cols), *dfc = dact;
     sw_linear_row_backward(x, &L->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), a->act, dact);
@@ -202,22 +205,74 @@ static void block_traffic(void *model, int l, int output, sw_traffic *t)
     if (output) sw_linear_traffic(x, &L->fc2, t);
 }
 
-static const sw_block_ops block_ops = {block_keep, block_forward, block_backward, block_traffic};
+static const sw_block_ops block_ops = {block_keep, block_forward, block_backward, block_traffic, sizeof(gpt_saved)};
+
+/* ------------------------------------- before and after the blocks */
+
+/* x0 = embedding of the micro-batch's tokens (and learned positions) */
+static void embed_forward(void *model, int step, sw_tensor *x0)
+{
+    sw_gpt *m = model;
+    sw_embedding_forward(&m->x, &m->emb, step, m->tokens[m->x.micro], x0);
+}
+
+static void embed_backward(void *model, int step, sw_tensor *dx0)
+{
+    sw_gpt *m = model;
+    sw_embedding_backward(&m->x, &m->emb, step, m->tokens[m->x.micro], dx0);
+}
+
+/* loss = cross-entropy(head(final norm(xL)), targets) */
+static void head_forward(void *model, int step, sw_tensor *xL)
+{
+    sw_gpt *m = model;
+    (void)step;
+    sw_norm_forward(&m->x, &m->lnf, xL, m->lnf_out, m->lnf_mean, m->lnf_rstd);
+    sw_lm_head_forward(&m->x, m->head, m->lnf_out, m->targets[m->x.micro]);
+}
+
+static void head_backward(void *model, int step, sw_tensor *xL, sw_tensor *dxL)
+{
+    sw_gpt *m = model;
+    (void)step;
+    sw_tensor *dlnf = sw_lm_head_backward(&m->x, m->head, m->targets[m->x.micro]);
+    sw_norm_backward(&m->x, &m->lnf, dlnf, xL, m->lnf_mean, m->lnf_rstd, dxL, 0);
+}
+
+static sw_tensor *model_loss(void *model) { return sw_lm_head_loss(((sw_gpt *)model)->head); }
+
+static void embed_traffic(void *model, sw_traffic *t)
+{
+    sw_gpt *m = model;
+    sw_embedding_traffic(&m->x, &m->emb, t);
+}
+
+static void head_traffic(void *model, sw_traffic *t)
+{
+    sw_gpt *m = model;
+    sw_norm_traffic(&m->x, &m->lnf, t);
+    sw_lm_head_traffic(&m->x, m->head, t);
+}
+
+static const sw_model_ops model_ops = {embed_forward, embed_backward, head_forward, head_backward,
+                                       model_loss, embed_traffic, head_traffic};
 
 /* --------------------------------------------------------------- model */
 
 static sw_blocks_config blocks_config(const sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
-    return (sw_blocks_config){c->layers, m->x.Tl, c->hidden, c->recompute, c->recompute_every, c->offload};
+    return (sw_blocks_config){.layers = c->layers, .rows = m->x.Tl, .cols = c->hidden, .recompute = c->recompute,
+                              .recompute_every = c->recompute_every, .offload = c->offload};
 }
 
 /* Refuses, before any allocation, a model whose certain bytes per rank --
- * parameter state, saved activations (unless offloaded), logits -- exceed
- * the memory this rank may count on, and an offload budget that cannot
- * hold the saved activations of the block in backward and of the one
- * prefetched (with less, StarPU finds no room for the collectives' buffers
- * and waits forever). */
+ * parameter state, saved activations of this stage's blocks for the
+ * micro-batches it holds at once (unless offloaded), logits (last stage)
+ * -- exceed the memory this rank may count on, and an offload budget that
+ * cannot hold the saved activations of the block in backward and of the
+ * one prefetched (with less, StarPU finds no room for the collectives'
+ * buffers and waits forever). */
 static void refuse_unless_fits(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
@@ -226,14 +281,17 @@ static void refuse_unless_fits(sw_gpt *m)
     if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
         sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
                        sw_offload_budget_mb(), block_mib);
+    int inflight = c->pp_inflight ? c->pp_inflight : c->pp; /* the first stage's, the most */
+    if (inflight > c->grad_accum) inflight = c->grad_accum;
     double avail = sw_memory_available_per_rank(), state = sw_params_bytes(m->params), saved = 0;
-    for (int l = 0; l < c->layers && !c->offload; l++) saved += sw_blocks_saved_model(&bc, &block_ops, m, l);
-    double logits = 4.0 * m->x.T * (double)(c->vocab_padded / c->tp), need = state + saved + logits, GiB = SW_MIB * 1024;
+    for (int l = 0; l < c->layers / c->pp && !c->offload; l++) saved += inflight * sw_blocks_saved_model(&bc, &block_ops, m, l);
+    double logits = sw_params_runs_unit(m->params, SW_UNIT_AFTER) ? 4.0 * m->x.T * (double)(c->vocab_padded / c->tp) : 0;
+    double need = state + saved + logits, GiB = SW_MIB * 1024;
     if (avail > 0 && need > avail)
         sw_usage_error("the model needs at least %.2f GiB per rank (parameters, gradients and AdamW moments %.2f GiB, "
                        "saved activations %.2f GiB, logits %.2f GiB), more than the %.2f GiB of main RAM available to "
                        "each rank of this node: reduce seq, batch, layers or hidden, split it over more ranks (tp, "
-                       "ulysses, ring, dp), or use --recompute full or --offload",
+                       "ulysses, ring, dp, pp), or use --recompute full or --offload",
                        need / GiB, state / GiB, saved / GiB, logits / GiB, avail / GiB);
 }
 
@@ -251,68 +309,91 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     sw_params_config pc = {c->seed, c->tiles, c->dtype, c->grad_accum, c->bucket_mb, c->zero,
                            ulysses_ring ? SW_GROUP_SP_DP : SW_GROUP_DP, c->lr, c->beta1, c->beta2, c->adam_eps,
                            c->weight_decay, c->clip_grad};
+    int stages = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_PP) : 1;
+    if (stages != c->pp) sw_usage_error("pp (%d) must equal the mesh's pipeline stages (%d)", c->pp, stages);
     m->params = sw_params_new(&pc, comm);
     sw_ctx_config xc = ctx_config(c);
     sw_ctx_init(&m->x, &xc, comm, m->params);
     sw_attention_config ac = attention_config(c);
     m->attn = sw_attention_create(&m->x, &ac);
     m->layer = sw_xcalloc((size_t)c->layers, sizeof *m->layer);
-    m->saved = sw_xcalloc((size_t)c->layers, sizeof *m->saved);
     add_params(m);
     refuse_unless_fits(m);
     sw_params_allocate(m->params);
     const sw_ctx *x = &m->x;
-    m->tokens = sw_tensor_new2d("tokens", SW_I32, x->T, 1);
-    m->targets = sw_tensor_new2d("targets", SW_I32, x->T, 1);
+    m->tokens = sw_xcalloc((size_t)c->grad_accum, sizeof *m->tokens);
+    m->targets = sw_xcalloc((size_t)c->grad_accum, sizeof *m->targets);
+    for (int k = 0; k < c->grad_accum; k++) {
+        char name[32];
+        snprintf(name, sizeof name, k ? "tokens%d" : "tokens", k);
+        m->tokens[k] = sw_tensor_new2d(name, SW_I32, x->T, 1);
+        snprintf(name, sizeof name, k ? "targets%d" : "targets", k);
+        m->targets[k] = sw_tensor_new2d(name, SW_I32, x->T, 1);
+    }
     sw_blocks_config bc = blocks_config(m);
-    m->blocks = sw_blocks_create(&bc, &block_ops, m);
-    m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->Tl, c->hidden);
-    m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
-    m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
-    m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
+    m->pipe = sw_pipeline_create(&m->x, &bc, &block_ops, &model_ops, m, c->pp_inflight);
+    m->blocks = sw_pipeline_blocks(m->pipe);
+    if (sw_params_runs_unit(m->params, SW_UNIT_AFTER)) {
+        m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->Tl, c->hidden);
+        m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
+        m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
+        m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
+    }
     return m;
 }
 
 void sw_gpt_destroy(sw_gpt *m)
 {
     if (!m) return;
-    sw_blocks_destroy(m->blocks);
+    sw_pipeline_destroy(m->pipe);
     sw_lm_head_destroy(m->head);
-    sw_tensor *t[] = {m->tokens, m->targets, m->lnf_out, m->lnf_mean, m->lnf_rstd};
+    sw_tensor *t[] = {m->lnf_out, m->lnf_mean, m->lnf_rstd};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
+    for (int k = 0; k < m->c.grad_accum; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
+    free(m->tokens);
+    free(m->targets);
     sw_attention_destroy(m->attn);
     sw_ctx_destroy(&m->x);
     sw_params_destroy(m->params);
     free(m->layer);
-    free(m->saved);
     free(m);
+}
+
+void sw_gpt_step(sw_gpt *m, int step) { sw_pipeline_step(m->pipe, step); }
+
+/* One micro-batch on the whole model (no pipeline stages): the driver's
+ * forward and backward of one micro-batch, for programs that look between
+ * them (the reference tests). */
+static void one_stage_only(const sw_gpt *m, const char *what)
+{
+    if (m->c.pp > 1)
+        sw_usage_error("%s runs one micro-batch through the whole model: with pp %d, submit whole steps (sw_gpt_step)",
+                       what, m->c.pp);
 }
 
 void sw_gpt_forward(sw_gpt *m, int step)
 {
     sw_ctx *x = &m->x;
+    one_stage_only(m, "sw_gpt_forward");
     sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
     if (x->micro == 0) sw_params_cast_bf16(m->params); /* bf16: the GEMMs' weights, as they are now */
-    sw_embedding_forward(x, &m->emb, step, m->tokens, sw_blocks_input(m->blocks));
+    embed_forward(m, step, sw_blocks_input(m->blocks));
     sw_blocks_forward(m->blocks, step);
-    sw_norm_forward(x, &m->lnf, sw_blocks_output(m->blocks), m->lnf_out, m->lnf_mean, m->lnf_rstd);
-    sw_lm_head_forward(x, m->head, m->lnf_out, m->targets);
+    head_forward(m, step, sw_blocks_output(m->blocks));
 }
 
 void sw_gpt_backward(sw_gpt *m, int step)
 {
     sw_ctx *x = &m->x;
     sw_tensor *dres = sw_blocks_grad(m->blocks);
+    one_stage_only(m, "sw_gpt_backward");
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
-    sw_tensor *dlnf = sw_lm_head_backward(x, m->head, m->targets);
-    sw_norm_backward(x, &m->lnf, dlnf, sw_blocks_output(m->blocks), m->lnf_mean, m->lnf_rstd, dres, 0);
+    head_backward(m, step, sw_blocks_output(m->blocks), dres);
     sw_blocks_backward(m->blocks, step);
-    sw_embedding_backward(x, &m->emb, step, m->tokens, dres);
+    embed_backward(m, step, dres);
     sw_params_reduce_grads(m->params, x->micro);
-    /* the scratch is dead until the next step: StarPU may drop every copy
-     * instead of keeping (or writing back) it */
-    sw_scratch_invalidate(x);
-    sw_tensor_invalidate(dres);
+    /* the scratch is dead until the next step (as the driver does it) */
+    if (x->micro == x->c.grad_accum - 1) sw_scratch_invalidate(x), sw_tensor_invalidate(dres);
 }
 
 void sw_gpt_update(sw_gpt *m, int step) { sw_params_update(m->params, step); }
@@ -336,31 +417,23 @@ sw_tensor *sw_gpt_grad(sw_gpt *m, int i) { return sw_params_grad(m->params, i); 
 sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int i, int64_t *first_row) { return sw_params_reduced_grad(m->params, i, first_row); }
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int i) { return sw_params_adam_m(m->params, i); }
 sw_tensor *sw_gpt_adam_v(sw_gpt *m, int i) { return sw_params_adam_v(m->params, i); }
-sw_tensor *sw_gpt_tokens(sw_gpt *m) { return m->tokens; }
-sw_tensor *sw_gpt_targets(sw_gpt *m) { return m->targets; }
-sw_tensor *sw_gpt_loss(sw_gpt *m) { return sw_lm_head_loss(m->head); }
+sw_tensor *sw_gpt_tokens(sw_gpt *m) { return m->tokens[m->x.micro]; }
+sw_tensor *sw_gpt_targets(sw_gpt *m) { return m->targets[m->x.micro]; }
+sw_tensor *sw_gpt_loss(sw_gpt *m) { return sw_pipeline_loss(m->pipe); }
+sw_pipeline *sw_gpt_pipeline(sw_gpt *m) { return m->pipe; }
 double sw_gpt_attention_flops(const sw_gpt *m) { return sw_attention_flops(m->attn); }
 int64_t sw_gpt_position(const sw_gpt *m, int64_t i) { return sw_ctx_position(&m->x, i); }
 void sw_gpt_set_micro_batch(sw_gpt *m, int k) { sw_ctx_set_micro_batch(&m->x, k); }
 int sw_gpt_micro_batch_size(const sw_gpt *m) { return m->x.B; }
 int sw_gpt_micro_batch_first(const sw_gpt *m, int k) { return sw_ctx_micro_batch_first(&m->x, k); }
 
-void sw_gpt_traffic(sw_gpt *m, sw_traffic *t)
-{
-    memset(t, 0, sizeof *t);
-    sw_blocks_config bc = blocks_config(m);
-    sw_embedding_traffic(&m->x, &m->emb, t);
-    sw_blocks_traffic(&bc, &block_ops, m, t);
-    sw_norm_traffic(&m->x, &m->lnf, t);
-    sw_lm_head_traffic(&m->x, m->head, t);
-    sw_params_traffic(m->params, t);
-}
+void sw_gpt_traffic(sw_gpt *m, sw_traffic *t) { sw_pipeline_traffic(m->pipe, t); }
 
 sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer) { return sw_blocks_saved_bytes(m->blocks, layer); }
 
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {
-    sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens, m->targets);
+    sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
 }
 
 float sw_gpt_read_loss(sw_gpt *m)

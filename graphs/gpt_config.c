@@ -41,6 +41,7 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->tp = 1;
     c->dp = 1;
     c->grad_accum = 1;
+    c->pp = 1;
     c->bucket_mb = 25.0f;
     c->ulysses = 1;
     c->ring = 1;
@@ -92,6 +93,13 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
          c->batch, c->dp, c->grad_accum);
     SW_RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
+    SW_RULE(c->pp > 0, "pp must be at least 1 (pp = %d)", c->pp);
+    SW_RULE(c->layers % c->pp == 0, "layers (%d) must be divisible by pp (%d): each stage runs layers/pp blocks",
+            c->layers, c->pp);
+    SW_RULE(c->pp_inflight >= 0, "pp-inflight must be 0 (1F1B: pp - stage) or at least 1 (pp-inflight = %d)",
+            c->pp_inflight);
+    SW_RULE(c->pp == 1 || !c->offload, "offload holds one micro-batch's saved activations at a time: it does not "
+            "combine with pp > 1 yet (pp = %d)", c->pp);
     SW_RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
     SW_RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
          "recompute must be none, selective or full (recompute = %d)", c->recompute);

@@ -580,7 +580,8 @@ void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor
     sw_tensor *d = sw_residual_backward(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, dx0);
     d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->T, h));
     for (int k = 0; k < x->nlr; k++) {
-        int zero = k ? 0 : SW_EMB_ZERO_WPE | (e->tied ? 0 : SW_EMB_ZERO_WTE);
+        /* a tied head on this stage wrote dwte first */
+        int zero = k ? 0 : SW_EMB_ZERO_WPE | (e->tied && sw_params_runs_unit(x->params, SW_UNIT_AFTER) ? 0 : SW_EMB_ZERO_WTE);
         sw_embedding_bwd(run_rows(x, tokens, k), run_rows(x, d, k),
                          sw_tensor_whole(grad(x, e->wte), zero & SW_EMB_ZERO_WTE ? STARPU_W : STARPU_RW),
                          e->wpe >= 0 ? sw_tensor_whole(grad(x, e->wpe), k ? STARPU_RW : STARPU_W) : NULL, 0, x->B,

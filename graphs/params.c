@@ -10,11 +10,15 @@
 #include "starweave/mesh.h"
 #include "starweave/ops.h"
 #include "starweave/params.h"
+#include "starweave/pipeline.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
 typedef struct entry { /* one parameter */
     sw_param_desc d;
+    int unit, also;   /* the unit it belongs to, and a second unit that reads it (tied; NO_UNIT: none) */
+    int held;         /* this rank's stage runs one of them: it has the tensors below */
+    int ends;         /* held by both end stages (a tied weight over pp > 1): gradients summed over pp_ends */
     sw_tensor *value, *grad, *m, *v;
     sw_tensor *w16;   /* bf16 copy (dtype bf16, GEMM weights), else NULL */
     sw_tensor *shard; /* ZeRO-1: this rank's rows of the summed gradient, else NULL */
@@ -25,6 +29,8 @@ struct sw_params {
     sw_comm *comm;
     int tp_rank;
     int gn, gr; /* size of the gradient group and this rank's place */
+    int pp, stage; /* pipeline stages, this rank's */
+    int unit;      /* the unit of the parameters added next */
     int n, cap;
     entry *p;
     /* gradient buckets: flat [1, n] tensors of consecutive parameters in
@@ -53,7 +59,60 @@ sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
     p->tp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_TP) : 0;
     p->gn = mesh ? sw_mesh_size(mesh, c->grad_group) : 1;
     p->gr = mesh ? sw_mesh_rank(mesh, c->grad_group) : 0;
+    p->pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1;
+    p->stage = mesh ? sw_mesh_stage(mesh) : 0;
+    p->unit = SW_UNIT_BEFORE;
     return p;
+}
+
+enum { NO_UNIT = -3 };
+
+void sw_params_set_unit(sw_params *p, int unit)
+{
+    if (unit < SW_UNIT_AFTER) sw_usage_error("sw_params_set_unit: unit %d is neither a block index (>= 0) nor "
+                                             "SW_UNIT_BEFORE (%d) nor SW_UNIT_AFTER (%d)", unit, SW_UNIT_BEFORE, SW_UNIT_AFTER);
+    p->unit = unit;
+}
+
+void sw_params_share(sw_params *p, int i, int unit)
+{
+    if (i < 0 || i >= p->n || p->p[i].unit != SW_UNIT_BEFORE || unit != SW_UNIT_AFTER)
+        sw_usage_error("sw_params_share: only a parameter of what comes before the blocks (SW_UNIT_BEFORE) can be "
+                       "shared, with what comes after them (SW_UNIT_AFTER) (parameter %d of %d, unit %d)", i, p->n, unit);
+    p->p[i].also = unit;
+}
+
+/* the blocks of the registry: one more than the highest block unit */
+static int block_count(const sw_params *p)
+{
+    int L = 0;
+    for (int k = 0; k < p->n; k++) L = p->p[k].unit + 1 > L ? p->p[k].unit + 1 : L;
+    return L;
+}
+
+int sw_params_unit_stage(const sw_params *p, int unit)
+{
+    if (unit == SW_UNIT_BEFORE) return 0;
+    if (unit == SW_UNIT_AFTER) return p->pp - 1;
+    return sw_pipeline_stage_of(unit, block_count(p), p->pp);
+}
+
+int sw_params_runs_unit(const sw_params *p, int unit) { return sw_params_unit_stage(p, unit) == p->stage; }
+
+int sw_params_held(const sw_params *p, int i) { return p->p[i].held; }
+
+/* which parameters this rank's stage holds (every one without pipeline) */
+static void place(sw_params *p)
+{
+    int L = block_count(p);
+    if (p->pp > 1 && L % p->pp)
+        sw_usage_error("the blocks (%d) must be divisible by the pipeline stages (pp %d)", L, p->pp);
+    for (int k = 0; k < p->n; k++) {
+        entry *q = &p->p[k];
+        int a = sw_params_unit_stage(p, q->unit), b = q->also == NO_UNIT ? a : sw_params_unit_stage(p, q->also);
+        q->held = a == p->stage || b == p->stage;
+        q->ends = a != b;
+    }
 }
 
 int sw_params_add(sw_params *p, const sw_param_desc *d)
@@ -65,6 +124,9 @@ int sw_params_add(sw_params *p, const sw_param_desc *d)
     }
     memset(&p->p[p->n], 0, sizeof p->p[p->n]);
     p->p[p->n].d = *d;
+    p->p[p->n].unit = p->unit;
+    p->p[p->n].also = NO_UNIT;
+    p->p[p->n].held = 1;
     return p->n++;
 }
 
@@ -217,14 +279,15 @@ static double local_bytes(const sw_params *p, int k, int64_t *rows, int64_t *col
     return 4.0 * (double)*rows * (double)*cols;
 }
 
-/* bucket b starts at parameter `first` and goes down: returns the parameter
- * below its last; *bytes (optional): its size */
+/* bucket b starts at parameter `first` (held) and goes down, as far as the
+ * held parameters run: returns the parameter below its last; *bytes
+ * (optional): its size */
 static int bucket_end(const sw_params *p, int b, int first, double *bytes)
 {
     double limit = p->c.bucket_mb * SW_MIB, cap = b == 0 && limit > SW_MIB ? SW_MIB : limit, sum = 0;
     int64_t r, c;
     int k = first;
-    while (k >= 0 && (k == first || sum + local_bytes(p, k, &r, &c) <= cap)) sum += local_bytes(p, k--, &r, &c);
+    while (k >= 0 && p->p[k].held && (k == first || sum + local_bytes(p, k, &r, &c) <= cap)) sum += local_bytes(p, k--, &r, &c);
     if (bytes) *bytes = sum;
     return k;
 }
@@ -244,6 +307,10 @@ static void create_buckets(sw_params *p)
     p->bucket_count = sw_xcalloc((size_t)n, sizeof(int));
     p->bucket_sizes = sw_xcalloc((size_t)n, sizeof *p->bucket_sizes);
     for (int k = n - 1; k >= 0;) {
+        if (!p->p[k].held) {
+            k--;
+            continue;
+        }
         int b = p->nbuckets++, first = k;
         k = bucket_end(p, b, first, NULL);
         int count = first - k;
@@ -260,8 +327,10 @@ static void create_buckets(sw_params *p)
 
 void sw_params_allocate(sw_params *p)
 {
+    place(p);
     for (int k = 0; k < p->n; k++) {
         entry *q = &p->p[k];
+        if (!q->held) continue;
         const sw_param_desc *d = &q->d;
         int64_t lrows, lcols;
         char name[64];
@@ -319,6 +388,7 @@ double sw_params_bytes(const sw_params *p)
     double bytes = 0;
     for (int k = 0; k < p->n; k++) {
         int64_t rows, cols, mrows, first;
+        if (!p->p[k].held) continue;
         sw_shard_shape(&p->p[k].d, &rows, &cols);
         mrows = rows;
         if (zero_sharded(p, rows)) sw_tile_range(rows, p->gn, p->gr, &first, &mrows);
@@ -336,11 +406,22 @@ void sw_params_traffic(const sw_params *p, sw_traffic *t)
     if (p->gn > 1 && !c->zero) /* the buckets' all-reduces */
         for (int b = 0, k = p->n - 1; k >= 0; b++) {
             double bytes;
+            if (!p->p[k].held) {
+                k--, b--;
+                continue;
+            }
             k = bucket_end(p, b, k, &bytes);
             g[c->grad_group] += sw_comm_bytes(p->comm, c->grad_group, SW_COLL_ALLREDUCE, 1, (int64_t)(bytes / 4));
         }
+    for (int k = 0; k < p->n; k++) { /* a weight both end stages hold: its gradient summed between them */
+        int64_t rows, cols;
+        local_bytes(p, k, &rows, &cols);
+        if (p->p[k].held && p->p[k].ends)
+            g[SW_GROUP_PP_ENDS] += sw_comm_bytes(p->comm, SW_GROUP_PP_ENDS, SW_COLL_ALLREDUCE, rows, cols);
+    }
     for (int k = 0; k < p->n && p->gn > 1 && c->zero; k++) { /* ZeRO-1: reduce-scatter and gather, or all-reduce */
         int64_t rows, cols;
+        if (!p->p[k].held) continue;
         local_bytes(p, k, &rows, &cols);
         if (zero_sharded(p, rows))
             g[c->grad_group] += sw_comm_bytes(p->comm, c->grad_group, SW_COLL_REDUCE_SCATTER, rows, cols) +
@@ -385,6 +466,7 @@ void sw_params_reduce_grads(sw_params *p, int micro)
  * has too few rows to shard; the buckets did it otherwise) */
 static sw_tensor *reduce_for_update(sw_params *p, entry *q)
 {
+    if (q->ends) sw_allreduce(p->comm, SW_GROUP_PP_ENDS, q->grad, SW_SUM);
     if (q->shard) {
         sw_reduce_scatter(p->comm, p->c.grad_group, q->grad, q->shard, SW_SUM);
         return q->shard;
@@ -421,7 +503,7 @@ static void add_sumsq(sw_params *p, entry *q, sw_tensor *g, int *first)
 {
     const sw_shard *s = &q->d.shard;
     int t = p->comm ? sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_TP) : 1;
-    double group = q->shard ? 1.0 : 1.0 / p->gn;
+    double group = (q->shard ? 1.0 : 1.0 / p->gn) / (q->ends ? 2.0 : 1.0); /* a tied weight: on two stages */
     /* pieces of g along the shard's dim, each inside one block: the blocks,
      * cut to the ZeRO rows [r0, r0 + nr) when the blocks are row blocks */
     int n = 0, share[3];
@@ -448,18 +530,21 @@ void sw_params_update(sw_params *p, int step)
     sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
     sw_trace_set_phase(SW_PHASE_OPTIMIZER, -1);
     if (c->clip_grad <= 0) {
-        for (int k = 0; k < p->n; k++) adamw(p, &p->p[k], reduce_for_update(p, &p->p[k]), &a);
+        for (int k = 0; k < p->n; k++)
+            if (p->p[k].held) adamw(p, &p->p[k], reduce_for_update(p, &p->p[k]), &a);
         return;
     }
     sw_tensor **g = sw_xcalloc((size_t)p->n, sizeof *g);
     int first = 1;
     for (int k = 0; k < p->n; k++) {
+        if (!p->p[k].held) continue;
         g[k] = reduce_for_update(p, &p->p[k]);
         add_sumsq(p, &p->p[k], g[k], &first);
     }
     if (sw_params_comm(p) && sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_WORLD) > 1)
         sw_allreduce(p->comm, SW_GROUP_WORLD, p->norm2, SW_SUM);
     for (int k = 0; k < p->n; k++) {
+        if (!g[k]) continue;
         sw_clip(sw_tensor_whole(g[k], STARPU_RW), sw_tensor_whole(p->norm2, STARPU_R), c->clip_grad);
         adamw(p, &p->p[k], g[k], &a);
     }

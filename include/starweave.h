@@ -12,6 +12,7 @@
 #include "starweave/params.h"
 #include "starweave/layers.h"
 #include "starweave/blocks.h"
+#include "starweave/pipeline.h"
 #include "starweave/graphs.h"
 #include "starweave/checkpoint.h"
 #include "starweave/trace.h"

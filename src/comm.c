@@ -49,6 +49,11 @@ struct sw_comm {
      * orders them; NULL token: not available */
     MPI_Comm nbc_comm[SW_GROUP_COUNT];
     starpu_data_handle_t token[SW_GROUP_COUNT];
+    /* point-to-point (sw_send, sw_recv) on a group of 2 or more: a
+     * duplicate of its communicator, and per member the messages sent to
+     * it and received from it so far (the next tag of each pair) */
+    MPI_Comm p2p_comm[SW_GROUP_COUNT];
+    int64_t *p2p_sent[SW_GROUP_COUNT], *p2p_received[SW_GROUP_COUNT];
 };
 
 /* GPU builds: a context handed an NCCL one passes each collective on. */
@@ -88,7 +93,13 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         /* the standard guarantees at least 32767 */
         c->mpi_tag_ub[g] = c->tag_ub[g] = (flag && ub) ? *ub : 32767;
         c->next_tag[g] = 0;
-        c->nbc_comm[g] = MPI_COMM_NULL;
+        c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
+        if (sw_mesh_size(m, (sw_group)g) > 1) {
+            SW_CHECK(MPI_Comm_dup(comm, &c->p2p_comm[g]));
+            c->p2p_sent[g] = calloc((size_t)sw_mesh_size(m, (sw_group)g), sizeof(int64_t));
+            c->p2p_received[g] = calloc((size_t)sw_mesh_size(m, (sw_group)g), sizeof(int64_t));
+            if (!c->p2p_sent[g] || !c->p2p_received[g]) sw_fail(__FILE__, __LINE__, "calloc(p2p counts)", -ENOMEM);
+        }
         if (sw_nbc_available() && sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->nbc_comm[g]));
             starpu_void_data_register(&c->token[g]);
@@ -102,6 +113,12 @@ void sw_comm_destroy(sw_comm *c)
 {
     if (!c) return;
     for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        free(c->p2p_sent[g]);
+        free(c->p2p_received[g]);
+        if (c->p2p_comm[g] != MPI_COMM_NULL) {
+            starpu_mpi_wait_for_all(c->p2p_comm[g]); /* a detached request's communicator must outlive it */
+            SW_CHECK(MPI_Comm_free(&c->p2p_comm[g]));
+        }
         if (!c->token[g]) continue;
         starpu_data_unregister(c->token[g]); /* waits for the group's collectives */
         SW_CHECK(MPI_Comm_free(&c->nbc_comm[g]));
@@ -558,6 +575,7 @@ double sw_comm_bytes(const sw_comm *c, sw_group g, sw_coll kind, int64_t rows, i
     case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n / rows);
     case SW_COLL_ALLTOALL: return (p - 1) * n / p;
     case SW_COLL_RING_SHIFT: return n;
+    case SW_COLL_SEND: return n;
     }
     return 0;
 }
@@ -822,4 +840,41 @@ static void alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *
         int q = mod(r - k, p);
         for (int i = 0; i < n; i++) irecv_after(c, g, send[r * n + i], recv[q * n + i], q, tag + i, comm);
     }
+}
+
+/* ---------------- point-to-point ---------------- */
+
+/* the tag of the next message between this rank and member `peer` of g,
+ * one way (sent or received): the pair's own count, so that only the two
+ * ranks involved need to agree on it */
+static int64_t pair_tag(sw_comm *c, sw_group g, int peer, int sending, const char *what)
+{
+    const int p = sw_mesh_size(c->mesh, g), me = sw_mesh_rank(c->mesh, g);
+    if (p < 2 || peer < 0 || peer >= p || peer == me) {
+        fprintf(stderr, "starweave: %s: member %d of the %s group (%d members, this rank %d): a member other than "
+                        "this rank is needed\n", what, peer, sw_group_name(g), p, me);
+        sw_fail(__FILE__, __LINE__, what, -EINVAL);
+    }
+    int64_t *count = sending ? &c->p2p_sent[g][peer] : &c->p2p_received[g][peer];
+    const int64_t tag = *count % (c->mpi_tag_ub[g] + 1);
+    ++*count;
+    c->op = sending ? "send" : "recv";
+    c->op_base = tag;
+    return tag;
+}
+
+void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest)
+{
+    check_f32(t, "sw_send");
+    const int64_t tag = pair_tag(c, g, dest, 1, "sw_send");
+    c->calls[g]++;
+    sw_counter_add(SW_COUNT_SEND, 1);
+    isend(c, g, sw_tensor_whole(t, STARPU_R), dest, tag, c->p2p_comm[g]);
+}
+
+void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src)
+{
+    check_f32(t, "sw_recv");
+    const int64_t tag = pair_tag(c, g, src, 0, "sw_recv");
+    irecv_after(c, g, NULL, sw_tensor_whole(t, STARPU_W), src, tag, c->p2p_comm[g]);
 }

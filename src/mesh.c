@@ -7,12 +7,12 @@
 
 #include "starweave/runtime.h"
 
-enum { AXIS_T, AXIS_U, AXIS_R, AXIS_D, AXIS_COUNT };
+enum { AXIS_T, AXIS_U, AXIS_R, AXIS_D, AXIS_P, AXIS_COUNT };
 #define AX(a) (1u << (a))
 
 /* The axes each group spans, innermost first. */
 static const unsigned group_axes[SW_GROUP_COUNT] = {
-    [SW_GROUP_WORLD] = AX(AXIS_T) | AX(AXIS_U) | AX(AXIS_R) | AX(AXIS_D),
+    [SW_GROUP_WORLD] = AX(AXIS_T) | AX(AXIS_U) | AX(AXIS_R) | AX(AXIS_D) | AX(AXIS_P),
     [SW_GROUP_TP] = AX(AXIS_T),
     [SW_GROUP_ULYSSES] = AX(AXIS_U),
     [SW_GROUP_RING] = AX(AXIS_R),
@@ -20,18 +20,21 @@ static const unsigned group_axes[SW_GROUP_COUNT] = {
     [SW_GROUP_DP] = AX(AXIS_D),
     [SW_GROUP_TP_SP] = AX(AXIS_T) | AX(AXIS_U) | AX(AXIS_R),
     [SW_GROUP_SP_DP] = AX(AXIS_U) | AX(AXIS_R) | AX(AXIS_D),
+    [SW_GROUP_PP] = AX(AXIS_P),
+    [SW_GROUP_PP_ENDS] = AX(AXIS_P), /* restricted to the first and last stage (sw_mesh_create) */
 };
 
 static const char *const group_names[SW_GROUP_COUNT] = {
     [SW_GROUP_WORLD] = "world", [SW_GROUP_TP] = "tp",     [SW_GROUP_ULYSSES] = "ulysses",
     [SW_GROUP_RING] = "ring",   [SW_GROUP_SP] = "sp",     [SW_GROUP_DP] = "dp",
-    [SW_GROUP_TP_SP] = "tp_sp", [SW_GROUP_SP_DP] = "sp_dp",
+    [SW_GROUP_TP_SP] = "tp_sp", [SW_GROUP_SP_DP] = "sp_dp", [SW_GROUP_PP] = "pp",
+    [SW_GROUP_PP_ENDS] = "pp_ends",
 };
 
 struct sw_mesh {
     sw_mesh_dims dims;
-    int deg[AXIS_COUNT];   /* T, U, R, D */
-    int coord[AXIS_COUNT]; /* this rank's t, u, r, d */
+    int deg[AXIS_COUNT];   /* T, U, R, D, P */
+    int coord[AXIS_COUNT]; /* this rank's t, u, r, d, p */
     int rank[SW_GROUP_COUNT], size[SW_GROUP_COUNT];
     MPI_Comm comm[SW_GROUP_COUNT];
 };
@@ -54,10 +57,6 @@ int sw_mesh_check(const sw_mesh_dims *d, int world_size, char *msg, size_t n)
             snprintf(msg, n, "%s must be at least 1 (%s = %d)", deg[i].name, deg[i].name, deg[i].v);
             return -1;
         }
-    if (d->pp != 1) {
-        snprintf(msg, n, "pp must be 1: pipeline parallelism is not supported yet (pp = %d)", d->pp);
-        return -1;
-    }
     /* long double holds the product of five ints exactly up to 2^64, and
      * beyond that it only has to compare unequal */
     long double prod = (long double)d->tp * d->ulysses * d->ring * d->dp * d->pp;
@@ -108,24 +107,32 @@ sw_mesh *sw_mesh_create(const sw_mesh_dims *dims)
     m->deg[AXIS_U] = d.ulysses;
     m->deg[AXIS_R] = d.ring;
     m->deg[AXIS_D] = d.dp;
-    int rest = me; /* pp = 1: the dp coordinate is the remaining quotient */
+    m->deg[AXIS_P] = d.pp;
+    int rest = me;
     for (int a = 0; a < AXIS_COUNT; a++) {
         m->coord[a] = rest % m->deg[a];
         rest /= m->deg[a];
     }
 
-    const unsigned all = AX(AXIS_T) | AX(AXIS_U) | AX(AXIS_R) | AX(AXIS_D);
+    const unsigned all = group_axes[SW_GROUP_WORLD];
+    const int p = m->coord[AXIS_P], pp = d.pp, end = p == 0 || p == pp - 1;
     for (int g = 0; g < SW_GROUP_COUNT; g++) {
         unsigned axes = group_axes[g];
         int key = mixed_radix(m->deg, m->coord, axes);
         int color = mixed_radix(m->deg, m->coord, all & ~axes);
+        int expect = axes_size(m->deg, axes);
+        if (g == SW_GROUP_PP_ENDS) { /* the end stages together, every middle stage alone */
+            key = end ? p > 0 : 0;
+            color += end ? 0 : p * world;
+            expect = end ? (pp > 1 ? 2 : 1) : 1;
+        }
         /* a split even for the world group: the mesh's traffic then never
          * shares a communicator (and tag space) with StarPU-MPI's own */
         SW_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &m->comm[g]));
         SW_CHECK(MPI_Comm_rank(m->comm[g], &m->rank[g]));
         SW_CHECK(MPI_Comm_size(m->comm[g], &m->size[g]));
         /* keys are distinct within a colour, so MPI's order is the key's */
-        if (m->rank[g] != key || m->size[g] != axes_size(m->deg, axes))
+        if (m->rank[g] != key || m->size[g] != expect)
             sw_fail(__FILE__, __LINE__, "MPI_Comm_split gave an unexpected rank or size", -EPROTO);
     }
     return m;
@@ -164,11 +171,13 @@ void sw_mesh_coords(const sw_mesh *m, int *t, int *u, int *r, int *d)
     if (d) *d = m->coord[AXIS_D];
 }
 
+int sw_mesh_stage(const sw_mesh *m) { return m->coord[AXIS_P]; }
+
 int sw_mesh_world_rank(const sw_mesh *m, int t, int u, int r, int d)
 {
-    const int c[AXIS_COUNT] = {t, u, r, d};
+    const int c[AXIS_COUNT] = {t, u, r, d, m->coord[AXIS_P]};
     for (int a = 0; a < AXIS_COUNT; a++)
         if (c[a] < 0 || c[a] >= m->deg[a]) return -1;
-    const int p = 0, D = m->deg[AXIS_D];
+    const int p = c[AXIS_P], D = m->deg[AXIS_D];
     return t + m->deg[AXIS_T] * (u + m->deg[AXIS_U] * (r + m->deg[AXIS_R] * (d + D * p)));
 }

@@ -64,7 +64,7 @@ offload-nothing-stashed|graphs/blocks.c|s/        if (b->stash) offload_block(b,
 # the API reference: an undocumented public function
 doc-function-undocumented|include/starweave/tensor.h|/^\/\*\* Blocking: waits for the submitted tasks on t, unregisters and frees it\. \*\/$/d|tests/test_doc.sh|
 # README's example: what a reader copies must train
-readme-example-no-update|README.md|s/        sw_gpt_update(m, step);                \/\* AdamW \*\//        \/\* no update \*\//|tests/test_install.sh|
+readme-example-no-update|README.md|s/        sw_gpt_step(m, step);                  \/\* forward, backward, AdamW: submitted \*\//        sw_gpt_forward(m, step);/|tests/test_install.sh|
 # checkpoints
 checkpoint-checksum-unchecked|graphs/checkpoint.c|s/sum != fnv1a(FNV_START, buf, want - sizeof sum))/0)/|tests/test_checkpoint.sh|
 # the runtime: priorities, StarPU's reuse of freed buffers

@@ -18,8 +18,16 @@
  * does not allocate, fails here; so does a block whose declared shapes
  * stray from the formula.
  *
- * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K]
- *        (tp = the number of ranks) */
+ * With --pp P (pipeline stages, 4 micro-batches): the same allocator
+ * measures what the in-flight quota costs. A stage holds the residual
+ * stream and saved sets of q micro-batches; a model whose stages hold q
+ * allocates, per rank, (q - 1) x (its stage's blocks x the block's model
+ * bytes + the stage's output [l, h]) more than one whose stages hold 1
+ * micro-batch, to the byte: 1F1B
+ * (q = pp - stage) and GPipe (q = 4, every micro-batch).
+ *
+ * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P]
+ *        (tp = the number of ranks / P) */
 #include <string.h>
 
 #include "testutil.h"
@@ -73,20 +81,49 @@ int main(int argc, char **argv)
     sw_gpt_config c;
     sw_gpt_config_default(&c);
     c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; c.seq = 32; c.max_pos = 32; c.batch = 4;
-    c.tp = sw_world_size();
+    int pp = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--sp")) c.sp = 1;
         else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
         else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
+        else if (!strcmp(a, "--pp")) pp = atoi(v), i++;
         else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
     }
+    c.tp = sw_world_size() / pp;
+    if (pp > 1) c.pp = pp, c.layers = 2 * pp, c.grad_accum = 4;
     char msg[256];
     if (sw_gpt_config_check(&c, msg, sizeof msg) != 0) { fprintf(stderr, "test_memory: %s\n", msg); return 99; }
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, 1, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, 1, pp});
     sw_comm *comm = sw_comm_create(mesh);
-    sw_comm *use = c.tp > 1 ? comm : NULL;
+    sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    if (pp > 1) {
+        const int stage = sw_mesh_stage(mesh), blocks = c.layers / pp;
+        sw_gpt_config one = c;
+        one.pp_inflight = 1;
+        const double base = model_alloc(&one, use);
+        sw_gpt *m = sw_gpt_create(&one, use);
+        const double block = sw_gpt_saved_bytes(m, stage * blocks).model_bytes;
+        sw_gpt_destroy(m);
+        for (int q = 0; q <= 4; q += 4) { /* 0: 1F1B's quota, 4: GPipe's */
+            sw_gpt_config qc = c;
+            qc.pp_inflight = q;
+            const int held = q ? q : pp - stage < 4 ? pp - stage : 4;
+            /* per micro-batch in flight: the blocks' inputs and saved sets, and the stage's output [l, h] */
+            const double out = 4.0 * c.seq * (c.batch / c.grad_accum) / (c.sp ? c.tp : 1) * c.hidden;
+            const double grown = model_alloc(&qc, use) - base, want = (held - 1) * (blocks * block + out);
+            char line[400];
+            snprintf(line, sizeof line, "pp %d x tp %d, stage %d, %s: StarPU's main-RAM bytes grow by %.0f over one "
+                     "micro-batch in flight; model (%d - 1) x (%d blocks x %.0f + output %.0f) = %.0f (%.0f bytes off)",
+                     pp, c.tp, stage, q ? "GPipe (4 in flight)" : "1F1B (pp - stage in flight)", grown, held, blocks,
+                     block, out, want, grown - want);
+            tu_check_ranks(line, grown == want && (held > 1 || stage == pp - 1));
+        }
+        sw_comm_destroy(comm);
+        sw_mesh_destroy(mesh);
+        return tu_finish_all();
+    }
     /* blocks L = 2 and 3: with recompute full every 2, block 2 keeps its input and block 3 nothing */
     for (int L = 2; L <= 3; L++) {
         sw_gpt_config small = c, big = c;

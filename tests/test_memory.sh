@@ -1,7 +1,8 @@
 #!/bin/sh
 # Saved activations measured by StarPU's allocator against the memory model
 # (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp: equal
-# to the byte.
+# to the byte; with pipeline stages, what holding 1F1B's and GPipe's
+# micro-batches in flight adds, per stage, to the byte.
 . "${top_srcdir:-.}/tests/common.sh"
 mem() { # mem NP ARGS...
   np=$1; shift
@@ -16,4 +17,8 @@ for np in 1 2; do
   for mode in none selective full; do mem "$np" $sp --recompute "$mode"; done
   mem "$np" $sp --recompute full --recompute-every 2
 done
+# pipeline stages: the in-flight quota's saved activations (1F1B, GPipe)
+mem 2 --pp 2
+mem 4 --pp 2 --sp
+mem 4 --pp 4
 finish

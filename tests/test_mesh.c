@@ -22,18 +22,24 @@ static void check(const char *what, int cond)
     fflush(stdout);
 }
 
-/* An independent restatement of the rank formula (pp = 1). */
-static int W(const sw_mesh_dims *d, int t, int u, int r, int dd)
+static int stage; /* this rank's pp coordinate, in the mesh being checked */
+
+/* An independent restatement of the rank formula, at this rank's stage. */
+static int WP(const sw_mesh_dims *d, int t, int u, int r, int dd, int p)
 {
-    return t + d->tp * (u + d->ulysses * (r + d->ring * dd));
+    return t + d->tp * (u + d->ulysses * (r + d->ring * (dd + d->dp * p)));
 }
+static int W(const sw_mesh_dims *d, int t, int u, int r, int dd) { return WP(d, t, u, r, dd, stage); }
 
 /* World rank of the process with rank i in group g, seen from (t, u, r, d). */
 static int member(const sw_mesh_dims *D, sw_group g, int i, int t, int u, int r, int d)
 {
     int T = D->tp, U = D->ulysses, R = D->ring;
+    int end = stage == 0 || stage == D->pp - 1;
     switch (g) {
     case SW_GROUP_WORLD: return i;
+    case SW_GROUP_PP: return WP(D, t, u, r, d, i);
+    case SW_GROUP_PP_ENDS: return WP(D, t, u, r, d, !end ? stage : i ? D->pp - 1 : 0);
     case SW_GROUP_TP: return W(D, i, u, r, d);
     case SW_GROUP_ULYSSES: return W(D, t, i, r, d);
     case SW_GROUP_RING: return W(D, t, u, i, d);
@@ -49,7 +55,9 @@ static int expected_size(const sw_mesh_dims *D, sw_group g)
 {
     int T = D->tp, U = D->ulysses, R = D->ring, P = D->dp;
     switch (g) {
-    case SW_GROUP_WORLD: return T * U * R * P;
+    case SW_GROUP_WORLD: return T * U * R * P * D->pp;
+    case SW_GROUP_PP: return D->pp;
+    case SW_GROUP_PP_ENDS: return D->pp > 1 && (stage == 0 || stage == D->pp - 1) ? 2 : 1;
     case SW_GROUP_TP: return T;
     case SW_GROUP_ULYSSES: return U;
     case SW_GROUP_RING: return R;
@@ -66,6 +74,8 @@ static int expected_rank(const sw_mesh_dims *D, sw_group g, int t, int u, int r,
     int T = D->tp, U = D->ulysses, R = D->ring;
     switch (g) {
     case SW_GROUP_WORLD: return me;
+    case SW_GROUP_PP: return stage;
+    case SW_GROUP_PP_ENDS: return stage > 0 && stage == D->pp - 1;
     case SW_GROUP_TP: return t;
     case SW_GROUP_ULYSSES: return u;
     case SW_GROUP_RING: return r;
@@ -80,17 +90,18 @@ static int expected_rank(const sw_mesh_dims *D, sw_group g, int t, int u, int r,
 static void check_mesh(const sw_mesh_dims *D, sw_mesh *m)
 {
     char what[256], tag[64];
-    snprintf(tag, sizeof tag, "np=%d tp=%d ulysses=%d ring=%d dp=%d", world, D->tp, D->ulysses, D->ring,
-             D->dp);
+    snprintf(tag, sizeof tag, "np=%d tp=%d ulysses=%d ring=%d dp=%d pp=%d", world, D->tp, D->ulysses, D->ring,
+             D->dp, D->pp);
     int T = D->tp, U = D->ulysses, R = D->ring, P = D->dp;
     int t, u, r, d;
     sw_mesh_coords(m, &t, &u, &r, &d);
-    int et = me % T, eu = (me / T) % U, er = (me / (T * U)) % R, ed = me / (T * U * R);
-    snprintf(what, sizeof what, "%s: coordinates (%d,%d,%d,%d), expected (%d,%d,%d,%d)", tag, t, u, r, d,
-             et, eu, er, ed);
-    check(what, t == et && u == eu && r == er && d == ed);
+    stage = sw_mesh_stage(m);
+    int et = me % T, eu = (me / T) % U, er = (me / (T * U)) % R, ed = (me / (T * U * R)) % P, ep = me / (T * U * R * P);
+    snprintf(what, sizeof what, "%s: coordinates (%d,%d,%d,%d,%d), expected (%d,%d,%d,%d,%d)", tag, t, u, r, d,
+             stage, et, eu, er, ed, ep);
+    check(what, t == et && u == eu && r == er && d == ed && stage == ep);
     sw_mesh_dims got = sw_mesh_get_dims(m);
-    check("dims round trip", got.tp == T && got.ulysses == U && got.ring == R && got.dp == P && got.pp == 1);
+    check("dims round trip", got.tp == T && got.ulysses == U && got.ring == R && got.dp == P && got.pp == D->pp);
 
     /* sw_mesh_world_rank is the inverse of the coordinates, over the whole mesh */
     int ok = sw_mesh_world_rank(m, t, u, r, d) == me;
@@ -155,8 +166,8 @@ static void check_validation(void)
     check_rejects("ring=0", (sw_mesh_dims){1, 1, 0, 1, 1}, 1, "ring must be at least 1 (ring = 0)");
     check_rejects("dp=0", (sw_mesh_dims){1, 1, 1, 0, 1}, 0, "dp must be at least 1 (dp = 0)");
     check_rejects("pp=0", (sw_mesh_dims){1, 1, 1, 1, 0}, 1, "pp must be at least 1 (pp = 0)");
-    check_rejects("pp=2", (sw_mesh_dims){1, 1, 1, 1, 2}, 2,
-                  "pp must be 1: pipeline parallelism is not supported yet (pp = 2)");
+    check("sw_mesh_check accepts pp=2 dp=2 for 4 ranks",
+          sw_mesh_check(&(sw_mesh_dims){1, 1, 1, 2, 2}, 4, msg, sizeof msg) == 0);
     check_rejects("product beyond int", (sw_mesh_dims){65536, 65536, 1, 1, 1}, 0,
                   "world size (0) must equal tp*ulysses*ring*dp*pp (65536*65536*1*1*1 = 4294967296)");
     check_rejects("product beyond 64 bits", (sw_mesh_dims){1 << 30, 1 << 30, 1 << 30, 1, 1}, 8,
@@ -171,6 +182,8 @@ static void check_validation(void)
     check("group names", strcmp(sw_group_name(SW_GROUP_SP), "sp") == 0 &&
                              strcmp(sw_group_name(SW_GROUP_TP_SP), "tp_sp") == 0 &&
                              strcmp(sw_group_name(SW_GROUP_SP_DP), "sp_dp") == 0 &&
+                             strcmp(sw_group_name(SW_GROUP_PP), "pp") == 0 &&
+                             strcmp(sw_group_name(SW_GROUP_PP_ENDS), "pp_ends") == 0 &&
                              strcmp(sw_group_name(SW_GROUP_COUNT), "?") == 0);
 }
 
@@ -219,18 +232,19 @@ int main(int argc, char **argv)
     }
     check_validation();
 
-    /* every ordered factorisation world = tp * ulysses * ring * dp */
+    /* every ordered factorisation world = tp * ulysses * ring * dp * pp */
     int nmesh = 0;
     for (int T = 1; T <= world; T++)
         for (int U = 1; T * U <= world; U++)
-            for (int R = 1; T * U * R <= world; R++) {
-                if (world % (T * U * R)) continue;
-                sw_mesh_dims D = {T, U, R, world / (T * U * R), 1};
-                sw_mesh *m = sw_mesh_create(&D);
-                check_mesh(&D, m);
-                sw_mesh_destroy(m);
-                nmesh++;
-            }
+            for (int R = 1; T * U * R <= world; R++)
+                for (int PP = 1; T * U * R * PP <= world; PP++) {
+                    if (world % (T * U * R * PP)) continue;
+                    sw_mesh_dims D = {T, U, R, world / (T * U * R * PP), PP};
+                    sw_mesh *m = sw_mesh_create(&D);
+                    check_mesh(&D, m);
+                    sw_mesh_destroy(m);
+                    nmesh++;
+                }
     char what[64];
     snprintf(what, sizeof what, "%d factorisation(s) of %d checked", nmesh, world);
     check(what, nmesh > 0);

@@ -20,5 +20,5 @@ expect_bad() { # expect_bad NP DIMS "message"
 }
 expect_bad 3 tp=2,dp=2 "world size (3) must equal tp*ulysses*ring*dp*pp (2*1*1*2*1 = 4)"
 expect_bad 2 tp=0,dp=2 "tp must be at least 1 (tp = 0)"
-expect_bad 2 ring=2,pp=2 "pp must be 1: pipeline parallelism is not supported yet (pp = 2)"
+expect_bad 2 ring=2,pp=2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*1*2*1*2 = 4)"
 finish

@@ -34,9 +34,14 @@
  * usage: test_tp [--model gpt2|llama] [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
  *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
- *                [--recompute MODE] [--recompute-every K] [--dtype bf16]
+ *                [--recompute MODE] [--recompute-every K] [--dtype bf16] [--pp P] [--pp-inflight Q]
+ *                [--layers L] [--batch B]
  *                [--device cuda]
- *                (tp = the number of ranks / (dp * ulysses * ring)) */
+ *                (tp = the number of ranks / (dp * ulysses * ring * pp))
+ *
+ * --pp P (pipeline stages, the step driver's whole steps): each rank
+ * compares the gradients of the parameters its stage holds; the loss
+ * every rank reads is the one the last stage sent. */
 #include <string.h>
 
 #include "config.h"
@@ -57,6 +62,11 @@ static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
  * [seq, batch] tokens), then the update */
 static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
 {
+    if (sw_gpt_get_config(m)->pp > 1) { /* stages: whole steps (the gradients compared are those the update used) */
+        for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) sw_gpt_load_micro_batch(m, k, tok, tgt);
+        sw_gpt_step(m, step);
+        return;
+    }
     for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) {
         sw_gpt_load_micro_batch(m, k, tok, tgt);
         sw_gpt_forward(m, step);
@@ -86,6 +96,7 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
     double worst = 0;
     for (int i = 0; i < sw_gpt_num_params(c); i++) {
         int64_t row0 = 0;
+        if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
         sw_tensor *full = sw_gpt_grad(single, i), *mine = same ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
         float *f = tu_read(full), *got = tu_read(mine);
         float *want = malloc(sw_tensor_bytes(sw_gpt_grad(par, i)));
@@ -155,6 +166,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--dp")) dp = atoi(v), i++;
         else if (!strcmp(a, "--grad-accum")) accum = atoi(v), i++;
+        else if (!strcmp(a, "--pp")) c.pp = atoi(v), i++;
+        else if (!strcmp(a, "--layers")) c.layers = atoi(v), i++;
+        else if (!strcmp(a, "--batch")) c.batch = atoi(v), i++;
+        else if (!strcmp(a, "--pp-inflight")) c.pp_inflight = atoi(v), i++;
         else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
         else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
         else if (!strcmp(a, "--ring")) c.ring = atoi(v), i++;
@@ -185,11 +200,12 @@ int main(int argc, char **argv)
     if (c.dtype == SW_BF16) grad_tol = 1.0 / 128;
     sw_gpt_config single_cfg = c;
     single_cfg.zero = 0;
-    single_cfg.ulysses = single_cfg.ring = 1;
+    single_cfg.ulysses = single_cfg.ring = single_cfg.pp = 1;
+    single_cfg.pp_inflight = 0;
     single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
     single_cfg.recompute_every = 1;
     int cp = c.ulysses * c.ring;
-    c.tp = world / (dp * cp);
+    c.tp = world / (dp * cp * c.pp);
     c.dp = dp;
     c.grad_accum = accum;
     if (same) {
@@ -197,7 +213,7 @@ int main(int argc, char **argv)
         single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
         single_cfg.recompute_every = 1;
     }
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, c.pp});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     sw_set_task_where(ref_where);
@@ -210,9 +226,11 @@ int main(int argc, char **argv)
     if (same)
         snprintf(rec, sizeof rec, ", recompute %s every %d vs selective", sw_recompute_name(c.recompute),
                  c.recompute_every);
-    snprintf(what, sizeof what, "%s: tp %d%s%s x ulysses %d x ring %d%s x dp %d%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
+    char pipe[64] = "";
+    if (c.pp > 1) snprintf(pipe, sizeof pipe, " x pp %d (in flight %d)", c.pp, sw_pipeline_inflight(sw_gpt_pipeline(par)));
+    snprintf(what, sizeof what, "%s: tp %d%s%s x ulysses %d x ring %d%s x dp %d%s%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
              sw_model_name(c.model), c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
-             c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", accum, pc->heads,
+             c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", pipe, accum, pc->heads,
              pc->kv_heads, c.dropout, rec, cuda ? ", on CUDA vs the reference on CPU" : "");
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));
@@ -222,6 +240,7 @@ int main(int argc, char **argv)
         batch(&c, step, tok, tgt);
         int last = step == steps;
         for (int i = 0; restart && i < sw_gpt_num_params(pc); i++) {
+            if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
             float *p = tu_read(sw_gpt_param(single, i)), *mine = malloc(sw_tensor_bytes(sw_gpt_param(par, i)));
             if (!mine) { perror("malloc"); return 99; }
             if (same) memcpy(mine, p, sw_tensor_bytes(sw_gpt_param(par, i)));
@@ -248,11 +267,9 @@ int main(int argc, char **argv)
             tu_check_ranks(line, en <= 1e-5 && sqrtf(ns) > c.clip_grad); /* and it clips */
         }
         if (!restart && !last) continue;
-        if (c.zero && !same) {
-            sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows of the gradients in the update */
-            /* with --clip-grad the update scales them in place: the reference's too, to compare */
-            if (c.clip_grad > 0) sw_gpt_update(single, step);
-        }
+        if (c.zero && !same && c.pp == 1) sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows in the update */
+        /* with --clip-grad the update scales them in place: the reference's too, to compare */
+        if (((c.zero && !same) || c.pp > 1) && c.clip_grad > 0) sw_gpt_update(single, step);
         double eg = compare(single, par, tp_rank, same, name, sizeof name);
         snprintf(line, sizeof line,
                  "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound %g)", what,
@@ -270,7 +287,8 @@ int main(int argc, char **argv)
         snprintf(line, sizeof line, "%s: layer %d saved bytes: registered %.0f, model %.0f (single rank: %.0f, %.0f)", what,
                  l, mp.registered_bytes, mp.model_bytes, ms.registered_bytes, ms.model_bytes);
         tu_check_ranks(line, ms.registered_bytes == ms.model_bytes && mp.registered_bytes == mp.model_bytes);
-        if (((c.sp && c.tp_recompute_allgather) || c.tp == 1) && c.ulysses == 1 && !same) {
+        if (((c.sp && c.tp_recompute_allgather) || c.tp == 1) && c.ulysses == 1 && !same &&
+            sw_params_runs_unit(sw_gpt_params(par), l)) {
             /* a rank keeps 1/tp of its micro-batch's activations of 1/ring of the sequence, a micro-batch is
              * 1/(dp*grad_accum) of the batch */
             double share = mp.registered_bytes * c.tp * c.ring * dp * accum;

@@ -45,11 +45,13 @@ int sw_recompute_parse(const char *name);
 enum { SW_SAVED_MAX = 32 /**< most tensors in one saved set (sw_saved) */ };
 /** The tensors one block keeps. */
 typedef struct sw_saved {
-    char prefix[24];         /**< names: prefix<slot>.what */
+    char prefix[24];         /**< names: prefix.what (e.g. "h3", "m1.h3" for micro slot 1, "work0") */
     ///@{
-    int slot, n;             /**< the set's slot, and its tensors in t */
+    int slot, n;             /**< the set's slot (0 .. sw_blocks_slots - 1), and its tensors in t */
     ///@}
     sw_tensor *t[SW_SAVED_MAX]; /**< the tensors (sw_saved_new) */
+    void *state;             /**< sw_block_ops.state_bytes zeroed bytes of the model's own, per set (NULL if 0):
+                                where keep records the tensors it made, by name, for forward and backward */
     int declare;             /**< the memory model's pass: nothing allocated */
     double bytes;            /**< what the set declared */
 } sw_saved;
@@ -69,6 +71,9 @@ typedef struct sw_block_ops {
     /** optional, for the traffic model: adds block `layer`'s traffic (its
      * layers' sw_*_traffic) to t; output 0: of a forward with y NULL */
     void (*traffic)(void *model, int layer, int output, sw_traffic *t);
+    /** bytes of the model's record of one saved set (sw_saved.state; 0: none, the model indexes its
+     * own array by sw_saved.slot) */
+    size_t state_bytes;
 } sw_block_ops;
 
 /** The stack of blocks and its policies (sw_blocks_create). */
@@ -80,7 +85,17 @@ typedef struct sw_blocks_config {
     int recompute;           /**< sw_recompute */
     int recompute_every;     /**< FULL: blocks per kept input (>= 1) */
     int offload;             /**< needs sw_options.offload; not with FULL */
+    ///@{
+    /** pipeline stages (filled by sw_pipeline_create): this stage's blocks, first .. first + count - 1
+     * (0, 0: all of them) */
+    int first, count;
+    ///@}
+    int inflight;            /**< micro-batches in flight, each with its residual stream and saved sets (0: 1) */
 } sw_blocks_config;
+/** The saved sets the service makes for c (keep runs once for each):
+ * the stage's blocks times the micro-batches in flight, or the working
+ * sets FULL and offload refill (recompute_every, 2). */
+int sw_blocks_slots(const sw_blocks_config *c);
 
 /** A stack of blocks (opaque): sw_blocks_create. */
 typedef struct sw_blocks sw_blocks;
@@ -90,6 +105,9 @@ typedef struct sw_blocks sw_blocks;
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model);
 /** Frees the stack's tensors. NULL: no-op. */
 void sw_blocks_destroy(sw_blocks *b);
+/** The micro slot (0 .. inflight - 1) whose residual stream and saved sets
+ * the calls below use (pipeline stages: one per micro-batch in flight). */
+void sw_blocks_set_micro_slot(sw_blocks *b, int slot);
 sw_tensor *sw_blocks_input(sw_blocks *b);  /**< x[0]: written by what comes before the blocks */
 sw_tensor *sw_blocks_output(sw_blocks *b); /**< x[L] */
 sw_tensor *sw_blocks_grad(sw_blocks *b);   /**< the residual stream's gradient: of x[L] before
@@ -101,8 +119,8 @@ void sw_blocks_forward(sw_blocks *b, int step);
  * each group's forward again first; with offload, each block's saved set
  * copied back first). */
 void sw_blocks_backward(sw_blocks *b, int step);
-/** The memory model: bytes block `layer` keeps from its forward to its
- * backward on this rank -- its input (with FULL only every
+/** The memory model: bytes block `layer` (of this stage) keeps from its forward to its
+ * backward on this rank for one micro-batch -- its input (with FULL only every
  * recompute_every-th block's) and the saved set its keep declares (none
  * with FULL: the slots are shared; with offload, on the offload node) --
  * from the shapes alone: keep runs on a declaring set (s->declare, slot 0).
@@ -114,10 +132,11 @@ typedef struct sw_block_memory {
     double model_bytes, registered_bytes; /**< the memory model's, and the registered tensors' */
     ///@}
 } sw_block_memory;
-/** Block `layer`'s saved bytes: the model's (sw_blocks_saved_model, taken
- * at creation) and those of the tensors the service registered. */
+/** Block `layer`'s saved bytes for one micro-batch: the model's
+ * (sw_blocks_saved_model, taken at creation) and those of the tensors the
+ * service registered (0 and 0 for a block of another stage). */
 sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer);
-/** The traffic model of the stack (ops->traffic required): every block's
+/** The traffic model of the stack (ops->traffic required): every block's (of this stage)
  * forward and backward, and with SW_RECOMPUTE_FULL every block's forward
  * again in backward (the last of each group without its output). Needs no
  * sw_blocks, so a model can be planned before it is allocated. */

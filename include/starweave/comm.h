@@ -141,7 +141,8 @@ typedef enum {
     SW_COLL_ALLGATHER, /**< sw_allgather, sw_allgather_inplace */
     SW_COLL_REDUCE_SCATTER, /**< sw_reduce_scatter */
     SW_COLL_ALLTOALL, /**< sw_alltoall */
-    SW_COLL_RING_SHIFT /**< sw_ring_shift (by 1) */
+    SW_COLL_RING_SHIFT, /**< sw_ring_shift (by 1) */
+    SW_COLL_SEND       /**< sw_send */
 } sw_coll;
 /** The traffic model: the bytes this rank sends on g for one collective of
  * `kind` over an fp32 tensor [rows, cols] -- the local tensor for an
@@ -209,6 +210,18 @@ void sw_ring_shift(sw_comm *c, sw_group g, sw_tensor *send, sw_tensor *recv, int
 /** The same on handles of the same shape (tiles, or column blocks of a
  * wider tensor); recv NULL: in place on send. */
 void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, starpu_data_handle_t recv, int shift);
+
+/** Point-to-point, e.g. between pipeline stages: t [rows, cols] (R) goes to
+ * member `dest` of g (not this rank), as one StarPU-MPI request that
+ * starts when t's earlier writers are done. The messages between two
+ * members are matched in call order (the j-th sw_send from a to b with the
+ * j-th sw_recv at b from a), on a communicator of their own, so only the
+ * two members call. Counted as one collective of g and by
+ * SW_COUNT_SEND; the traffic model is SW_COLL_SEND (the tensor's bytes). */
+void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest);
+/** t (W; the shape sw_send was given) receives the matching sw_send of
+ * member src of g, after t's earlier readers and writers. */
+void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src);
 
 /** All-to-all on the matrix view, dims 0 (rows) and 1 (cols): in (R) is split
  * along scatter_dim into p equal parts, part j goes to member j, and the p

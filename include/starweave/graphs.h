@@ -12,6 +12,7 @@
 #include "starweave/comm.h"
 #include "starweave/layers.h"
 #include "starweave/params.h"
+#include "starweave/pipeline.h"
 #include "starweave/tensor.h"
 
 #ifdef __cplusplus
@@ -70,6 +71,12 @@ typedef struct sw_gpt_config {
     int dp;                 /**< data-parallel degree: batch is the global batch, split over dp ranks */
     int grad_accum;         /**< micro-batches per step and rank (batch / (dp * grad_accum) sequences each) */
     float bucket_mb;        /**< gradient bucket size for the dp all-reduce (MiB; the first bucket is at most 1 MiB) */
+    /** Pipeline parallelism (pipeline.h): pp stages of layers/pp blocks each,
+     * the mesh's outermost dimension; the grad_accum micro-batches of a step
+     * flow through them, each stage holding the saved activations of at most
+     * pp_inflight of them (0: pp - stage, 1F1B's memory; grad_accum: GPipe's). */
+    int pp;
+    int pp_inflight;        /**< micro-batches in flight per stage (0: 1F1B) */
     int zero;               /**< 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
                                with at least dp rows): gradients reduce-scattered, parameters all-gathered */
     ///@{
@@ -215,15 +222,23 @@ int sw_gpt_micro_batch_size(const sw_gpt *m);
 int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
 /** Blocking, for programs: writes this rank's micro-batch k of the global
  * batch tok/tgt ([seq*batch] int32, [s, b] order) into sw_gpt_tokens and
- * sw_gpt_targets (waits for the previous micro-batch's readers), and makes
- * k the current micro-batch. */
+ * sw_gpt_targets (micro-batch k's own: waits for their readers of the
+ * previous step), and makes k the current micro-batch. */
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt);
 
-/** Submit the forward (loss) of the current micro-batch for training step
- * `step` (1-based; also keys the dropout masks). */
+/** Submits training step `step` (1-based; also keys the dropout masks) on
+ * this rank's stage: every micro-batch's forward and backward (load them
+ * first: sw_gpt_load_micro_batch for k = 0 .. grad_accum - 1), the gradient
+ * reduction and the update (the step driver, pipeline.h). */
+void sw_gpt_step(sw_gpt *m, int step);
+/** The model's step driver. */
+sw_pipeline *sw_gpt_pipeline(sw_gpt *m);
+/** Without pipeline stages (pp 1), for programs that look between the
+ * halves of a micro-batch: submit the forward (loss) of the current
+ * micro-batch for training step `step`. */
 void sw_gpt_forward(sw_gpt *m, int step);
-/** Submit the backward (every gradient) of the current micro-batch for
- * training step `step`. */
+/** Without pipeline stages: submit the backward (every gradient) of the
+ * current micro-batch for training step `step`. */
 void sw_gpt_backward(sw_gpt *m, int step);
 /** Submit the AdamW update for training step `step`. */
 void sw_gpt_update(sw_gpt *m, int step);

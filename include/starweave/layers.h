@@ -231,8 +231,9 @@ typedef struct sw_embedding {
     ///@{
     int vocab, vocab_padded; /**< real and padded (multiple of 128 tp) vocabulary */
     ///@}
-    int tied;                /**< set when the LM head reads wte: its backward writes dwte first, and the
-                                embedding's adds to it (else the embedding's writes it) */
+    int tied;                /**< set when the LM head reads wte: where it runs on this rank's stage,
+                                its backward writes dwte first and the embedding's adds to it (else the
+                                embedding's writes it) */
 } sw_embedding;
 /** the vocabulary padded to a multiple of 128 tp (vocab-parallel shards of 128-multiples) */
 int sw_vocab_padded(int vocab, int tp);

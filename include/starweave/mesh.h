@@ -9,7 +9,9 @@
  * Ulysses groups are contiguous runs of T-strided ranks, ring groups are
  * strided by T*U, data-parallel groups by T*U*R. Within a group the rank
  * follows the group's own coordinates in the same order (in SW_GROUP_SP the
- * rank is u + U*r). pp is reserved: it must be 1. */
+ * rank is u + U*r). Pipeline stages are the outermost: stage = the pp
+ * coordinate p, and every group but the world, pp and pp_ends lies within
+ * one stage. */
 #ifndef STARWEAVE_MESH_H
 #define STARWEAVE_MESH_H
 
@@ -23,7 +25,7 @@ extern "C" {
 /** The degrees of the mesh. */
 typedef struct sw_mesh_dims {
     ///@{
-    int tp, ulysses, ring, dp, pp; /**< tensor-parallel, Ulysses, Ring, data-parallel, pipeline degrees (pp: 1) */
+    int tp, ulysses, ring, dp, pp; /**< tensor-parallel, Ulysses, Ring, data-parallel, pipeline degrees */
     ///@}
 } sw_mesh_dims;
 
@@ -37,13 +39,16 @@ typedef enum {
     SW_GROUP_DP,      /**< same t, u, r */
     SW_GROUP_TP_SP,   /**< tp x ulysses x ring: same d */
     SW_GROUP_SP_DP,   /**< ulysses x ring x dp: same t */
+    SW_GROUP_PP,      /**< the pipeline stages: same t, u, r, d (rank = stage) */
+    SW_GROUP_PP_ENDS, /**< the first and the last stage (same t, u, r, d): a weight both hold, such as a
+                         tied embedding, has its gradients summed over it; a middle stage is a group of one */
     SW_GROUP_COUNT    /**< the number of groups */
 } sw_group;
 
 /** The process mesh (opaque): sw_mesh_create, sw_mesh_destroy. */
 typedef struct sw_mesh sw_mesh;
 
-/** Pure validation, no communication: every degree >= 1, pp == 1, and
+/** Pure validation, no communication: every degree >= 1, and
  * world_size == tp*ulysses*ring*dp*pp. Returns 0, or -1 with the rule and
  * the values in msg (n bytes, may be NULL/0), e.g.
  * "world size (4) must equal tp*ulysses*ring*dp*pp (2*1*1*1*1 = 2)". */
@@ -71,10 +76,12 @@ sw_mesh_dims sw_mesh_get_dims(const sw_mesh *m);
 
 /** This rank's coordinates (any pointer may be NULL). */
 void sw_mesh_coords(const sw_mesh *m, int *t, int *u, int *r, int *d);
-/** World rank of the process at (t, u, r, d) (pp = 0); -1 if out of range. */
+/** This rank's pipeline stage (its pp coordinate, 0 .. pp - 1). */
+int sw_mesh_stage(const sw_mesh *m);
+/** World rank of the process at (t, u, r, d) of this rank's stage; -1 if out of range. */
 int sw_mesh_world_rank(const sw_mesh *m, int t, int u, int r, int d);
 
-/** Group g's name: "world", "tp", "ulysses", "ring", "sp", "dp", "tp_sp", "sp_dp"; "?" otherwise. */
+/** Group g's name: "world", "tp", "ulysses", "ring", "sp", "dp", "tp_sp", "sp_dp", "pp", "pp_ends"; "?" otherwise. */
 const char *sw_group_name(sw_group g);
 
 #ifdef __cplusplus

@@ -80,9 +80,38 @@ sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm);
 /** Registers a parameter; returns its index (registration order: the
  * order of checkpoints and of the init keys). */
 int sw_params_add(sw_params *p, const sw_param_desc *d);
-/** Allocates every tensor and submits the tasks that write the initial
- * values and zero the moments (one per tensor; asynchronous: what reads
- * them after, tasks or acquires, waits for them). */
+/** The units of a model's parameters (sw_params_set_unit): what comes
+ * before the blocks (the embedding), block l (l >= 0), what comes after
+ * them (final norm, head). Pipeline stages place units: the first stage
+ * runs SW_UNIT_BEFORE, stage s the blocks sw_pipeline_stage_of gives it,
+ * the last SW_UNIT_AFTER; a rank holds (allocates, updates, saves) only the
+ * parameters of the units its stage runs. */
+enum {
+    SW_UNIT_BEFORE = -1, /**< what comes before the blocks (the default unit) */
+    SW_UNIT_AFTER = -2   /**< what comes after the blocks */
+};
+/** The unit of the parameters registered from now on: a block index (>= 0),
+ * SW_UNIT_BEFORE (until the first call) or SW_UNIT_AFTER. A model calls it
+ * before each block's parameters and before what comes after them. */
+void sw_params_set_unit(sw_params *p, int unit);
+/** Parameter i, of SW_UNIT_BEFORE, is also read after the blocks (unit
+ * SW_UNIT_AFTER): a tied embedding and LM head. With pipeline stages both
+ * end stages hold it and its gradients are summed between them (the mesh's
+ * pp_ends group) before the update. Anything else is refused (exit 2). */
+void sw_params_share(sw_params *p, int i, int unit);
+/** The pipeline stage that runs `unit` (0 without pipeline stages). */
+int sw_params_unit_stage(const sw_params *p, int unit);
+/** 1 when this rank's stage runs `unit`. */
+int sw_params_runs_unit(const sw_params *p, int unit);
+/** 1 when this rank holds parameter i (after sw_params_allocate; every
+ * parameter without pipeline stages). Not held: its value, gradient and
+ * moments are NULL. */
+int sw_params_held(const sw_params *p, int i);
+/** Allocates every tensor of the parameters this rank holds (with
+ * pipeline stages, those of its stage's units: the blocks must be
+ * divisible by the stages, exit 2 otherwise) and submits the tasks that
+ * write the initial values and zero the moments (one per tensor;
+ * asynchronous: what reads them after, tasks or acquires, waits for them). */
 void sw_params_allocate(sw_params *p);
 /** Frees the registry and its tensors. NULL: no-op. */
 void sw_params_destroy(sw_params *p);

@@ -1,0 +1,105 @@
+/** @file
+ * The step driver and pipeline parallelism, for any model built from the
+ * layers: the model gives what comes before its blocks (the embedding),
+ * its blocks (blocks.h) and what comes after them (final norm, head and
+ * loss); the driver submits a whole training step -- every micro-batch's
+ * forward and backward, the gradient reduction and the update -- as one
+ * graph.
+ *
+ * With pp pipeline stages (the mesh's outermost dimension) stage s runs
+ * blocks s L/pp .. (s + 1) L/pp - 1, the first stage also what comes
+ * before them and the last what comes after; a stage sends its output to
+ * the next stage and the gradient of its input to the previous one
+ * (sw_send, sw_recv over the pp group), and the registry holds on each
+ * rank only its stage's parameters (sw_params_set_unit).
+ *
+ * No schedule is written down. Stage s holds the saved sets of at most q_s
+ * micro-batches (its in-flight quota, micro slot k mod q_s for micro-batch
+ * k): the forward of micro-batch k + q_s reuses the slot micro-batch k's
+ * backward reads, so it cannot start before that backward has run. StarPU
+ * derives dependencies from the order of submission on each handle, so
+ * the driver submits each stage's work in the one order the quota allows
+ * (every forward as early as the quota lets it: q_s forwards, then one
+ * backward, one forward, ...) and StarPU runs whatever is ready: the
+ * order of execution comes from the data. q_s = pp - s gives 1F1B's
+ * memory (and, as a consequence, its order), q_s = micro-batches GPipe's.
+ * Quotas must not grow from a stage to the next (a stage waiting in
+ * backward for a forward its successor cannot start would deadlock):
+ * both choices satisfy it. */
+#ifndef STARWEAVE_PIPELINE_H
+#define STARWEAVE_PIPELINE_H
+
+#include "starweave/blocks.h"
+#include "starweave/comm.h"
+#include "starweave/layers.h"
+#include "starweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The stage that runs block `layer` of `layers` over pp stages
+ * (contiguous ranges of layers / pp blocks). */
+int sw_pipeline_stage_of(int layer, int layers, int pp);
+
+/** What a model gives the driver besides its blocks. The current
+ * micro-batch is the context's (sw_ctx.micro), set by the driver before
+ * each call. */
+typedef struct sw_model_ops {
+    /** first stage: what comes before the blocks, the micro-batch's input into x0 [l, h] */
+    void (*embed_forward)(void *model, int step, sw_tensor *x0);
+    /** its backward: dx0 holds the gradient of x0 (consumed) */
+    void (*embed_backward)(void *model, int step, sw_tensor *dx0);
+    /** last stage: what comes after the blocks, from their output xL, through the loss (summed over
+     * the step's micro-batches into the tensor `loss` gives) */
+    void (*head_forward)(void *model, int step, sw_tensor *xL);
+    /** its backward: writes the gradient of xL into dxL */
+    void (*head_backward)(void *model, int step, sw_tensor *xL, sw_tensor *dxL);
+    /** the model's [1,1] loss tensor (called on the last stage only; the driver sends it to the others) */
+    sw_tensor *(*loss)(void *model);
+    /** optional, for the traffic model: adds what embed_forward and embed_backward send for one step */
+    void (*embed_traffic)(void *model, sw_traffic *t);
+    /** optional, for the traffic model: adds what head_forward and head_backward send for one step */
+    void (*head_traffic)(void *model, sw_traffic *t);
+} sw_model_ops;
+
+/** A model's step driver (opaque): sw_pipeline_create. */
+typedef struct sw_pipeline sw_pipeline;
+
+/** The driver for a model on the context x (its registry, mesh and
+ * micro-batches: x->c.grad_accum of them per step): creates the stack of
+ * this stage's blocks (c->first, count and inflight are filled here).
+ * inflight: the micro-batches a stage holds saved sets for at once, 0 for
+ * 1F1B's quota (pp - stage), or a number Q >= 1 for every stage (GPipe:
+ * the micro-batches), at most the micro-batches. Refused (exit 2 on every
+ * rank): blocks not divisible by the stages, inflight < 0. */
+sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops,
+                                const sw_model_ops *mops, void *model, int inflight);
+/** Frees the driver and its blocks. NULL: no-op. */
+void sw_pipeline_destroy(sw_pipeline *s);
+/** The stack of this stage's blocks. */
+sw_blocks *sw_pipeline_blocks(sw_pipeline *s);
+/** [1,1] the step's loss on this rank, once sw_pipeline_step's tasks have
+ * run: the model's (the last stage), or the copy received from the last
+ * stage (the others). */
+sw_tensor *sw_pipeline_loss(sw_pipeline *s);
+/** This rank's stage and the number of stages. */
+int sw_pipeline_stage(const sw_pipeline *s, int *stages);
+/** This stage's in-flight quota (micro-batches whose saved sets it holds at once). */
+int sw_pipeline_inflight(const sw_pipeline *s);
+/** Submits training step `step` (1-based): bf16 weight copies, every
+ * micro-batch's forward and backward on this stage, the gradient
+ * reduction and the AdamW update; then the loss from the last stage to
+ * every stage. The micro-batches' inputs (tokens) must be written before
+ * (the model's business); read the loss from the model's loss tensor. */
+void sw_pipeline_step(sw_pipeline *s, int step);
+/** The traffic model of one step on this rank: what comes before the
+ * blocks (first stage), this stage's blocks, what comes after (last stage),
+ * the sends between stages, the loss sent to every stage, the registry's
+ * reductions. Fills t (zeroed first). */
+void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

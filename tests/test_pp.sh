@@ -1,0 +1,72 @@
+#!/bin/sh
+# Pipeline parallelism (pipeline.h): stages of blocks, micro-batches in
+# flight under a quota, the step driver.
+# - tests/test_tp against the single-rank model (losses of 3 steps 1e-5,
+#   every gradient of the last 1e-4, on each stage the parameters it holds):
+#   pp 2 and 4 with 1, 4 and 8 micro-batches, 1F1B's quota and GPipe's,
+#   pp x tp + sp, pp x dp + ZeRO-1, full recomputation, clipping (the tied
+#   embedding's norm counted once), LLaMA (untied head);
+# - gpt_train: the bytes sent = the traffic model on every group of every
+#   rank, boundary sends counted (2 per micro-batch on a middle stage);
+# - examples/custom_model with --pp 2, its model code unchanged: losses =
+#   one rank's within 1e-5;
+# - bad input: exit 2 on every rank, the rule and the values once.
+. "${top_srcdir:-.}/tests/common.sh"
+# equivalence (test_tp: tp = ranks / (dp * pp))
+run 2 --pp 2
+run 2 --pp 2 --grad-accum 4 --dropout 0.1
+run 2 --pp 2 --grad-accum 8 --batch 8 --pp-inflight 8     # GPipe: every micro-batch in flight
+run 4 --pp 4 --layers 4 --grad-accum 4
+run 4 --pp 4 --layers 4 --grad-accum 8 --batch 8 --dropout 0.1
+run 4 --pp 4 --layers 4
+run 4 --pp 2 --sp --grad-accum 4 --dropout 0.1          # pp 2 x tp 2 + sp
+run 4 --pp 2 --dp 2 --zero 1 --grad-accum 2 --batch 8   # pp 2 x dp 2 + ZeRO-1
+run 2 --pp 2 --grad-accum 4 --recompute full --layers 4 --recompute-every 2
+run 2 --pp 2 --grad-accum 4 --clip-grad 0.01
+run 2 --pp 2 --grad-accum 4 --model llama --dropout 0.1
+# traffic = model, exactly, and the boundary sends counted
+if want "traffic and counters"; then
+for args in "2 --pp 2 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
+    "4 --pp 2 --dp 2 --grad-accum 2 --clip-grad 1"; do
+  set -- $args; np=$1; shift
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --quiet --counters --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  ok=false
+  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=$np gpt_train $*: bytes sent = model on every group of $np ranks ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
+  cp "$TMPD/out" "$TMPD/traffic.$np$(echo "$*" | tr -d ' -')"
+done
+o=$TMPD/traffic.
+# pp 4, 2 micro-batches, 2 steps: a middle stage sends its output forward
+# and its input's gradient back, 2 x 2 x 2 = 8 messages; the ends half of
+# that plus the loss (the last stage to the 3 others: 3 per step)
+sends=$(sed -n 's/^counters: rank \([0-9]*\):.* send=\([0-9]*\).*/\1 \2/p' ${o}4pp4layers4gradaccum2 | sort -n | awk '{ printf "%s ", $2 }')
+check "pp 4, 2 micro-batches, 2 steps: messages sent per stage ($sends): first 4, middle 8, last 4 + 2 x 3 losses" \
+  [ "$sends" = "4 8 8 10 " ]
+fi
+# a model of one's own: custom_model's blocks unchanged, stages from the driver
+if want "custom model"; then
+PROG="$top_builddir/examples/custom_model"
+losses() { # losses NP ARGS... -> "l1 l2 ..." (empty on failure)
+  np=$1; shift
+  SW_TEST_TIMEOUT=180 sh "$LAUNCH" "$np" "$PROG" --steps 4 "$@" > "$TMPD/out" 2>&1 || { cat "$TMPD/out" >&2; return; }
+  awk '$1 == "step" { printf "%s ", $4 }' "$TMPD/out"
+}
+close() { # close "a1 a2 ..." "b1 b2 ...": same count (4), every pair within relative 1e-5
+  echo "$1|$2" | awk -F'|' '{ n = split($1, a, " "); m = split($2, b, " "); if (n != 4 || m != 4) exit 1;
+    for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-5 * (a[i] < 0 ? -a[i] : a[i])) exit 1 } }'
+}
+ref=$(losses 1 --micro 4)
+check "custom_model, 1 rank, 4 micro-batches: 4 losses ($ref)" [ "$(echo $ref | wc -w)" = 4 ]
+got=$(losses 2 --pp 2 --micro 4)
+check "custom_model --pp 2 --micro 4: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"
+check "custom_model --pp 2: bytes sent = traffic model on every group of every rank" traffic_exact "$TMPD/out" 2
+got=$(losses 4 --pp 2 --tp 2 --sp --micro 4)
+check "custom_model --pp 2 --tp 2 --sp --micro 4: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"
+fi
+expect_bad 2 "layers (3) must be divisible by pp (2): each stage runs layers/pp blocks" --pp 2 --layers 3
+expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*1*1*1*4 = 4)" --pp 4 --layers 4
+expect_bad 2 "pp-inflight must be 0 (1F1B: pp - stage) or at least 1 (pp-inflight = -1)" --pp 2 --pp-inflight -1
+expect_bad 2 "offload holds one micro-batch's saved activations at a time" --pp 2 --offload
+finish
