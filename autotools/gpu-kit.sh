@@ -8,6 +8,7 @@
 #
 # usage: autotools/gpu-kit.sh [--out DIR] [--build DIR] [--jobs N]
 #        autotools/gpu-kit.sh --check [--out DIR]
+#        autotools/gpu-kit.sh --rehearse ROOT [--out DIR]
 #   (no option)  build StarPU with CUDA (autotools/build-starpu.sh --cuda, a
 #                cache), starweave's GPU build (configure --enable-cuda
 #                --disable-shared --with-gemm=openblas) in BUILD, and gather:
@@ -17,8 +18,9 @@
 #                from this (Debian bookworm) machine; env.sh, which points
 #                PATH, LD_LIBRARY_PATH and Open MPI / PMIx / hwloc at the kit.
 #                Not in the kit: glibc, libgcc_s and libstdc++ (the GPU
-#                machine's, newer: the kit is built against bookworm's glibc
-#                2.36 and needs no newer one) and the CUDA libraries
+#                machine's: the kit needs glibc 2.36 or later, bookworm's,
+#                for libevent; Ubuntu 24.04 has 2.39, 22.04's 2.35 is too
+#                old; MANIFEST.txt says which) and the CUDA libraries
 #                (cudart, cuBLAS, cusparse, nvJitLink, NCCL, the driver),
 #                which gpu-run.sh finds on the GPU machine.
 #   --check      unpack the kit into a temporary folder and run ldd over
@@ -28,6 +30,20 @@
 #                (found, or "not found" where there is no CUDA); anything
 #                else, or a kit over 48 MiB, fails. Exit 77 (SKIP) when the
 #                kit is not built. Takes a few seconds.
+#   --rehearse ROOT  (root) the rehearsal without a GPU: copy the working
+#                tree as the GPU machine gets it (git ls-files: tracked and
+#                untracked files that git does not ignore) and the kit into
+#                ROOT/root/starweave, ROOT being a bare root that has none of
+#                the kit's Debian packages, e.g. made by
+#                  apt-get install -y debootstrap
+#                  debootstrap --variant=minbase bookworm ROOT http://deb.debian.org/debian
+#                  chroot ROOT apt-get install -y python3
+#                with this machine's CUDA runtime libraries bound into
+#                ROOT/usr/local/cuda/lib64 and its NCCL into a Python package
+#                nvidia/nccl (PyTorch's layout) for the time of it; then,
+#                chrooted there (/proc, /sys, /dev mounted for the
+#                time of it): gpu-kit.sh --check and gpu-run.sh; the outputs
+#                land in ROOT/root/gpu-run-out. The GPU items say SKIP.
 #   --out DIR    the kit folder (default: gpu-kit in the source tree)
 #   --build DIR  starweave's GPU build directory (default: build-gpukit in
 #                the source tree; reconfigured when its options differ)
@@ -41,7 +57,7 @@ set -eu
 me=gpu-kit
 msg() { echo "$me: $*" >&2; }
 die() { echo "$me: error: $*" >&2; exit 1; }
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; }
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=$src/gpu-kit
@@ -54,6 +70,7 @@ while [ $# -gt 0 ]; do
     --build) [ $# -ge 2 ] || { usage >&2; exit 2; }; build=$2; shift ;;
     --jobs|-j) [ $# -ge 2 ] || { usage >&2; exit 2; }; jobs=$2; shift ;;
     --check) mode=check ;;
+    --rehearse) [ $# -ge 2 ] || { usage >&2; exit 2; }; mode=rehearse; bare=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$me: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -122,13 +139,68 @@ if [ "$mode" = check ]; then
   echo "kit: $out is $((size / 1024)) MiB ($size KiB; limit $limit_mib MiB), $((unpacked / 1024)) MiB unpacked"
   [ "$size" -le $((limit_mib * 1024)) ] || { echo "FAIL: the kit is over $limit_mib MiB"; ok=no; }
   # the CPU side of the kit runs: gpt_train's help through the kit's libraries
-  if (SW_KIT=$root; . "$root/env.sh"; "$root/build/examples/gpt_train" --help > "$tmp/help.out" 2>&1); then
+  nf=$(SW_KIT=$root; . "$root/env.sh"; ldd "$root/build/examples/gpt_train" | awk '$3 == "not" { print $1 }' | tr '\n' ' ')
+  if [ -n "$nf" ]; then
+    echo "kit: build/examples/gpt_train --help not run: $nf not found here (gpu-run.sh looks for them on the GPU machine)"
+  elif (SW_KIT=$root; . "$root/env.sh"; "$root/build/examples/gpt_train" --help > "$tmp/help.out" 2>&1); then
     echo "kit: build/examples/gpt_train --help runs with the kit's libraries"
   else
     echo "FAIL: build/examples/gpt_train --help: $(tail -n 3 "$tmp/help.out")"; ok=no
   fi
   if [ "$ok" = yes ]; then echo "PASS gpu-kit check"; exit 0; fi
   echo "FAIL gpu-kit check"; exit 1
+fi
+
+# --- --rehearse ---------------------------------------------------------------
+if [ "$mode" = rehearse ]; then
+  [ "$(id -u)" = 0 ] || die "--rehearse needs root (chroot, mount)"
+  [ -x "$bare/bin/sh" ] && [ -x "$bare/usr/bin/ldd" ] || die "$bare is not a root file system (debootstrap one, see --help)"
+  [ -f "$tarball" ] || die "no kit at $tarball: build it first"
+  for p in libopenmpi3 libhwloc15 libopenblas0-pthread libfxt2 libpmix2 libevent-core-2.1-7 libgfortran5; do
+    if chroot "$bare" dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed"; then
+      die "$bare has the Debian package $p installed: a bare root must not"
+    fi
+  done
+  dest=$bare/root/starweave
+  rm -rf "$dest" "$bare/root/gpu-run-out"
+  mkdir -p "$dest"
+  (cd "$src" && git ls-files -z -co --exclude-standard | xargs -0 tar -cf - 2> /dev/null) | tar -xf - -C "$dest"
+  cp -r "$out" "$dest/gpu-kit"
+  mounted=""
+  cleanup_mounts() { for m in $mounted; do umount "$m" 2> /dev/null || umount -l "$m"; done; }
+  trap cleanup_mounts EXIT
+  for m in proc sys dev; do
+    mountpoint -q "$bare/$m" && continue
+    case $m in
+      proc) mount -t proc proc "$bare/proc" ;;
+      sys) mount --rbind /sys "$bare/sys" && mount --make-rslave "$bare/sys" ;;
+      dev) mount --rbind /dev "$bare/dev" && mount --make-rslave "$bare/dev" ;;
+    esac
+    mounted="$bare/$m $mounted"
+  done
+  # The GPU machine's CUDA: its runtime libraries in /usr/local/cuda/lib64
+  # (this machine's files, bound read-only), NCCL only inside a Python
+  # package as PyTorch's nvidia-nccl brings it (needs python3 in ROOT).
+  chroot "$bare" sh -c 'command -v python3' > /dev/null \
+    || die "$bare has no python3 (the GPU machine has Python 3.12): chroot $bare apt-get install -y python3"
+  pysite=$(chroot "$bare" python3 -c 'import site; print(site.getsitepackages()[0])')
+  mkdir -p "$bare/usr/local/cuda/lib64" "$bare$pysite/nvidia/nccl/lib"
+  : > "$bare$pysite/nvidia/nccl/__init__.py"
+  for name in $(sed -n '/^needs from the GPU machine/{n;p;}' "$out/MANIFEST.txt"); do
+    f=$(ldconfig -p | awk -v n="$name" '$1 == n { print $NF; exit }')
+    [ -n "$f" ] || f=$(ls "$cuda_dir"/lib64/"$name" 2> /dev/null || true)
+    [ -n "$f" ] || die "$name not found on this machine (for the bare root)"
+    case "$name" in libnccl*) t=$bare$pysite/nvidia/nccl/lib/$name ;; *) t=$bare/usr/local/cuda/lib64/$name ;; esac
+    : > "$t"
+    mount --bind -o ro "$(readlink -f "$f")" "$t"
+    mounted="$t $mounted"
+  done
+  echo "== rehearsal in $bare ($(chroot "$bare" sh -c '. /etc/os-release; echo "$PRETTY_NAME"'); $(chroot "$bare" dpkg-query -W -f='${binary:Package}\n' | wc -l) Debian packages; python3: $(chroot "$bare" sh -c 'command -v python3 || echo none'))"
+  rc=0
+  chroot "$bare" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    sh -c 'cd /root/starweave && sh autotools/gpu-kit.sh --check; sh autotools/gpu-run.sh /root/gpu-run-out' || rc=$?
+  echo "== outputs in $bare/root/gpu-run-out: $(ls "$bare/root/gpu-run-out" 2> /dev/null | tr '\n' ' ')"
+  exit $rc
 fi
 
 # --- build ------------------------------------------------------------------
@@ -267,6 +339,9 @@ OPAL_DATAROOTDIR=$SW_KIT/share OPAL_DATADIR=$SW_KIT/share OPAL_PKGDATADIR=$SW_KI
 OPAL_SYSCONFDIR=$SW_KIT/etc OPAL_PKGLIBDIR=$SW_KIT/lib/openmpi
 OMPI_MCA_mca_base_component_path=$SW_KIT/lib/openmpi
 OMPI_MCA_orte_default_hostfile=$SW_KIT/etc/openmpi-default-hostfile
+# one node: launch locally, without the rsh/ssh agent a bare machine lacks
+# (the rsh launcher fails at start-up when it finds neither)
+OMPI_MCA_plm=isolated
 # containers often forbid the cross-memory attach (ptrace) that vader's
 # single copy uses: copy through the shared segment instead
 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -275,7 +350,7 @@ PMIX_MCA_mca_base_component_path=$SW_KIT/pmix/lib/pmix
 HWLOC_PLUGINS_PATH=$SW_KIT/lib/hwloc
 export PATH LD_LIBRARY_PATH OPAL_PREFIX OPAL_EXEC_PREFIX OPAL_BINDIR OPAL_LIBDIR OPAL_DATAROOTDIR \
   OPAL_DATADIR OPAL_PKGDATADIR OPAL_SYSCONFDIR OPAL_PKGLIBDIR OMPI_MCA_mca_base_component_path \
-  OMPI_MCA_orte_default_hostfile OMPI_MCA_btl_vader_single_copy_mechanism PMIX_INSTALL_PREFIX \
+  OMPI_MCA_orte_default_hostfile OMPI_MCA_plm OMPI_MCA_btl_vader_single_copy_mechanism PMIX_INSTALL_PREFIX \
   PMIX_PREFIX PMIX_MCA_mca_base_component_path HWLOC_PLUGINS_PATH
 if [ "$(id -u)" = 0 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
