@@ -414,9 +414,29 @@ static void memory_report(sw_gpt *m)
     free(lines);
 }
 
+/* Pipeline stages: per stage, the share of each step (after the first)
+ * in which its workers did not compute -- idle, or waiting for the
+ * neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1). */
+static void print_bubble(const sw_overlap *rows, int n, const sw_gpt_config *c)
+{
+    int per_stage = c->tp * c->ulysses * c->ring * c->dp;
+    for (int s = 0; s < c->pp; s++) {
+        double sum = 0;
+        int count = 0;
+        for (int i = 0; i < n; i++)
+            if (rows[i].rank / per_stage == s && rows[i].step > 1 && rows[i].wall_us > 0)
+                sum += 1 - rows[i].compute_us / rows[i].wall_us, count++;
+        if (count)
+            printf("bubble: stage %d: %.1f%% of the step without compute (steps after the first, %d rank-steps), "
+                   "1F1B's (p - 1) / (m + p - 1) = %.1f%% (quota %s)\n", s, 100 * sum / count, count,
+                   100.0 * (c->pp - 1) / (c->grad_accum + c->pp - 1), c->pp_inflight ? "given" : "1F1B");
+    }
+}
+
 /* The merged trace of every rank, its Paje twin and the overlap report;
- * the overlap per step printed by rank 0. Collective. */
-static void write_trace(const char *path)
+ * the overlap per step printed by rank 0 (and with pipeline stages, the
+ * bubble of each). Collective. */
+static void write_trace(const char *path, const sw_gpt_config *c)
 {
     char paje[4096], overlap[4096];
     snprintf(paje, sizeof paje, "%s.paje", path);
@@ -435,6 +455,7 @@ static void write_trace(const char *path)
                rows[i].step < 0 ? "all" : (snprintf(paje, sizeof paje, "%d", rows[i].step), paje),
                rows[i].wall_us / 1e3, rows[i].compute_us / 1e3, rows[i].comm_us / 1e3, rows[i].overlap_us / 1e3,
                rows[i].idle_us / 1e3, 100 * rows[i].overlap_share);
+    if (c->pp > 1) print_bubble(rows, n < 512 ? n : 512, c);
     printf("gpt_train: trace of %d rank(s) in %s (Chrome/Perfetto JSON), %s.paje (ViTE), %s.overlap.json\n",
            sw_world_size(), path, path, path);
 }
@@ -655,7 +676,7 @@ int main(int argc, char **argv)
         printf("profile: submitting the graph took %.1f ms per step (main thread)\n", timed > 0 ? submit_ms / timed : 0);
     }
     if (o.memory_report) memory_report(m);
-    if (o.trace) write_trace(o.trace);
+    if (o.trace) write_trace(o.trace, c);
     if (o.dag) write_dag(o.dag, step0 + 1);
     traffic_report(m, comm, o.steps - step0, o.counters);
     if (log) fclose(log);

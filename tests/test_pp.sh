@@ -7,7 +7,8 @@
 #   pp x tp + sp, pp x dp + ZeRO-1, full recomputation, clipping (the tied
 #   embedding's norm counted once), LLaMA (untied head);
 # - gpt_train: the bytes sent = the traffic model on every group of every
-#   rank, boundary sends counted (2 per micro-batch on a middle stage);
+#   rank, boundary sends counted (2 per micro-batch on a middle stage), the
+#   bubble report of --trace;
 # - examples/custom_model with --pp 2, its model code unchanged: losses =
 #   one rank's within 1e-5;
 # - bad input: exit 2 on every rank, the rule and the values once.
@@ -44,6 +45,16 @@ o=$TMPD/traffic.
 sends=$(sed -n 's/^counters: rank \([0-9]*\):.* send=\([0-9]*\).*/\1 \2/p' ${o}4pp4layers4gradaccum2 | sort -n | awk '{ printf "%s ", $2 }')
 check "pp 4, 2 micro-batches, 2 steps: messages sent per stage ($sends): first 4, middle 8, last 4 + 2 x 3 losses" \
   [ "$sends" = "4 8 8 10 " ]
+fi
+# the bubble report: gpt_train --trace prints, per stage, the share of the
+# step without compute beside 1F1B's formula (here 2 stages, 4 micro-batches: 20 %)
+if want "bubble report"; then
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --trace "$TMPD/pp.json" \
+  --log "$TMPD/log.csv" > "$TMPD/out" 2>&1
+rc=$?
+n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0% (quota 1F1B)$' "$TMPD/out")
+[ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
+check "gpt_train --pp 2 --trace: a bubble line per stage ($n) beside 1F1B's 20.0% (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
 fi
 # a model of one's own: custom_model's blocks unchanged, stages from the driver
 if want "custom model"; then
