@@ -116,7 +116,10 @@ static void usage(FILE *f)
             "checkpoints:\n"
             "  --save DIR        write a checkpoint into DIR after the last step (and every --save-every)\n"
             "  --save-every N    also every N steps (0: only at the end)\n"
-            "  --resume DIR      continue from DIR's latest checkpoint (same model and layout)\n"
+            "  --resume DIR      continue from DIR's latest checkpoint: the same model (its shape and\n"
+            "                    --seed), any parallel layout (tp, ulysses, ring, dp, --zero): a\n"
+            "                    checkpoint saved under another one is re-sharded into this run's\n"
+            "                    (a line names both layouts)\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -370,6 +373,15 @@ static double now_ms(void)
 /* Saved activations per layer and rank (model of the library, and the
  * bytes of the tensors the builder keeps for the block: "registered"),
  * printed by rank 0. */
+/* "4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1" */
+static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
+{
+    char zero[16] = "no ZeRO";
+    if (l->zero) snprintf(zero, sizeof zero, "ZeRO-%d", l->zero);
+    snprintf(out, n, "%d rank%s: tp %d, ulysses %d, ring %d, dp %d, pp %d, %s", l->ranks, l->ranks == 1 ? "" : "s",
+             l->tp, l->ulysses, l->ring, l->dp, l->pp, zero);
+}
+
 static void memory_report(sw_gpt *m)
 {
     const sw_gpt_config *c = sw_gpt_get_config(m);
@@ -625,8 +637,15 @@ int main(int argc, char **argv)
     double total_ms = 0, submit_ms = 0;
     int step0 = 0; /* the last step already done */
     if (o.resume) {
-        step0 = sw_checkpoint_load(sw_gpt_params(m), fields, nfields, o.resume);
+        sw_ckpt_layout saved, here;
+        step0 = sw_checkpoint_load_layout(sw_gpt_params(m), fields, nfields, o.resume, &saved, &here);
         if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
+        if (!o.quiet && memcmp(&saved, &here, sizeof saved) != 0) {
+            char from[128], to[128];
+            layout_text(&saved, from, sizeof from);
+            layout_text(&here, to, sizeof to);
+            printf("gpt_train: re-sharded the checkpoint from layout %s to layout %s\n", from, to);
+        }
         if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
