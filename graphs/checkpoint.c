@@ -452,9 +452,8 @@ static int mismatch(char *err, size_t n, const char *sdir, const ckpt_header *f,
     for (int i = 0; i < me->nmodel; i++)
         if (strncmp(f->field[i].name, me->field[i].name, sizeof f->field[i].name) != 0 ||
             f->field[i].value != me->field[i].value)
-            return snprintf(err, n, "checkpoint %s does not match this run: %.32s %lld in the checkpoint, %s %lld here",
-                            sdir, f->field[i].name, (long long)f->field[i].value, me->field[i].name,
-                            (long long)me->field[i].value), 1;
+            return snprintf(err, n, "checkpoint %s does not match this run: %s %lld in the checkpoint, %lld here", sdir,
+                            me->field[i].name, (long long)f->field[i].value, (long long)me->field[i].value), 1;
     if (f->seed != me->seed)
         return snprintf(err, n, "checkpoint %s does not match this run: seed %llu in the checkpoint, %llu here", sdir,
                         (unsigned long long)f->seed, (unsigned long long)me->seed), 1;
