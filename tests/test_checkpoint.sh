@@ -8,7 +8,9 @@
 # Re-sharding: a checkpoint of tp 2 + sp x dp 2 ZeRO-1 (4 ranks) at step 4
 # resumed on 1 rank, on tp 2 and on dp 4 ZeRO-1: each prints the re-shard
 # line naming both layouts, and its losses of steps 5-8 equal the
-# uninterrupted 8-step run's within 1e-5 relative.
+# uninterrupted run's within 1e-5 relative; and the one-rank run's
+# checkpoint of step 8 resumed on tp 2 + sp (pieces split finer than the
+# file's) to step 10, its losses of steps 9-10 checked the same way.
 # Refusals, exit 2 on every rank (each rank's status seen), the reason
 # printed once, the checkpoint directory left as it was: a checkpoint whose
 # pieces do not cover the model (one rank's file replaced by another data-
@@ -62,12 +64,13 @@ SAVED="4 --tp 2 --sp --dp 2 --zero 1"
 saved_text="layout 4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1"
 if want "re-shard" || want "refused"; then
   set -- $SAVED; shift
-  ran "np=4 $*: 8 steps" 4 "$R/full.out" "$@" --steps 8 --log "$R/full.csv"
+  ran "np=4 $*: 10 steps" 4 "$R/full.out" "$@" --steps 10 --log "$R/full.csv"
   ran "np=4 $*: 4 steps + save" 4 "$R/a.out" "$@" --steps 4 --save "$R/ck" --log "$R/a.csv"
-  [ -f "$R/full.csv" ] && tail -n +6 "$R/full.csv" | cut -d, -f1,2 > "$R/want"
+  [ -f "$R/full.csv" ] && tail -n +6 "$R/full.csv" | head -n 4 | cut -d, -f1,2 > "$R/want"
+  [ -f "$R/full.csv" ] && tail -n +10 "$R/full.csv" | cut -d, -f1,2 > "$R/want9"
 fi
 close_losses() { # close_losses WANT GOT: the same steps, each loss within 1e-5 relative
-  [ "$(wc -l < "$1")" = 4 ] && [ "$(cut -d, -f1 "$1")" = "$(cut -d, -f1 "$2")" ] &&
+  [ -s "$1" ] && [ "$(cut -d, -f1 "$1")" = "$(cut -d, -f1 "$2")" ] &&
     paste -d, "$1" "$2" | awk -F, '{ d = $2 - $4; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > 1e-5 * s) bad++ }
       END { exit bad > 0 }'
 }
@@ -78,14 +81,27 @@ for layout in "1 rank: tp 1, ulysses 1, ring 1, dp 1, pp 1, no ZeRO|1" \
   text=${layout%%|*}; set -- ${layout#*|}; np=$1; shift
   want "re-shard: np=$np $*" || continue
   case=$((case + 1)); d="$R/resumed$case"; mkdir "$d"
+  # the one-rank run saves at step 8 for the finer split below
   QUIET= ran "re-shard: np=$np $*: resume the np=$SAVED checkpoint to step 8" "$np" "$d/out" "$@" --steps 8 \
-    --resume "$R/ck" --log "$d/log.csv"
+    --resume "$R/ck" --log "$d/log.csv" $([ "$np" = 1 ] && echo --save "$R/ck1")
   line="gpt_train: re-sharded the checkpoint from $saved_text to layout $text"
   check "re-shard: np=$np $*: prints '$line'" grep -q -x -F -- "$line" "$d/out"
   [ -f "$d/log.csv" ] && tail -n +2 "$d/log.csv" | cut -d, -f1,2 > "$d/got"
   check "re-shard: np=$np $*: losses of steps 5-8 ($(tr '\n' ' ' < "$d/got" 2> /dev/null)) equal the uninterrupted np=$SAVED run's ($(tr '\n' ' ' < "$R/want")) within 1e-5" \
     close_losses "$R/want" "$d/got"
 done
+# a finer split than the file's pieces: the one-rank checkpoint of step 8
+# (whole tensors) into tp 2 + sp's column and row blocks, to step 10
+if want "re-shard: np=1" && want "re-shard: np=2 --tp 2 --sp"; then
+  d="$R/finer"; mkdir "$d"
+  QUIET= ran "re-shard: np=2 --tp 2 --sp: resume the one-rank checkpoint of step 8 to step 10" 2 "$d/out" --tp 2 --sp \
+    --steps 10 --resume "$R/ck1" --log "$d/log.csv"
+  line="gpt_train: re-sharded the checkpoint from layout 1 rank: tp 1, ulysses 1, ring 1, dp 1, pp 1, no ZeRO to layout 2 ranks: tp 2, ulysses 1, ring 1, dp 1, pp 1, no ZeRO"
+  check "re-shard: np=2 --tp 2 --sp: prints '$line'" grep -q -x -F -- "$line" "$d/out"
+  [ -f "$d/log.csv" ] && tail -n +2 "$d/log.csv" | cut -d, -f1,2 > "$d/got"
+  check "re-shard: np=2 --tp 2 --sp: losses of steps 9-10 ($(tr '\n' ' ' < "$d/got" 2> /dev/null)) equal the uninterrupted np=$SAVED run's ($(tr '\n' ' ' < "$R/want9")) within 1e-5" \
+    close_losses "$R/want9" "$d/got"
+fi
 
 # Refusals: every rank exits 2 (each rank reports its status: the wrapper
 # itself exits 0, so that mpirun lets every rank finish), the message is
