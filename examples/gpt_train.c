@@ -370,10 +370,7 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Saved activations per layer and rank (model of the library, and the
- * bytes of the tensors the builder keeps for the block: "registered"),
- * printed by rank 0. */
-/* "4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1" */
+/* A checkpoint's layout, as the re-shard line names it: "4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1" */
 static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
 {
     char zero[16] = "no ZeRO";
@@ -382,6 +379,9 @@ static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
              l->tp, l->ulysses, l->ring, l->dp, l->pp, zero);
 }
 
+/* Saved activations per layer and rank (model of the library, and the
+ * bytes of the tensors the builder keeps for the block: "registered"),
+ * printed by rank 0. */
 static void memory_report(sw_gpt *m)
 {
     const sw_gpt_config *c = sw_gpt_get_config(m);
