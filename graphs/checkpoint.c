@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,8 +190,7 @@ static sw_ckpt_layout layout_of_header(const ckpt_header *h)
  * did; the lowest failing rank prints its reason (once, not once a rank). */
 static void agree_or_exit(const char *err, int code)
 {
-    int mine = err[0] ? sw_rank() : INT_MAX, first = INT_MAX;
-    SW_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    int first = sw_world_min(err[0] ? sw_rank() : INT_MAX);
     if (first == INT_MAX) return;
     if (first == sw_rank()) fprintf(stderr, "starweave: error: %s\n", err);
     fflush(stderr);
