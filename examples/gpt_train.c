@@ -284,8 +284,6 @@ static void parse_args(int argc, char **argv, train_opts *o)
     if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
-    if (o->cfg.pp > 1 && (o->save || o->resume))
-        sw_usage_error("--save and --resume do not support pipeline stages yet (pp = %d)", o->cfg.pp);
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");

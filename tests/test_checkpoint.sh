@@ -1,12 +1,14 @@
 #!/bin/sh
 # Checkpoint/resume (gpt_train --save/--resume), dropout on.
-# Bit for bit, in five layouts (one rank; 2 ranks with tp 2 + sp, with
-# ring 2, with dp 2 + ZeRO-1, and that with bf16 GEMMs): 10 uninterrupted
+# Bit for bit, in six layouts (one rank; 2 ranks with tp 2 + sp, with
+# ring 2, with dp 2 + ZeRO-1, that with bf16 GEMMs, and 2 pipeline stages
+# of 2 micro-batches, each rank's file holding its stage's tensors): 10 uninterrupted
 # steps against 5 steps + save + resume + 5 steps: the logged losses of
 # steps 6-10 are identical and every rank's checkpoint after step 10
 # (parameters and AdamW moments) is identical byte for byte.
 # Re-sharding: a checkpoint of tp 2 + sp x dp 2 ZeRO-1 (4 ranks) at step 4
-# resumed on 1 rank, on tp 2 and on dp 4 ZeRO-1: each prints the re-shard
+# resumed on 1 rank, on tp 2, on dp 4 ZeRO-1 and on pp 2 x tp 2 + sp (the
+# tied embedding loaded on both end stages): each prints the re-shard
 # line naming both layouts, and its losses of steps 5-8 equal the
 # uninterrupted run's within 1e-5 relative; and the one-rank run's
 # checkpoint of step 8 resumed on tp 2 + sp (pieces split finer than the
@@ -43,7 +45,8 @@ same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in bot
   done
 }
 case=0
-for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16"; do
+for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16" \
+    "2 --pp 2 --grad-accum 2"; do
   want "bit for bit: $layout" || continue
   set -- $layout; np=$1; shift
   case=$((case + 1)); d="$TMPD/layout$case"; mkdir "$d"
@@ -77,7 +80,8 @@ close_losses() { # close_losses WANT GOT: the same steps, each loss within 1e-5 
 case=0
 for layout in "1 rank: tp 1, ulysses 1, ring 1, dp 1, pp 1, no ZeRO|1" \
               "2 ranks: tp 2, ulysses 1, ring 1, dp 1, pp 1, no ZeRO|2 --tp 2" \
-              "4 ranks: tp 1, ulysses 1, ring 1, dp 4, pp 1, ZeRO-1|4 --dp 4 --zero 1"; do
+              "4 ranks: tp 1, ulysses 1, ring 1, dp 4, pp 1, ZeRO-1|4 --dp 4 --zero 1" \
+              "4 ranks: tp 2, ulysses 1, ring 1, dp 1, pp 2, no ZeRO|4 --pp 2 --tp 2 --sp"; do
   text=${layout%%|*}; set -- ${layout#*|}; np=$1; shift
   want "re-shard: np=$np $*" || continue
   case=$((case + 1)); d="$R/resumed$case"; mkdir "$d"

@@ -4,8 +4,9 @@
 # - tests/test_tp against the single-rank model (losses of 3 steps 1e-5,
 #   every gradient of the last 1e-4, on each stage the parameters it holds):
 #   pp 2 and 4 with 1, 4 and 8 micro-batches, 1F1B's quota and GPipe's,
-#   pp x tp + sp, pp x dp + ZeRO-1, full recomputation, clipping (the tied
-#   embedding's norm counted once), LLaMA (untied head);
+#   pp x tp + sp, pp x dp + ZeRO-1, pp x Ring, pp x Ulysses, bf16, full
+#   recomputation, clipping (the tied embedding's norm counted once), LLaMA
+#   (untied head);
 # - gpt_train: the bytes sent = the traffic model on every group of every
 #   rank, boundary sends counted (2 per micro-batch on a middle stage), the
 #   bubble report of --trace;
@@ -25,6 +26,9 @@ run 4 --pp 2 --dp 2 --zero 1 --grad-accum 2 --batch 8   # pp 2 x dp 2 + ZeRO-1
 run 2 --pp 2 --grad-accum 4 --recompute full --layers 4 --recompute-every 2
 run 2 --pp 2 --grad-accum 4 --clip-grad 0.01
 run 2 --pp 2 --grad-accum 4 --model llama --dropout 0.1
+run 4 --pp 2 --ring 2 --grad-accum 2 --batch 8 --dropout 0.1   # pp 2 x Ring 2 (zigzag)
+run 4 --pp 2 --ulysses 2 --grad-accum 2 --model llama         # pp 2 x Ulysses 2
+run 2 --pp 2 --dtype bf16 --grad-accum 2                      # bf16 GEMMs (each step from the reference's parameters)
 # traffic = model, exactly, and the boundary sends counted
 if want "traffic and counters"; then
 for args in "2 --pp 2 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
