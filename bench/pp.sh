@@ -5,20 +5,23 @@
 # compute (sw_trace_overlap: wall - compute; the stage waits for its
 # neighbours there), beside 1F1B's formula (p - 1) / (K + p - 1), averaged
 # over the steps after the first.
-# usage: bench/pp.sh [--pp P] [--micro "2 4 8"] [--steps N] [--inflight Q] [--help] [-- gpt_train args]
+# usage: bench/pp.sh [--pp P] [--micro "2 4 8"] [--steps N] [--inflight Q] [--gantt OUT.png] [--help]
+#                    [-- gpt_train args]
+#   --gantt: step 2 of the last micro-batch count's run drawn as a Gantt chart (bench/plot_trace.py)
 #   (run from the build directory or set BUILD; P ranks; on a machine with
 #   fewer cores than P the stages share cores and the figures are not a bubble)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-.}
-pp=2; micro="2 4 8"; steps=4; inflight=0
+pp=2; micro="2 4 8"; steps=4; inflight=0; gantt=
 while [ $# -gt 0 ]; do
   case $1 in
     --pp) pp=$2; shift 2 ;;
     --micro) micro=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --inflight) inflight=$2; shift 2 ;;
-    --help|-h) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --gantt) gantt=$2; shift 2 ;;
+    --help|-h) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "pp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -45,3 +48,4 @@ for rank in range(p):
     print("%6d %6d %10s %11.1f%% %11.1f%%" % (K, rank, ms, 100 * bubble, 100 * (p - 1) / (K + p - 1)))
 EOF
 done
+[ -z "$gantt" ] || /usr/bin/python3 "$here/plot_trace.py" "$tmp/t.json" --step 2 --gantt "$gantt"

@@ -44,6 +44,17 @@ expect_bad() { # expect_bad NP "message" ARGS...: gpt_train exits 2 on every ran
   $ok || cat "$TMPD/out"
   check "np=$np gpt_train $*: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
 }
+traffic_case() { # traffic_case NP ARGS...: gpt_train --counters, 2 steps; the bytes sent = the traffic
+  # model on every group of every rank; the output kept in $TMPD/traffic.<NP><ARGS without spaces and dashes>
+  np=$1; shift
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --quiet --counters --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  ok=false
+  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=$np gpt_train $*: bytes sent = model on every group of $np ranks ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
+  cp "$TMPD/out" "$TMPD/traffic.$np$(echo "$*" | tr -d ' -')"
+}
 # What ran, from the "counters:" lines that gpt_train --counters and
 # custom_model print on every rank (sw_counters_print).
 counter_values() { # counter_values FILE NAME -> that counter of every rank, one per line

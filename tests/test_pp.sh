@@ -33,14 +33,7 @@ run 2 --pp 2 --dtype bf16 --grad-accum 2                      # bf16 GEMMs (each
 if want "traffic and counters"; then
 for args in "2 --pp 2 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
     "4 --pp 2 --dp 2 --grad-accum 2 --clip-grad 1"; do
-  set -- $args; np=$1; shift
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --quiet --counters --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
-  rc=$?
-  ok=false
-  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
-  $ok || cat "$TMPD/out"
-  check "np=$np gpt_train $*: bytes sent = model on every group of $np ranks ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
-  cp "$TMPD/out" "$TMPD/traffic.$np$(echo "$*" | tr -d ' -')"
+  traffic_case $args
 done
 o=$TMPD/traffic.
 # pp 4, 2 micro-batches, 2 steps: a middle stage sends its output forward

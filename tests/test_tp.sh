@@ -83,14 +83,7 @@ for args in "2 --tp 2" "2 --tp 2 --sp" "2 --tp 2 --sp --tp-recompute-allgather" 
     "2 --model llama --tp 2 --kv-heads 1 --sp" "2 --dp 2" "2 --dp 2 --zero 1 --clip-grad 1" \
     "2 --tp 2 --sp --recompute full --recompute-every 2 --layers 3" "4 --model llama --tp 4 --sp --kv-heads 2" \
     "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2"; do
-  set -- $args; np=$1; shift
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --steps 2 --quiet --counters --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
-  rc=$?
-  ok=false
-  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
-  $ok || cat "$TMPD/out"
-  check "np=$np gpt_train $*: bytes sent = model on every group of $np ranks ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
-  cp "$TMPD/out" "$TMPD/traffic.$np$(echo "$*" | tr -d ' -')"
+  traffic_case $args
 done
 o=$TMPD/traffic.
 check "tp 2: all-reduces only, no all-gather or reduce-scatter" \
