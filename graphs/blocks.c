@@ -206,6 +206,26 @@ static sw_saved *slot_of(sw_blocks *b, int i)
     return &b->slots[(shared_sets(b) ? 0 : b->cur * b->count) + i % b->per_micro];
 }
 
+/* block `layer`'s forward (y NULL: without its output) or backward,
+ * between the registry's ZeRO-2/3 hooks: its parameters gathered into the
+ * pool before, released after (its gradients reduce-scattered after a
+ * backward) */
+static void run_forward(sw_blocks *b, int step, int i, sw_tensor *x, sw_tensor *y)
+{
+    int layer = b->first + i;
+    if (b->c.params) sw_params_gather_unit(b->c.params, layer, 0);
+    b->ops.forward(b->model, step, layer, slot_of(b, i), x, y);
+    if (b->c.params) sw_params_release_unit(b->c.params, layer, 0);
+}
+
+static void run_backward(sw_blocks *b, int step, int i, sw_tensor *x)
+{
+    int layer = b->first + i;
+    if (b->c.params) sw_params_gather_unit(b->c.params, layer, 1);
+    b->ops.backward(b->model, step, layer, slot_of(b, i), x, b->dx);
+    if (b->c.params) sw_params_release_unit(b->c.params, layer, 1);
+}
+
 /* Offload, as tasks: the saved set of block i is copied into its tensors
  * on the offload node and marked "won't use"; in backward it is copied
  * back, and once that onload has run, block i - 1's are prefetched (to
@@ -243,7 +263,7 @@ void sw_blocks_forward(sw_blocks *b, int step)
     sw_tensor **x = b->x[b->cur];
     for (int i = 0; i < b->count; i++) {
         sw_trace_set_phase(SW_PHASE_FORWARD, b->first + i);
-        b->ops.forward(b->model, step, b->first + i, slot_of(b, i), x[i], x[i + 1]);
+        run_forward(b, step, i, x[i], x[i + 1]);
         if (b->stash) offload_block(b, i);
     }
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
@@ -260,10 +280,10 @@ void sw_blocks_backward(sw_blocks *b, int step)
         if (b->K && ((i + 1) % b->K == 0 || i == b->count - 1))
             for (int r = i / b->K * b->K; r <= i; r++) {
                 sw_trace_set_phase(SW_PHASE_RECOMPUTE, b->first + r);
-                b->ops.forward(b->model, step, b->first + r, slot_of(b, r), x[r], r < i ? x[r + 1] : NULL);
+                run_forward(b, step, r, x[r], r < i ? x[r + 1] : NULL);
             }
         sw_trace_set_phase(SW_PHASE_BACKWARD, b->first + i);
-        b->ops.backward(b->model, step, b->first + i, slot_of(b, i), x[i], b->dx);
+        run_backward(b, step, i, x[i]);
     }
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
 }
@@ -286,6 +306,14 @@ void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void 
     if (!ops->traffic) sw_usage_error("sw_blocks_traffic: the block ops give no traffic function (sw_block_ops.traffic)");
     for (int i = 0; i < n; i++) {
         ops->traffic(model, c->first + i, 1, t);
+        /* ZeRO-3: the block's parameters gathered before its forward and backward, every micro-batch
+         * (and before its forward again with full recomputation) */
+        int gathers = c->params ? sw_params_get_config(c->params)->grad_accum : 0;
+        for (int k = 0; k < gathers; k++) {
+            sw_params_gather_traffic(c->params, c->first + i, 0, t);
+            sw_params_gather_traffic(c->params, c->first + i, 1, t);
+            if (K) sw_params_gather_traffic(c->params, c->first + i, 1, t); /* the refill, in backward */
+        }
         if (!K) continue;
         sw_traffic again = {{0}, {0}};
         ops->traffic(model, c->first + i, (i + 1) % K != 0 && i != n - 1, &again); /* as sw_blocks_backward refills */

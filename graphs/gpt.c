@@ -308,7 +308,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     int ulysses_ring = c->ulysses * c->ring > 1;
     sw_params_config pc = {c->seed, c->tiles, c->dtype, c->grad_accum, c->bucket_mb, c->zero,
                            ulysses_ring ? SW_GROUP_SP_DP : SW_GROUP_DP, c->lr, c->beta1, c->beta2, c->adam_eps,
-                           c->weight_decay, c->clip_grad};
+                           c->weight_decay, c->clip_grad, c->zero_prefetch + 1};
     int stages = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_PP) : 1;
     if (stages != c->pp) sw_usage_error("pp (%d) must equal the mesh's pipeline stages (%d)", c->pp, stages);
     m->params = sw_params_new(&pc, comm);
@@ -377,9 +377,15 @@ void sw_gpt_forward(sw_gpt *m, int step)
     one_stage_only(m, "sw_gpt_forward");
     sw_trace_set_phase(SW_PHASE_FORWARD, -1); /* trace labels; no-ops when tracing is off */
     if (x->micro == 0) sw_params_cast_bf16(m->params); /* bf16: the GEMMs' weights, as they are now */
+    /* ZeRO-3: what comes before and after the blocks gathered around them, as the step driver does
+     * (the blocks gather their own); the head here apart from its backward, so gathered twice */
+    sw_params_gather_unit(m->params, SW_UNIT_BEFORE, 0);
     embed_forward(m, step, sw_blocks_input(m->blocks));
+    sw_params_release_unit(m->params, SW_UNIT_BEFORE, 0);
     sw_blocks_forward(m->blocks, step);
+    sw_params_gather_unit(m->params, SW_UNIT_AFTER, 0);
     head_forward(m, step, sw_blocks_output(m->blocks));
+    sw_params_release_unit(m->params, SW_UNIT_AFTER, 0);
 }
 
 void sw_gpt_backward(sw_gpt *m, int step)
@@ -388,9 +394,13 @@ void sw_gpt_backward(sw_gpt *m, int step)
     sw_tensor *dres = sw_blocks_grad(m->blocks);
     one_stage_only(m, "sw_gpt_backward");
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
+    sw_params_gather_unit(m->params, SW_UNIT_AFTER, 1);
     head_backward(m, step, sw_blocks_output(m->blocks), dres);
+    sw_params_release_unit(m->params, SW_UNIT_AFTER, 1);
     sw_blocks_backward(m->blocks, step);
+    sw_params_gather_unit(m->params, SW_UNIT_BEFORE, 1);
     embed_backward(m, step, dres);
+    sw_params_release_unit(m->params, SW_UNIT_BEFORE, 1);
     sw_params_reduce_grads(m->params, x->micro);
     /* the scratch is dead until the next step (as the driver does it) */
     if (x->micro == x->c.grad_accum - 1) sw_scratch_invalidate(x), sw_tensor_invalidate(dres);

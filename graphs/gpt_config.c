@@ -43,6 +43,7 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->grad_accum = 1;
     c->pp = 1;
     c->bucket_mb = 25.0f;
+    c->zero_prefetch = 1;
     c->ulysses = 1;
     c->ring = 1;
     c->zigzag = 1;
@@ -92,7 +93,8 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->grad_accum > 0, "grad-accum must be at least 1 (grad-accum = %d)", c->grad_accum);
     SW_RULE(c->batch % (c->dp * c->grad_accum) == 0, "batch (%d) must be divisible by dp*grad-accum (%d*%d)",
          c->batch, c->dp, c->grad_accum);
-    SW_RULE(c->zero == 0 || c->zero == 1, "zero must be 0 or 1 (zero = %d)", c->zero);
+    SW_RULE(c->zero >= 0 && c->zero <= 3, "zero must be 0, 1, 2 or 3 (zero = %d)", c->zero);
+    SW_RULE(c->zero_prefetch >= 0, "zero-prefetch must be 0 or more (zero-prefetch = %d)", c->zero_prefetch);
     SW_RULE(c->pp > 0, "pp must be at least 1 (pp = %d)", c->pp);
     SW_RULE(c->layers % c->pp == 0, "layers (%d) must be divisible by pp (%d): each stage runs layers/pp blocks",
             c->layers, c->pp);

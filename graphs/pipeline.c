@@ -46,6 +46,7 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     s->bc.first = stage * (c->layers / pp);
     s->bc.count = c->layers / pp;
     s->bc.inflight = s->quota;
+    s->bc.params = x->params; /* the blocks' ZeRO-2/3 hooks */
     s->blocks = sw_blocks_create(&s->bc, ops, model);
     if (!s->last) s->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
     return s;
@@ -77,8 +78,11 @@ static void forward(sw_pipeline *s, int step, int k)
     sw_ctx_set_micro_batch(s->x, k);
     sw_blocks_set_micro_slot(s->blocks, k % s->quota);
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
-    if (s->first) s->mops.embed_forward(s->model, step, sw_blocks_input(s->blocks));
-    else sw_recv(s->x->comm, SW_GROUP_PP, sw_blocks_input(s->blocks), s->stage - 1);
+    if (s->first) {
+        sw_params_gather_unit(s->x->params, SW_UNIT_BEFORE, 0); /* ZeRO-3 */
+        s->mops.embed_forward(s->model, step, sw_blocks_input(s->blocks));
+        sw_params_release_unit(s->x->params, SW_UNIT_BEFORE, 0);
+    } else sw_recv(s->x->comm, SW_GROUP_PP, sw_blocks_input(s->blocks), s->stage - 1);
     sw_blocks_forward(s->blocks, step);
     if (!s->last) sw_send(s->x->comm, SW_GROUP_PP, sw_blocks_output(s->blocks), s->stage + 1);
 }
@@ -94,17 +98,22 @@ static void backward(sw_pipeline *s, int step, int k)
     sw_ctx_set_micro_batch(x, k);
     sw_blocks_set_micro_slot(s->blocks, k % s->quota);
     if (s->last) {
+        sw_params_gather_unit(x->params, SW_UNIT_AFTER, 1); /* ZeRO-2/3: for the head's forward and backward */
         sw_trace_set_phase(SW_PHASE_FORWARD, -1);
         s->mops.head_forward(s->model, step, sw_blocks_output(s->blocks));
         sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
         s->mops.head_backward(s->model, step, sw_blocks_output(s->blocks), dx);
+        sw_params_release_unit(x->params, SW_UNIT_AFTER, 1);
     } else {
         sw_recv(x->comm, SW_GROUP_PP, dx, s->stage + 1);
     }
     sw_blocks_backward(s->blocks, step);
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
-    if (s->first) s->mops.embed_backward(s->model, step, dx);
-    else sw_send(x->comm, SW_GROUP_PP, dx, s->stage - 1);
+    if (s->first) {
+        sw_params_gather_unit(x->params, SW_UNIT_BEFORE, 1);
+        s->mops.embed_backward(s->model, step, dx);
+        sw_params_release_unit(x->params, SW_UNIT_BEFORE, 1);
+    } else sw_send(x->comm, SW_GROUP_PP, dx, s->stage - 1);
     sw_params_reduce_grads(x->params, k);
 }
 
@@ -139,6 +148,11 @@ void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)
     sw_comm *c = s->x->comm;
     int K = s->x->c.grad_accum;
     if (s->first && s->mops.embed_traffic) s->mops.embed_traffic(s->model, t);
+    for (int k = 0; k < K; k++) { /* ZeRO-3's gathers around what comes before and after the blocks */
+        if (s->first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 0, t);
+        if (s->first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 1, t);
+        if (s->last) sw_params_gather_traffic(s->x->params, SW_UNIT_AFTER, 1, t);
+    }
     sw_blocks_traffic(&s->bc, &s->ops, s->model, t);
     if (s->last && s->mops.head_traffic) s->mops.head_traffic(s->model, t);
     double boundary = sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, s->bc.rows, s->bc.cols);

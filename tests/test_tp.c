@@ -32,7 +32,7 @@
  * from every rank) where a rank has no CUDA or no CPU worker.
  *
  * usage: test_tp [--model gpt2|llama] [--sp] [--tp-recompute-allgather] [--kv-heads K] [--heads A]
- *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1]
+ *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1|2|3] [--zero-prefetch K]
  *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
  *                [--recompute MODE] [--recompute-every K] [--dtype bf16] [--pp P] [--pp-inflight Q]
  *                [--layers L] [--batch B]
@@ -87,7 +87,7 @@ static double rel_err(const float *got, const float *ref, int64_t n)
     return den > 0 ? num / den : num;
 }
 
-/* the worst gradient, summed over dp as the update used it (with ZeRO-1
+/* the worst gradient, summed over dp as the update used it (with ZeRO-1/2/3
  * this rank's rows of it); same: ref has par's layout, gradients compared
  * as they are */
 static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *worst_name, size_t len)
@@ -99,7 +99,9 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
         if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
         sw_tensor *full = sw_gpt_grad(single, i), *mine = same ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
         float *f = tu_read(full), *got = tu_read(mine);
-        float *want = malloc(sw_tensor_bytes(sw_gpt_grad(par, i)));
+        int64_t lrows, lcols; /* this rank's TP shard (ZeRO-2/3 keep no whole gradient: its shape) */
+        sw_gpt_local_shape(c, tp_rank, i, &lrows, &lcols);
+        float *want = malloc(sizeof(float) * (size_t)(lrows * lcols));
         if (!want) { perror("malloc"); exit(99); }
         if (same) memcpy(want, f, sw_tensor_bytes(full));
         else sw_gpt_shard(c, tp_rank, i, f, want);
@@ -171,6 +173,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--batch")) c.batch = atoi(v), i++;
         else if (!strcmp(a, "--pp-inflight")) c.pp_inflight = atoi(v), i++;
         else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
+        else if (!strcmp(a, "--zero-prefetch")) c.zero_prefetch = atoi(v), i++;
         else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
         else if (!strcmp(a, "--ring")) c.ring = atoi(v), i++;
         else if (!strcmp(a, "--no-zigzag")) c.zigzag = 0;
@@ -226,11 +229,13 @@ int main(int argc, char **argv)
     if (same)
         snprintf(rec, sizeof rec, ", recompute %s every %d vs selective", sw_recompute_name(c.recompute),
                  c.recompute_every);
+    char zero_name[16] = "";
+    if (c.zero) snprintf(zero_name, sizeof zero_name, " (ZeRO-%d)", c.zero);
     char pipe[64] = "";
     if (c.pp > 1) snprintf(pipe, sizeof pipe, " x pp %d (in flight %d)", c.pp, sw_pipeline_inflight(sw_gpt_pipeline(par)));
     snprintf(what, sizeof what, "%s: tp %d%s%s x ulysses %d x ring %d%s x dp %d%s%s, grad-accum %d, heads %d, kv-heads %d, dropout %g%s%s",
              sw_model_name(c.model), c.tp, c.sp ? " + sp" : "", c.tp_recompute_allgather ? " (re-gather in backward)" : "", c.ulysses, c.ring,
-             c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, c.zero ? " (ZeRO-1)" : "", pipe, accum, pc->heads,
+             c.ring > 1 && !c.zigzag ? " (no zigzag)" : "", dp, zero_name, pipe, accum, pc->heads,
              pc->kv_heads, c.dropout, rec, cuda ? ", on CUDA vs the reference on CPU" : "");
 
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch)), *tgt = malloc(sizeof(int32_t) * (size_t)(c.seq * c.batch));

@@ -24,6 +24,7 @@
 #define STARWEAVE_BLOCKS_H
 
 #include "starweave/comm.h"
+#include "starweave/params.h"
 #include "starweave/tensor.h"
 
 #ifdef __cplusplus
@@ -91,6 +92,10 @@ typedef struct sw_blocks_config {
     int first, count;
     ///@}
     int inflight;            /**< micro-batches in flight, each with its residual stream and saved sets (0: 1) */
+    /** the registry whose ZeRO-2/3 hooks run around each block's forward and backward
+     * (sw_params_gather_unit / sw_params_release_unit, unit = the block; filled by
+     * sw_pipeline_create; NULL: none) */
+    sw_params *params;
 } sw_blocks_config;
 /** The saved sets the service makes for c (keep runs once for each):
  * the stage's blocks times the micro-batches in flight, or the working

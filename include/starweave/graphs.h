@@ -77,8 +77,15 @@ typedef struct sw_gpt_config {
      * pp_inflight of them (0: pp - stage, 1F1B's memory; grad_accum: GPipe's). */
     int pp;
     int pp_inflight;        /**< micro-batches in flight per stage (0: 1F1B) */
-    int zero;               /**< 1: ZeRO-1 -- AdamW moments and update sharded over dp (rows of each parameter
-                               with at least dp rows): gradients reduce-scattered, parameters all-gathered */
+    /** ZeRO stage over the gradient group (dp, or ulysses x ring x dp), sharding the rows of
+     * each parameter with at least as many rows as the group has ranks: 1 AdamW moments and
+     * update (gradients reduce-scattered, parameters all-gathered after the update); 2 also
+     * the gradients (each unit's reduce-scattered as its backward ends, only the shard kept);
+     * 3 also the values (sharded at rest, each unit all-gathered into a pool before its
+     * forward and its backward). 0: none; a group of 1 makes every stage plain training */
+    int zero;
+    int zero_prefetch;      /**< ZeRO-3: units gathered ahead of the one computing (the pool holds
+                               zero_prefetch + 1 units; default 1) */
     ///@{
     /** Context parallelism over the mesh's Ulysses x Ring group (USP, Ulysses
      * inside): each of the ulysses*ring ranks holds seq/(ulysses*ring)

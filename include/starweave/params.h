@@ -61,7 +61,13 @@ typedef struct sw_params_config {
     int dtype;              /**< SW_BF16: bf16 copies of the GEMM weights */
     int grad_accum;         /**< micro-batches per step */
     float bucket_mb;        /**< gradient bucket size (MiB; the first bucket at most 1 MiB) */
-    int zero;               /**< 1: ZeRO-1 over the gradient group */
+    /** ZeRO stage over the gradient group: 0 none; 1 AdamW moments and update
+     * sharded; 2 also the gradients (reduce-scattered per unit as its
+     * backward ends, only the shard kept); 3 also the values (sharded at
+     * rest, all-gathered into a pool around each unit's forward and
+     * backward). A parameter with fewer rows than the group stays whole
+     * (all-reduced); with a group of 1 every stage is plain data parallelism. */
+    int zero;
     /** the ranks holding different data of the same parameters: gradients
      * are summed over it (SW_GROUP_DP, or SW_GROUP_SP_DP with context
      * parallelism); its size 1: no reduction */
@@ -70,6 +76,9 @@ typedef struct sw_params_config {
     float lr, beta1, beta2, adam_eps, weight_decay; /**< AdamW's hyperparameters (sw_adamw_args) */
     ///@}
     float clip_grad;        /**< > 0: gradients scaled by min(1, clip_grad / global L2 norm) before AdamW */
+    /** ZeRO-2/3: units the pool holds at once (>= 1; 0: 2), the one computing
+     * and zero_pool - 1 gathered ahead of it (the prefetch depth) */
+    int zero_pool;
 } sw_params_config;
 
 /** A parameter registry (opaque): sw_params_new. */
@@ -116,6 +125,33 @@ void sw_params_allocate(sw_params *p);
 /** Frees the registry and its tensors. NULL: no-op. */
 void sw_params_destroy(sw_params *p);
 
+/** ZeRO-2/3 hook: before unit `unit`'s forward (backward 0) or backward
+ * (backward 1) on this rank. ZeRO-3: a slot of the pool is claimed (after
+ * the release of the unit that held it before: StarPU orders it, the host
+ * does not wait) and the unit's sharded values are all-gathered into it
+ * (and cast to bf16 for the GEMMs with dtype bf16); until the release,
+ * sw_params_value / sw_params_gemm_weight return those views. Backward
+ * (ZeRO-2 and 3): the slot's gradient part becomes the unit's gradients
+ * (sw_params_grad). No-op for ZeRO 0/1, or a unit without pooled
+ * parameters. The block service and the step driver call it. */
+void sw_params_gather_unit(sw_params *p, int unit, int backward);
+/** ZeRO-2/3 hook: after unit `unit`'s forward or backward. Backward: its
+ * gradients reduce-scattered over the gradient group into their shards
+ * (summed into them from the step's second micro-batch on). Then the slot
+ * is released: the next claim of it waits for every task submitted on the
+ * unit's views so far. */
+void sw_params_release_unit(sw_params *p, int unit, int backward);
+/** Adds one sw_params_gather_unit(p, unit, backward)'s all-gathers to t
+ * (the traffic model; forward or backward bytes), nothing below ZeRO-3. */
+void sw_params_gather_traffic(const sw_params *p, int unit, int backward, sw_traffic *t);
+/** The pool's bytes (ZeRO-2/3: gathered values, bf16 copies, gradients of
+ * the largest unit, times the units it holds); 0 otherwise. Part of
+ * sw_params_bytes. */
+double sw_params_pool_bytes(const sw_params *p);
+/** The row of parameter i that row 0 of sw_params_value holds outside a
+ * gather: with ZeRO-3 the value at rest is this rank's rows of it, else 0. */
+int64_t sw_params_value_first_row(const sw_params *p, int i);
+
 /** The number of parameters registered. */
 int sw_params_count(const sw_params *p);
 /** Parameter i's description. */
@@ -124,9 +160,11 @@ const sw_param_desc *sw_params_desc(const sw_params *p, int i);
 const sw_params_config *sw_params_get_config(const sw_params *p);
 /** The collectives context (NULL on one rank). */
 sw_comm *sw_params_comm(const sw_params *p);
-/** this rank's shard of parameter i */
+/** this rank's shard of parameter i (ZeRO-3: the gathered view while its
+ * unit is gathered, else this rank's rows, sw_params_value_first_row) */
 sw_tensor *sw_params_value(sw_params *p, int i);
-/** the gradient of this rank's shard of parameter i */
+/** the gradient of this rank's shard of parameter i (ZeRO-2/3: the pool's
+ * view while its unit's backward runs, else NULL for a pooled gradient) */
 sw_tensor *sw_params_grad(sw_params *p, int i);
 /** AdamW's first moment of parameter i (with ZeRO-1 this rank's rows only) */
 sw_tensor *sw_params_adam_m(sw_params *p, int i);
