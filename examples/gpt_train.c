@@ -74,7 +74,12 @@ static void usage(FILE *f)
             "  --pp-inflight Q   micro-batches whose activations a stage holds at once: 0 = 1F1B\n"
             "                    (pp - stage; default), grad-accum = GPipe\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
-            "  --zero 1          ZeRO-1: AdamW states and update sharded over dp (and ulysses x ring) (0)\n"
+            "  --zero N          ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
+            "                    sharded; 2 also gradients (reduce-scattered per block as its backward\n"
+            "                    ends); 3 also parameters (sharded at rest, each block gathered into a\n"
+            "                    pool before its forward and its backward)\n"
+            "  --zero-prefetch K ZeRO-3: blocks gathered ahead of the one computing; the pool holds\n"
+            "                    K + 1 blocks' parameters (1)\n"
             "  --ulysses N       DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
             "                    all-to-all around attention\n"
             "  --ring N          Ring attention degree (1): sequence split, K/V blocks passed around\n"
@@ -148,7 +153,7 @@ static void parse_float(const char *flag, const char *v, float *out)
 static const char *const value_flags[] = {
     "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum", "--pp",
     "--pp-inflight",
-    "--zero", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
+    "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
     "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm"};
@@ -229,6 +234,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--pp")) parse_int(a, v, &o->cfg.pp);
         else if (!strcmp(a, "--pp-inflight")) parse_int(a, v, &o->cfg.pp_inflight);
         else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
+        else if (!strcmp(a, "--zero-prefetch")) parse_int(a, v, &o->cfg.zero_prefetch);
         else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
         else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
         else if (!strcmp(a, "--max-pos")) parse_int(a, v, &o->cfg.max_pos);

@@ -23,7 +23,7 @@ close() { # close "a1 a2 ..." "b1 b2 ...": same count (6), every pair within rel
 ref=$(losses 1)
 check "1 rank: 6 losses ($ref)" [ "$(echo $ref | wc -w)" = 6 ]
 for layout in "2 --tp 2" "2 --tp 2 --sp" "4 --tp 2 --sp --dp 2" "2 --dp 2 --zero 1" "2 --ulysses 2" "2 --ring 2" \
-              "4 --ulysses 2 --ring 2" "1 --recompute-full" "2 --tp 2 --sp --recompute-full"; do
+              "4 --ulysses 2 --ring 2" "1 --recompute-full" "2 --tp 2 --sp --recompute-full" "2 --dp 2 --zero 3"; do
   set -- $layout; np=$1; shift
   got=$(losses "$np" "$@")
   check "np=$np $*: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"

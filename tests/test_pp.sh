@@ -29,10 +29,11 @@ run 2 --pp 2 --grad-accum 4 --model llama --dropout 0.1
 run 4 --pp 2 --ring 2 --grad-accum 2 --batch 8 --dropout 0.1   # pp 2 x Ring 2 (zigzag)
 run 4 --pp 2 --ulysses 2 --grad-accum 2 --model llama         # pp 2 x Ulysses 2
 run 2 --pp 2 --dtype bf16 --grad-accum 2                      # bf16 GEMMs (each step from the reference's parameters)
+run 4 --pp 2 --dp 2 --zero 3 --grad-accum 2 --batch 8 # pp 2 x dp 2 + ZeRO-3: the tied embedding summed over both ends, then reduce-scattered
 # traffic = model, exactly, and the boundary sends counted
 if want "traffic and counters"; then
 for args in "2 --pp 2 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
-    "4 --pp 2 --dp 2 --grad-accum 2 --clip-grad 1"; do
+    "4 --pp 2 --dp 2 --grad-accum 2 --clip-grad 1" "4 --pp 2 --dp 2 --zero 3 --grad-accum 2"; do
   traffic_case $args
 done
 o=$TMPD/traffic.

@@ -97,7 +97,11 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
     for (int i = 0; i < sw_gpt_num_params(c); i++) {
         int64_t row0 = 0;
         if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
-        sw_tensor *full = sw_gpt_grad(single, i), *mine = same ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
+        /* the same layout with ZeRO-2/3: both models' shards (they keep no whole gradient) */
+        int shards = same && c->zero;
+        sw_tensor *full = shards ? sw_gpt_reduced_grad(single, i, &row0) : sw_gpt_grad(single, i);
+        sw_tensor *mine = same && !shards ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
+        if (shards) row0 = 0;
         float *f = tu_read(full), *got = tu_read(mine);
         int64_t lrows, lcols; /* this rank's TP shard (ZeRO-2/3 keep no whole gradient: its shape) */
         sw_gpt_local_shape(c, tp_rank, i, &lrows, &lcols);
@@ -248,8 +252,14 @@ int main(int argc, char **argv)
             if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
             float *p = tu_read(sw_gpt_param(single, i)), *mine = malloc(sw_tensor_bytes(sw_gpt_param(par, i)));
             if (!mine) { perror("malloc"); return 99; }
-            if (same) memcpy(mine, p, sw_tensor_bytes(sw_gpt_param(par, i)));
-            else sw_gpt_shard(pc, tp_rank, i, p, mine);
+            int64_t lrows, lcols; /* this rank's TP shard, of which ZeRO-3 holds rows from row0 at rest */
+            sw_gpt_local_shape(pc, tp_rank, i, &lrows, &lcols);
+            float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
+            if (!local) { perror("malloc"); return 99; }
+            int64_t row0 = sw_params_value_first_row(sw_gpt_params(par), i);
+            if (same) memcpy(mine, p, sw_tensor_bytes(sw_gpt_param(par, i))); /* the same layout: the same rows */
+            else sw_gpt_shard(pc, tp_rank, i, p, local), memcpy(mine, local + row0 * lcols, sw_tensor_bytes(sw_gpt_param(par, i)));
+            free(local);
             sw_tensor_write_host(sw_gpt_param(par, i), mine);
             free(p), free(mine);
         }
@@ -273,6 +283,10 @@ int main(int argc, char **argv)
         }
         if (!restart && !last) continue;
         if (c.zero && !same && c.pp == 1) sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows in the update */
+        if (c.zero && same && c.pp == 1) { /* both: the gradients each update used (par's parameters are reset next step) */
+            sw_gpt_update(par, step);
+            if (last) sw_gpt_update(single, step);
+        }
         /* with --clip-grad the update scales them in place: the reference's too, to compare */
         if (((c.zero && !same) || c.pp > 1) && c.clip_grad > 0) sw_gpt_update(single, step);
         double eg = compare(single, par, tp_rank, same, name, sizeof name);

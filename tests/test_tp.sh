@@ -26,6 +26,18 @@ run 4 --dp 4
 run 4 --dp 2 --sp --dropout 0.1     # dp 2 x tp 2
 run 2 --dp 2 --zero 1 --dropout 0.1 # ZeRO-1: moments and update sharded, gradients reduce-scattered
 run 4 --dp 2 --zero 1 --sp --grad-accum 2
+# ZeRO-2 (gradients reduce-scattered per block, only shards kept) and ZeRO-3
+# (parameters sharded at rest, each block gathered into the pool before its
+# forward and its backward): the shards each rank updates against one rank's
+run 2 --dp 2 --zero 2 --dropout 0.1
+run 4 --dp 4 --zero 2 --grad-accum 2 --batch 8
+run 2 --dp 2 --zero 3 --dropout 0.1
+run 4 --dp 4 --zero 3
+run 4 --dp 2 --zero 3 --sp --dropout 0.1          # ZeRO-3 x tp 2 + sp
+run 4 --ulysses 2 --ring 2 --zero 3               # ZeRO-3 over the sp_dp group (USP)
+run 2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 0.01 # shards summed over micro-batches, norm from shards
+run 2 --model llama --dp 2 --zero 3 --grad-accum 2
+run 2 --dp 2 --zero 3 --zero-prefetch 2 --recompute full # gathered again for the refill: bit-identical to selective
 # context parallelism (causal attention): Ulysses, Ring with and without
 # zigzag, USP, each with tp, and dp x ring
 run 2 --ulysses 2 --dropout 0.1
@@ -82,7 +94,9 @@ for args in "2 --tp 2" "2 --tp 2 --sp" "2 --tp 2 --sp --tp-recompute-allgather" 
     "2 --ulysses 2" "2 --ring 2" "2 --ring 2 --no-zigzag" "2 --model llama --tp 2 --sp" \
     "2 --model llama --tp 2 --kv-heads 1 --sp" "2 --dp 2" "2 --dp 2 --zero 1 --clip-grad 1" \
     "2 --tp 2 --sp --recompute full --recompute-every 2 --layers 3" "4 --model llama --tp 4 --sp --kv-heads 2" \
-    "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2"; do
+    "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2" \
+    "2 --dp 2 --zero 2 --grad-accum 2" "2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 1" \
+    "4 --tp 2 --sp --dp 2 --zero 3 --recompute full --zero-prefetch 2"; do
   traffic_case $args
 done
 o=$TMPD/traffic.
@@ -97,6 +111,13 @@ check "ulysses 2: all-to-alls, ring 2: ring shifts" \
 check "dp 2 + ZeRO-1: gradients reduce-scattered, parameters all-gathered; dp 2 without: neither" \
   [ "$(counter_min ${o}2dp2zero1clipgrad1 reduce_scatter)" -gt 0 -a "$(counter_min ${o}2dp2zero1clipgrad1 allgather)" -gt 0 \
     -a "$(counter_max ${o}2dp2 reduce_scatter)" = 0 -a "$(counter_max ${o}2dp2 allgather)" = 0 ]
+# ZeRO-2: the same reduce-scatters and gathers as ZeRO-1 per micro-batch (2
+# here); ZeRO-3: every block gathered before each forward and backward (the
+# embedding and head too), about 3 x the parameters sent against 2 x
+ag2=$(counter_min ${o}2dp2zero2gradaccum2 allgather); ag3=$(counter_min ${o}2dp2zero3gradaccum2clipgrad1 allgather)
+rs2=$(counter_min ${o}2dp2zero2gradaccum2 reduce_scatter); rs3=$(counter_min ${o}2dp2zero3gradaccum2clipgrad1 reduce_scatter)
+check "ZeRO-2 vs ZeRO-3 (2 micro-batches, 2 steps): all-gathers $ag2 < $ag3, reduce-scatters $rs2 = $rs3 > 0" \
+  [ "$ag2" -gt 0 -a "$ag3" -gt "$ag2" -a "$rs2" = "$rs3" -a "$rs2" -gt 0 ]
 check "main job's small collectives run by MPI (counted by the task that calls it), none by point-to-point requests" \
   [ "$(counter_min ${o}2tp2sp mpi_collective)" -gt 0 -a "$(counter_max ${o}2tp2sp p2p_send)" = 0 ]
 # the LM head raises its dx chains everywhere; the linears raise their dx
@@ -146,4 +167,6 @@ expect_bad 2 "seq (62) must be divisible by 2*ring*ulysses (2*2*1) with zigzag" 
 expect_bad 2 "seq (63) must be divisible by ring*ulysses (2*1)" --ring 2 --seq 63 --no-zigzag
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*2*2*1*1 = 4)" --ulysses 2 --ring 2
 expect_bad 2 "--dtype expects fp32 or bf16, got 'fp16'" --tp 2 --dtype fp16
+expect_bad 2 "zero must be 0, 1, 2 or 3 (zero = 5)" --dp 2 --zero 5
+expect_bad 2 "zero-prefetch must be 0 or more (zero-prefetch = -1)" --dp 2 --zero 3 --zero-prefetch -1
 finish
