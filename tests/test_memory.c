@@ -26,7 +26,15 @@
  * micro-batch, to the byte: 1F1B
  * (q = pp - stage) and GPipe (q = 4, every micro-batch).
  *
- * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P]
+ * With --zero Z (2 or 3; dp = the ranks): the parameter state (values,
+ * gradients, AdamW moments, ZeRO shards, buckets and the ZeRO-2/3 pool)
+ * that StarPU's allocator counts. A ZeRO-Z model allocates, per rank,
+ * sw_params_bytes(ZeRO-Z) - sw_params_bytes(no ZeRO) less than the same
+ * model without ZeRO (its activations are the same), to the byte; and
+ * the ZeRO-3 state is (P + G + O) / dp of the sharded parameters plus
+ * the pool (printed).
+ *
+ * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P] [--zero Z]
  *        (tp = the number of ranks / P) */
 #include <string.h>
 
@@ -81,23 +89,42 @@ int main(int argc, char **argv)
     sw_gpt_config c;
     sw_gpt_config_default(&c);
     c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; c.seq = 32; c.max_pos = 32; c.batch = 4;
-    int pp = 1;
+    int pp = 1, zero = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--sp")) c.sp = 1;
         else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
         else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
         else if (!strcmp(a, "--pp")) pp = atoi(v), i++;
+        else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
         else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
     }
     c.tp = sw_world_size() / pp;
+    if (zero) c.dp = sw_world_size(), c.tp = 1, c.zero = zero;
     if (pp > 1) c.pp = pp, c.layers = 2 * pp, c.grad_accum = 4;
     char msg[256];
     if (sw_gpt_config_check(&c, msg, sizeof msg) != 0) { fprintf(stderr, "test_memory: %s\n", msg); return 99; }
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, 1, pp});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, c.dp, pp});
     sw_comm *comm = sw_comm_create(mesh);
     sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    if (zero) {
+        sw_gpt_config plain = c;
+        plain.zero = 0;
+        sw_gpt *m0 = sw_gpt_create(&plain, use), *mz = sw_gpt_create(&c, use);
+        const double model0 = sw_params_bytes(sw_gpt_params(m0)), modelz = sw_params_bytes(sw_gpt_params(mz));
+        const double pool = sw_params_pool_bytes(sw_gpt_params(mz));
+        sw_gpt_destroy(m0), sw_gpt_destroy(mz);
+        const double measured = model_alloc(&plain, use) - model_alloc(&c, use), want = model0 - modelz;
+        char line[400];
+        snprintf(line, sizeof line, "dp %d, ZeRO-%d: StarPU's main-RAM bytes %.0f less than without ZeRO; model: parameter "
+                 "state %.0f -> %.0f (pool %.0f), %.0f less (%.0f bytes off)", c.dp, zero, measured, model0, modelz, pool,
+                 want, measured - want);
+        tu_check_ranks(line, measured == want && measured > 0);
+        sw_comm_destroy(comm);
+        sw_mesh_destroy(mesh);
+        return tu_finish_all();
+    }
     if (pp > 1) {
         const int stage = sw_mesh_stage(mesh), blocks = c.layers / pp;
         sw_gpt_config one = c;

@@ -21,4 +21,8 @@ done
 mem 2 --pp 2
 mem 4 --pp 2 --sp
 mem 4 --pp 4
+# ZeRO-2/3 over dp: the parameter state StarPU allocates = the registry's model (shards, pool)
+mem 2 --zero 2
+mem 2 --zero 3
+mem 4 --zero 3
 finish
