@@ -412,6 +412,14 @@ static void memory_report(sw_gpt *m)
     }
     free(all);
     free(mine);
+    /* the registry's parameter state per rank (values, gradients, ZeRO shards, AdamW moments, buckets, the
+     * ZeRO-2/3 pool): the model tests/test_memory.sh checks against StarPU's allocator to the byte */
+    double state[2] = {sw_params_bytes(sw_gpt_params(m)), sw_params_pool_bytes(sw_gpt_params(m))}, *states = me == 0 ? malloc(sizeof state * (size_t)world) : NULL;
+    SW_CHECK(MPI_Gather(state, 2, MPI_DOUBLE, states, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    for (int r = 0; me == 0 && r < world; r++)
+        printf("memory: rank %d: parameter state (ZeRO-%d) model %.0f bytes, of them the ZeRO-2/3 pool %.0f\n", r, c->zero,
+               states[2 * r], states[2 * r + 1]);
+    free(states);
     /* StarPU's memory nodes, each rank's line gathered on rank 0 */
     enum { LINE = 320 };
     char line[LINE] = "", *lines = me == 0 ? malloc((size_t)world * LINE) : NULL;
