@@ -1,12 +1,14 @@
 #!/bin/sh
 # Checkpoint/resume (gpt_train --save/--resume), dropout on.
-# Bit for bit, in six layouts (one rank; 2 ranks with tp 2 + sp, with
-# ring 2, with dp 2 + ZeRO-1, that with bf16 GEMMs, and 2 pipeline stages
-# of 2 micro-batches, each rank's file holding its stage's tensors): 10 uninterrupted
+# Bit for bit, in eight layouts (one rank; 2 ranks with tp 2 + sp, with
+# ring 2, with dp 2 + ZeRO-1, that with bf16 GEMMs, 2 pipeline stages of 2
+# micro-batches (each rank's file holding its stage's tensors), dp 2 +
+# ZeRO-2, dp 2 + ZeRO-3 with 2 micro-batches): 10 uninterrupted
 # steps against 5 steps + save + resume + 5 steps: the logged losses of
 # steps 6-10 are identical and every rank's checkpoint after step 10
 # (parameters and AdamW moments) is identical byte for byte.
-# Re-sharding: a checkpoint of tp 2 + sp x dp 2 ZeRO-1 (4 ranks) at step 4
+# Re-sharding: a checkpoint of tp 2 + sp x dp 2 ZeRO-3 (4 ranks: values and
+# moments in row shares) at step 4
 # resumed on 1 rank, on tp 2, on dp 4 ZeRO-1 and on pp 2 x tp 2 + sp (the
 # tied embedding loaded on both end stages): each prints the re-shard
 # line naming both layouts, and its losses of steps 5-8 equal the
@@ -16,7 +18,7 @@
 # Refusals, exit 2 on every rank (each rank's status seen), the reason
 # printed once, the checkpoint directory left as it was: a checkpoint whose
 # pieces do not cover the model (one rank's file replaced by another data-
-# parallel replica's: ZeRO-1 moment rows in no file), a corrupt file that
+# parallel replica's: ZeRO-3 rows in no file), a corrupt file that
 # another rank than rank 0 verifies, a missing file, an older format, a
 # model mismatch, a truncated file; kill -9 during saves leaves the latest
 # checkpoint loadable.
@@ -46,7 +48,7 @@ same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in bot
 }
 case=0
 for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16" \
-    "2 --pp 2 --grad-accum 2"; do
+    "2 --pp 2 --grad-accum 2" "2 --dp 2 --zero 2" "2 --dp 2 --zero 3 --grad-accum 2"; do
   want "bit for bit: $layout" || continue
   set -- $layout; np=$1; shift
   case=$((case + 1)); d="$TMPD/layout$case"; mkdir "$d"
@@ -63,8 +65,8 @@ done
 
 # Re-sharding: one checkpoint of 4 ranks at step 4, three other layouts
 R="$TMPD/reshard"; mkdir "$R"
-SAVED="4 --tp 2 --sp --dp 2 --zero 1"
-saved_text="layout 4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1"
+SAVED="4 --tp 2 --sp --dp 2 --zero 3"
+saved_text="layout 4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-3"
 if want "re-shard" || want "refused"; then
   set -- $SAVED; shift
   ran "np=4 $*: 10 steps" 4 "$R/full.out" "$@" --steps 10 --log "$R/full.csv"
@@ -129,12 +131,12 @@ expect_refused() { # expect_refused NP CKPT_DIR "message" ARGS...
 }
 step4=step-00000004
 # the pieces do not cover the model: one rank's file replaced by a copy of
-# another data-parallel replica's (tp 0's, not tp 1's): the ZeRO-1 rows of
-# tp 1's moments that the replaced file held are in no file
+# another data-parallel replica's (tp 0's, not tp 1's): the ZeRO-3 rows of
+# tp 1's values and moments that the replaced file held are in no file
 cp -r "$R/ck" "$R/hole"
 cp "$R/hole/$step4/rank-00002.ckpt" "$R/hole/$step4/rank-00001.ckpt"
-expect_refused 2 "$R/hole" "does not cover this run's AdamW m of wte [256,64]: 4096 element(s) within rows 128-191, columns 0-63 are in none of its 4 file(s)" --tp 2
-expect_refused 1 "$R/hole" "does not cover this run's AdamW m of wte [256,64]: 4096 element(s) within rows 128-191"
+expect_refused 2 "$R/hole" "does not cover this run's value of wte [256,64]: 4096 element(s) within rows 128-191, columns 0-63 are in none of its 4 file(s)" --tp 2
+expect_refused 1 "$R/hole" "does not cover this run's value of wte [256,64]: 4096 element(s) within rows 128-191"
 # one byte flipped in rank 3's file, whose checksum rank 1 of 2 verifies
 cp -r "$R/ck" "$R/corrupt"
 f="$R/corrupt/$step4/rank-00003.ckpt"
