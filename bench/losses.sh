@@ -3,9 +3,9 @@
 # rewrite of the model code must leave bit-identical: run it before and
 # after, and diff the two outputs. Each line ends with a digest of every
 # rank's checkpoint tensors after the last step (parameters and AdamW
-# moments, without the file's header, so that checkpoint formats 02 and 03
-# compare), so the diff also catches a change that has not reached the
-# losses yet.
+# moments, without the file's header and table, so that checkpoint formats
+# 02, 03 and 04 compare), so the diff also catches a change that has not
+# reached the losses yet.
 #   sh bench/losses.sh [BUILD_DIR] > losses.txt
 # Every run: 2 layers, hidden 64, 4 heads, seq 32, batch 8, dropout 0.1,
 # 4 steps (a few seconds each).
@@ -18,8 +18,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 base="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 8 --dropout 0.1 --steps 4 --quiet"
 # the tensor bytes of each checkpoint file named on stdin: between the
-# header (format 02: 80 bytes; 03: 672 bytes + 64 per parameter, the count
-# in the header field "parameters") and the 8-byte checksum
+# header (format 02: 80 bytes; 03: 672 bytes + 64 per parameter; 04: 672
+# bytes + 3 x 192 per parameter held, the count in the header field
+# "parameters") and the 8-byte checksum
 tensors='
 import struct, sys
 for path in sys.stdin.read().split():
@@ -29,7 +30,7 @@ for path in sys.stdin.read().split():
     else:
         n = struct.unpack_from("<i", d, 8)[0]
         fields = {d[24 + 40 * i:56 + 40 * i].split(b"\0")[0]: struct.unpack_from("<q", d, 56 + 40 * i)[0] for i in range(n)}
-        off = 672 + 64 * fields[b"parameters"]
+        off = 672 + (3 * 192 if d[:8] == b"SWCKPT04" else 64) * fields[b"parameters"]
     sys.stdout.buffer.write(d[off:-8])
 '
 status=0
