@@ -65,6 +65,14 @@ else
   cat "$TMPD/cc.log"
   check "$PLAIN_CC user.c \$(pkg-config --cflags --libs starweave) compiles and links" false
 fi
+# strict ISO C11 (StarPU's headers need POSIX types: the .pc's Cflags give
+# _DEFAULT_SOURCE, which -std=c11 alone turns off)
+if $PLAIN_CC -std=c11 -Wall -Werror "$TMPD/user.c" -o "$TMPD/user_c11" $flags > "$TMPD/cc.log" 2>&1; then
+  check "$PLAIN_CC -std=c11 user.c \$(pkg-config --cflags --libs starweave) compiles and links" true
+else
+  cat "$TMPD/cc.log"
+  check "$PLAIN_CC -std=c11 user.c \$(pkg-config --cflags --libs starweave) compiles and links" false
+fi
 # README's example program, as a reader copies it: compiled the same way,
 # run on the 2 ranks it asks for; its loss must fall over its 10 steps
 sed -n '/^```c$/,/^```$/p' "$top_srcdir/README.md" | sed '1d;$d' > "$TMPD/readme.c"
