@@ -152,8 +152,8 @@ int main(int argc, char **argv)
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
-    sw_comm *comm = sw_comm_create(sw_mesh_create(&(sw_mesh_dims){tp, xc.ulysses, xc.ring, dp, pp}));
-    if (sw_world_size() == 1) comm = NULL;
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = pp});
+    sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     int cp = xc.ulysses * xc.ring;
     sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
                            .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
@@ -225,6 +225,8 @@ int main(int argc, char **argv)
     sw_ctx_destroy(&m->x);
     sw_params_destroy(m->p);
     free(m);
+    sw_comm_destroy(world);
+    sw_mesh_destroy(mesh);
     sw_shutdown();
     return 0;
 }
