@@ -443,6 +443,18 @@ sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer) { return sw_block
 
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {
+    const sw_gpt_config *c = &m->c;
+    if (k < 0 || k >= c->grad_accum)
+        sw_usage_error("sw_gpt_load_micro_batch: micro-batch %d is outside [0, grad-accum %d)", k, c->grad_accum);
+    /* the whole global batch, the same on every rank: every rank refuses
+     * alike (an id outside the vocabulary would read another row of wte, or
+     * none, and give a plausible, wrong loss) */
+    for (int64_t i = 0; i < (int64_t)c->seq * c->batch; i++)
+        if (tok[i] < 0 || tok[i] >= c->vocab || tgt[i] < 0 || tgt[i] >= c->vocab)
+            sw_usage_error("sw_gpt_load_micro_batch: %s %d at position %lld of sequence %lld is outside [0, vocab %d)",
+                           tok[i] < 0 || tok[i] >= c->vocab ? "token" : "target",
+                           tok[i] < 0 || tok[i] >= c->vocab ? tok[i] : tgt[i], (long long)(i / c->batch),
+                           (long long)(i % c->batch), c->vocab);
     sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
 }
 

@@ -230,7 +230,9 @@ int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
 /** Blocking, for programs: writes this rank's micro-batch k of the global
  * batch tok/tgt ([seq*batch] int32, [s, b] order) into sw_gpt_tokens and
  * sw_gpt_targets (micro-batch k's own: waits for their readers of the
- * previous step), and makes k the current micro-batch. */
+ * previous step), and makes k the current micro-batch. A token or target
+ * outside [0, vocab) anywhere in the batch, or k outside [0, grad_accum),
+ * is refused (the rule and the value; exit 2 on every rank). */
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt);
 
 /** Submits training step `step` (1-based; also keys the dropout masks) on

@@ -1,0 +1,38 @@
+/* Misuse of the public API refused with a message, never a crash or a
+ * plausible wrong result (tests/test_misuse.sh):
+ *   test_misuse CASE   one misuse; the library must stop the program (exit 2
+ *                      on every rank, the rule and the value printed once);
+ *                      returning is a failure (exit 3)
+ * Cases: target (a target past the vocabulary), ignore (-100, PyTorch's
+ * ignore index, which no loss here supports yet), token (a negative token),
+ * micro (a micro-batch past grad_accum). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starweave.h"
+
+int main(int argc, char **argv)
+{
+    if (sw_init(&argc, &argv, NULL) != 0) return 99;
+    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|token|micro\n"); return 99; }
+    const char *what = argv[1];
+    sw_gpt_config c;
+    sw_gpt_config_default(&c);
+    c.layers = 1, c.hidden = 32, c.heads = 2, c.seq = 8, c.max_pos = 8, c.batch = 2, c.tiles = 1;
+    c.dp = sw_world_size();
+    sw_mesh *mesh = sw_mesh_create(NULL);
+    sw_comm *comm = sw_comm_create(mesh);
+    sw_gpt *m = sw_gpt_create(&c, c.dp > 1 ? comm : NULL);
+    int32_t tok[8 * 2], tgt[8 * 2];
+    for (int i = 0; i < 16; i++) tok[i] = i % c.vocab, tgt[i] = (i + 1) % c.vocab;
+    int k = 0;
+    if (!strcmp(what, "target")) tgt[5] = c.vocab + 1000;
+    else if (!strcmp(what, "ignore")) tgt[3] = -100;
+    else if (!strcmp(what, "token")) tok[9] = -1;
+    else if (!strcmp(what, "micro")) k = 1;
+    else { fprintf(stderr, "test_misuse: unknown case %s\n", what); return 99; }
+    sw_gpt_load_micro_batch(m, k, tok, tgt); /* must not return */
+    printf("test_misuse %s: sw_gpt_load_micro_batch returned\n", what);
+    return 3;
+}

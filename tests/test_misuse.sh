@@ -1,0 +1,22 @@
+#!/bin/sh
+# Misuse of the public API (tests/test_misuse.c): each case stops the
+# program with exit 2 on every rank and its rule and value printed once,
+# on one rank and on two (dp 2).
+. "${top_srcdir:-.}/tests/common.sh"
+T="$top_builddir/tests/test_misuse"
+misuse() { # misuse NP CASE "message"
+  SW_TEST_TIMEOUT=60 sh "$LAUNCH" "$1" "$T" "$2" > "$TMPD/out" 2>&1
+  rc=$?
+  n=$(grep -c -F -- "$3" "$TMPD/out")
+  ok=false
+  [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=$1 $2: exit $rc (expected 2), '$3' printed $n time(s) (expected 1)" $ok
+}
+for np in 1 2; do
+  misuse $np target "sw_gpt_load_micro_batch: target 1256 at position 2 of sequence 1 is outside [0, vocab 256)"
+  misuse $np ignore "sw_gpt_load_micro_batch: target -100 at position 1 of sequence 1 is outside [0, vocab 256)"
+  misuse $np token "sw_gpt_load_micro_batch: token -1 at position 4 of sequence 1 is outside [0, vocab 256)"
+  misuse $np micro "sw_gpt_load_micro_batch: micro-batch 1 is outside [0, grad-accum 1)"
+done
+finish
