@@ -8,6 +8,8 @@
 # usage: bench/pp.sh [--pp P] [--micro "2 4 8"] [--steps N] [--inflight Q] [--gantt OUT.png] [--help]
 #                    [-- gpt_train args]
 #   --gantt: step 2 of the last micro-batch count's run drawn as a Gantt chart (bench/plot_trace.py)
+# Then, for comparison, the same model and the last K's batch on one rank
+# with one and with two CPU workers (ms/step).
 #   (run from the build directory or set BUILD; P ranks; on a machine with
 #   fewer cores than P the stages share cores and the figures are not a bubble)
 set -eu
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --inflight) inflight=$2; shift 2 ;;
     --gantt) gantt=$2; shift 2 ;;
-    --help|-h) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     *) echo "pp.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -47,5 +49,11 @@ for rank in range(p):
     bubble = sum(1 - r["compute_us"] / r["wall_us"] for r in steps) / len(steps)
     print("%6d %6d %10s %11.1f%% %11.1f%%" % (K, rank, ms, 100 * bubble, 100 * (p - 1) / (K + p - 1)))
 EOF
+done
+for n in 1 2; do
+  "$BUILD/examples/gpt_train" --grad-accum "$K" --layers $((2 * pp)) --hidden 256 --heads 4 --seq 128 \
+    --batch $((2 * K)) --steps "$steps" --ncpus "$n" --quiet --log "$tmp/one.csv" "$@" > "$tmp/out" 2>&1 \
+    || { cat "$tmp/out"; exit 1; }
+  echo "one rank, $n CPU worker(s), K $K: $(awk -F, 'NR > 2 { s += $3; n++ } END { printf "%.1f", s / n }' "$tmp/one.csv") ms/step"
 done
 [ -z "$gantt" ] || /usr/bin/python3 "$here/plot_trace.py" "$tmp/t.json" --step 2 --gantt "$gantt"

@@ -33,16 +33,20 @@ run() { # run NP ARGS...: tests/test_tp on NP ranks (the parallel GPT against it
   worst=$(grep 'every gradient' "$TMPD/out" | tail -n 1 | sed 's/.*worst //')
   check "np=$np $*: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1); gradients: ${worst:-none} (exit $rc)" [ "$rc" = 0 ]
 }
-expect_bad() { # expect_bad NP "message" ARGS...: gpt_train exits 2 on every rank, the message once
-  np=$1; msg=$2; shift 2
-  want "bad input: $msg" || return 0
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@" > "$TMPD/out" 2>&1
+refused() { # refused NP "message" "what" PROGRAM ARGS...: PROGRAM on NP ranks exits 2 on every rank, the message once
+  np=$1; msg=$2; what=$3; shift 3
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$@" > "$TMPD/out" 2>&1
   rc=$?
   n=$(grep -c -F -- "$msg" "$TMPD/out")
   ok=false
   [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
   $ok || cat "$TMPD/out"
-  check "np=$np gpt_train $*: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
+  check "np=$np $what: exit $rc (expected 2), '$msg' printed $n time(s) (expected 1)" $ok
+}
+expect_bad() { # expect_bad NP "message" ARGS...: gpt_train exits 2 on every rank, the message once
+  np=$1; msg=$2; shift 2
+  want "bad input: $msg" || return 0
+  refused "$np" "$msg" "gpt_train $*" "$GPT_TRAIN" --steps 1 --log "$TMPD/log.csv" "$@"
 }
 traffic_case() { # traffic_case NP ARGS...: gpt_train --counters, 2 steps; the bytes sent = the traffic
   # model on every group of every rank; the output kept in $TMPD/traffic.<NP><ARGS without spaces and dashes>

@@ -10,13 +10,7 @@ for np in 1 2 3 4; do
   check "np=$np: $(grep -E '^[0-9]+ passed' "$TMPD/out" | head -n 1) (exit $rc)" [ "$rc" = 0 ]
 done
 expect_bad() { # expect_bad NP DIMS "message"
-  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$1" "$PROG" --dims "$2" > "$TMPD/out" 2>&1
-  rc=$?
-  n=$(grep -c -F -- "$3" "$TMPD/out")
-  ok=false
-  [ "$rc" = 2 ] && [ "$n" = 1 ] && ok=true
-  $ok || cat "$TMPD/out"
-  check "np=$1 --dims $2: exit $rc (expected 2), '$3' printed $n time(s) (expected 1)" $ok
+  refused "$1" "$3" "--dims $2" "$PROG" --dims "$2"
 }
 expect_bad 3 tp=2,dp=2 "world size (3) must equal tp*ulysses*ring*dp*pp (2*1*1*2*1 = 4)"
 expect_bad 2 tp=0,dp=2 "tp must be at least 1 (tp = 0)"
