@@ -227,6 +227,8 @@ static void head_forward(void *model, int step, sw_tensor *xL)
 {
     sw_gpt *m = model;
     (void)step;
+    /* the step's count of counted rows (an ignore index), from every micro-batch's targets, before any backward */
+    if (m->x.micro == 0) sw_lm_head_count(&m->x, m->head, m->targets);
     sw_norm_forward(&m->x, &m->lnf, xL, m->lnf_out, m->lnf_mean, m->lnf_rstd);
     sw_lm_head_forward(&m->x, m->head, m->lnf_out, m->targets[m->x.micro]);
 }
@@ -338,6 +340,7 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
         m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
         m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
         m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
+        sw_lm_head_set_ignore_index(m->head, c->ignore_index);
     }
     return m;
 }
@@ -450,11 +453,16 @@ void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t
      * alike (an id outside the vocabulary would read another row of wte, or
      * none, and give a plausible, wrong loss) */
     for (int64_t i = 0; i < (int64_t)c->seq * c->batch; i++)
-        if (tok[i] < 0 || tok[i] >= c->vocab || tgt[i] < 0 || tgt[i] >= c->vocab)
-            sw_usage_error("sw_gpt_load_micro_batch: %s %d at position %lld of sequence %lld is outside [0, vocab %d)",
-                           tok[i] < 0 || tok[i] >= c->vocab ? "token" : "target",
-                           tok[i] < 0 || tok[i] >= c->vocab ? tok[i] : tgt[i], (long long)(i / c->batch),
-                           (long long)(i % c->batch), c->vocab);
+        if (tok[i] < 0 || tok[i] >= c->vocab || ((tgt[i] < 0 || tgt[i] >= c->vocab) && tgt[i] != c->ignore_index))
+        {
+            const int bad_tok = tok[i] < 0 || tok[i] >= c->vocab;
+            char ign[64] = "";
+            if (!bad_tok && c->ignore_index != SW_CE_IGNORE_NONE)
+                snprintf(ign, sizeof ign, " and is not the ignore index %d", c->ignore_index);
+            sw_usage_error("sw_gpt_load_micro_batch: %s %d at position %lld of sequence %lld is outside [0, vocab %d)%s",
+                           bad_tok ? "token" : "target", bad_tok ? tok[i] : tgt[i], (long long)(i / c->batch),
+                           (long long)(i % c->batch), c->vocab, ign);
+        }
     sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
 }
 

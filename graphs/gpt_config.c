@@ -26,6 +26,7 @@ void sw_gpt_config_default(sw_gpt_config *c)
     c->hidden = 128;
     c->heads = 4;
     c->vocab = 256;
+    c->ignore_index = SW_CE_IGNORE_NONE;
     c->max_pos = 64;
     c->seq = 64;
     c->batch = 8;
@@ -79,6 +80,8 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
          c->ring, c->ulysses);
     SW_RULE(c->seq % cp == 0, "seq (%d) must be divisible by ring*ulysses (%d*%d)", c->seq, c->ring, c->ulysses);
     SW_RULE(c->vocab > 0, "vocab must be positive (vocab = %d)", c->vocab);
+    SW_RULE(c->ignore_index < 0 || c->ignore_index >= c->vocab,
+         "ignore-index (%d) must be outside [0, vocab %d): it would drop a real token", c->ignore_index, c->vocab);
     SW_RULE(c->seq > 0, "seq must be positive (seq = %d)", c->seq);
     SW_RULE(c->batch > 0, "batch must be positive (batch = %d)", c->batch);
     SW_RULE(c->max_pos > 0, "max-pos must be positive (max-pos = %d)", c->max_pos);

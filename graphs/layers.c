@@ -598,6 +598,12 @@ struct sw_lm_head {
     sw_tensor *logits;                           /* [T,Vl]; holds dlogits after backward */
     sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows; /* [T,1] */
     sw_tensor *loss, *loss_sum;                  /* [1,1]; over micro-batches and dp ranks, when either is > 1 */
+    /* an ignore index or row weights (weighted): the mean over the counted
+     * rows of the global batch, sum rw loss / count, in place of / (T gn K) */
+    int weighted, counted, ignore, K;
+    int64_t T;
+    sw_tensor **rw, **win;                       /* per micro-batch [T,1]: row weights (0: ignored), loaded weights */
+    sw_tensor *count;                            /* [1,1]: sum of rw over the step's global batch */
 };
 
 int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padded, int64_t h, float std)
@@ -615,6 +621,7 @@ sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded
     sw_lm_head *hd = sw_xcalloc(1, sizeof *hd);
     int64_t T = x->T;
     hd->w = weight, hd->vocab = vocab, hd->Vl = vocab_padded / x->tp.t;
+    hd->ignore = SW_CE_IGNORE_NONE, hd->K = x->c.grad_accum, hd->T = T;
     if (tp_on(x) && x->c.sp) hd->xg = sw_tensor_new2d("lnf_gathered", SW_F32, T, h);
     hd->logits = sw_tensor_new2d("logits", SW_F32, T, hd->Vl);
     hd->ce_max = sw_tensor_new2d("ce_max", SW_F32, T, 1);
@@ -631,10 +638,95 @@ void sw_lm_head_destroy(sw_lm_head *hd)
     if (!hd) return;
     sw_tensor *t[] = {hd->xg, hd->logits, hd->ce_max, hd->ce_tgt, hd->ce_sumexp, hd->ce_rows, hd->loss, hd->loss_sum};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
+    for (int k = 0; hd->rw && k < hd->K; k++) sw_tensor_free(hd->rw[k]), sw_tensor_free(hd->win[k]);
+    free(hd->rw);
+    free(hd->win);
+    sw_tensor_free(hd->count);
     free(hd);
 }
 
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
+
+/* the weighted mean's tensors, once an ignore index or weights are set */
+static void weighted_on(sw_lm_head *hd)
+{
+    if (hd->weighted) return;
+    hd->weighted = 1;
+    hd->rw = sw_xcalloc((size_t)hd->K, sizeof *hd->rw);
+    hd->win = sw_xcalloc((size_t)hd->K, sizeof *hd->win);
+    for (int k = 0; k < hd->K; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "ce_row_weights%d", k);
+        hd->rw[k] = sw_tensor_new2d(name, SW_F32, hd->T, 1);
+    }
+    hd->count = sw_tensor_new2d("ce_count", SW_F32, 1, 1);
+}
+
+void sw_lm_head_set_ignore_index(sw_lm_head *hd, int ignore_index)
+{
+    if (!hd) sw_usage_error("sw_lm_head_set_ignore_index: hd: must not be NULL");
+    if (ignore_index >= 0 && ignore_index < hd->vocab)
+        sw_usage_error("sw_lm_head_set_ignore_index: ignore_index: must be outside [0, vocab) (%d, vocab %d): "
+                       "it would drop a real token",
+                       ignore_index, hd->vocab);
+    if (ignore_index == SW_CE_IGNORE_NONE && !hd->weighted) return; /* today's mean, exactly */
+    weighted_on(hd);
+    hd->ignore = ignore_index;
+}
+
+int sw_lm_head_ignore_index(const sw_lm_head *hd) { return hd->ignore; }
+
+void sw_lm_head_load_weights(sw_ctx *x, sw_lm_head *hd, int k, const float *w)
+{
+    if (!hd || !w) sw_usage_error("sw_lm_head_load_weights: %s: must not be NULL", hd ? "w" : "hd");
+    if (k < 0 || k >= hd->K)
+        sw_usage_error("sw_lm_head_load_weights: k: micro-batch must be in [0, grad-accum %d) (%d)", hd->K, k);
+    const int64_t n = (int64_t)x->c.seq * x->c.batch;
+    for (int64_t i = 0; i < n; i++) /* the whole global batch, the same on every rank: all refuse alike */
+        if (!(w[i] >= 0.0f) || isinf(w[i]))
+            sw_usage_error("sw_lm_head_load_weights: w: row weights must be finite and >= 0 (%g at position %lld of "
+                           "sequence %lld)",
+                           (double)w[i], (long long)(i / x->c.batch), (long long)(i % x->c.batch));
+    weighted_on(hd);
+    if (!hd->win[k]) {
+        char name[32];
+        snprintf(name, sizeof name, "ce_weights%d", k);
+        hd->win[k] = sw_tensor_new2d(name, SW_F32, hd->T, 1);
+    }
+    /* this rank's rows of micro-batch k, as sw_ctx_load_tokens picks them */
+    int64_t B = x->B, first = sw_ctx_micro_batch_first(x, k);
+    float *mw = sw_xcalloc((size_t)hd->T, sizeof(float));
+    for (int64_t i = 0; i < hd->T / B; i++)
+        for (int64_t b = 0, pos = sw_ctx_position(x, i); b < B; b++) mw[i * B + b] = w[pos * x->c.batch + first + b];
+    sw_tensor_write_host(hd->win[k], mw);
+    free(mw);
+}
+
+/* The count of the step's global batch: each micro-batch's row weights
+ * (0 where the target is the ignore index), summed over the micro-batches
+ * and the gradient group (dp, ulysses, ring: the ranks whose rows differ;
+ * TP ranks hold the same rows), before the first backward scales by it */
+void sw_lm_head_count(sw_ctx *x, sw_lm_head *hd, sw_tensor *const *targets)
+{
+    if (!hd || !targets) sw_usage_error("sw_lm_head_count: %s: must not be NULL", hd ? "targets" : "hd");
+    if (!hd->weighted) return; /* today's mean over T gn K rows: nothing to count */
+    for (int k = 0; k < hd->K; k++) {
+        if (!targets[k])
+            sw_usage_error("sw_lm_head_count: targets: micro-batch %d of grad-accum %d is NULL", k, hd->K);
+        sw_ce_weights(whole_r(targets[k]), hd->win[k] ? whole_r(hd->win[k]) : NULL, whole_w(hd->rw[k]), hd->ignore);
+        sw_colsum(whole_r(hd->rw[k]), sw_tensor_whole(hd->count, k ? STARPU_RW : STARPU_W), 1.0f, k ? 1.0f : 0.0f);
+    }
+    if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);
+    hd->counted = 1;
+}
+
+static void need_count(const sw_lm_head *hd, const char *fn)
+{
+    if (hd->weighted && !hd->counted)
+        sw_usage_error("%s: hd: an ignore index or row weights need the step's count first (sw_lm_head_count before "
+                       "the step's first micro-batch)",
+                       fn);
+}
 
 /* The head's GEMMs split the local vocabulary into P x S tiles of at most
  * LM_TILE_COLS columns (S per row tile of the other ops): a large
@@ -655,6 +747,7 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
 {
     int P = x->P, PV = P * lm_subtiles(x, hd);
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl;
+    need_count(hd, "sw_lm_head_forward");
     hd->in = sw_tp_f_forward(&x->tp, in, hd->xg);
     starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
     for (int j = 0; j < PV; j++)
@@ -676,10 +769,13 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
     for (int i = 0; i < P; i++)
         sw_ce_loss(rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_tgt, i), rows_r(x, hd->ce_sumexp, i),
                    rows_w(x, hd->ce_rows, i));
-    sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)x->T, 0.0f);
+    /* weighted: this micro-batch's rows over the global count, already the
+     * global batch's share */
+    if (hd->weighted) sw_ce_mean(whole_r(hd->ce_rows), whole_r(hd->rw[x->micro]), whole_r(hd->count), whole_w(hd->loss));
+    else sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)x->T, 0.0f);
     /* the global batch's mean: micro-batches summed here, dp ranks after the last */
     if (!hd->loss_sum) return;
-    float share = 1.0f / (float)(x->gn * x->c.grad_accum);
+    float share = hd->weighted ? 1.0f : 1.0f / (float)(x->gn * x->c.grad_accum);
     sw_colsum(whole_r(hd->loss), sw_tensor_whole(hd->loss_sum, x->micro ? STARPU_RW : STARPU_W), share,
               x->micro ? 1.0f : 0.0f);
     if (x->micro == x->c.grad_accum - 1 && x->gn > 1) sw_allreduce(x->comm, x->gg, hd->loss_sum, SW_SUM);
@@ -691,9 +787,17 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
 {
     int P = x->P, S = lm_subtiles(x, hd), PV = P * S;
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl, h = gemm_w(x, hd->w)->cols;
-    for (int i = 0; i < P; i++)
-        sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
-                  rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
+    need_count(hd, "sw_lm_head_backward");
+    for (int i = 0; i < P; i++) {
+        if (hd->weighted) /* rw / count per row; ignored rows no gradient */
+            sw_ce_bwd_weighted(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
+                               rows_r(x, targets, i), rows_r(x, hd->rw[x->micro], i), whole_r(hd->count), vocab0,
+                               hd->vocab);
+        else
+            sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
+                      rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
+    }
+    if (x->micro == x->c.grad_accum - 1) hd->counted = 0; /* the next step counts its own batch */
     /* per vocabulary tile j (its dlogits cast to bf16 once for both):
      * dW_j = dlogits_j^T x; and dx = dlogits W, split over the vocabulary
      * (the reduction dimension: neither large operand is re-packed):
@@ -780,6 +884,6 @@ void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t)
     /* the cross-entropy's row max, target logit and sum of exps */
     traffic_add(x, t, 0, SW_GROUP_TP, 3 * sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, x->T, 1));
     tp_add(x, t, 1, SW_TP_F_BACKWARD, x->T, h);
-    if (x->gn > 1) /* the loss, once per step */
-        t->forward[x->gg] += sw_comm_bytes(x->comm, x->gg, SW_COLL_ALLREDUCE, 1, 1);
+    if (x->gn > 1) /* the loss, once per step; weighted: its count too */
+        t->forward[x->gg] += (hd->weighted ? 2 : 1) * sw_comm_bytes(x->comm, x->gg, SW_COLL_ALLREDUCE, 1, 1);
 }

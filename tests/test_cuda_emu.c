@@ -540,7 +540,7 @@ static void test_crossentropy(void)
     CHECK_LAUNCH(sw_cuda_ce_sumexp(hl.p, n, hl.ld, nv, cmx, 2, vse, 2, NULL));
     float *ctg = vec_new(n, 3, tgt), *cse = vec_new(n, 2, se);
     CHECK_LAUNCH(sw_cuda_ce_loss(cmx, 2, ctg, 3, cse, 2, vlo, 4, n, NULL));
-    CHECK_LAUNCH(sw_cuda_ce_bwd(hl.p, n, vb, hl.ld, nv, cmx, 2, cse, 2, t3, 3, vocab0, scale, NULL));
+    CHECK_LAUNCH(sw_cuda_ce_bwd(hl.p, n, vb, hl.ld, nv, cmx, 2, cse, 2, t3, 3, NULL, 0, NULL, vocab0, scale, NULL));
     float *gmx = vec_get(vmx, n, 2), *gtg = vec_get(vtg, n, 3), *gse = vec_get(vse, n, 2), *glo = vec_get(vlo, n, 4);
     float *gdl = hm_get(hl);
     same_bits("ce_max (padding ignored)", gmx, mx, n);

@@ -48,20 +48,42 @@ __global__ void ce_loss_kernel(const float *mx, int64_t ms, const float *tgt, in
 }
 
 /* row[c] = scale / se * exp(row[c] - m) (c < nv), 0 on padding; minus
- * scale at the target column */
+ * scale at the target column; with rw (weighted), each row's scale is
+ * rw / count and a row of weight 0 is 0 */
 __global__ void ce_bwd_kernel(float *x, int64_t n, int64_t vb, int64_t ld, int64_t nv, const float *mx, int64_t ms,
-                              const float *se, int64_t ss, const int32_t *t, int64_t tstr, int64_t vocab0, float scale)
+                              const float *se, int64_t ss, const int32_t *t, int64_t tstr, const float *rw,
+                              int64_t rs, const float *cnt, int64_t vocab0, float scale)
 {
     SW_FOR_ROWS(r, n) {
         float *row = x + r * ld;
-        const float m = mx[r * ms], k = scale / se[r * ss];
+        const int dead = rw && rw[r * rs] == 0.0f;
+        const float sc = rw ? (dead ? 0.0f : rw[r * rs] / cnt[0]) : scale;
+        const float m = mx[r * ms], k = dead ? 0.0f : sc / se[r * ss];
         const int64_t tc = (int64_t)t[r * tstr] - vocab0;
         SW_FOR_COLS(c, vb) {
-            float v = c < nv ? k * sw_expf(row[c] - m) : 0.0f;
-            if (c == tc && tc < nv) v -= scale;
+            float v = c < nv && !dead ? k * sw_expf(row[c] - m) : 0.0f;
+            if (c == tc && tc < nv && !dead) v -= sc;
             row[c] = v;
         }
     }
+}
+
+/* rw = 0 where the target is the ignore index, else the weight (1 without weights) */
+__global__ void ce_weights_kernel(const int32_t *t, int64_t ts, int64_t n, const float *w, int64_t ws, int32_t ignore,
+                                  float *rw, int64_t rs)
+{
+    SW_FOR_ALL(r, n) rw[r * rs] = t[r * ts] == ignore ? 0.0f : w ? w[r * ws] : 1.0f;
+}
+
+/* out = sum rw loss / count: one thread, the rows in the CPU's order, in double */
+__global__ void ce_mean_kernel(const float *loss, int64_t ls, const float *rw, int64_t rs, int64_t n, const float *cnt,
+                               float *out)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    double s = 0.0;
+    for (int64_t r = 0; r < n; r++)
+        if (rw[r * rs] != 0.0f) s += (double)rw[r * rs] * loss[r * ls];
+    out[0] = (float)(s / cnt[0]);
 }
 
 extern "C" cudaError_t sw_cuda_ce_max(const float *x, int64_t n, int64_t ld, int64_t nv, float *mx, int64_t ms,
@@ -98,10 +120,26 @@ extern "C" cudaError_t sw_cuda_ce_loss(const float *mx, int64_t ms, const float 
 
 extern "C" cudaError_t sw_cuda_ce_bwd(float *x, int64_t n, int64_t vb, int64_t ld, int64_t nv, const float *mx,
                                       int64_t ms, const float *se, int64_t ss, const int32_t *t, int64_t tstr,
-                                      int64_t vocab0, float scale, cudaStream_t s)
+                                      const float *rw, int64_t rs, const float *cnt, int64_t vocab0, float scale,
+                                      cudaStream_t s)
 {
     if (n <= 0 || vb <= 0) return cudaSuccess;
-    SW_LAUNCH(ce_bwd_kernel, sw_grid2d(n, vb), SW_THREADS, 0, s, x, n, vb, ld, nv, mx, ms, se, ss, t, tstr, vocab0,
-              scale);
+    SW_LAUNCH(ce_bwd_kernel, sw_grid2d(n, vb), SW_THREADS, 0, s, x, n, vb, ld, nv, mx, ms, se, ss, t, tstr, rw, rs, cnt,
+              vocab0, scale);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t sw_cuda_ce_weights(const int32_t *t, int64_t ts, int64_t n, const float *w, int64_t ws,
+                                          int32_t ignore, float *rw, int64_t rs, cudaStream_t s)
+{
+    if (n <= 0) return cudaSuccess;
+    SW_LAUNCH(ce_weights_kernel, sw_grid1d(n, SW_THREADS), SW_THREADS, 0, s, t, ts, n, w, ws, ignore, rw, rs);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t sw_cuda_ce_mean(const float *loss, int64_t ls, const float *rw, int64_t rs, int64_t n,
+                                       const float *cnt, float *out, cudaStream_t s)
+{
+    SW_LAUNCH(ce_mean_kernel, dim3(1), 1, 0, s, loss, ls, rw, rs, n, cnt, out);
     return cudaGetLastError();
 }

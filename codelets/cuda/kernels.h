@@ -123,9 +123,16 @@ cudaError_t sw_cuda_ce_sumexp(const float *x, int64_t n, int64_t ld, int64_t nv,
                               float *se, int64_t ss, cudaStream_t s);
 cudaError_t sw_cuda_ce_loss(const float *mx, int64_t ms, const float *tgt, int64_t ts, const float *se, int64_t ss,
                             float *loss, int64_t ls, int64_t n, cudaStream_t s);
+/* rw (NULL: none) [n] stride rs and cnt [1]: each row's scale rw / cnt, 0 rows where rw is 0 */
 cudaError_t sw_cuda_ce_bwd(float *x, int64_t n, int64_t vb, int64_t ld, int64_t nv, const float *mx, int64_t ms,
-                           const float *se, int64_t ss, const int32_t *t, int64_t tstr, int64_t vocab0, float scale,
-                           cudaStream_t s);
+                           const float *se, int64_t ss, const int32_t *t, int64_t tstr, const float *rw, int64_t rs,
+                           const float *cnt, int64_t vocab0, float scale, cudaStream_t s);
+/* rw = 0 where t is ignore, else w (NULL: 1) */
+cudaError_t sw_cuda_ce_weights(const int32_t *t, int64_t ts, int64_t n, const float *w, int64_t ws, int32_t ignore,
+                               float *rw, int64_t rs, cudaStream_t s);
+/* out[0] = sum rw loss / cnt[0] over n rows (weight-0 rows skipped) */
+cudaError_t sw_cuda_ce_mean(const float *loss, int64_t ls, const float *rw, int64_t rs, int64_t n, const float *cnt,
+                            float *out, cudaStream_t s);
 
 /* ---- attention.cu: the fields of sw_attn_args (ops.h), nkv resolved ---- */
 #define SW_CUDA_ATT_DMAX 256 /* largest head dim of the CUDA attention kernels */

@@ -52,6 +52,8 @@ typedef struct sw_gpt_config {
     ///@}
     int kv_heads;           /**< K/V heads; 0: = heads */
     int vocab;              /**< real vocabulary */
+    int ignore_index;       /**< targets equal to it count for nothing in the loss (PyTorch's -100; outside
+                                 [0, vocab)); SW_CE_IGNORE_NONE (the default): none (sw_lm_head_set_ignore_index) */
     int vocab_padded;       /**< set by sw_gpt_config_check */
     int max_pos;            /**< rows of wpe; seq <= max_pos */
     ///@{
@@ -231,8 +233,11 @@ int sw_gpt_micro_batch_first(const sw_gpt *m, int k);
  * batch tok/tgt ([seq*batch] int32, [s, b] order) into sw_gpt_tokens and
  * sw_gpt_targets (micro-batch k's own: waits for their readers of the
  * previous step), and makes k the current micro-batch. A token or target
- * outside [0, vocab) anywhere in the batch, or k outside [0, grad_accum),
- * is refused (the rule and the value; exit 2 on every rank). */
+ * outside [0, vocab) anywhere in the batch (a target equal to the config's
+ * ignore_index is accepted), or k outside [0, grad_accum), is refused (the
+ * rule and the value; exit 2 on every rank). With an ignore index, load
+ * every micro-batch of the step before micro-batch 0's sw_gpt_forward:
+ * the loss's count of counted rows is taken from all of them then. */
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt);
 
 /** Submits training step `step` (1-based; also keys the dropout masks) on

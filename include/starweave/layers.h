@@ -256,14 +256,48 @@ int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padd
 /** logits[T, Vp/t] = f(x) W^T, W [Vp, h] vocab-parallel: the embedding's
  * wte (tied), or its own parameter (sw_lm_head_add_weight). The loss is
  * the mean cross-entropy over the global batch (vocab-parallel: three
- * [T,1] all-reduces). weight: W's parameter index. */
+ * [T,1] all-reduces). weight: W's parameter index.
+ *
+ * With an ignore index (sw_lm_head_set_ignore_index) or row weights
+ * (sw_lm_head_load_weights), Megatron's and PyTorch's semantics: the
+ * loss is sum_i w_i ce_i / sum_i w_i over the counted rows of the GLOBAL
+ * batch -- every micro-batch, every dp, Ulysses and Ring rank -- where a
+ * row whose target is the ignore index has w_i = 0 (no loss, no
+ * gradient) and w_i is its loaded weight, else 1. The count sum_i w_i
+ * comes from sw_lm_head_count, once per step before the step's first
+ * micro-batch (all micro-batches' targets loaded); it adds one [1,1]
+ * all-reduce over the gradient group per step. No counted row (every
+ * target ignored, or all weights 0): the loss is NaN, as PyTorch's mean
+ * over no row, and the gradients 0. Without either, the mean over all
+ * rows as before, bit for bit. */
 sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded, int64_t h);
+/** Rows whose target is ignore_index count for nothing (PyTorch's
+ * ignore_index; -100 is its default). It must lie outside [0, vocab)
+ * (refused, exit 2: it would drop a real token); SW_CE_IGNORE_NONE (the
+ * default): no ignore index. The model's loader must then accept that
+ * target (sw_gpt_load_micro_batch does with sw_gpt_config.ignore_index). */
+void sw_lm_head_set_ignore_index(sw_lm_head *hd, int ignore_index);
+/** The ignore index (SW_CE_IGNORE_NONE: none). */
+int sw_lm_head_ignore_index(const sw_lm_head *hd);
+/** Row weights of micro-batch k (in [0, grad-accum)): w[seq*batch] for the
+ * whole global batch in [s, b] order, as the targets (this rank takes its
+ * rows); finite and >= 0 (refused, exit 2 on every rank, with the value).
+ * They stay until loaded again. */
+void sw_lm_head_load_weights(sw_ctx *x, sw_lm_head *hd, int k, const float *w);
+/** The step's count of counted rows: targets[k] [T,1] for each of the
+ * grad-accum micro-batches, already loaded; call once per step before the
+ * step's first sw_lm_head_forward (the pipeline driver interleaves heads
+ * and micro-batches: e.g. from the model's head_forward at micro-batch 0).
+ * A no-op without an ignore index and row weights. Forgotten: the head's
+ * forward and backward refuse (exit 2). */
+void sw_lm_head_count(sw_ctx *x, sw_lm_head *hd, sw_tensor *const *targets);
 /** Frees the head's tensors (blocking). NULL: no-op. */
 void sw_lm_head_destroy(sw_lm_head *hd);
 /** [1,1]: the mean loss once the step's last micro-batch has gone forward */
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd);
 /** Logits from in [l,h] (through f) and the cross-entropy against
- * targets [T,1] into the loss (sw_lm_head_loss). */
+ * targets [T,1] into the loss (sw_lm_head_loss; weighted: this
+ * micro-batch's sum_i w_i ce_i over the step's count). */
 void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *targets);
 /** The backward of the head and its loss: returns din [l,h] (a scratch) */
 sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets);

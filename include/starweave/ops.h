@@ -307,6 +307,22 @@ void sw_ce_loss(starpu_data_handle_t mx, starpu_data_handle_t tgt, starpu_data_h
 /** logits (RW) become scale * (softmax - onehot(target)); padding columns 0. */
 void sw_ce_bwd(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
                starpu_data_handle_t targets, int64_t vocab0, int64_t vocab, float scale);
+/** The ignore index of no row: no int32 target equals it once loaded
+ * (loaders refuse targets outside [0, vocab) other than the ignore index). */
+#define SW_CE_IGNORE_NONE INT32_MIN
+/** rw[n,1] (W): each row's weight in the mean, 0 where targets[n,1] (int32)
+ * is ignore_index, else weights[n,1] (NULL: 1). */
+void sw_ce_weights(starpu_data_handle_t targets, starpu_data_handle_t weights, starpu_data_handle_t rw,
+                   int32_t ignore_index);
+/** out[1,1] (W) = sum over the rows of rw loss / count[1,1] (rows of
+ * weight 0 skipped; count 0: NaN, PyTorch's mean over no row). loss, rw [n,1]. */
+void sw_ce_mean(starpu_data_handle_t loss, starpu_data_handle_t rw, starpu_data_handle_t count,
+                starpu_data_handle_t out);
+/** sw_ce_bwd with each row's scale rw / count (rw [n,1], count [1,1]);
+ * rows of weight 0 get 0 (no gradient). */
+void sw_ce_bwd_weighted(starpu_data_handle_t logits, starpu_data_handle_t mx, starpu_data_handle_t se,
+                        starpu_data_handle_t targets, starpu_data_handle_t rw, starpu_data_handle_t count,
+                        int64_t vocab0, int64_t vocab);
 
 /* ---- gradient-norm clipping (codelets/clip.c) ---- */
 /** For gradient-norm clipping:
