@@ -59,6 +59,8 @@ static void usage(FILE *f)
             "  --lr X            AdamW learning rate (1e-3)\n"
             "  --weight-decay X  AdamW weight decay (0)\n"
             "  --clip-grad X     scale the gradients to a global L2 norm of at most X before AdamW (0: off)\n"
+            "  --ignore-index N  targets equal to N count for nothing in the loss (PyTorch's -100; outside\n"
+            "                    [0, vocab)); the data's targets never are: the head's count runs (default: none)\n"
             "  --seed N          seed of the init, the data order and dropout (1234)\n"
             "  --data FILE       train on the bytes of FILE (default: synthetic corpus)\n"
             "parallelism (launch with mpirun -np <product of the degrees>):\n"
@@ -156,7 +158,8 @@ static const char *const value_flags[] = {
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
-    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm"};
+    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm",
+    "--ignore-index"};
 
 static int takes_value(const char *flag)
 {
@@ -245,6 +248,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--lr")) parse_float(a, v, &o->cfg.lr);
         else if (!strcmp(a, "--weight-decay")) parse_float(a, v, &o->cfg.weight_decay);
         else if (!strcmp(a, "--clip-grad")) parse_float(a, v, &o->cfg.clip_grad);
+        else if (!strcmp(a, "--ignore-index")) parse_int(a, v, &o->cfg.ignore_index);
         else if (!strcmp(a, "--seed")) parse_int(a, v, &seed);
         else if (!strcmp(a, "--data")) o->data = v;
         else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);

@@ -35,9 +35,13 @@
  *                [--dropout P] [--steps N] [--dp D] [--grad-accum K] [--zero 1|2|3] [--zero-prefetch K]
  *                [--ulysses U] [--ring R] [--no-zigzag] [--seq S]
  *                [--recompute MODE] [--recompute-every K] [--dtype bf16] [--pp P] [--pp-inflight Q]
- *                [--layers L] [--batch B]
+ *                [--layers L] [--batch B] [--ignore-index N]
  *                [--device cuda]
  *                (tp = the number of ranks / (dp * ulysses * ring * pp))
+ *
+ * --ignore-index N: about a third of the targets are N (uneven over ranks
+ * and micro-batches); both models ignore them, so the loss is the mean over
+ * the counted rows of the global batch on every layout.
  *
  * --pp P (pipeline stages, the step driver's whole steps): each rank
  * compares the gradients of the parameters its stage holds; the loss
@@ -55,6 +59,8 @@ static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         tok[i] = (int32_t)(s % (uint64_t)c->vocab);
         tgt[i] = (int32_t)((s >> 20) % (uint64_t)c->vocab);
+        /* --ignore-index: about a third of the targets ignored, unevenly over ranks and micro-batches */
+        if (c->ignore_index != SW_CE_IGNORE_NONE && (s >> 40) % 3 == 0) tgt[i] = c->ignore_index;
     }
 }
 
@@ -67,8 +73,13 @@ static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *t
         sw_gpt_step(m, step);
         return;
     }
-    for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) {
+    const sw_gpt_config *c = sw_gpt_get_config(m);
+    /* an ignore index counts the rows of every micro-batch at micro-batch 0: all loaded first */
+    for (int k = 0; k < c->grad_accum && c->ignore_index != SW_CE_IGNORE_NONE; k++)
         sw_gpt_load_micro_batch(m, k, tok, tgt);
+    for (int k = 0; k < c->grad_accum; k++) {
+        if (c->ignore_index == SW_CE_IGNORE_NONE) sw_gpt_load_micro_batch(m, k, tok, tgt);
+        else sw_gpt_set_micro_batch(m, k);
         sw_gpt_forward(m, step);
         sw_gpt_backward(m, step);
     }
@@ -169,6 +180,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--clip-grad")) c.clip_grad = (float)atof(v), i++;
         else if (!strcmp(a, "--heads")) c.heads = atoi(v), i++;
         else if (!strcmp(a, "--dropout")) c.dropout = (float)atof(v), i++;
+        else if (!strcmp(a, "--ignore-index")) c.ignore_index = atoi(v), i++;
         else if (!strcmp(a, "--steps")) steps = atoi(v), i++;
         else if (!strcmp(a, "--dp")) dp = atoi(v), i++;
         else if (!strcmp(a, "--grad-accum")) accum = atoi(v), i++;

@@ -63,6 +63,14 @@ run 2 --model llama --ring 2 --dropout 0.1        # zigzag
 run 4 --model llama --ulysses 2 --ring 2          # USP
 run 2 --model llama --dp 2 --zero 1 --grad-accum 2
 run 2 --model llama --sp --recompute full --dropout 0.1
+# an ignore index (about a third of the targets -100, unevenly): the mean over the counted rows of the global batch,
+# the count summed over micro-batches and the gradient group before the first backward
+run 1 --grad-accum 2 --ignore-index -100
+run 2 --sp --ignore-index -100
+run 2 --dp 2 --grad-accum 2 --ignore-index -100
+run 4 --dp 2 --sp --grad-accum 2 --ignore-index -100  # tp 2 + sp x dp 2 x grad-accum 2
+run 2 --ring 2 --ignore-index -100
+run 2 --pp 2 --grad-accum 2 --ignore-index -100       # the head's forward and backward interleave with micro-batches
 # global gradient-norm clipping: the norm counted once per element (TP-replicated K/V heads, ZeRO shards, context parallelism)
 run 2 --sp --kv-heads 1 --clip-grad 0.01
 run 4 --dp 2 --zero 1 --sp --kv-heads 1 --clip-grad 0.01
@@ -96,7 +104,8 @@ for args in "2 --tp 2" "2 --tp 2 --sp" "2 --tp 2 --sp --tp-recompute-allgather" 
     "2 --tp 2 --sp --recompute full --recompute-every 2 --layers 3" "4 --model llama --tp 4 --sp --kv-heads 2" \
     "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2" \
     "2 --dp 2 --zero 2 --grad-accum 2" "2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 1" \
-    "4 --tp 2 --sp --dp 2 --zero 3 --recompute full --zero-prefetch 2"; do
+    "4 --tp 2 --sp --dp 2 --zero 3 --recompute full --zero-prefetch 2" \
+    "4 --tp 2 --sp --dp 2 --grad-accum 2 --ignore-index -100" "2 --ring 2 --ignore-index -100"; do
   traffic_case $args
 done
 o=$TMPD/traffic.
@@ -161,6 +170,7 @@ expect_bad 2 "kv-heads (6) must be divisible by tp (4) when kv-heads >= tp" --tp
 expect_bad 2 "seq (63) must be divisible by tp (2) with sequence parallelism" --tp 2 --sp --seq 63
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (4*1*1*1*1 = 4)" --tp 4
 expect_bad 2 "batch (6) must be divisible by dp*grad-accum (2*2)" --dp 2 --grad-accum 2 --batch 6
+expect_bad 2 "ignore-index (7) must be outside [0, vocab 256)" --tp 2 --ignore-index 7
 expect_bad 2 "heads (3) must be divisible by tp*ulysses (1*2)" --ulysses 2 --heads 3 --hidden 96
 expect_bad 2 "kv-heads (1) must be divisible by tp*ulysses (1*2)" --ulysses 2 --kv-heads 1
 expect_bad 2 "seq (62) must be divisible by 2*ring*ulysses (2*2*1) with zigzag" --ring 2 --seq 62
