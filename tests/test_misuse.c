@@ -4,8 +4,10 @@
  *                      on every rank, the rule and the value printed once);
  *                      returning is a failure (exit 3)
  * Cases: target (a target past the vocabulary), ignore (-100, PyTorch's
- * ignore index, which no loss here supports yet), token (a negative token),
- * micro (a micro-batch past grad_accum). */
+ * ignore index, where the config sets none), ignore-other (the config's
+ * ignore index -100 set, a target past the vocabulary still refused),
+ * ignore-valid (an ignore index that is a real token id), token (a
+ * negative token), micro (a micro-batch past grad_accum). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +17,22 @@
 int main(int argc, char **argv)
 {
     if (sw_init(&argc, &argv, NULL) != 0) return 99;
-    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|token|micro\n"); return 99; }
+    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro\n"); return 99; }
     const char *what = argv[1];
     sw_gpt_config c;
     sw_gpt_config_default(&c);
     c.layers = 1, c.hidden = 32, c.heads = 2, c.seq = 8, c.max_pos = 8, c.batch = 2, c.tiles = 1;
     c.dp = sw_world_size();
+    if (!strcmp(what, "ignore-other")) c.ignore_index = -100;
+    if (!strcmp(what, "ignore-valid")) c.ignore_index = 5; /* sw_gpt_create refuses */
     sw_mesh *mesh = sw_mesh_create(NULL);
     sw_comm *comm = sw_comm_create(mesh);
     sw_gpt *m = sw_gpt_create(&c, c.dp > 1 ? comm : NULL);
     int32_t tok[8 * 2], tgt[8 * 2];
     for (int i = 0; i < 16; i++) tok[i] = i % c.vocab, tgt[i] = (i + 1) % c.vocab;
     int k = 0;
-    if (!strcmp(what, "target")) tgt[5] = c.vocab + 1000;
+    tgt[2] = c.ignore_index == -100 ? -100 : tgt[2]; /* accepted with the config's ignore index */
+    if (!strcmp(what, "target") || !strcmp(what, "ignore-other")) tgt[5] = c.vocab + 1000;
     else if (!strcmp(what, "ignore")) tgt[3] = -100;
     else if (!strcmp(what, "token")) tok[9] = -1;
     else if (!strcmp(what, "micro")) k = 1;

@@ -10,6 +10,8 @@ misuse() { # misuse NP CASE "message"
 for np in 1 2; do
   misuse $np target "sw_gpt_load_micro_batch: target 1256 at position 2 of sequence 1 is outside [0, vocab 256)"
   misuse $np ignore "sw_gpt_load_micro_batch: target -100 at position 1 of sequence 1 is outside [0, vocab 256)"
+  misuse $np ignore-other "sw_gpt_load_micro_batch: target 1256 at position 2 of sequence 1 is outside [0, vocab 256) and is not the ignore index -100"
+  misuse $np ignore-valid "ignore-index (5) must be outside [0, vocab 256): it would drop a real token"
   misuse $np token "sw_gpt_load_micro_batch: token -1 at position 4 of sequence 1 is outside [0, vocab 256)"
   misuse $np micro "sw_gpt_load_micro_batch: micro-batch 1 is outside [0, grad-accum 1)"
 done
