@@ -72,6 +72,13 @@ task-priority-ignored|src/runtime.c|s/        task->priority = sw_rt.task_priori
 cpu-mem-limit-unset|src/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
 # misuse of the API: ids outside the vocabulary
 load-ids-unchecked|graphs/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
+# the LM head's ignore index: ignored rows out of the count and the loss, no gradient, the count of the global batch
+ce-ignored-rows-counted|codelets/crossentropy.c|s/rw\[r \* rs\] = t\[r \* tstr\] == a.ignore ? 0.0f :/rw[r * rs] = 0 \&\& t[r * tstr] == a.ignore ? 0.0f :/|tests/test_crossentropy|
+ce-ignored-rows-gradient|codelets/crossentropy.c|s/if (weighted \&\& rw\[r \* rs\] == 0.0f) {/if (0) {/;s/float scale = weighted ? rw\[r \* rs\] \/ cnt/float scale = weighted ? 1.0f \/ cnt/|tests/test_crossentropy|
+ce-count-one-micro-batch|graphs/layers.c|s/k ? STARPU_RW : STARPU_W), 1.0f, k ? 1.0f : 0.0f);/k ? STARPU_RW : STARPU_W), 1.0f, 0.0f);/|tests/test_tp.sh|np=1 --grad-accum 2 --ignore-index
+ce-count-not-allreduced|graphs/layers.c|s/if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/if (0) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/|tests/test_tp.sh|dp 2 --grad-accum 2 --ignore-index
+ce-count-traffic-unmodelled|graphs/layers.c|s/(hd->weighted ? 2 : 1) \* sw_comm_bytes/sw_comm_bytes/|tests/test_tp.sh|traffic and counters
+ce-ignore-index-refused|graphs/gpt.c|s/\&\& tgt\[i\] != c->ignore_index))/\&\& 1))/|tests/test_tp.sh|np=2 --sp --ignore-index
 # the installed .pc: strict ISO C11 programs need StarPU's POSIX types
 pc-default-source-missing|starweave.pc.in|s/ -D_DEFAULT_SOURCE//|tests/test_install.sh|
 # pipeline stages: the quota, the tied embedding, micro slots, the sends between stages
