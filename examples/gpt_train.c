@@ -20,7 +20,7 @@ typedef struct train_opts {
     const char *log;
     int quiet;
     int profile;
-    int memory_report;
+    int memory_report, memory_plan, memory_budget_mb;
     int counters;
     const char *save, *resume;
     const char *trace, *dag;
@@ -112,7 +112,12 @@ static void usage(FILE *f)
             "  --tiles N         row/column tiles per op (4)\n"
             "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
             "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
-            "  --memory-report   saved activation bytes per layer and rank: model and registered\n"
+            "  --memory-report   saved activation bytes per layer and rank: model and registered; per rank\n"
+            "                    the memory model beside StarPU's peak\n"
+            "  --memory-plan     print each rank's memory model (parameter state, saved activations,\n"
+            "                    logits) and stop, nothing allocated (exit 2 where it does not fit)\n"
+            "  --memory-budget-mb N  MiB of main RAM each rank may count on: a model that needs more is\n"
+            "                    refused before any allocation (default: the node's MemAvailable / ranks)\n"
             "  --counters        at the end, on every rank: what ran (GEMMs per backend, bf16 GEMMs and\n"
             "                    casts, collectives per kind, MPI-run ones) and the exact bytes sent on\n"
             "                    each group beside the traffic model\n"
@@ -157,9 +162,8 @@ static const char *const value_flags[] = {
     "--pp-inflight",
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
-    "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--ncuda", "--dtype", "--device",
-    "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm",
-    "--ignore-index"};
+    "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
+    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index"};
 
 static int takes_value(const char *flag)
 {
@@ -185,6 +189,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     o->offload_budget_mb = 0;
+    o->memory_plan = o->memory_budget_mb = 0;
     o->ncuda = -1;
     o->where = 0;
     o->backend = SW_BACKEND_AUTO;
@@ -197,6 +202,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
         }
         if (!strcmp(a, "--quiet") || !strcmp(a, "--profile")) {
             *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
+            continue;
+        }
+        if (!strcmp(a, "--memory-plan")) {
+            o->memory_plan = 1;
             continue;
         }
         if (!strcmp(a, "--memory-report") || !strcmp(a, "--counters")) {
@@ -265,6 +274,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
+        else if (!strcmp(a, "--memory-budget-mb")) parse_int(a, v, &o->memory_budget_mb);
         else if (!strcmp(a, "--ncuda")) parse_int(a, v, &o->ncuda);
         else if (!strcmp(a, "--dtype")) {
             if (!strcmp(v, "fp32")) o->cfg.dtype = SW_F32;
@@ -297,6 +307,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
+    if (o->memory_budget_mb < 0)
+        sw_usage_error("memory-budget-mb must not be negative (memory-budget-mb = %d)", o->memory_budget_mb);
     if (o->ncpus == 0 || o->ncpus < -1) sw_usage_error("ncpus must be positive (ncpus = %d)", o->ncpus);
     if (o->ncuda < -1) sw_usage_error("ncuda must not be negative (ncuda = %d)", o->ncuda);
     if (o->ncuda == 0 && o->where == STARPU_CUDA) sw_usage_error("--device cuda needs CUDA workers (ncuda = 0)");
@@ -387,6 +399,23 @@ static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
              l->tp, l->ulysses, l->ring, l->dp, l->pp, zero);
 }
 
+/* Every rank's memory model, printed by rank 0 (MiB). */
+static void print_memory_model(sw_gpt_memory r)
+{
+    int world = sw_world_size(), me = sw_rank();
+    double mine[7] = {r.need, r.state, r.saved, r.logits, r.other, r.scratch, sw_memory_available_per_rank()};
+    double *all = me == 0 ? malloc(sizeof mine * (size_t)world) : NULL;
+    SW_CHECK(MPI_Gather(mine, 7, MPI_DOUBLE, all, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    for (int k = 0; me == 0 && k < world; k++) {
+        const double *f = all + 7 * k;
+        printf("memory: rank %d: the model needs %.2f MiB: parameter state %.2f, saved activations %.2f, logits "
+               "%.2f, other tensors %.2f; beside it the layers' scratch %.2f (this rank may count on %.2f MiB "
+               "more)\n", k, f[0] / SW_MIB, f[1] / SW_MIB, f[2] / SW_MIB, f[3] / SW_MIB, f[4] / SW_MIB,
+               f[5] / SW_MIB, f[6] / SW_MIB);
+    }
+    free(all);
+}
+
 /* Saved activations per layer and rank (model of the library, and the
  * bytes of the tensors the builder keeps for the block: "registered"),
  * printed by rank 0. */
@@ -440,6 +469,17 @@ static void memory_report(sw_gpt *m)
         for (int r = 0; r < world; r++) printf("memory: rank %d: %s\n", r, lines + (size_t)r * LINE);
     }
     free(lines);
+    print_memory_model(sw_gpt_memory_model(m));
+}
+
+/* --memory-plan: the model of every rank (refused where it does not fit), nothing allocated */
+static int memory_plan(const sw_gpt_config *cfg, sw_comm *comm, sw_mesh *mesh)
+{
+    print_memory_model(sw_gpt_memory_plan(cfg, sw_world_size() > 1 ? comm : NULL));
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
+    sw_shutdown();
+    return 0;
 }
 
 /* Pipeline stages: per stage, the share of each step (after the first)
@@ -594,6 +634,7 @@ int main(int argc, char **argv)
     ropt.quiet = o.quiet;
     ropt.offload = o.cfg.offload;
     ropt.offload_budget_mb = o.offload_budget_mb;
+    ropt.memory_budget_mb = o.memory_budget_mb;
     ropt.ncuda = o.ncuda;
     if (sw_init(&argc, &argv, &ropt) != 0) return 1;
     /* GPU requests where no CUDA worker started: every rank checks its own,
@@ -619,6 +660,7 @@ int main(int argc, char **argv)
         sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
+    if (o.memory_plan) return memory_plan(&o.cfg, comm, mesh);
     const double t_create = now_ms();
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     sw_ckpt_field fields[8];

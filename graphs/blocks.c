@@ -96,6 +96,18 @@ double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops,
     return saved_model(c, declared_bytes(ops, model), layer - c->first);
 }
 
+double sw_blocks_bytes(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
+{
+    /* sw_blocks_create's residual stream x[j][0 .. n], with FULL only kept inputs (i % K == 0), the
+     * output and, in micro slot 0, the working group's other inputs (i < K) */
+    int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1, streams = 0;
+    int K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
+    for (int j = 0; j < micro; j++)
+        for (int i = 0; i <= n; i++) streams += !K || i % K == 0 || i == n || (j == 0 && i < K);
+    double row = 4.0 * (double)c->rows * (double)c->cols;
+    return (streams + 1) * row + sw_blocks_slots(c) * declared_bytes(ops, model);
+}
+
 int sw_blocks_slots(const sw_blocks_config *c)
 {
     int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1;

@@ -268,13 +268,43 @@ static sw_blocks_config blocks_config(const sw_gpt *m)
                               .recompute_every = c->recompute_every, .offload = c->offload};
 }
 
+/* The bytes this rank is certain to hold (sw_gpt_memory_model). */
+static sw_gpt_memory memory_model(sw_gpt *m)
+{
+    const sw_gpt_config *c = &m->c;
+    sw_blocks_config bc = blocks_config(m);
+    /* this stage's blocks with the micro-batches of its quota in flight (sw_pipeline_create's) */
+    const sw_mesh *mesh = m->x.comm ? sw_comm_mesh(m->x.comm) : NULL;
+    int stage = mesh ? sw_mesh_stage(mesh) : 0;
+    bc.count = c->layers / c->pp, bc.first = stage * bc.count;
+    bc.inflight = c->pp_inflight ? c->pp_inflight : c->pp - stage;
+    if (bc.inflight > c->grad_accum) bc.inflight = c->grad_accum;
+    sw_gpt_memory r = {.state = sw_params_bytes(m->params), .pool = sw_params_pool_bytes(m->params)};
+    r.saved = sw_blocks_bytes(&bc, &block_ops, m) - 4.0 * (double)bc.rows * (double)bc.cols; /* less their dx */
+    /* the tensors of the stage beside them: the blocks' residual gradient, every micro-batch's tokens and
+     * targets, the loss (the last stage's head holds it); on the last stage the final norm's output and
+     * statistics and the LM head's (sw_lm_head_bytes) */
+    const sw_ctx *x = &m->x;
+    r.other = 4.0 * x->Tl * c->hidden + 8.0 * c->grad_accum * x->T + 4.0;
+    if (sw_params_runs_unit(m->params, SW_UNIT_AFTER)) {
+        r.logits = 4.0 * x->T * (double)(c->vocab_padded / c->tp);
+        r.other += 4.0 * x->Tl * (c->hidden + 2) + sw_lm_head_bytes(x, c->vocab_padded, c->hidden) - r.logits - 4.0;
+    }
+    r.need = r.state + r.saved + r.logits + r.other;
+    r.scratch = sw_scratch_bytes(&m->x);
+    return r;
+}
+
+sw_gpt_memory sw_gpt_memory_model(const sw_gpt *m) { return memory_model((sw_gpt *)m); /* reads only */ }
+
 /* Refuses, before any allocation, a model whose certain bytes per rank --
  * parameter state, saved activations of this stage's blocks for the
  * micro-batches it holds at once (unless offloaded), logits (last stage)
- * -- exceed the memory this rank may count on, and an offload budget that
- * cannot hold the saved activations of the block in backward and of the
- * one prefetched (with less, StarPU finds no room for the collectives'
- * buffers and waits forever). */
+ * -- exceed the memory this rank may count on (the memory budget, where
+ * one is given), and an offload budget that cannot hold the saved
+ * activations of the block in backward and of the one prefetched (with
+ * less, StarPU finds no room for the collectives' buffers and waits
+ * forever). */
 static void refuse_unless_fits(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
@@ -283,21 +313,36 @@ static void refuse_unless_fits(sw_gpt *m)
     if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
         sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
                        sw_offload_budget_mb(), block_mib);
-    int inflight = c->pp_inflight ? c->pp_inflight : c->pp; /* the first stage's, the most */
-    if (inflight > c->grad_accum) inflight = c->grad_accum;
-    double avail = sw_memory_available_per_rank(), state = sw_params_bytes(m->params), saved = 0;
-    for (int l = 0; l < c->layers / c->pp && !c->offload; l++) saved += inflight * sw_blocks_saved_model(&bc, &block_ops, m, l);
-    double logits = sw_params_runs_unit(m->params, SW_UNIT_AFTER) ? 4.0 * m->x.T * (double)(c->vocab_padded / c->tp) : 0;
-    double need = state + saved + logits, GiB = SW_MIB * 1024;
-    if (avail > 0 && need > avail)
-        sw_usage_error("the model needs at least %.2f GiB per rank (parameters, gradients and AdamW moments %.2f GiB, "
-                       "saved activations %.2f GiB, logits %.2f GiB), more than the %.2f GiB of main RAM available to "
-                       "each rank of this node: reduce seq, batch, layers or hidden, split it over more ranks (tp, "
-                       "ulysses, ring, dp, pp), or use --recompute full or --offload",
-                       need / GiB, state / GiB, saved / GiB, logits / GiB, avail / GiB);
+    /* every rank's figures (stages differ), so that all refuse together, for the rank short of the most */
+    sw_gpt_memory r = memory_model(m);
+    enum { N = 6 };
+    double mine[N] = {r.need, r.state, r.saved, r.logits, sw_memory_available_per_rank(), r.other}, *all = mine;
+    int world = sw_world_size(), worst = -1;
+    if (world > 1) {
+        all = sw_xcalloc((size_t)world * N, sizeof *all);
+        SW_CHECK(MPI_Allgather(mine, N, MPI_DOUBLE, all, N, MPI_DOUBLE, MPI_COMM_WORLD));
+    }
+    for (int k = 0; k < world; k++) {
+        const double *f = all + N * k;
+        if (f[4] > 0 && f[0] > f[4] && (worst < 0 || f[0] - f[4] > all[N * worst] - all[N * worst + 4])) worst = k;
+    }
+    double f[N];
+    if (worst >= 0) memcpy(f, all + N * worst, sizeof f);
+    if (all != mine) free(all);
+    if (worst >= 0)
+        sw_usage_error("the model needs at least %.1f MiB on rank %d (parameters, gradients and AdamW moments %.1f "
+                       "MiB, saved activations %.1f MiB, logits %.1f MiB, other tensors %.1f MiB), more than the "
+                       "%.1f MiB %s: reduce seq, batch, layers or hidden, split it over more ranks (tp, ulysses, "
+                       "ring, dp, pp), shard it (--zero 3), or use --recompute full or --offload",
+                       f[0] / SW_MIB, worst, f[1] / SW_MIB, f[2] / SW_MIB, f[3] / SW_MIB, f[5] / SW_MIB, f[4] / SW_MIB,
+                       sw_memory_budget_mb() > 0 && f[4] >= sw_memory_budget_mb() * SW_MIB
+                           ? "of the memory budget per rank (--memory-budget-mb)"
+                           : "of main RAM available to each rank of this node");
 }
 
-sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
+/* The model described -- configuration checked, registry filled, layers
+ * configured -- with nothing allocated yet. */
+static sw_gpt *model_described(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = sw_xcalloc(1, sizeof *m);
     m->c = *cfg;
@@ -320,6 +365,31 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     m->attn = sw_attention_create(&m->x, &ac);
     m->layer = sw_xcalloc((size_t)c->layers, sizeof *m->layer);
     add_params(m);
+    return m;
+}
+
+static void model_undescribed(sw_gpt *m)
+{
+    sw_attention_destroy(m->attn);
+    sw_ctx_destroy(&m->x);
+    sw_params_destroy(m->params);
+    free(m->layer);
+    free(m);
+}
+
+sw_gpt_memory sw_gpt_memory_plan(const sw_gpt_config *cfg, sw_comm *comm)
+{
+    sw_gpt *m = model_described(cfg, comm);
+    refuse_unless_fits(m);
+    sw_gpt_memory r = memory_model(m);
+    model_undescribed(m);
+    return r;
+}
+
+sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
+{
+    sw_gpt *m = model_described(cfg, comm);
+    const sw_gpt_config *c = &m->c;
     refuse_unless_fits(m);
     sw_params_allocate(m->params);
     const sw_ctx *x = &m->x;
@@ -355,11 +425,7 @@ void sw_gpt_destroy(sw_gpt *m)
     for (int k = 0; k < m->c.grad_accum; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
     free(m->tokens);
     free(m->targets);
-    sw_attention_destroy(m->attn);
-    sw_ctx_destroy(&m->x);
-    sw_params_destroy(m->params);
-    free(m->layer);
-    free(m);
+    model_undescribed(m);
 }
 
 void sw_gpt_step(sw_gpt *m, int step) { sw_pipeline_step(m->pipe, step); }

@@ -165,6 +165,14 @@ void sw_scratch_invalidate(sw_ctx *x)
         if (!s->keep) sw_tensor_invalidate(s->t);
 }
 
+double sw_scratch_bytes(const sw_ctx *x)
+{
+    double bytes = 0;
+    for (const struct sw_scratch *s = x->scratch; s; s = s->next)
+        bytes += (double)(s->t->rows * s->t->cols) * sw_dtype_size(s->t->dtype);
+    return bytes;
+}
+
 int64_t sw_ctx_position(const sw_ctx *x, int64_t i)
 {
     int j = 0;
@@ -631,6 +639,12 @@ sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded
     hd->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
     if (x->gn * x->c.grad_accum > 1) hd->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
     return hd;
+}
+
+double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h)
+{
+    double T = (double)x->T, xg = tp_on(x) && x->c.sp ? T * (double)h : 0;
+    return 4.0 * (xg + T * (vocab_padded / x->tp.t) + 4 * T + 1 + (x->gn * x->c.grad_accum > 1));
 }
 
 void sw_lm_head_destroy(sw_lm_head *hd)

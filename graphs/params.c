@@ -64,8 +64,10 @@ int sw_params_runs_unit(const sw_params *p, int unit) { return sw_params_unit_st
 
 int sw_params_held(const sw_params *p, int i) { return p->p[i].held; }
 
-/* which parameters this rank's stage holds (every one without pipeline) */
-static void place(sw_params *p)
+/* which parameters this rank's stage holds (every one without pipeline);
+ * from the units alone, so the models of the bytes may ask before
+ * sw_params_allocate */
+void sw_params_place(sw_params *p)
 {
     int L = block_count(p);
     if (p->pp > 1 && L % p->pp)
@@ -296,9 +298,20 @@ static void create_buckets(sw_params *p)
     }
 }
 
+/* the bytes of the buckets create_buckets makes, from the descriptions */
+static double buckets_bytes(const sw_params *p)
+{
+    if (p->c.grad_accum == 1 && (p->gn == 1 || p->c.zero)) return 0;
+    double sum = 0, bytes;
+    for (int b = 0, k = p->n - 1; k >= 0;)
+        if (!bucketed(p, k)) k--;
+        else k = bucket_end(p, b++, k, &bytes), sum += bytes;
+    return sum;
+}
+
 void sw_params_allocate(sw_params *p)
 {
-    place(p);
+    sw_params_place(p);
     if (p->c.zero < 0 || p->c.zero > 3) sw_usage_error("zero must be 0, 1, 2 or 3 (zero = %d)", p->c.zero);
     if (p->c.zero >= 2 && p->gn > 1 && sw_ncuda() > 0)
         sw_usage_error("ZeRO-%d's pool lives in main RAM (views of its buffers): not with CUDA workers (%d) yet; use "
@@ -363,6 +376,7 @@ void sw_params_destroy(sw_params *p)
 
 double sw_params_bytes(const sw_params *p)
 {
+    sw_params_place((sw_params *)p); /* only what this stage holds (idempotent) */
     double bytes = 0;
     for (int k = 0; k < p->n; k++) {
         int64_t rows, cols, mrows, first;
@@ -377,8 +391,8 @@ double sw_params_bytes(const sw_params *p)
         bytes += 4.0 * (double)cols * (value + grad + shard + 2.0 * (double)mrows);
         if (p->c.dtype == SW_BF16 && p->p[k].d.gemm && !value_pooled(p, k)) bytes += 2.0 * (double)(rows * cols);
     }
-    for (int b = 0; b < p->nbuckets; b++) bytes += (double)sw_tensor_bytes(p->bucket[b]);
-    return bytes + sw_params_pool_bytes(p);
+    if (p->c.clip_grad > 0) bytes += 4.0; /* the gradients' squared norm */
+    return bytes + buckets_bytes(p) + sw_params_pool_bytes(p);
 }
 
 void sw_params_traffic(const sw_params *p, sw_traffic *t)

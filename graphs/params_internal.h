@@ -94,6 +94,7 @@ static inline int value_pooled(const sw_params *p, int k)
 
 /* zero.c: the pool of sw_params_config.zero_pool buffers that ZeRO-2/3
  * units are gathered into (nothing below ZeRO-2 or on one rank) */
+void sw_params_place(sw_params *p);
 void sw_zero_pool_create(sw_params *p);
 void sw_zero_pool_destroy(sw_params *p);
 

@@ -103,6 +103,7 @@ static double pool_slot_bytes(const sw_params *p, int *slots)
 
 double sw_params_pool_bytes(const sw_params *p)
 {
+    sw_params_place((sw_params *)p); /* only the units this stage holds (idempotent) */
     int slots;
     double slot = pool_slot_bytes(p, &slots);
     return slot > 0 ? slots * (4.0 * (double)(int64_t)(slot / 4) + 4.0) : 0; /* + each slot's token */

@@ -25,10 +25,10 @@ static struct {
     int rank, size;
     unsigned task_where; /* sw_set_task_where */
     int task_priority;   /* sw_set_task_priority */
-    int offload_node, offload_budget_mb;
+    int offload_node, offload_budget_mb, memory_budget_mb;
     char offload_dir[4096];
     int pinned; /* home buffers page-locked (CUDA workers) */
-} sw_rt = {0, 0, 1, 0, 0, -1, 0, "", 0};
+} sw_rt = {.size = 1, .offload_node = -1};
 
 /* what the offload disk node may hold (an accounting limit: the unistd
  * backend creates files as buffers are evicted) */
@@ -43,6 +43,7 @@ void sw_options_default(sw_options *opt)
     opt->ncuda = -1;
     opt->offload = 0;
     opt->offload_budget_mb = 0;
+    opt->memory_budget_mb = 0;
     opt->gemm = SW_GEMM_AUTO;
 }
 
@@ -247,6 +248,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &sw_rt.rank));
     SW_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &sw_rt.size));
     sw_rt.offload_budget_mb = opt.offload_budget_mb;
+    sw_rt.memory_budget_mb = opt.memory_budget_mb;
     sw_rt.offload_node = -1;
     if (offload_to_ram) {
         sw_rt.offload_node = STARPU_MAIN_RAM;
@@ -546,6 +548,7 @@ int sw_rank(void) { return sw_rt.rank; }
 int sw_world_size(void) { return sw_rt.size; }
 int sw_offload_node(void) { return sw_rt.offload_node; }
 int sw_offload_budget_mb(void) { return sw_rt.offload_budget_mb; }
+int sw_memory_budget_mb(void) { return sw_rt.memory_budget_mb; }
 int sw_home_pinned(void) { return sw_rt.pinned; }
 
 int sw_compute_node(void)
@@ -638,5 +641,7 @@ double sw_memory_available_per_rank(void)
      * under an offload budget, where they are not counted */
     starpu_ssize_t counted = sw_rt.started && sw_offload_budget_mb() <= 0 ? starpu_memory_get_available(STARPU_MAIN_RAM) : -1;
     if (counted > 0 && (bytes <= 0 || (double)counted < bytes)) bytes = (double)counted;
+    double budget = sw_rt.memory_budget_mb * SW_MIB;
+    if (budget > 0 && (bytes <= 0 || budget < bytes)) bytes = budget;
     return bytes;
 }

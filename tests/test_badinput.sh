@@ -45,6 +45,22 @@ expect "--device cuda needs CUDA workers (ncuda = 0)" --device cuda --ncuda 0
 # tensors that cannot fit (about 100 GiB per rank): refused with the model's bytes before any allocation
 expect_bad 1 "the model needs at least" --seq 100000 --batch 64
 expect_bad 2 "the model needs at least" --seq 100000 --batch 64 --tp 2 --sp
+# a memory budget per rank: refused before any allocation with the worst rank's bytes (pp 2: stage 0
+# holds 2 micro-batches and needs 13.83 MiB, stage 1 9.70 MiB), on every rank; the plan alone allocates nothing
+expect_bad 1 "of the memory budget per rank (--memory-budget-mb)" --memory-budget-mb 1
+expect_bad 2 "the model needs at least 13.8 MiB on rank 0 (parameters, gradients and AdamW moments 5.0 MiB, saved activations 8.5 MiB, logits 0.0 MiB, other tensors 0.3 MiB), more than the 12.0 MiB of the memory budget" \
+  --pp 2 --grad-accum 4 --seq 256 --batch 8 --memory-budget-mb 12
+expect_bad 1 "memory-budget-mb must not be negative (memory-budget-mb = -1)" --memory-budget-mb -1
+if want "memory plan"; then
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --seq 256 --batch 8 --memory-plan \
+    --memory-budget-mb 14 > "$TMPD/out" 2>&1
+  rc=$?
+  ok=false
+  [ "$rc" = 0 ] && grep -q "rank 0: the model needs 13.83 MiB" "$TMPD/out" &&
+    grep -q "rank 1: the model needs 9.70 MiB" "$TMPD/out" && ok=true
+  $ok || cat "$TMPD/out"
+  check "--memory-plan, pp 2 under a budget of 14 MiB: exit $rc, stage 0 needs 13.83 MiB, stage 1 9.70 MiB" $ok
+fi
 # rank 0 cannot write the log: every rank stops (the others do not wait for it)
 expect_bad 1 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --log /nonexistent/dir/log.csv
 expect_bad 2 "cannot write log '/nonexistent/dir/log.csv': No such file or directory" --tp 2 --log /nonexistent/dir/log.csv

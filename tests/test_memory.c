@@ -34,6 +34,10 @@
  * the ZeRO-3 state is (P + G + O) / dp of the sharded parameters plus
  * the pool (printed).
  *
+ * In every mode: the whole model's need (sw_gpt_memory_model) equals what
+ * StarPU's allocator counts at creation, to the byte, and the plan made
+ * without allocating (sw_gpt_memory_plan) says the same.
+ *
  * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P] [--zero Z]
  *        (tp = the number of ranks / P) */
 #include <string.h>
@@ -83,6 +87,27 @@ static double model_alloc(const sw_gpt_config *c, sw_comm *comm)
     return after - before;
 }
 
+/* The whole model at creation: StarPU's main-RAM bytes equal the memory
+ * model's need (sw_gpt_memory_model: parameter state, saved activations,
+ * logits and the other tensors), to the byte, and the plan made without
+ * allocating (sw_gpt_memory_plan) says the same. */
+static void whole_model(const sw_gpt_config *c, sw_comm *comm)
+{
+    const sw_gpt_memory plan = sw_gpt_memory_plan(c, comm);
+    starpu_task_wait_for_all();
+    const double before = ram_used();
+    sw_gpt *m = sw_gpt_create(c, comm);
+    starpu_task_wait_for_all();
+    const double alloc = ram_used() - before;
+    const sw_gpt_memory r = sw_gpt_memory_model(m);
+    sw_gpt_destroy(m);
+    char line[400];
+    snprintf(line, sizeof line, "the whole model at creation: StarPU's main-RAM bytes %.0f, the memory model's need %.0f "
+             "(state %.0f, saved %.0f, logits %.0f, other %.0f; %.0f bytes off), the plan's %.0f", alloc, r.need,
+             r.state, r.saved, r.logits, r.other, alloc - r.need, plan.need);
+    tu_check_ranks(line, plan.need == r.need && alloc == r.need);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -108,6 +133,7 @@ int main(int argc, char **argv)
     sw_comm *comm = sw_comm_create(mesh);
     sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
+    whole_model(&c, use);
     if (zero) {
         sw_gpt_config plain = c;
         plain.zero = 0;

@@ -131,6 +131,12 @@ void sw_blocks_backward(sw_blocks *b, int step);
  * from the shapes alone: keep runs on a declaring set (s->declare, slot 0).
  * Call it before sw_blocks_create (e.g. to refuse what cannot fit). */
 double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer);
+/** Every byte sw_blocks_create(c, ...) allocates in main RAM, from the
+ * shapes alone: the residual stream of each micro-batch in flight (with
+ * FULL the kept inputs, the output and the working group's inputs), the
+ * saved sets (sw_blocks_slots of them; with FULL and offload the working
+ * sets), the residual gradient. The offload node's copies are not counted. */
+double sw_blocks_bytes(const sw_blocks_config *c, const sw_block_ops *ops, void *model);
 /** A block's saved bytes (sw_blocks_saved_bytes). */
 typedef struct sw_block_memory {
     ///@{

@@ -271,6 +271,29 @@ float sw_gpt_read_loss(sw_gpt *m);
  * SW_RECOMPUTE_NONE has a term in seq^2 (the probabilities). */
 sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 
+/** What this rank is certain to hold, in bytes (docs/memory.md): */
+typedef struct sw_gpt_memory {
+    double state;  /**< parameters, gradients, AdamW moments, ZeRO shards, buckets, the pool (sw_params_bytes) */
+    double pool;   /**< of it, the ZeRO-2/3 pool (sw_params_pool_bytes) */
+    double saved;  /**< what this stage's blocks keep for backward, for the micro-batches it holds at
+                        once: the residual stream and the saved sets (with full recomputation the kept
+                        inputs and one group's working sets; with offload the inputs and the two working
+                        sets, the rest lives on the offload node) -- sw_blocks_bytes less its dx */
+    double logits; /**< the LM head's logits (last stage) */
+    double other;  /**< the other tensors the model allocates at creation: the residual stream's gradient,
+                        the micro-batches' tokens and targets, the final norm's output, the head's gathered
+                        input and per-row statistics, the loss */
+    double need;   /**< state + saved + logits + other: sw_gpt_create refuses a model whose need exceeds
+                        sw_memory_available_per_rank (the memory budget, where one is given) */
+    double scratch; /**< not in need: the layers' shared working set allocated so far (sw_scratch_bytes;
+                        0 before the first step) */
+} sw_gpt_memory;
+/** The memory model of this rank (sw_gpt_memory), as sw_gpt_create checked it. */
+sw_gpt_memory sw_gpt_memory_model(const sw_gpt *m);
+/** The same for a configuration, checked (exit 2 on every rank where it
+ * does not fit, as sw_gpt_create) with nothing allocated. Collective. */
+sw_gpt_memory sw_gpt_memory_plan(const sw_gpt_config *cfg, sw_comm *comm);
+
 /** The traffic model of the step (layers.h, "traffic model"): what this
  * rank sends per training step on each group, forward and backward apart,
  * summed from the model's layers, block policy and registry; compare with

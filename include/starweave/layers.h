@@ -117,6 +117,9 @@ void sw_ctx_destroy(sw_ctx *x);
 sw_tensor *sw_scratch(sw_ctx *x, const char *name, int64_t rows, int64_t cols);
 /** End of a step's backward: the scratch is dead until the next step. */
 void sw_scratch_invalidate(sw_ctx *x);
+/** Bytes of the scratch tensors created so far (the working set the layers
+ * share; it reaches its size during the first step). */
+double sw_scratch_bytes(const sw_ctx *x);
 /** Global position of local position i (rows i*B .. i*B + B - 1). */
 int64_t sw_ctx_position(const sw_ctx *x, int64_t i);
 /** First global batch column of micro-batch k on this rank. */
@@ -293,6 +296,9 @@ void sw_lm_head_load_weights(sw_ctx *x, sw_lm_head *hd, int k, const float *w);
 void sw_lm_head_count(sw_ctx *x, sw_lm_head *hd, sw_tensor *const *targets);
 /** Frees the head's tensors (blocking). NULL: no-op. */
 void sw_lm_head_destroy(sw_lm_head *hd);
+/** Bytes sw_lm_head_create allocates in context x: the logits [T, Vp/t],
+ * f's gathered input (sp), the per-row statistics, the loss. */
+double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h);
 /** [1,1]: the mean loss once the step's last micro-batch has gone forward */
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd);
 /** Logits from in [l,h] (through f) and the cross-entropy against

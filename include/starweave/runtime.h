@@ -35,6 +35,9 @@ typedef struct sw_options {
                             (STARPU_LIMIT_CUDA_MEM; everything on the GPU counts) with CUDA workers.
                             StarPU evicts what does not fit to the offload node. 0: no limit */
     int gemm;            /**< sw_gemm_backend (ops.h); SW_GEMM_AUTO: $SW_GEMM if set, else the CPU's best */
+    int memory_budget_mb; /**< > 0: MiB of main RAM this rank may count on (sw_memory_available_per_rank
+                            returns at most this), so a model that would not fit it is refused before
+                            any allocation; nothing is evicted to keep to it. 0: the node's share */
 } sw_options;
 
 /** Microseconds an idle worker sleeps between looks for work when ranks
@@ -43,7 +46,7 @@ typedef struct sw_options {
 #define SW_IDLE_SLEEP_US_SHARED 100
 
 /** Fills opt with the defaults: ncpus, idle_sleep_us and ncuda -1, sched
- * NULL, quiet, offload and offload_budget_mb 0, gemm SW_GEMM_AUTO. */
+ * NULL, quiet, offload, offload_budget_mb and memory_budget_mb 0, gemm SW_GEMM_AUTO. */
 void sw_options_default(sw_options *opt);
 
 /** Starts MPI (if not started), StarPU and StarPU-MPI on MPI_COMM_WORLD.
@@ -65,6 +68,8 @@ int sw_world_size(void);
 int sw_offload_node(void);
 /** The offload budget (sw_options.offload_budget_mb) in MiB (0: none). */
 int sw_offload_budget_mb(void);
+/** The memory budget per rank (sw_options.memory_budget_mb) in MiB (0: none). */
+int sw_memory_budget_mb(void);
 /** 1 when tensors' home buffers are pinned (CUDA workers were asked for). */
 int sw_home_pinned(void);
 /** The memory node tasks compute in, where offloaded data is prefetched
@@ -178,8 +183,9 @@ void sw_counter_add(sw_counter c, int64_t n);
 
 /** Main-RAM bytes this rank may count on: the node's MemAvailable divided
  * among the ranks on the node (Open MPI's local size), or less if StarPU
- * (which counts the home buffers, but under an offload budget) sees less;
- * 0 when unknown. */
+ * (which counts the home buffers, but under an offload budget) sees less,
+ * or the memory budget (sw_options.memory_budget_mb) if less; 0 when
+ * unknown. */
 double sw_memory_available_per_rank(void);
 
 /* ---- submitting your own codelets ---- */
