@@ -3,8 +3,9 @@
  * per-sequence float target, or (--classes C) cross-entropy over C classes;
  * --pool-first pools the first token, not the mean. Every strategy comes
  * from the layers: mpirun -np 4 encoder_regress --tp 2 --sp --dp 2 (or
- * --ulysses 2 --ring 2, --micro K). Prints "grad NAME sumsq abssum" per
- * parameter from the ranks holding distinct parts of it. */
+ * --ulysses 2 --ring 2, --micro K). Prints the gradient norm before
+ * clipping per step, then "grad NAME sumsq abssum" of each parameter's
+ * clipped gradient from the ranks holding distinct parts of it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,8 +129,7 @@ int main(int argc, char **argv)
     sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
                            .grad_group = xc.ulysses * xc.ring > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f};
-    model *m = calloc(1, sizeof *m);
-    m->p = sw_params_new(&pc, comm);
+    model *m = calloc(1, sizeof *m); m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     m->attn = sw_attention_create(&m->x, &(sw_attention_config){.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
                                                                 .causal = 0 /* bidirectional */, .dropout = 0.1f});
@@ -161,7 +161,7 @@ int main(int argc, char **argv)
         m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, m->x.B, 1);
     }
     /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C */
-    int32_t tok[SEQ * BATCH], cls[BATCH]; float y[BATCH];
+    int32_t tok[SEQ * BATCH], cls[BATCH]; float y[BATCH], l;
     for (int b = 0; b < BATCH; b++) {
         y[b] = sinf(0.7f * (float)b), cls[b] = classes ? b % classes : 0;
         for (int p = 0; p < SEQ; p++) tok[p * BATCH + b] = (p * (b + 1) + 3 * b) % VOCAB;
@@ -172,9 +172,9 @@ int main(int argc, char **argv)
             sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
         }
         sw_pipeline_step(m->pipe, step);
-        float l;
         sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
-        if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
+        float n2; sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
+        if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
     }
     /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
     for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {

@@ -152,6 +152,7 @@ static void require_ready(const char *fn, sw_ctx *x, sw_seq_head *hd, sw_tensor 
 void sw_seq_head_forward(sw_ctx *x, sw_seq_head *hd, sw_tensor *in, sw_tensor *targets)
 {
     require_ready("sw_seq_head_forward", x, hd, in, targets);
+    if (!in) require_tensor("sw_seq_head_forward", "in", in, x->Tl, hd->c.hidden, "[l, h]");
     const int64_t B = x->B, n = hd->c.outputs;
     sw_pool_forward(x, hd->c.pool, in, hd->pooled);
     sw_linear_forward(x, &hd->lin, hd->pooled, hd->pooled, hd->out);
