@@ -319,18 +319,26 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
     }
 }
 
+/* rows the same on every rank sharing the sequences: the gradient group's
+ * sum counts them once per Ulysses/Ring rank (layers.h) */
+static float grad_scale(const sw_ctx *x, const sw_linear *l)
+{
+    return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f / (float)(x->U * x->R) : 1.0f;
+}
+
 /* dW[out,in] = dy^T x, from dyg (dy, or its bf16 copy), split over out;
  * db = colsum(dy) (with_bias; one task: a column tile's sum is too small a
  * task, and each column's sum is the same over any column split) */
 static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *dyg, sw_tensor *in, int with_bias,
                              int n, const int64_t *sizes)
 {
+    const float scale = grad_scale(x, l);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
     for (int j = 0; j < n; j++)
         sw_gemm(sw_tensor_split(dyg, SW_COLS, n, sizes, STARPU_R)[j], 1, x16, 0,
-                sw_tensor_split(grad(x, l->w), SW_ROWS, n, sizes, STARPU_W)[j], 1.0f, 0.0f);
+                sw_tensor_split(grad(x, l->w), SW_ROWS, n, sizes, STARPU_W)[j], scale, 0.0f);
     op_done(x, x16);
-    if (with_bias) sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), 1.0f, 0.0f);
+    if (with_bias) sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), scale, 0.0f);
 }
 
 /* dW and db (above), dx[T,in] = dy W (split over in, P tiles). bf16: dy
@@ -364,6 +372,11 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)
 {
     require_mode("sw_linear_backward", l, 0);
+    if (l->mode == SW_LINEAR_REPLICATED_SAME_ROWS) { /* the same rows on every TP rank: no sum (layers.h) */
+        sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
+        gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
+        return dx;
+    }
     if (l->mode == SW_LINEAR_REPLICATED) { /* on the local rows: with sp the parameter gradients are partial */
         sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
         gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
@@ -873,6 +886,9 @@ void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t)
     case SW_LINEAR_REPLICATED: /* on the local rows */
         sum_grad_add(x, t, l->w);
         sum_grad_add(x, t, l->b);
+        break;
+    case SW_LINEAR_REPLICATED_SAME_ROWS: /* nothing: the rows are the same on every TP rank */
+        break;
     }
 }
 

@@ -11,6 +11,7 @@
 #include "starweave/mappings.h"
 #include "starweave/params.h"
 #include "starweave/layers.h"
+#include "starweave/heads.h"
 #include "starweave/blocks.h"
 #include "starweave/pipeline.h"
 #include "starweave/graphs.h"

@@ -57,6 +57,13 @@ onednn-cache-key-without-ld|codelets/gemm.c|s/if (!memcmp(&c->e\[i\].key, k, siz
 # the registry: data-parallel buckets, ZeRO-1
 dp-buckets-unreduced|graphs/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout
 zero1-params-ungathered|graphs/params.c|s/sw_allgather_inplace(p->comm, p->c.grad_group, t);/(void)t;/|tests/test_tp.sh|zero 1 --dropout
+# heads: pooling, the pooled head's gradient rule, the loss's scale, the per-sequence loader
+pool-allreduce-dropped|graphs/heads.c|s/    if (pool_group(x, \&g)) sw_allreduce(x->comm, g, pooled, SW_SUM);/    (void)g;/|tests/test_encoder.sh|^$
+pool-first-local-position|graphs/heads.c|s/if (sw_ctx_position(x, i) == 0)/if (i == 0)/|tests/test_encoder.sh|^--pool-first$
+same-rows-tp-summed|graphs/layers.c|s/if (l->mode == SW_LINEAR_REPLICATED_SAME_ROWS) {/if (0) {/;s/if (l->mode == SW_LINEAR_REPLICATED) {/if (l->mode != SW_LINEAR_COLUMN) {/|tests/test_encoder.sh|^$
+same-rows-cp-unscaled|graphs/layers.c|s/return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f \/ (float)(x->U \* x->R) : 1.0f;/return 1.0f;/|tests/test_encoder.sh|^$
+seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
+seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
 # block policies: recomputation, offload
 recompute-full-no-refill|graphs/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
 memory-model-input-unkept|graphs/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|

@@ -7,7 +7,9 @@
  * ignore index, where the config sets none), ignore-other (the config's
  * ignore index -100 set, a target past the vocabulary still refused),
  * ignore-valid (an ignore index that is a real token id), token (a
- * negative token), micro (a micro-batch past grad_accum). */
+ * negative token), micro (a micro-batch past grad_accum); the pooled head
+ * of heads.h: head-unallocated (forward before sw_params_allocate),
+ * head-null (a NULL input), head-targets (targets of the wrong shape). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,21 @@ int main(int argc, char **argv)
     if (sw_init(&argc, &argv, NULL) != 0) return 99;
     if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro\n"); return 99; }
     const char *what = argv[1];
+    if (!strncmp(what, "head-", 5)) { /* a pooled head on the context's rows (dp = the world) */
+        sw_mesh *mesh = sw_mesh_create(NULL);
+        sw_comm *comm = sw_comm_create(mesh);
+        sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+        sw_params *p = sw_params_new(&pc, sw_world_size() > 1 ? comm : NULL);
+        sw_ctx x;
+        sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = 1, .ulysses = 1, .ring = 1, .dp = sw_world_size(),
+                                         .grad_accum = 1, .tiles = 1}, sw_world_size() > 1 ? comm : NULL, p);
+        sw_seq_head *hd = sw_seq_head_create(&x, &(sw_seq_head_config){.name = "head", .hidden = 16, .outputs = 1, .std = 0.1f});
+        sw_tensor *in = sw_tensor_new2d("in", SW_F32, x.Tl, 16), *y = sw_tensor_new2d("y", SW_F32, x.B, 1);
+        if (strcmp(what, "head-unallocated")) sw_params_allocate(p);
+        if (!strcmp(what, "head-targets")) y = sw_tensor_new2d("y", SW_F32, x.B, 3);
+        sw_seq_head_forward(&x, hd, strcmp(what, "head-null") ? in : NULL, y);
+        return 3;
+    }
     sw_gpt_config c;
     sw_gpt_config_default(&c);
     c.layers = 1, c.hidden = 32, c.heads = 2, c.seq = 8, c.max_pos = 8, c.batch = 2, c.tiles = 1;

@@ -14,5 +14,8 @@ for np in 1 2; do
   misuse $np ignore-valid "ignore-index (5) must be outside [0, vocab 256): it would drop a real token"
   misuse $np token "sw_gpt_load_micro_batch: token -1 at position 4 of sequence 1 is outside [0, vocab 256)"
   misuse $np micro "sw_gpt_load_micro_batch: micro-batch 1 is outside [0, grad-accum 1)"
+  misuse $np head-unallocated "sw_seq_head_forward: parameters: must be allocated first"
+  misuse $np head-null "sw_seq_head_forward: in: must be a tensor [l, h] (NULL)"
+  misuse $np head-targets "sw_seq_head_forward: targets: must be [B, outputs] = [$((4 / np)),1] ([$((4 / np)),3])"
 done
 finish

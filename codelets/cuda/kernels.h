@@ -63,6 +63,18 @@ cudaError_t sw_cuda_sumsq(const float *x, int64_t ld, int64_t R, int64_t C, floa
                           cudaStream_t s);
 cudaError_t sw_cuda_clip(float *x, int64_t ld, int64_t R, int64_t C, const float *n2, float max_norm, cudaStream_t s);
 
+/* ---- pool.cu: y[b,c] = alpha sum_{i in [p0, p0+np)} x[i B + b, c]; dx = alpha dy on those rows, 0 elsewhere ---- */
+cudaError_t sw_cuda_pool_fwd(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t B, int64_t C, int64_t p0,
+                             int64_t np, float alpha, cudaStream_t s);
+cudaError_t sw_cuda_pool_bwd(const float *dy, int64_t ldy, float *dx, int64_t ldx, int64_t B, int64_t C, int64_t n,
+                             int64_t p0, int64_t np, float alpha, cudaStream_t s);
+
+/* ---- mse.cu: out[0] = alpha sum (p - t)^2 (one block); d = 2 alpha (p - t) ---- */
+cudaError_t sw_cuda_mse_fwd(const float *p, int64_t ldp, const float *t, int64_t ldt, int64_t R, int64_t C, float *out,
+                            float alpha, cudaStream_t s);
+cudaError_t sw_cuda_mse_bwd(const float *p, int64_t ldp, const float *t, int64_t ldt, float *d, int64_t ldd, int64_t R,
+                            int64_t C, float alpha, cudaStream_t s);
+
 /* ---- mul.cu: z = x * y ---- */
 cudaError_t sw_cuda_mul(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
                         int64_t C, cudaStream_t s);

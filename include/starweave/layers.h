@@ -143,11 +143,25 @@ starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, e
 
 /** y = x W^T + b, W [out, in]. COLUMN: out split over TP, f before;
  * ROW: in split, g after, bias once after the reduction; REPLICATED: no
- * split, on the rows it is given. */
+ * split, on the rows it is given.
+ *
+ * A replicated linear's weight gradient depends on whose rows it was
+ * given, and the caller says which by the mode:
+ *  - SW_LINEAR_REPLICATED: rows of this rank's tokens (the l rows of the
+ *    residual stream): with sp each TP rank holds other rows, so the
+ *    gradient is summed over TP (no sum without sp: the rows are the
+ *    same); the registry sums it over the gradient group;
+ *  - SW_LINEAR_REPLICATED_SAME_ROWS: rows every rank that holds part of
+ *    the same sequences holds too (one pooled row per sequence,
+ *    sw_pool_forward of heads.h): never summed over TP (that would count
+ *    them t times), and scaled by 1/(ulysses*ring) because the registry's
+ *    sum over the gradient group (ulysses x ring x dp) would count them
+ *    once per Ulysses/Ring rank. The heads of heads.h use it. */
 typedef enum {
     SW_LINEAR_COLUMN,    /**< out split over TP, f before */
     SW_LINEAR_ROW,       /**< in split, g after, bias once after the reduction */
-    SW_LINEAR_REPLICATED /**< no split, on the rows it is given */
+    SW_LINEAR_REPLICATED, /**< no split, on the rows it is given (this rank's tokens) */
+    SW_LINEAR_REPLICATED_SAME_ROWS /**< no split, on rows the same on every rank sharing the sequences */
 } sw_linear_mode;
 /** A linear layer y = x W^T + b (sw_linear_add). */
 typedef struct sw_linear {

@@ -324,6 +324,19 @@ void sw_ce_bwd_weighted(starpu_data_handle_t logits, starpu_data_handle_t mx, st
                         starpu_data_handle_t targets, starpu_data_handle_t rw, starpu_data_handle_t count,
                         int64_t vocab0, int64_t vocab);
 
+/* ---- pooling over a sequence (codelets/pool.c) ---- */
+/** y[B,h] (W) = alpha * sum over positions i = p0 .. p0+np-1 of x[i*B + b]
+ * (x [n,h] in [s, b] order: n/B positions of B sequences; np 0: zeros) */
+void sw_pool_fwd(starpu_data_handle_t x, starpu_data_handle_t y, int64_t p0, int64_t np, float alpha);
+/** dx[n,h] (W) = alpha * dy[b] on the rows of positions p0 .. p0+np-1, 0 on the others */
+void sw_pool_bwd(starpu_data_handle_t dy, starpu_data_handle_t dx, int64_t p0, int64_t np, float alpha);
+
+/* ---- mean squared error (codelets/mse.c) ---- */
+/** out[1,1] (W) = alpha * sum (pred - tgt)^2, summed in double */
+void sw_mse_fwd(starpu_data_handle_t pred, starpu_data_handle_t tgt, starpu_data_handle_t out, float alpha);
+/** dpred (W) = 2 alpha (pred - tgt) */
+void sw_mse_bwd(starpu_data_handle_t pred, starpu_data_handle_t tgt, starpu_data_handle_t dpred, float alpha);
+
 /* ---- gradient-norm clipping (codelets/clip.c) ---- */
 /** For gradient-norm clipping:
  * out[1,1] = (accumulate ? out : 0) + alpha * sum x^2 (summed in double;

@@ -1,0 +1,199 @@
+/* A BERT-style encoder from the public headers: learned positions, pre-LN
+ * blocks, bidirectional attention, a pooled head (heads.h) with MSE on a
+ * per-sequence float target, or (--classes C) cross-entropy over C classes;
+ * --pool-first pools the first token, not the mean. Every strategy comes
+ * from the layers: mpirun -np 4 encoder_regress --tp 2 --sp --dp 2 (or
+ * --ulysses 2 --ring 2, --micro K). Prints the gradient norm before
+ * clipping per step, then "grad NAME sumsq abssum" of each parameter's
+ * clipped gradient from the ranks holding distinct parts of it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <starweave.h>
+
+enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
+
+typedef struct { sw_norm ln1, ln2; sw_linear qkv, proj, fc, fc2; } block_params;
+typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *a; sw_attn_saved attn; } block_saved;
+
+typedef struct model {
+    sw_ctx x;
+    sw_params *p;
+    sw_attention *attn;
+    sw_embedding emb;
+    block_params blk[LAYERS];
+    sw_norm final_norm;
+    sw_seq_head *head;                       /* pooling, the head, its loss: heads.h */
+    sw_pipeline *pipe;
+    sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
+} model;
+
+static void keep(void *mp, sw_saved *s)
+{
+    model *m = mp; block_saved *k = s->state;
+    int64_t T = m->x.T, l = m->x.Tl, f = 4 * HIDDEN / m->x.tp.t, sp = m->x.tp.t > 1 && m->x.c.sp;
+    k->n1 = sw_saved_new(s, "n1", l, HIDDEN), k->m1 = sw_saved_new(s, "m1", l, 1), k->r1 = sw_saved_new(s, "r1", l, 1);
+    k->n1g = sp ? sw_saved_new(s, "n1_gathered", T, HIDDEN) : k->n1;
+    k->mid = sw_saved_new(s, "mid", l, HIDDEN);
+    k->n2 = sw_saved_new(s, "n2", l, HIDDEN), k->m2 = sw_saved_new(s, "m2", l, 1), k->r2 = sw_saved_new(s, "r2", l, 1);
+    k->n2g = sp ? sw_saved_new(s, "n2_gathered", T, HIDDEN) : k->n2;
+    k->u = sw_saved_new(s, "fc", T, f), k->a = sw_saved_new(s, "act", T, f);
+    sw_attention_keep(m->attn, s, &k->attn);
+}
+
+/* y = h + mlp(ln2(h)), h = x + attention(ln1(x)) */
+static void forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *y)
+{
+    model *m = mp; sw_ctx *x = &m->x; block_params *b = &m->blk[l]; block_saved *k = s->state;
+    sw_norm_forward(x, &b->ln1, in, k->n1, k->m1, k->r1);
+    sw_linear_forward(x, &b->qkv, k->n1, k->n1g, k->attn.qkv);
+    sw_attention_forward(x, m->attn, step, l, &k->attn);
+    sw_residual_forward(x, step, l, SW_DROP_ATTN_OUT, in, sw_linear_row_forward(x, &b->proj, k->attn.att), k->mid);
+    sw_norm_forward(x, &b->ln2, k->mid, k->n2, k->m2, k->r2);
+    sw_linear_forward(x, &b->fc, k->n2, k->n2g, k->u);
+    sw_gelu_forward(x, k->u, k->a);
+    if (y) sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, k->mid, sw_linear_row_forward(x, &b->fc2, k->a), y);
+}
+
+static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *dres)
+{
+    model *m = mp; sw_ctx *x = &m->x; block_params *b = &m->blk[l]; block_saved *k = s->state;
+    sw_tensor *dact = sw_scratch(x, "dact", x->T, k->a->cols), *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
+    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_linear_row_backward(x, &b->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
+    sw_gelu_backward(x, k->u, dact);
+    sw_norm_backward(x, &b->ln2, sw_linear_backward(x, &b->fc, dact, k->n2, k->n2g), k->mid, k->m2, k->r2, dres, 1);
+    sw_linear_row_backward(x, &b->proj, sw_residual_backward(x, step, l, SW_DROP_ATTN_OUT, dres), k->attn.att, datt);
+    sw_attention_backward(x, m->attn, step, l, &k->attn, datt, dqkv);
+    sw_norm_backward(x, &b->ln1, sw_linear_backward(x, &b->qkv, dqkv, k->n1, k->n1g), in, k->m1, k->r1, dres, 1);
+}
+
+static void traffic(void *mp, int l, int output, sw_traffic *t)
+{
+    model *m = mp; block_params *b = &m->blk[l];
+    sw_norm_traffic(&m->x, &b->ln1, t), sw_norm_traffic(&m->x, &b->ln2, t), sw_attention_traffic(&m->x, m->attn, &b->qkv, t);
+    sw_linear_traffic(&m->x, &b->qkv, t), sw_linear_traffic(&m->x, &b->proj, t), sw_linear_traffic(&m->x, &b->fc, t);
+    if (output) sw_linear_traffic(&m->x, &b->fc2, t);
+}
+static const sw_block_ops ops = {keep, forward, backward, traffic, sizeof(block_saved)};
+
+static void embed(void *mp, int step, sw_tensor *x0)
+{
+    sw_embedding_forward(&((model *)mp)->x, &((model *)mp)->emb, step, ((model *)mp)->tokens[((model *)mp)->x.micro], x0);
+}
+static void embed_backward(void *mp, int step, sw_tensor *dx0)
+{
+    sw_embedding_backward(&((model *)mp)->x, &((model *)mp)->emb, step, ((model *)mp)->tokens[((model *)mp)->x.micro], dx0);
+}
+/* the final norm, the pooled head and its loss */
+static void head(void *mp, int step, sw_tensor *xL)
+{
+    model *m = mp; (void)step;
+    sw_norm_forward(&m->x, &m->final_norm, xL, m->nf, m->nf_mean, m->nf_rstd);
+    sw_seq_head_forward(&m->x, m->head, m->nf, m->targets[m->x.micro]);
+}
+static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
+{
+    model *m = mp; (void)step;
+    sw_norm_backward(&m->x, &m->final_norm, sw_seq_head_backward(&m->x, m->head, m->targets[m->x.micro]), xL,
+                     m->nf_mean, m->nf_rstd, dxL, 0);
+}
+static sw_tensor *loss(void *mp) { return sw_seq_head_loss(((model *)mp)->head); }
+static void embed_traffic(void *mp, sw_traffic *t) { sw_embedding_traffic(&((model *)mp)->x, &((model *)mp)->emb, t); }
+static void head_traffic(void *mp, sw_traffic *t)
+{
+    sw_norm_traffic(&((model *)mp)->x, &((model *)mp)->final_norm, t), sw_seq_head_traffic(&((model *)mp)->x, ((model *)mp)->head, t);
+}
+static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
+
+static int flag(int argc, char **argv, const char *name, int dflt)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
+    return dflt;
+}
+
+int main(int argc, char **argv)
+{
+    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
+    int steps = flag(argc, argv, "--steps", 20), classes = flag(argc, argv, "--classes", 0);
+    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
+                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
+                        .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
+    if (sw_init(&argc, &argv, NULL) != 0) return 1;
+    if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
+    if (classes == 1 || classes < 0) sw_usage_error("--classes (%d) must be at least 2", classes);
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = 1});
+    sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
+    sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
+                           .grad_group = xc.ulysses * xc.ring > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
+                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f};
+    model *m = calloc(1, sizeof *m); m->p = sw_params_new(&pc, comm);
+    sw_ctx_init(&m->x, &xc, comm, m->p);
+    m->attn = sw_attention_create(&m->x, &(sw_attention_config){.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
+                                                                .causal = 0 /* bidirectional */, .dropout = 0.1f});
+    const int64_t *qkv_tiles; int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
+    sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
+    m->emb = sw_embedding_add(&m->x, VOCAB, sw_vocab_padded(VOCAB, tp), HIDDEN, SEQ, 0.02f); /* learned positions */
+    for (int l = 0; l < LAYERS; l++) {
+        char n[6][16];
+        for (int i = 0; i < 6; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"ln1", "ln2", "qkv", "proj", "fc", "fc2"}[i]);
+        sw_params_set_unit(m->p, l);
+        m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 0, 1e-5f), sw_norm_add(&m->x, n[1], HIDDEN, 0, 1e-5f),
+            sw_linear_add(&m->x, n[2], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 1, 0.02f, &qkv_shard, nqkv, qkv_tiles),
+            sw_linear_add(&m->x, n[3], SW_LINEAR_ROW, HIDDEN, HIDDEN, 1, 0.01f, NULL, 0, NULL),
+            sw_linear_add(&m->x, n[4], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 1, 0.02f, NULL, 0, NULL),
+            sw_linear_add(&m->x, n[5], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 1, 0.01f, NULL, 0, NULL)};
+    }
+    sw_params_set_unit(m->p, SW_UNIT_AFTER);
+    m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 0, 1e-5f);
+    m->head = sw_seq_head_create(&m->x, &(sw_seq_head_config){.name = "head", .hidden = HIDDEN, .bias = 1, .std = 0.1f,
+        .pool = flag(argc, argv, "--pool-first", 0) ? SW_POOL_FIRST : SW_POOL_MEAN,
+        .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
+    sw_params_allocate(m->p);
+    sw_blocks_config bc = {.layers = LAYERS, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1, .recompute = SW_RECOMPUTE_SELECTIVE};
+    m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0);
+    m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
+    m->nf_mean = sw_tensor_new2d("final_norm_mean", SW_F32, m->x.Tl, 1), m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
+    for (int k = 0; k < micro; k++) {
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
+        m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, m->x.B, 1);
+    }
+    /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C */
+    int32_t tok[SEQ * BATCH], cls[BATCH]; float y[BATCH], l;
+    for (int b = 0; b < BATCH; b++) {
+        y[b] = sinf(0.7f * (float)b), cls[b] = classes ? b % classes : 0;
+        for (int p = 0; p < SEQ; p++) tok[p * BATCH + b] = (p * (b + 1) + 3 * b) % VOCAB;
+    }
+    for (int step = 1; step <= steps; step++) {
+        for (int k = 0; k < micro; k++) {
+            sw_ctx_load_tokens(&m->x, k, tok, tok, m->tokens[k], m->tokens[k]);
+            sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
+        }
+        sw_pipeline_step(m->pipe, step);
+        sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
+        float n2; sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
+        if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
+    }
+    /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
+    for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
+        int64_t first;
+        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first);
+        float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
+        sw_tensor_read_host(g, v);
+        for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
+        if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
+        free(v);
+    }
+    sw_traffic model; /* the traffic model beside what the collectives counted */
+    sw_pipeline_traffic(m->pipe, &model);
+    sw_comm_traffic_report(comm, &model, steps, stdout);
+    sw_counters_print(stdout);
+    for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
+    sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd);
+    sw_seq_head_destroy(m->head), sw_pipeline_destroy(m->pipe), sw_attention_destroy(m->attn);
+    sw_ctx_destroy(&m->x), sw_params_destroy(m->p), free(m);
+    sw_comm_destroy(world), sw_mesh_destroy(mesh), sw_shutdown();
+    return 0;
+}

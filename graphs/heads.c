@@ -1,0 +1,236 @@
+/* Heads and losses on one row per sequence (see heads.h): pooling, a
+ * replicated head on the pooled rows, MSE or cross-entropy over classes,
+ * and the loaders of float inputs and per-sequence targets. */
+#include <string.h>
+
+#include "layer_util.h"
+#include "starweave/heads.h"
+#include "starweave/runtime.h"
+
+/* ------------------------------------------------------------- pooling */
+
+/* the ranks holding the other positions of this rank's sequences: TP with
+ * sp (the l rows are a slice of the positions), Ulysses and Ring; 0: none */
+static int pool_group(const sw_ctx *x, sw_group *g)
+{
+    const int by_tp = tp_on(x) && x->c.sp, by_cp = x->U * x->R > 1;
+    if (!by_tp && !by_cp) return 0;
+    *g = by_tp && by_cp ? SW_GROUP_TP_SP : by_tp ? SW_GROUP_TP : SW_GROUP_SP;
+    return 1;
+}
+
+/* this rank's positions in its l rows that the pooling reads: all of them
+ * (mean), or the one of global position 0 if this rank holds it (first) */
+static void pool_range(const sw_ctx *x, sw_pool_mode mode, int64_t *p0, int64_t *np)
+{
+    const int64_t first = x->row0 / x->B, n = x->Tl / x->B; /* the l rows' positions among the T rows' */
+    *p0 = 0, *np = n;
+    if (mode == SW_POOL_MEAN) return;
+    *np = 0;
+    for (int64_t i = first; i < first + n; i++)
+        if (sw_ctx_position(x, i) == 0) *p0 = i - first, *np = 1;
+}
+
+static void require_tensor(const char *fn, const char *what, const sw_tensor *t, int64_t rows, int64_t cols,
+                           const char *shape)
+{
+    if (!t) sw_usage_error("%s: %s: must be a tensor %s (NULL)", fn, what, shape);
+    if (t->rows != rows || t->cols != cols)
+        sw_usage_error("%s: %s: must be %s = [%ld,%ld] ([%ld,%ld])", fn, what, shape, (long)rows, (long)cols,
+                       (long)t->rows, (long)t->cols);
+}
+
+static void require_mode(const char *fn, sw_pool_mode mode)
+{
+    if (mode != SW_POOL_MEAN && mode != SW_POOL_FIRST)
+        sw_usage_error("%s: mode: must be SW_POOL_MEAN or SW_POOL_FIRST (%d)", fn, (int)mode);
+}
+
+void sw_pool_forward(sw_ctx *x, sw_pool_mode mode, sw_tensor *in, sw_tensor *pooled)
+{
+    require_mode("sw_pool_forward", mode);
+    require_tensor("sw_pool_forward", "pooled", pooled, x->B, pooled ? pooled->cols : 0, "[B, h]");
+    require_tensor("sw_pool_forward", "in", in, x->Tl, pooled->cols, "[l, h]");
+    int64_t p0, np;
+    pool_range(x, mode, &p0, &np);
+    sw_pool_fwd(whole_r(in), whole_w(pooled), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
+    sw_group g;
+    if (pool_group(x, &g)) sw_allreduce(x->comm, g, pooled, SW_SUM); /* the other positions' partial sums */
+}
+
+/* the loss is computed alike on every rank sharing the sequences, so each
+ * rank's rows get dpooled itself: the all-reduce's backward is the identity */
+void sw_pool_backward(sw_ctx *x, sw_pool_mode mode, sw_tensor *dpooled, sw_tensor *din)
+{
+    require_mode("sw_pool_backward", mode);
+    require_tensor("sw_pool_backward", "dpooled", dpooled, x->B, dpooled ? dpooled->cols : 0, "[B, h]");
+    require_tensor("sw_pool_backward", "din", din, x->Tl, dpooled->cols, "[l, h]");
+    int64_t p0, np;
+    pool_range(x, mode, &p0, &np);
+    sw_pool_bwd(whole_r(dpooled), whole_w(din), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
+}
+
+void sw_pool_traffic(const sw_ctx *x, int64_t h, sw_traffic *t)
+{
+    sw_group g;
+    if (pool_group(x, &g)) traffic_add(x, t, 0, g, sw_comm_bytes(x->comm, g, SW_COLL_ALLREDUCE, x->B, h));
+}
+
+/* ------------------------------------------------------ the pooled head */
+
+struct sw_seq_head {
+    sw_seq_head_config c;
+    sw_linear lin;                               /* SW_LINEAR_REPLICATED_SAME_ROWS */
+    sw_tensor *pooled;                           /* [B,h] */
+    sw_tensor *out, *dout;                       /* [B,n]: predictions or logits (dlogits in place), dpred */
+    sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows; /* [B,1] (classes) */
+    sw_tensor *loss, *loss_sum;                  /* [1,1]; the step's, when dp or grad-accum > 1 */
+};
+
+sw_seq_head *sw_seq_head_create(sw_ctx *x, const sw_seq_head_config *c)
+{
+    static const char *fn = "sw_seq_head_create";
+    if (!c) sw_usage_error("%s: config: must not be NULL", fn);
+    if (!c->name || !c->name[0]) sw_usage_error("%s: name: must be a non-empty string", fn);
+    require_mode(fn, c->pool);
+    if (c->loss != SW_LOSS_MSE && c->loss != SW_LOSS_CLASSES)
+        sw_usage_error("%s: loss: must be SW_LOSS_MSE or SW_LOSS_CLASSES (%d)", fn, (int)c->loss);
+    if (c->hidden < x->P) sw_usage_error("%s: hidden: must be at least the tiles (%ld < %d)", fn, (long)c->hidden, x->P);
+    if (c->outputs < (c->loss == SW_LOSS_CLASSES ? 2 : 1))
+        sw_usage_error("%s: outputs: must be at least %d for %s (%d)", fn, c->loss == SW_LOSS_CLASSES ? 2 : 1,
+                       c->loss == SW_LOSS_CLASSES ? "classes" : "MSE", c->outputs);
+    sw_seq_head *hd = sw_xcalloc(1, sizeof *hd);
+    hd->c = *c;
+    hd->lin = sw_linear_add(x, c->name, SW_LINEAR_REPLICATED_SAME_ROWS, c->hidden, c->outputs, c->bias, c->std, NULL,
+                            1, NULL);
+    int64_t B = x->B, n = c->outputs;
+    hd->pooled = sw_tensor_new2d("pooled", SW_F32, B, c->hidden);
+    hd->out = sw_tensor_new2d(c->loss == SW_LOSS_MSE ? "head_pred" : "head_logits", SW_F32, B, n);
+    if (c->loss == SW_LOSS_MSE) {
+        hd->dout = sw_tensor_new2d("head_dpred", SW_F32, B, n);
+    } else {
+        hd->ce_max = sw_tensor_new2d("cls_max", SW_F32, B, 1);
+        hd->ce_tgt = sw_tensor_new2d("cls_target", SW_F32, B, 1);
+        hd->ce_sumexp = sw_tensor_new2d("cls_sumexp", SW_F32, B, 1);
+        hd->ce_rows = sw_tensor_new2d("cls_rows", SW_F32, B, 1);
+    }
+    hd->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
+    if (x->c.dp * x->c.grad_accum > 1) hd->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    return hd;
+}
+
+void sw_seq_head_destroy(sw_seq_head *hd)
+{
+    if (!hd) return;
+    sw_tensor *t[] = {hd->pooled, hd->out, hd->dout, hd->ce_max, hd->ce_tgt, hd->ce_sumexp, hd->ce_rows, hd->loss,
+                      hd->loss_sum};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
+    free(hd);
+}
+
+sw_tensor *sw_seq_head_loss(sw_seq_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
+sw_tensor *sw_seq_head_output(sw_seq_head *hd) { return hd->out; }
+const sw_linear *sw_seq_head_linear(const sw_seq_head *hd) { return &hd->lin; }
+
+static void require_ready(const char *fn, sw_ctx *x, sw_seq_head *hd, sw_tensor *in, sw_tensor *targets)
+{
+    if (!hd) sw_usage_error("%s: head: must not be NULL", fn);
+    if (!sw_params_value(x->params, hd->lin.w))
+        sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate, on the stage that runs the head)",
+                       fn);
+    if (in) require_tensor(fn, "in", in, x->Tl, hd->c.hidden, "[l, h]");
+    const int classes = hd->c.loss == SW_LOSS_CLASSES;
+    require_tensor(fn, "targets", targets, x->B, classes ? 1 : hd->c.outputs, classes ? "[B, 1]" : "[B, outputs]");
+    if (targets->dtype != (classes ? SW_I32 : SW_F32))
+        sw_usage_error("%s: targets: must be %s for %s (dtype %d)", fn, classes ? "int32" : "fp32",
+                       classes ? "classes" : "MSE", (int)targets->dtype);
+}
+
+/* the loss of the micro-batch, mean over its B sequences; then the step's:
+ * micro-batches summed here, dp ranks after the last (the Ulysses/Ring/TP
+ * ranks sharing the sequences computed the same) */
+void sw_seq_head_forward(sw_ctx *x, sw_seq_head *hd, sw_tensor *in, sw_tensor *targets)
+{
+    require_ready("sw_seq_head_forward", x, hd, in, targets);
+    if (!in) require_tensor("sw_seq_head_forward", "in", in, x->Tl, hd->c.hidden, "[l, h]");
+    const int64_t B = x->B, n = hd->c.outputs;
+    sw_pool_forward(x, hd->c.pool, in, hd->pooled);
+    sw_linear_forward(x, &hd->lin, hd->pooled, hd->pooled, hd->out);
+    if (hd->c.loss == SW_LOSS_MSE) {
+        sw_mse_fwd(whole_r(hd->out), whole_r(targets), whole_w(hd->loss), 1.0f / (float)(B * n));
+    } else {
+        sw_ce_max(whole_r(hd->out), whole_w(hd->ce_max), 0, n);
+        sw_ce_target(whole_r(hd->out), whole_r(targets), whole_w(hd->ce_tgt), 0);
+        sw_ce_sumexp(whole_r(hd->out), whole_r(hd->ce_max), whole_w(hd->ce_sumexp), 0, n);
+        sw_ce_loss(whole_r(hd->ce_max), whole_r(hd->ce_tgt), whole_r(hd->ce_sumexp), whole_w(hd->ce_rows));
+        sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)B, 0.0f);
+    }
+    if (!hd->loss_sum) return;
+    const float share = 1.0f / (float)(x->c.dp * x->c.grad_accum);
+    sw_colsum(whole_r(hd->loss), sw_tensor_whole(hd->loss_sum, x->micro ? STARPU_RW : STARPU_W), share,
+              x->micro ? 1.0f : 0.0f);
+    if (x->micro == x->c.grad_accum - 1 && x->c.dp > 1) sw_allreduce(x->comm, SW_GROUP_DP, hd->loss_sum, SW_SUM);
+}
+
+/* d(loss)/d(output) scaled by 1/(global batch): the registry sums the
+ * gradients over dp and micro-batches */
+sw_tensor *sw_seq_head_backward(sw_ctx *x, sw_seq_head *hd, sw_tensor *targets)
+{
+    require_ready("sw_seq_head_backward", x, hd, NULL, targets);
+    const int64_t n = hd->c.outputs;
+    const float per_batch = 1.0f / (float)((int64_t)x->B * x->c.dp * x->c.grad_accum);
+    sw_tensor *dout = hd->out;
+    if (hd->c.loss == SW_LOSS_MSE) {
+        sw_mse_bwd(whole_r(hd->out), whole_r(targets), whole_w(hd->dout), per_batch / (float)n);
+        dout = hd->dout;
+    } else {
+        sw_ce_bwd(sw_tensor_whole(hd->out, STARPU_RW), whole_r(hd->ce_max), whole_r(hd->ce_sumexp), whole_r(targets), 0,
+                  n, per_batch);
+    }
+    sw_tensor *dpooled = sw_linear_backward(x, &hd->lin, dout, hd->pooled, hd->pooled);
+    sw_tensor *din = sw_scratch(x, "dpool_in", x->Tl, hd->c.hidden);
+    sw_pool_backward(x, hd->c.pool, dpooled, din);
+    return din;
+}
+
+void sw_seq_head_traffic(const sw_ctx *x, const sw_seq_head *hd, sw_traffic *t)
+{
+    sw_pool_traffic(x, hd->c.hidden, t);
+    sw_linear_traffic(x, &hd->lin, t);
+    if (x->c.dp > 1) /* the loss, once per step */
+        t->forward[SW_GROUP_DP] += sw_comm_bytes(x->comm, SW_GROUP_DP, SW_COLL_ALLREDUCE, 1, 1);
+}
+
+/* ------------------------------------------------------------- loaders */
+
+void sw_ctx_load_floats(sw_ctx *x, int k, const float *in, int64_t f, sw_tensor *inputs)
+{
+    static const char *fn = "sw_ctx_load_floats";
+    if (!in) sw_usage_error("%s: in: must not be NULL", fn);
+    if (k < 0 || k >= x->c.grad_accum) sw_usage_error("%s: k: must be in 0 .. grad-accum - 1 (%d, %d)", fn, k, x->c.grad_accum);
+    if (!inputs || inputs->dtype != SW_F32 || inputs->cols != f || (inputs->rows != x->T && inputs->rows != x->Tl))
+        sw_usage_error("%s: inputs: must be fp32 [T, f] = [%ld,%ld] or [l, f] = [%ld,%ld] (%s)", fn, (long)x->T,
+                       (long)f, (long)x->Tl, (long)f, inputs ? "other shape or dtype" : "NULL");
+    const int64_t B = x->B, first = sw_ctx_micro_batch_first(x, k), r0 = inputs->rows == x->T ? 0 : x->row0;
+    float *m = sw_xcalloc((size_t)(inputs->rows * f), sizeof(float));
+    for (int64_t r = 0; r < inputs->rows; r++) { /* row r0 + r of the T rows: local position i, sequence b */
+        const int64_t i = (r0 + r) / B, b = (r0 + r) % B, pos = sw_ctx_position(x, i);
+        memcpy(m + r * f, in + (pos * x->c.batch + first + b) * f, (size_t)f * sizeof(float));
+    }
+    sw_tensor_write_host(inputs, m);
+    free(m);
+    sw_ctx_set_micro_batch(x, k);
+}
+
+void sw_ctx_load_seq_targets(sw_ctx *x, int k, const void *tgt, sw_tensor *targets)
+{
+    static const char *fn = "sw_ctx_load_seq_targets";
+    if (!tgt) sw_usage_error("%s: tgt: must not be NULL", fn);
+    if (k < 0 || k >= x->c.grad_accum) sw_usage_error("%s: k: must be in 0 .. grad-accum - 1 (%d, %d)", fn, k, x->c.grad_accum);
+    if (!targets || targets->rows != x->B || (targets->dtype != SW_F32 && targets->dtype != SW_I32))
+        sw_usage_error("%s: targets: must be fp32 or int32 [B, n] with B = %d (%s)", fn, x->B,
+                       targets ? "other rows or dtype" : "NULL");
+    const size_t row = (size_t)targets->cols * sw_dtype_size(targets->dtype);
+    sw_tensor_write_host(targets, (const char *)tgt + (size_t)sw_ctx_micro_batch_first(x, k) * row);
+    sw_ctx_set_micro_batch(x, k);
+}

@@ -1,0 +1,53 @@
+#!/bin/sh
+# The heads of heads.h in a model of one's own: examples/encoder_regress.c,
+# a BERT-style encoder (learned positions, pre-LayerNorm blocks,
+# bidirectional attention) with a pooled head -- MSE on a per-sequence
+# float target, or (--classes 3) cross-entropy over classes, mean or
+# (--pool-first) first-token pooling -- trained 3 AdamW steps under tp 2 +
+# sp, dp 2, dp 2 with 2 micro-batches, Ulysses 2 and Ring 2 (zigzag): the
+# losses match one rank's within relative 1e-5, the global gradient norm
+# before clipping and every parameter's reduced, clipped gradient (its sum
+# of squares and of |g| over the ranks holding distinct parts) within 1e-4, and the traffic model equals the bytes sent on every
+# group of every rank (the pooling's all-reduce and the loss's over dp).
+. "${top_srcdir:-.}/tests/common.sh"
+PROG="$top_builddir/examples/encoder_regress"
+runs() { # runs NP ARGS... -> $TMPD/out; status 0 when it ran
+  np=$1; shift
+  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-180} sh "$LAUNCH" "$np" "$PROG" --steps 3 "$@" > "$TMPD/out" 2>&1 \
+    || { cat "$TMPD/out" >&2; return 1; }
+}
+losses() { awk '$1 == "step" { printf "%s %s ", $4, $6 }' "$1"; } # each step's loss and gradient norm
+grads() { # grads FILE -> "name sumsq abssum" per parameter, summed over the ranks that printed it
+  awk '$1 == "grad" { s[$2] += $3; a[$2] += $4 } END { for (n in s) printf "%s %.9e %.9e\n", n, s[n], a[n] }' "$1" | sort
+}
+close_losses() { # 3 (loss, norm) pairs each, losses within relative 1e-5, gradient norms within 1e-4
+  echo "$1|$2" | awk -F'|' '{ n = split($1, a, " "); m = split($2, b, " "); if (n != 6 || m != 6) exit 1;
+    for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > (i % 2 ? 1e-5 : 1e-4) * (a[i] < 0 ? -a[i] : a[i])) exit 1 } }'
+}
+close_grads() { # close_grads REF GOT: the same parameters; sum of squares within 2e-4, sum of |g| within 1e-4
+  join "$1" "$2" | awk -v n="$(wc -l < "$1")" '{ k++; d = $2 - $4; if (d < 0) d = -d; if (d > 2e-4 * $2 + 1e-30) bad++;
+      d = $3 - $5; if (d < 0) d = -d; if (d > 1e-4 * $3 + 1e-30) bad++ }
+    END { if (k != n || k == 0 || bad) { printf "%d of %d parameters, %d off\n", k, n, bad; exit 1 } }'
+}
+for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first"; do
+  want "$variant" || continue
+  runs 1 $variant || { check "1 rank $variant: ran" false; continue; }
+  ref=$(losses "$TMPD/out"); grads "$TMPD/out" > "$TMPD/ref.grads"
+  check "1 rank $variant: 3 losses and gradient norms ($ref), $(wc -l < "$TMPD/ref.grads") gradients" \
+    [ "$(echo $ref | wc -w)" = 6 -a "$(wc -l < "$TMPD/ref.grads")" -gt 20 ]
+  case "$variant" in *pool-first*) layouts="2 --tp 2 --sp|2 --ring 2|2 --ulysses 2" ;;
+    *) layouts="2 --tp 2 --sp|2 --dp 2|2 --dp 2 --micro 2|2 --ulysses 2|2 --ring 2|1 --micro 2" ;; esac
+  IFS='|'; set -- $layouts; unset IFS
+  for layout; do
+    set -- $layout; np=$1; shift
+    runs "$np" $variant "$@" || { check "np=$np $* $variant: ran" false; continue; }
+    got=$(losses "$TMPD/out"); grads "$TMPD/out" > "$TMPD/got.grads"
+    check "np=$np $* $variant: losses, gradient norms ($got) = 1 rank's within 1e-5, 1e-4" close_losses "$ref" "$got"
+    check "np=$np $* $variant: every gradient = 1 rank's within 1e-4 ($(close_grads "$TMPD/ref.grads" "$TMPD/got.grads"))" \
+      close_grads "$TMPD/ref.grads" "$TMPD/got.grads"
+    [ "$np" = 1 ] || check "np=$np $* $variant: bytes sent = traffic model on every group of every rank" \
+      traffic_exact "$TMPD/out" "$np"
+  done
+done
+want "bad arguments" && refused 2 "--classes (1) must be at least 2" "encoder_regress --classes 1" "$PROG" --steps 1 --dp 2 --classes 1
+finish
