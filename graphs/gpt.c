@@ -288,7 +288,7 @@ static sw_gpt_memory memory_model(sw_gpt *m)
     r.other = 4.0 * x->Tl * c->hidden + 8.0 * c->grad_accum * x->T + 4.0;
     if (sw_params_runs_unit(m->params, SW_UNIT_AFTER)) {
         r.logits = 4.0 * x->T * (double)(c->vocab_padded / c->tp);
-        r.other += 4.0 * x->Tl * (c->hidden + 2) + sw_lm_head_bytes(x, c->vocab_padded, c->hidden) - r.logits - 4.0;
+        r.other += 4.0 * x->Tl * (c->hidden + 2) + sw_lm_head_bytes(x, c->vocab_padded, c->hidden, c->ignore_index) - r.logits - 4.0;
     }
     r.need = r.state + r.saved + r.logits + r.other;
     r.scratch = sw_scratch_bytes(&m->x);

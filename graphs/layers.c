@@ -654,10 +654,11 @@ sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded
     return hd;
 }
 
-double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h)
+double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h, int ignore_index)
 {
     double T = (double)x->T, xg = tp_on(x) && x->c.sp ? T * (double)h : 0;
-    return 4.0 * (xg + T * (vocab_padded / x->tp.t) + 4 * T + 1 + (x->gn * x->c.grad_accum > 1));
+    double weighted = ignore_index != SW_CE_IGNORE_NONE ? x->c.grad_accum * T + 1 : 0; /* weighted_on's */
+    return 4.0 * (xg + T * (vocab_padded / x->tp.t) + 4 * T + 1 + (x->gn * x->c.grad_accum > 1) + weighted);
 }
 
 void sw_lm_head_destroy(sw_lm_head *hd)

@@ -25,4 +25,6 @@ mem 4 --pp 4
 mem 2 --zero 2
 mem 2 --zero 3
 mem 4 --zero 3
+# the LM head's ignore index: its row weights and count in the whole model
+mem 2 --zero 3 --ignore-index -100
 finish

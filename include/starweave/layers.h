@@ -310,9 +310,12 @@ void sw_lm_head_load_weights(sw_ctx *x, sw_lm_head *hd, int k, const float *w);
 void sw_lm_head_count(sw_ctx *x, sw_lm_head *hd, sw_tensor *const *targets);
 /** Frees the head's tensors (blocking). NULL: no-op. */
 void sw_lm_head_destroy(sw_lm_head *hd);
-/** Bytes sw_lm_head_create allocates in context x: the logits [T, Vp/t],
- * f's gathered input (sp), the per-row statistics, the loss. */
-double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h);
+/** Bytes the head allocates in context x: the logits [T, Vp/t], f's
+ * gathered input (sp), the per-row statistics, the loss; with an ignore
+ * index (not SW_CE_IGNORE_NONE) each micro-batch's row weights and the
+ * count (row weights loaded with sw_lm_head_load_weights add [T,1] per
+ * micro-batch). */
+double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h, int ignore_index);
 /** [1,1]: the mean loss once the step's last micro-batch has gone forward */
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd);
 /** Logits from in [l,h] (through f) and the cross-entropy against
