@@ -76,3 +76,102 @@ starpu_data_handle_t sw_cast_bf16_temp(starpu_data_handle_t src)
     sw_cast(src, t);
     return t;
 }
+
+/* ---- bf16 packed two per fp32 element (ZeRO-3's bf16 gathers) ---- */
+
+/* pack: buffers[0] fp32 [R, C], buffers[1] fp32-typed [R, C/2] holding bf16
+ * pairs; unpack: buffers[0] the packed [R, C/2], buffers[1] bf16 [R, C]. In
+ * both the packed rows are the bf16 rows' bytes. */
+static void pack_cpu_dir(void *buffers[], int unpack)
+{
+    const int64_t R = SW_ROWS_OF(buffers[unpack]), C = SW_COLS_OF(buffers[unpack]); /* the bf16 or fp32 side */
+    const int64_t ld16 = 2 * SW_LD_OF(buffers[!unpack]);
+    if (unpack) {
+        const uint16_t *s = (const uint16_t *)STARPU_MATRIX_GET_PTR(buffers[0]);
+        uint16_t *d = (uint16_t *)STARPU_MATRIX_GET_PTR(buffers[1]);
+        const int64_t ldd = SW_LD_OF(buffers[1]);
+        for (int64_t r = 0; r < R; r++) memcpy(d + r * ldd, s + r * ld16, sizeof(uint16_t) * (size_t)C);
+        return;
+    }
+    const float *s = SW_F32_OF(buffers[0]);
+    uint16_t *d = (uint16_t *)STARPU_MATRIX_GET_PTR(buffers[1]);
+    const int64_t lds = SW_LD_OF(buffers[0]);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) d[r * ld16 + c] = sw_bf16_from_f32(s[r * lds + c]);
+    sw_counter_add(SW_COUNT_CAST_BF16, R * C);
+}
+
+static void pack_cpu(void *buffers[], void *cl_arg) { (void)cl_arg, pack_cpu_dir(buffers, 0); }
+static void unpack_cpu(void *buffers[], void *cl_arg) { (void)cl_arg, pack_cpu_dir(buffers, 1); }
+
+#ifdef STARWEAVE_USE_CUDA
+static void pack_cuda_dir(void *buffers[], int unpack)
+{
+    const int64_t R = SW_ROWS_OF(buffers[unpack]), C = SW_COLS_OF(buffers[unpack]); /* the bf16 or fp32 side */
+    const int64_t ld16 = 2 * SW_LD_OF(buffers[!unpack]);
+    void *s = (void *)STARPU_MATRIX_GET_PTR(buffers[0]), *d = (void *)STARPU_MATRIX_GET_PTR(buffers[1]);
+    if (unpack) {
+        SW_CUDA_CHECK(cudaMemcpy2DAsync(d, sizeof(uint16_t) * (size_t)SW_LD_OF(buffers[1]), s,
+                                        sizeof(uint16_t) * (size_t)ld16, sizeof(uint16_t) * (size_t)C, (size_t)R,
+                                        cudaMemcpyDeviceToDevice, starpu_cuda_get_local_stream()));
+        return;
+    }
+    sw_counter_add(SW_COUNT_CAST_BF16, R * C);
+    SW_CUDA_CHECK(sw_cuda_cast_to_bf16((const float *)s, SW_LD_OF(buffers[0]), (uint16_t *)d, ld16, R, C,
+                                       starpu_cuda_get_local_stream()));
+}
+
+static void pack_cuda(void *buffers[], void *cl_arg) { (void)cl_arg, pack_cuda_dir(buffers, 0); }
+static void unpack_cuda(void *buffers[], void *cl_arg) { (void)cl_arg, pack_cuda_dir(buffers, 1); }
+#endif
+
+SW_PERFMODEL(pack_model, "sw_bf16_pack");
+static struct starpu_codelet pack_cl = {
+    .cpu_funcs = {pack_cpu},
+    .cpu_funcs_name = {"pack_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {pack_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &pack_model,
+    .name = "bf16_pack",
+};
+
+SW_PERFMODEL(unpack_model, "sw_bf16_unpack");
+static struct starpu_codelet unpack_cl = {
+    .cpu_funcs = {unpack_cpu},
+    .cpu_funcs_name = {"unpack_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {unpack_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &unpack_model,
+    .name = "bf16_unpack",
+};
+
+/* [r, c] against the packed [r, c/2], element sizes (4 or 2, 4) */
+static void check_packed(const char *fn, starpu_data_handle_t full, size_t full_elem, starpu_data_handle_t packed)
+{
+    const uint32_t r = starpu_matrix_get_ny(full), c = starpu_matrix_get_nx(full);
+    if (starpu_matrix_get_elemsize(full) != full_elem || starpu_matrix_get_elemsize(packed) != 4 || c % 2 ||
+        starpu_matrix_get_ny(packed) != r || starpu_matrix_get_nx(packed) != c / 2)
+        sw_failf(__FILE__, __LINE__, "%s: [%u, %u] of %zu-byte elements against packed [%u, %u] of %zu-byte ones: "
+                 "must be [r, c] and [r, c/2] of 4-byte ones, c even", fn, r, c, starpu_matrix_get_elemsize(full),
+                 starpu_matrix_get_ny(packed), starpu_matrix_get_nx(packed), starpu_matrix_get_elemsize(packed));
+}
+
+void sw_bf16_pack(starpu_data_handle_t src, starpu_data_handle_t dst)
+{
+    check_packed("sw_bf16_pack", src, 4, dst);
+    SW_INSERT(&pack_cl, STARPU_R, src, STARPU_W, dst);
+}
+
+void sw_bf16_unpack(starpu_data_handle_t src, starpu_data_handle_t dst)
+{
+    check_packed("sw_bf16_unpack", dst, 2, src);
+    SW_INSERT(&unpack_cl, STARPU_R, src, STARPU_W, dst);
+}

@@ -556,6 +556,7 @@ sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h,
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "wte");
     d.rows = vocab_padded, d.cols = h, d.gemm = 1, d.init_std = std, d.init_rows = vocab;
+    d.fp32_reads = 1; /* the lookup reads fp32 rows; a tied LM head reads it as a GEMM weight */
     d.shard = sw_shard_even(0, vocab_padded, x->tp.t, x->tp.rank);
     e.wte = sw_params_add(x->params, &d);
     if (max_pos > 0) e.wpe = add_param(x, "wpe", "", max_pos, h, replicated, 0, std, 0.0f);

@@ -99,7 +99,15 @@ int sw_params_count(const sw_params *p) { return p->n; }
 const sw_param_desc *sw_params_desc(const sw_params *p, int i) { return &p->p[i].d; }
 const sw_params_config *sw_params_get_config(const sw_params *p) { return &p->c; }
 sw_comm *sw_params_comm(const sw_params *p) { return p->comm; }
-sw_tensor *sw_params_value(sw_params *p, int i) { return p->p[i].cur_value ? p->p[i].cur_value : p->p[i].value; }
+sw_tensor *sw_params_value(sw_params *p, int i)
+{
+    const entry *q = &p->p[i];
+    if (q->cur_w16 && q->packed) /* gathered as its bf16 copy only (gathered16): no fp32 value to read */
+        sw_usage_error("sw_params_value: parameter %s: ZeRO-3 with bf16 gathers only the bf16 copy of a GEMM "
+                       "weight; a weight an op reads in fp32 too must say so (sw_param_desc.fp32_reads = 1)",
+                       q->d.name);
+    return q->cur_value ? q->cur_value : q->value;
+}
 sw_tensor *sw_params_grad(sw_params *p, int i) { return p->p[i].cur_grad ? p->p[i].cur_grad : p->p[i].grad; }
 sw_tensor *sw_params_adam_m(sw_params *p, int i) { return p->p[i].m; }
 sw_tensor *sw_params_adam_v(sw_params *p, int i) { return p->p[i].v; }
@@ -107,7 +115,7 @@ sw_tensor *sw_params_grad_norm2(sw_params *p) { return p->norm2; }
 sw_tensor *sw_params_gemm_weight(const sw_params *p, int i)
 {
     const entry *q = &p->p[i];
-    if (q->cur_value) return q->cur_w16 ? q->cur_w16 : q->cur_value;
+    if (q->cur_w16 || q->cur_value) return q->cur_w16 ? q->cur_w16 : q->cur_value;
     return q->w16 ? q->w16 : q->value;
 }
 
@@ -339,6 +347,10 @@ void sw_params_allocate(sw_params *p)
             snprintf(name, sizeof name, "dshard.%s", d->name);
             q->shard = sw_tensor_new2d(name, SW_F32, mrows, lcols);
         }
+        if (gathered16(p, k)) {
+            snprintf(name, sizeof name, "bf16pk.%s", d->name);
+            q->packed = sw_tensor_new2d(name, SW_F32, mrows, lcols / 2);
+        }
         snprintf(name, sizeof name, "m.%s", d->name);
         q->m = sw_tensor_new2d(name, SW_F32, mrows, lcols);
         snprintf(name, sizeof name, "v.%s", d->name);
@@ -358,7 +370,7 @@ void sw_params_destroy(sw_params *p)
     sw_zero_pool_destroy(p);
     for (int k = 0; k < p->n; k++) {
         entry *q = &p->p[k];
-        sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard};
+        sw_tensor *t[] = {q->value, q->grad, q->m, q->v, q->w16, q->shard, q->packed};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) sw_tensor_free(t[i]);
     }
     for (int b = 0; b < p->nbuckets; b++) {
@@ -390,6 +402,7 @@ double sw_params_bytes(const sw_params *p)
         double grad = grad_pooled(p, k) ? 0 : (double)rows, shard = mrows < rows ? (double)mrows : 0;
         bytes += 4.0 * (double)cols * (value + grad + shard + 2.0 * (double)mrows);
         if (p->c.dtype == SW_BF16 && p->p[k].d.gemm && !value_pooled(p, k)) bytes += 2.0 * (double)(rows * cols);
+        if (gathered16(p, k)) bytes += 2.0 * (double)(mrows * cols); /* the packed bf16 rows */
     }
     if (p->c.clip_grad > 0) bytes += 4.0; /* the gradients' squared norm */
     return bytes + buckets_bytes(p) + sw_params_pool_bytes(p);

@@ -15,6 +15,8 @@ typedef struct entry { /* one parameter */
     sw_tensor *value, *grad, *m, *v;
     sw_tensor *w16;   /* bf16 copy (dtype bf16, GEMM weights), else NULL */
     sw_tensor *shard; /* ZeRO-1/2/3: this rank's rows of the summed gradient, else NULL */
+    sw_tensor *packed; /* ZeRO-3 with bf16, gathered16: this rank's rows [m, c] cast to bf16, packed two
+                          per fp32 element [m, c/2] (the all-gather's input) */
     /* ZeRO-3: the value lives sharded at rest (value holds this rank's rows)
      * and is all-gathered into the pool around each use; ZeRO-2/3: the
      * gradient lives in the pool during its unit's backward and only its
@@ -28,7 +30,8 @@ typedef struct entry { /* one parameter */
 
 /* A unit's place in the ZeRO-2/3 pool: its pooled parameters and, for
  * every slot of the pool, views of that slot's buffer laid out as
- * [values fp32 | values bf16 | gradients fp32 | gradient shards fp32]. */
+ * [values fp32 (gathered16: bf16 packed, [r, c/2]) | values bf16 |
+ *  gradients fp32 | gradient shards fp32]. */
 typedef struct unit_pool {
     int n;            /* parameters read by the unit with a pooled value or gradient */
     int *param;       /* their indices */
@@ -90,6 +93,18 @@ static inline int value_pooled(const sw_params *p, int k)
     int64_t rows, cols;
     sw_shard_shape(&p->p[k].d, &rows, &cols);
     return p->c.zero >= 3 && zero_sharded(p, rows);
+}
+
+/* ZeRO-3 with bf16: a GEMM weight no other op reads in fp32 is gathered as
+ * its bf16 copy only (half the bytes of fp32; the cast of this rank's rows
+ * before the gather rounds each element as the cast of the whole would),
+ * packed two bf16 per fp32 element for the collectives (an even number of
+ * columns) */
+static inline int gathered16(const sw_params *p, int k)
+{
+    int64_t rows, cols;
+    sw_shard_shape(&p->p[k].d, &rows, &cols);
+    return value_pooled(p, k) && p->c.dtype == SW_BF16 && p->p[k].d.gemm && !p->p[k].d.fp32_reads && cols % 2 == 0;
 }
 
 /* zero.c: the pool of sw_params_config.zero_pool buffers that ZeRO-2/3

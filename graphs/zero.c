@@ -73,15 +73,15 @@ static double unit_layout(const sw_params *p, int unit, unit_pool *u, int s)
             sw_tile_range(rows, p->gn, p->gr, &first, &mrows);
             int want = part == 0 ? pv : part == 1 ? pv && p->c.dtype == SW_BF16 && q->d.gemm
                                    : part == 2 ? pg : pg && p->c.grad_accum > 1;
-            int64_t vr = part == 3 ? mrows : rows;
+            int64_t vr = part == 3 ? mrows : rows, vc = part == 0 && gathered16(p, k) ? cols / 2 : cols;
             if (want && u && p->pool) {
                 static const char *const what[4] = {"z3", "z3bf16", "z3d", "z3dshard"};
                 char name[64];
-                snprintf(name, sizeof name, "%s.%d.%s", what[part], s, q->d.name);
-                sw_tensor *v = view_new(name, part == 1 ? SW_BF16 : SW_F32, vr, cols, p->pool[s], at);
+                snprintf(name, sizeof name, "%s.%d.%s", vc < cols ? "z3pk" : what[part], s, q->d.name);
+                sw_tensor *v = view_new(name, part == 1 ? SW_BF16 : SW_F32, vr, vc, p->pool[s], at);
                 (part == 0 ? u->value : part == 1 ? u->w16 : part == 2 ? u->grad : u->tmp)[s][j] = v;
             }
-            if (want) at = align64((double)at + (double)(vr * cols) * (part == 1 ? 2.0 : 4.0));
+            if (want) at = align64((double)at + (double)(vr * vc) * (part == 1 ? 2.0 : 4.0));
             j++;
         }
     return (double)at;
@@ -205,7 +205,12 @@ void sw_params_gather_unit(sw_params *p, int unit, int backward)
     pool_fence(p, u, s, STARPU_W); /* claim: after the slot's previous occupant is released */
     for (int j = 0; j < u->n; j++) {
         entry *q = &p->p[u->param[j]];
-        if (u->value[s][j]) {
+        if (u->value[s][j] && q->packed) { /* gathered16: this rank's rows cast, gathered packed, unpacked */
+            sw_bf16_pack(sw_tensor_whole(q->value, STARPU_R), sw_tensor_whole(q->packed, STARPU_W));
+            sw_allgather(p->comm, p->c.grad_group, q->packed, u->value[s][j]);
+            q->cur_w16 = u->w16[s][j];
+            sw_bf16_unpack(sw_tensor_whole(u->value[s][j], STARPU_R), sw_tensor_whole(q->cur_w16, STARPU_W));
+        } else if (u->value[s][j]) {
             q->cur_value = u->value[s][j];
             sw_allgather(p->comm, p->c.grad_group, q->value, q->cur_value);
             q->cur_w16 = u->w16[s][j];
@@ -249,6 +254,7 @@ void sw_params_gather_traffic(const sw_params *p, int unit, int backward, sw_tra
         int64_t rows, cols;
         if (!q->held || (q->unit != unit && q->also != unit) || !value_pooled(p, k)) continue;
         sw_shard_shape(&q->d, &rows, &cols);
+        if (gathered16(p, k)) cols /= 2; /* bf16, packed */
         g[p->c.grad_group] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);
     }
 }

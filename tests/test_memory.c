@@ -39,7 +39,7 @@
  * without allocating (sw_gpt_memory_plan) says the same.
  *
  * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P] [--zero Z]
- *                    [--ignore-index N]
+ *                    [--ignore-index N] [--bf16]
  *        (tp = the number of ranks / P) */
 #include <string.h>
 
@@ -124,6 +124,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--pp")) pp = atoi(v), i++;
         else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
         else if (!strcmp(a, "--ignore-index")) c.ignore_index = atoi(v), i++;
+        else if (!strcmp(a, "--bf16")) c.dtype = SW_BF16;
         else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
     }
     c.tp = sw_world_size() / pp;

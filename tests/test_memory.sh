@@ -27,4 +27,6 @@ mem 2 --zero 3
 mem 4 --zero 3
 # the LM head's ignore index: its row weights and count in the whole model
 mem 2 --zero 3 --ignore-index -100
+# ZeRO-3 with bf16: the GEMM weights' packed bf16 rows, and the pool's bf16 part
+mem 2 --zero 3 --bf16
 finish

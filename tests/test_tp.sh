@@ -38,6 +38,7 @@ run 4 --ulysses 2 --ring 2 --zero 3               # ZeRO-3 over the sp_dp group 
 run 2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 0.01 # shards summed over micro-batches, norm from shards
 run 2 --model llama --dp 2 --zero 3 --grad-accum 2
 run 2 --dp 2 --zero 3 --zero-prefetch 2 --recompute full # gathered again for the refill: bit-identical to selective
+run 2 --dp 2 --zero 3 --dtype bf16 --grad-accum 2 # GEMM weights gathered as their bf16 copy
 # context parallelism (causal attention): Ulysses, Ring with and without
 # zigzag, USP, each with tp, and dp x ring
 run 2 --ulysses 2 --dropout 0.1
@@ -104,6 +105,7 @@ for args in "2 --tp 2" "2 --tp 2 --sp" "2 --tp 2 --sp --tp-recompute-allgather" 
     "2 --tp 2 --sp --recompute full --recompute-every 2 --layers 3" "4 --model llama --tp 4 --sp --kv-heads 2" \
     "4 --tp 2 --sp --dp 2 --zero 1 --grad-accum 2" "4 --ulysses 2 --ring 2" \
     "2 --dp 2 --zero 2 --grad-accum 2" "2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 1" \
+    "2 --dp 2 --zero 3 --grad-accum 2 --clip-grad 1 --dtype bf16" \
     "4 --tp 2 --sp --dp 2 --zero 3 --recompute full --zero-prefetch 2" \
     "4 --tp 2 --sp --dp 2 --grad-accum 2 --ignore-index -100" "2 --ring 2 --ignore-index -100"; do
   traffic_case $args
@@ -127,6 +129,12 @@ ag2=$(counter_min ${o}2dp2zero2gradaccum2 allgather); ag3=$(counter_min ${o}2dp2
 rs2=$(counter_min ${o}2dp2zero2gradaccum2 reduce_scatter); rs3=$(counter_min ${o}2dp2zero3gradaccum2clipgrad1 reduce_scatter)
 check "ZeRO-2 vs ZeRO-3 (2 micro-batches, 2 steps): all-gathers $ag2 < $ag3, reduce-scatters $rs2 = $rs3 > 0" \
   [ "$ag2" -gt 0 -a "$ag3" -gt "$ag2" -a "$rs2" = "$rs3" -a "$rs2" -gt 0 ]
+# ZeRO-3 with bf16: the GEMM weights (not the embedding, which its lookup reads in fp32) gathered as
+# bf16, so fewer bytes on the dp group than fp32's gathers, as many collectives
+dpb() { sed -n 's/^traffic: rank 0 dp group: sent \([0-9]*\) bytes in \([0-9]*\) collectives.*/\'"$2"'/p' "$1"; }
+f=${o}2dp2zero3gradaccum2clipgrad1; b=${f}dtypebf16
+check "ZeRO-3 bf16 vs fp32: dp bytes $(dpb $b 1) < $(dpb $f 1), collectives $(dpb $b 2) = $(dpb $f 2)" \
+  [ "$(dpb $b 1)" -lt "$(dpb $f 1)" -a "$(dpb $b 2)" = "$(dpb $f 2)" ]
 check "main job's small collectives run by MPI (counted by the task that calls it), none by point-to-point requests" \
   [ "$(counter_min ${o}2tp2sp mpi_collective)" -gt 0 -a "$(counter_max ${o}2tp2sp p2p_send)" = 0 ]
 # the LM head raises its dx chains everywhere; the linears raise their dx

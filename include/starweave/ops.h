@@ -109,6 +109,12 @@ void sw_cast(starpu_data_handle_t src, starpu_data_handle_t dst);
  * allocates it where its readers run): release it with
  * starpu_data_unregister_submit once they are submitted. */
 starpu_data_handle_t sw_cast_bf16_temp(starpu_data_handle_t src);
+/** dst [r, c/2] fp32-typed = src [r, c] fp32 rounded to bf16, two per
+ * element (element 2j in the low half: bf16 element j of the row), so
+ * collectives that move fp32 move bf16 (c even). */
+void sw_bf16_pack(starpu_data_handle_t src, starpu_data_handle_t dst);
+/** dst [r, c] bf16 = the bf16 elements packed in src [r, c/2] (a copy). */
+void sw_bf16_unpack(starpu_data_handle_t src, starpu_data_handle_t dst);
 
 /* ---- LayerNorm (codelets/layernorm.c), rows normalised over cols ---- */
 /** LayerNorm, rows normalised over cols:

@@ -49,6 +49,9 @@ typedef struct sw_param_desc {
     ///@}
     sw_shard shard;         /**< this TP rank's part */
     int gemm;               /**< a GEMM operand: gets a bf16 copy with dtype bf16 */
+    int fp32_reads;         /**< a GEMM operand that a non-GEMM op also reads in fp32 (an embedding's
+                                 lookup of a tied table): with ZeRO-3 and bf16 its fp32 values are
+                                 gathered too, where other GEMM weights gather only their bf16 copy */
     float init_std;         /**< > 0: normal(0, init_std) from the seed; else every element init_value */
     float init_value;       /**< the constant of init_std <= 0 */
     int64_t init_rows;      /**< rows initialised (the rest 0: padded vocabulary); 0: all */
