@@ -14,7 +14,6 @@
 enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, MASK = VOCAB - 1, SEQ = 32, BATCH = 8, IGNORE = -100 };
 typedef struct { sw_norm ln1, ln2; sw_linear qkv, proj, fc, fc2; } block_params;
 typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *a; sw_attn_saved attn; } block_saved;
-
 typedef struct model {
     sw_ctx x;
     sw_params *p;
@@ -115,11 +114,12 @@ static int flag(int argc, char **argv, const char *name, int dflt)
 
 int main(int argc, char **argv)
 {
-    if (flag(argc, argv, "--help", 0)) /* --no-mask-ignore: every position's target counted, not only the masked ones */
+    if (flag(argc, argv, "--help", 0)) /* --no-mask-ignore: every target counted; --mask-weights: row weights 1 masked, 0 else */
         return printf("usage: [mpirun -np N] encoder_mlm [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
-                      "                   [--micro K] [--no-mask-ignore]\n") < 0;
+                      "                   [--micro K] [--no-mask-ignore | --mask-weights]\n") < 0;
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
-    int steps = flag(argc, argv, "--steps", 20), all = flag(argc, argv, "--no-mask-ignore", 0);
+    int steps = flag(argc, argv, "--steps", 20), wts = flag(argc, argv, "--mask-weights", 0);
+    int all = wts || flag(argc, argv, "--no-mask-ignore", 0);
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
                         .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
@@ -160,15 +160,15 @@ int main(int argc, char **argv)
         m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1), m->type_ids[k] = sw_tensor_new2d("type_ids", SW_I32, m->x.T, 1);
         m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
     }
-    /* data from a seed: random tokens below MASK; ~15 % of the positions masked (the token MASK, the
-     * target the original token), every other target IGNORE (--no-mask-ignore: the original token) */
-    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH]; float l;
-    uint64_t r = 1234;
+    /* data from a seed: random tokens below MASK; ~15 % of the positions masked (the token MASK, the target
+     * the original token), every other target IGNORE (--no-mask-ignore, --mask-weights: the original token) */
+    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH]; float l, w[SEQ * BATCH]; uint64_t r = 1234;
     for (int i = 0; i < SEQ * BATCH; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         int32_t t = (int32_t)((r >> 33) % MASK), masked = (r >> 20) % 100 < 15;
-        tok[i] = masked ? MASK : t, tgt[i] = masked || all ? t : IGNORE, typ[i] = i / BATCH >= SEQ / 2; /* row p*BATCH + b */
+        tok[i] = masked ? MASK : t, tgt[i] = masked || all ? t : IGNORE, typ[i] = i / BATCH >= SEQ / 2, w[i] = (float)masked;
     }
+    for (int k = 0; wts && k < micro; k++) sw_lm_head_load_weights(&m->x, m->head, k, w); /* they stay */
     for (int step = 1; step <= steps; step++) {
         for (int k = 0; k < micro; k++) {
             sw_ctx_load_tokens(&m->x, k, typ, typ, m->type_ids[k], m->type_ids[k]);

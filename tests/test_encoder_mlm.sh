@@ -10,7 +10,8 @@
 # the token-type table's included) within 1e-4, and the traffic model equals
 # the bytes sent on every group of every rank. The ignore index ran: step
 # 1's loss differs from the loss with every position's target counted
-# (--no-mask-ignore).
+# (--no-mask-ignore), and the losses equal those of row weights 1 on the
+# masked positions and 0 elsewhere with every target real (--mask-weights).
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/examples/encoder_mlm"
 runs() { # runs NP ARGS... -> $TMPD/out; status 0 when it ran
@@ -49,6 +50,11 @@ if runs 1; then
     l1=$(echo $ref | cut -d' ' -f1); a1=$(losses "$TMPD/out" | cut -d' ' -f1)
     check "ignore index ran: step 1 loss over the masked positions ($l1) differs from every target counted ($a1)" \
       awk -v a="$l1" -v b="$a1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d > 1e-4 * a) }'
+  fi
+  if want "ignore index" && runs 1 --mask-weights; then
+    got=$(losses "$TMPD/out")
+    check "ignore index = row weights 1 on the masked positions, 0 elsewhere, every target real: losses, norms ($got) within 1e-5, 1e-4" \
+      close_losses "$ref" "$got"
   fi
 else
   check "1 rank: ran" false
