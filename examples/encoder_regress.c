@@ -116,6 +116,9 @@ static int flag(int argc, char **argv, const char *name, int dflt)
 
 int main(int argc, char **argv)
 {
+    if (flag(argc, argv, "--help", 0))
+        return printf("usage: [mpirun -np N] encoder_regress [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
+                      "                       [--micro K] [--classes C] [--pool-first]\n") < 0;
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
     int steps = flag(argc, argv, "--steps", 20), classes = flag(argc, argv, "--classes", 0);
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
@@ -179,17 +182,14 @@ int main(int argc, char **argv)
     /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
     for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
         int64_t first;
-        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first);
-        float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
+        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
         sw_tensor_read_host(g, v);
         for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
         if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
         free(v);
     }
     sw_traffic model; /* the traffic model beside what the collectives counted */
-    sw_pipeline_traffic(m->pipe, &model);
-    sw_comm_traffic_report(comm, &model, steps, stdout);
-    sw_counters_print(stdout);
+    sw_pipeline_traffic(m->pipe, &model), sw_comm_traffic_report(comm, &model, steps, stdout), sw_counters_print(stdout);
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
     sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd);
     sw_seq_head_destroy(m->head), sw_pipeline_destroy(m->pipe), sw_attention_destroy(m->attn);

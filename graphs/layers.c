@@ -611,6 +611,72 @@ void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor
     }
 }
 
+/* An extra table (token types): replicated rows, looked up on this rank's
+ * l rows and added to x0; its gradient scattered from the same rows and,
+ * with sp (other rows on each TP rank), summed over TP as a norm's. */
+sw_embedding_table sw_embedding_table_add(sw_ctx *x, const char *name, int rows, int64_t h, float std)
+{
+    const char *fn = "sw_embedding_table_add";
+    if (!x || !x->params) sw_usage_error("%s: x: must be an initialised context (sw_ctx_init)", fn);
+    if (!name || !name[0] || strlen(name) >= sizeof(((sw_param_desc *)0)->name))
+        sw_usage_error("%s: name: must be 1 to %d characters (%s)", fn, (int)sizeof(((sw_param_desc *)0)->name) - 1,
+                       name ? name : "NULL");
+    if (rows < 1) sw_usage_error("%s: rows: must be at least 1 (%d)", fn, rows);
+    if (h < 1) sw_usage_error("%s: h: must be at least 1 (%ld)", fn, (long)h);
+    if (!(std >= 0.0f)) sw_usage_error("%s: std: must be >= 0 (%g)", fn, (double)std);
+    sw_embedding_table e = {add_param(x, name, "", rows, h, replicated, 0, std, 0.0f), rows, h};
+    return e;
+}
+
+static void table_check(const char *fn, sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *t,
+                        const char *what)
+{
+    if (!e) sw_usage_error("%s: e: must not be NULL", fn);
+    if (!sw_params_value(x->params, e->w)) sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate)", fn);
+    if (!ids) sw_usage_error("%s: ids: must be an int32 tensor [T, 1] (NULL)", fn);
+    if (ids->rows != x->T || ids->cols != 1 || ids->dtype != SW_I32)
+        sw_usage_error("%s: ids: must be an int32 tensor [T, 1] = [%ld,1] ([%ld,%ld], dtype %d)", fn, (long)x->T,
+                       (long)ids->rows, (long)ids->cols, (int)ids->dtype);
+    if (!t) sw_usage_error("%s: %s: must be a tensor [l, h] (NULL)", fn, what);
+    if (t->rows != x->Tl || t->cols != e->h)
+        sw_usage_error("%s: %s: must be [l, h] = [%ld,%ld] ([%ld,%ld])", fn, what, (long)x->Tl, (long)e->h,
+                       (long)t->rows, (long)t->cols);
+}
+
+/* ids' rows of the l rows' piece i: a split of [T,1] at the l rows' pieces */
+static starpu_data_handle_t table_ids(const sw_ctx *x, sw_tensor *ids, int i)
+{
+    if (x->Tl == x->T) return sw_ctx_piece(x, 1, ids, i, STARPU_R);
+    int64_t sizes[130];
+    int n = 0, lead = x->row0 > 0;
+    if (x->npc[1] + 2 > 130) sw_usage_error("sw_embedding_table: tiles: must be at most 128 (%d)", x->npc[1]);
+    if (lead) sizes[n++] = x->row0;
+    for (int k = 0; k < x->npc[1]; k++) sizes[n++] = x->pc_size[1][k];
+    if (x->row0 + x->Tl < x->T) sizes[n++] = x->T - x->row0 - x->Tl;
+    return sw_tensor_split(ids, SW_ROWS, n, sizes, STARPU_R)[lead + i];
+}
+
+void sw_embedding_table_forward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *x0)
+{
+    table_check("sw_embedding_table_forward", x, e, ids, x0, "x0");
+    sw_tensor *rows = sw_scratch(x, "tt", x->Tl, e->h);
+    for (int i = 0; i < x->npc[1]; i++) {
+        sw_embedding_fwd(table_ids(x, ids, i), whole_r(param(x, e->w)), NULL, sw_ctx_piece(x, 1, rows, i, STARPU_W), 0,
+                         x->B, 0, 0, 0);
+        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));
+    }
+}
+
+void sw_embedding_table_backward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *dx0)
+{
+    table_check("sw_embedding_table_backward", x, e, ids, dx0, "dx0");
+    for (int i = 0; i < x->npc[1]; i++)
+        sw_embedding_bwd(table_ids(x, ids, i), sw_ctx_piece(x, 1, dx0, i, STARPU_R),
+                         sw_tensor_whole(grad(x, e->w), i ? STARPU_RW : STARPU_W), NULL, 0, x->B, 0, 0,
+                         i ? 0 : SW_EMB_ZERO_WTE);
+    sw_tp_sum_replicated_grad(&x->tp, grad(x, e->w));
+}
+
 /* ------------------------------------------------ LM head, cross-entropy */
 
 struct sw_lm_head {
@@ -907,6 +973,8 @@ void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t)
     tp_add(x, t, 0, SW_TP_G_FORWARD, x->T, h);
     tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, h);
 }
+
+void sw_embedding_table_traffic(const sw_ctx *x, const sw_embedding_table *e, sw_traffic *t) { sum_grad_add(x, t, e->w); }
 
 void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t)
 {

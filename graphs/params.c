@@ -82,6 +82,10 @@ void sw_params_place(sw_params *p)
 
 int sw_params_add(sw_params *p, const sw_param_desc *d)
 {
+    for (int i = 0; i < p->n; i++)
+        if (!strncmp(p->p[i].d.name, d->name, sizeof d->name))
+            sw_usage_error("sw_params_add: name: \"%.*s\" is already registered (parameter %d)", (int)sizeof d->name,
+                           d->name, i);
     if (p->n == p->cap) {
         p->cap = p->cap ? 2 * p->cap : 64;
         p->p = realloc(p->p, sizeof *p->p * (size_t)p->cap);

@@ -64,6 +64,10 @@ same-rows-tp-summed|graphs/layers.c|s/if (l->mode == SW_LINEAR_REPLICATED_SAME_R
 same-rows-cp-unscaled|graphs/layers.c|s/return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f \/ (float)(x->U \* x->R) : 1.0f;/return 1.0f;/|tests/test_encoder.sh|^$
 seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
 seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
+# the extra embedding table (token types) and the masked LM
+token-type-forward-dropped|graphs/layers.c|s/        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));/        (void)rows;/|tests/test_embedding|
+token-type-grad-tp-unsummed|graphs/layers.c|s/    sw_tp_sum_replicated_grad(\&x->tp, grad(x, e->w));/    (void)e;/|tests/test_encoder_mlm.sh|^2 --tp 2 --sp$
+mlm-ignore-index-unset|examples/encoder_mlm.c|s/, sw_lm_head_set_ignore_index(m->head, IGNORE);/;/|tests/test_encoder_mlm.sh|^ignore index$
 # block policies: recomputation, offload
 recompute-full-no-refill|graphs/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
 memory-model-input-unkept|graphs/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|

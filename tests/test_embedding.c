@@ -55,6 +55,45 @@ static void check(const char *what, const float *got, const double *ref, int64_t
     tu_close(what, got, ref, n, 1e-6, 1e-7 * (1 + tu_maxabs(ref, n)));
 }
 
+/* sw_embedding_table_forward / _backward on one rank */
+static void table_layer(void)
+{
+    enum { TS = 8, TB = 2, TT = TS * TB, TH = 12, TR = 3 };
+    sw_params_config pc = {.seed = 7, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+    sw_params *p = sw_params_new(&pc, NULL);
+    sw_ctx x;
+    sw_ctx_init(&x, &(sw_ctx_config){.seq = TS, .batch = TB, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1, .grad_accum = 1,
+                                     .tiles = 2}, NULL, p);
+    sw_embedding_table e = sw_embedding_table_add(&x, "tte", TR, TH, 0.5f);
+    sw_params_allocate(p);
+    int32_t ids[TT];
+    float x0[TT * TH], dx0[TT * TH];
+    for (int g = 0; g < TT; g++) ids[g] = g == 5 ? TR : g == 9 ? -1 : (g * 7) % TR; /* two ids outside the table */
+    tu_rand(x0, TT * TH, 31, 1.0f), tu_rand(dx0, TT * TH, 32, 1.0f);
+    sw_tensor *I = sw_tensor_new2d("ids", SW_I32, TT, 1), *X0 = tu_tensor("x0", TT, TH, x0), *D = tu_tensor("dx0", TT, TH, dx0);
+    sw_tensor_write_host(I, ids);
+    float *w = tu_read(sw_params_value(p, e.w));
+    sw_embedding_table_forward(&x, &e, I, X0);
+    sw_embedding_table_backward(&x, &e, I, D);
+    float *y = tu_read(X0), *dw = tu_read(sw_params_grad(p, e.w)), *dd = tu_read(D);
+    double ry[TT * TH], rdw[TR * TH], rdd[TT * TH];
+    memset(rdw, 0, sizeof rdw);
+    for (int g = 0; g < TT; g++)
+        for (int c = 0; c < TH; c++) {
+            int in = ids[g] >= 0 && ids[g] < TR;
+            ry[g * TH + c] = (double)x0[g * TH + c] + (in ? (double)w[ids[g] * TH + c] : 0.0);
+            if (in) rdw[ids[g] * TH + c] += dx0[g * TH + c];
+            rdd[g * TH + c] = dx0[g * TH + c];
+        }
+    tu_close("embedding table layer: x0 += table[ids]", y, ry, TT * TH, 1e-6, 1e-6);
+    tu_close("embedding table layer: dtable = scatter(dx0)", dw, rdw, TR * TH, 1e-5, 1e-5);
+    tu_close("embedding table layer: dx0 unchanged", dd, rdd, TT * TH, 0.0, 0.0);
+    free(w), free(y), free(dw), free(dd);
+    sw_tensor_free(I), sw_tensor_free(X0), sw_tensor_free(D);
+    sw_ctx_destroy(&x);
+    sw_params_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -231,5 +270,6 @@ int main(int argc, char **argv)
     sw_tensor_free(R);
     sw_tensor_free(DWTE);
     sw_tensor_free(DWPE);
+    table_layer();
     return tu_finish();
 }

@@ -49,5 +49,6 @@ for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first"; do
       traffic_exact "$TMPD/out" "$np"
   done
 done
+want "help" && check "--help prints the usage and exits 0" sh -c "'$PROG' --help | grep -q 'usage: .*encoder_regress'"
 want "bad arguments" && refused 2 "--classes (1) must be at least 2" "encoder_regress --classes 1" "$PROG" --steps 1 --dp 2 --classes 1
 finish

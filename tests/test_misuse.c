@@ -9,7 +9,8 @@
  * ignore-valid (an ignore index that is a real token id), token (a
  * negative token), micro (a micro-batch past grad_accum); the pooled head
  * of heads.h: head-unallocated (forward before sw_params_allocate),
- * head-null (a NULL input), head-targets (targets of the wrong shape). */
+ * head-null (a NULL input), head-targets (targets of the wrong shape);
+ * duplicate (sw_params_add with a name already registered). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,19 @@
 int main(int argc, char **argv)
 {
     if (sw_init(&argc, &argv, NULL) != 0) return 99;
-    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro\n"); return 99; }
+    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro|head-*|duplicate\n"); return 99; }
     const char *what = argv[1];
+    if (!strcmp(what, "duplicate")) { /* two parameters of one name */
+        sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+        sw_params *p = sw_params_new(&pc, NULL);
+        sw_param_desc d = {.name = "h0.ln_w", .rows = 1, .cols = 16, .init_value = 1.0f};
+        sw_params_add(p, &d);
+        snprintf(d.name, sizeof d.name, "h0.ln_b");
+        sw_params_add(p, &d);
+        snprintf(d.name, sizeof d.name, "h0.ln_w");
+        sw_params_add(p, &d); /* must not return */
+        return 3;
+    }
     if (!strncmp(what, "head-", 5)) { /* a pooled head on the context's rows (dp = the world) */
         sw_mesh *mesh = sw_mesh_create(NULL);
         sw_comm *comm = sw_comm_create(mesh);

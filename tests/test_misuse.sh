@@ -17,5 +17,6 @@ for np in 1 2; do
   misuse $np head-unallocated "sw_seq_head_forward: parameters: must be allocated first"
   misuse $np head-null "sw_seq_head_forward: in: must be a tensor [l, h] (NULL)"
   misuse $np head-targets "sw_seq_head_forward: targets: must be [B, outputs] = [$((4 / np)),1] ([$((4 / np)),3])"
+  misuse $np duplicate 'sw_params_add: name: "h0.ln_w" is already registered (parameter 0)'
 done
 finish

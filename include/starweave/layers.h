@@ -262,6 +262,30 @@ void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor 
 /** dwte, dwpe from dx0 [l,h] (consumed) */
 void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *dx0);
 
+/** An extra embedding table of a name of one's own (BERT's token types,
+ * segment ids): sw_embedding_table_add. */
+typedef struct sw_embedding_table {
+    int w;                   /**< the table's parameter index */
+    int rows;                /**< its rows (ids in [0, rows)) */
+    int64_t h;               /**< its columns: the hidden size */
+} sw_embedding_table;
+/** Registers name [rows, h] (N(0, std); std 0: zeros), replicated on every
+ * rank (a small table). Refused (exit 2): an empty name or one of 48
+ * characters or more, rows or h below 1, std below 0, a name already
+ * registered (sw_params_add). */
+sw_embedding_table sw_embedding_table_add(sw_ctx *x, const char *name, int rows, int64_t h, float std);
+/** x0[l,h] += table[ids] on this rank's l rows (after sw_embedding_forward:
+ * x0 = dropout(wte[tokens] + wpe[pos]) + table[ids]); ids [T,1] int32
+ * (loaded like tokens, sw_ctx_load_tokens); an id outside [0, rows) adds
+ * nothing. No communication. */
+void sw_embedding_table_forward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *x0);
+/** dtable from dx0 [l,h] (read, not changed; call it before
+ * sw_embedding_backward): the rows' gradients scattered by id, summed over
+ * TP with sp (each TP rank holds other rows; without sp every TP rank
+ * holds the same rows and the same gradient); the registry sums it over
+ * the gradient group as wpe's. */
+void sw_embedding_table_backward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *dx0);
+
 /* ------------------------------------------- LM head and cross-entropy */
 
 /** The LM head and its cross-entropy (opaque): sw_lm_head_create. */
@@ -393,6 +417,7 @@ double sw_attention_flops(const sw_attention *a);
 void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t);
 void sw_norm_traffic(const sw_ctx *x, const sw_norm *n, sw_traffic *t);
 void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t);
+void sw_embedding_table_traffic(const sw_ctx *x, const sw_embedding_table *e, sw_traffic *t);
 void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t);
 ///@}
 /** The traffic model of the attention of one block, and the K/V gradient sums of its QKV linear */
