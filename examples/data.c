@@ -92,6 +92,7 @@ static unsigned char *slurp(const char *path, size_t *n)
     if (!f) return NULL;
     unsigned char *buf = NULL;
     size_t cap = 0, len = 0;
+    errno = 0;
     for (;;) {
         if (len == cap) {
             cap = cap ? 2 * cap : 1 << 20;
@@ -103,11 +104,11 @@ static unsigned char *slurp(const char *path, size_t *n)
         len += got;
         if (got == 0) break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0; /* a directory: EISDIR */
     fclose(f);
     if (err) {
         free(buf);
-        errno = EIO;
+        errno = err;
         return NULL;
     }
     *n = len;

@@ -17,6 +17,10 @@ documented layouts (no download, standard library only):
   shortheader.bin    llm.c magic and 100 bytes: a truncated header
   float.bin/.idx     Megatron dataset with dtype float32 (code 7)
   noidx.bin          a .bin without its .idx (--data DIR/noidx)
+  badidx.bin/.idx    an index whose magic is "MMIDIDY\0\0"
+  shortidx.bin/.idx  an index missing its last 5 bytes
+  v2.bin/.idx        an index of version 2
+  nobin.idx          an index without its .bin
 """
 import struct
 import sys
@@ -97,6 +101,15 @@ def main():
     megatron(d + "/float", [[float(t) for t in s] for s in seqs], dtype="float32")
     with open(d + "/noidx.bin", "wb") as f:
         f.write(struct.pack("<%dH" % len(toks), *toks))
+    with open(d + "/mega.idx", "rb") as f:
+        idx = f.read()
+    for name, data in (("badidx", b"MMIDIDY\x00\x00" + idx[9:]), ("shortidx", idx[:-5]),
+                       ("v2", idx[:9] + struct.pack("<Q", 2) + idx[17:])):
+        megatron(d + "/" + name, seqs)
+        with open(d + "/" + name + ".idx", "wb") as f:
+            f.write(data)
+    with open(d + "/nobin.idx", "wb") as f:
+        f.write(idx)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 # of tokens up to 50256 trains with --vocab 50257. Refused, exit 2 on every
 # rank of 2, the rule printed once: llm.c version 2, a token at or above
 # the vocabulary (llm.c and Megatron), a shard shorter than its header's
-# count, a truncated header, a float Megatron dtype, a .bin without its .idx.
+# count, a truncated header, a float Megatron dtype, a .bin without its .idx,
+# an index of another magic, truncated, of version 2, without its .bin.
 # SW_TEST_ONLY (tests/mutants.sh) selects: "same losses", "bad input".
 . "${top_srcdir:-.}/tests/common.sh"
 D="$TMPD/data"
@@ -74,4 +75,11 @@ expect_bad 2 "Megatron index '$D/float.idx' has dtype code 7 (float32): tokens m
   $B --data "$D/float.bin"
 expect_bad 2 "Megatron dataset '$D/noidx': '$D/noidx.bin' has no index '$D/noidx.idx' beside it" \
   $B --data "$D/noidx"
+expect_bad 2 "cannot open data file '$D/badidx', and '$D/badidx.idx' beside it is not a Megatron index" \
+  $B --data "$D/badidx"
+expect_bad 2 "Megatron index '$D/shortidx.idx' counts 120 sequences and 41 documents, so it must have 34 + 12 x 120 + 8 x 41 bytes (+ 120 for sequence modes), but it has 1797" \
+  $B --data "$D/shortidx.idx"
+expect_bad 2 "Megatron index '$D/v2.idx' has version 2: only version 1 is read" $B --data "$D/v2.bin"
+expect_bad 2 "cannot open data file '$D/nobin.bin' (the tokens of the Megatron index '$D/nobin.idx')" \
+  $B --data "$D/nobin"
 finish
