@@ -1,4 +1,5 @@
-/* gpt_train: train a GPT-2 shaped model with starweave on byte-level tokens.
+/* gpt_train: train a GPT-2 shaped model with starweave on the tokens of --data
+ * (raw bytes, llm.c shards, Megatron datasets: data.c) or a byte-level corpus.
  * Every flag is validated before StarPU starts; bad input exits with 2. */
 #include <errno.h>
 #include <math.h>
