@@ -1,4 +1,5 @@
-/* gpt_train: train a GPT-2 shaped model with starweave on byte-level tokens.
+/* gpt_train: train a GPT-2 shaped model with starweave on the tokens of --data
+ * (raw bytes, llm.c shards, Megatron datasets: data.c) or a byte-level corpus.
  * Every flag is validated before StarPU starts; bad input exits with 2. */
 #include <errno.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 
 #include "starweave.h"
+#include "data.h"
 
 typedef struct train_opts {
     sw_gpt_config cfg;
@@ -36,8 +38,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpt_train [options]\n"
             "Trains a GPT-2 shaped model (pre-LN, learned positions, tied LM head) whose\n"
-            "training step is a StarPU task graph. Tokens are bytes of --data, or of a\n"
-            "built-in deterministic synthetic corpus.\n\n"
+            "training step is a StarPU task graph. Tokens come from --data (raw bytes, an\n"
+            "llm.c token shard or a Megatron indexed dataset), or are the bytes of a built-in\n"
+            "deterministic synthetic corpus.\n\n"
             "model:\n"
             "  --model M         gpt2 (LayerNorm, learned positions, GeLU, biases, tied head) or llama\n"
             "                    (RMSNorm, rotary positions, SwiGLU, no biases, untied head) (gpt2)\n"
@@ -62,7 +65,11 @@ static void usage(FILE *f)
             "  --ignore-index N  targets equal to N count for nothing in the loss (PyTorch's -100; outside\n"
             "                    [0, vocab)); the data's targets never are: the head's count runs (default: none)\n"
             "  --seed N          seed of the init, the data order and dropout (1234)\n"
-            "  --data FILE       train on the bytes of FILE (default: synthetic corpus)\n"
+            "  --data FILE       train on the tokens of FILE, its format told by its header, never its name:\n"
+            "                    an llm.c token shard (int32 header: magic 20240520, version 1, count;\n"
+            "                    uint16 tokens), a Megatron indexed dataset (FILE, FILE.bin or FILE.idx:\n"
+            "                    the .idx begins with MMIDIDX; integer dtypes), else the bytes of FILE\n"
+            "                    (default: synthetic corpus)\n"
             "parallelism (launch with mpirun -np <product of the degrees>):\n"
             "  --tp N            tensor-parallel degree (1): heads, MLP and vocabulary split\n"
             "  --sp              sequence parallelism: norms, dropout, residuals on seq/tp rows\n"
@@ -343,32 +350,8 @@ static unsigned char *synthetic_corpus(size_t n)
     return buf;
 }
 
-static unsigned char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) sw_usage_error("cannot open data file '%s': %s", path, strerror(errno));
-    unsigned char *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            unsigned char *nb = realloc(buf, cap);
-            if (!nb) { perror("realloc"); exit(1); }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) sw_usage_error("cannot read data file '%s'", path);
-    *n = len;
-    return buf;
-}
-
 /* Batch of step `step`: sequence b starts at a pseudo-random offset; rows in [s, b] order. */
-static void fill_batch(const unsigned char *data, size_t n, const sw_gpt_config *c, int step, int32_t *tok,
+static void fill_batch(const int32_t *data, size_t n, const sw_gpt_config *c, int step, int32_t *tok,
                        int32_t *tgt)
 {
     size_t span = n - (size_t)c->seq - 1;
@@ -609,22 +592,30 @@ int main(int argc, char **argv)
     train_opts o;
     parse_args(argc, argv, &o);
 
-    size_t n;
-    unsigned char *data;
+    /* the token stream: every rank loads all of it and checks it (a bad
+     * file exits 2 on every rank, the message printed once) */
+    data_tokens d = {0};
+    char data_msg[2400];
     if (o.data) {
-        data = read_file(o.data, &n);
-        if (n == 0) sw_usage_error("data file '%s' is empty", o.data);
+        if (data_load(o.data, o.cfg.vocab, &d, data_msg, sizeof data_msg) != 0) sw_usage_error("%s", data_msg);
     } else {
-        n = 1 << 20;
-        data = synthetic_corpus(n);
+        d.n = 1 << 20;
+        unsigned char *text = synthetic_corpus(d.n);
+        d.tok = malloc(sizeof(int32_t) * d.n);
+        if (!d.tok) { perror("malloc"); exit(1); }
+        for (size_t i = 0; i < d.n; i++) d.tok[i] = text[i];
+        free(text);
+        if (o.cfg.vocab < 256)
+            for (size_t i = 0; i < d.n; i++)
+                if (d.tok[i] >= o.cfg.vocab)
+                    sw_usage_error("byte %d at offset %zu of the data must be below vocab (%d)", d.tok[i], i,
+                                   o.cfg.vocab);
     }
+    const size_t n = d.n;
+    const int32_t *data = d.tok;
+    const char *unit = d.format == DATA_RAW_BYTES ? "bytes" : "tokens";
     if (n < (size_t)o.cfg.seq + 2)
-        sw_usage_error("data (%zu bytes) must hold at least seq + 2 (%d) bytes", n, o.cfg.seq + 2);
-    if (o.cfg.vocab < 256)
-        for (size_t i = 0; i < n; i++)
-            if (data[i] >= o.cfg.vocab)
-                sw_usage_error("byte %u at offset %zu of the data must be below vocab (%d)", data[i], i,
-                               o.cfg.vocab);
+        sw_usage_error("data (%zu %s) must hold at least seq + 2 (%d) %s", n, unit, o.cfg.seq + 2, unit);
 
     sw_options ropt;
     sw_options_default(&ropt);
@@ -672,14 +663,14 @@ int main(int argc, char **argv)
     if (!o.quiet)
         printf("gpt_train: %s, layers %d hidden %d heads %d kv-heads %d ffn %d vocab %d (padded %d) seq %d batch %d, "
                "%s, %d rank(s), tp %d%s, ulysses %d, ring %d%s, dp %d, pp %d, grad-accum %d, %d CPU + %d CUDA workers "
-               "per rank, collectives on %s, %.1f GFLOP/step, data %s (%zu bytes)\n",
+               "per rank, collectives on %s, %.1f GFLOP/step, data %s (%s, %zu tokens)\n",
                sw_model_name(c->model), c->layers, c->hidden, c->heads, c->kv_heads, c->ffn, c->vocab, c->vocab_padded,
                c->seq, c->batch,
                c->dtype == SW_BF16 ? "bf16 GEMMs" : "fp32",
                sw_world_size(), c->tp, c->sp ? " + sp" : "", c->ulysses, c->ring,
                c->ring > 1 ? (c->zigzag ? " (zigzag)" : " (no zigzag)") : "", c->dp, c->pp, c->grad_accum, sw_ncpus(),
                sw_ncuda(), sw_comm_backend_name(comm), sw_gpt_step_flops(c) / 1e9,
-               o.data ? o.data : "synthetic", n);
+               o.data ? o.data : "synthetic", data_format_name(d.format), n);
     if (!o.quiet && c->dtype == SW_BF16 && sw_ncpus() > 0) {
         if (sw_gemm_bf16_native())
             printf("gpt_train: bf16 on the CPU workers: GEMMs multiply bf16 operands with fp32 accumulation "
@@ -759,7 +750,7 @@ int main(int argc, char **argv)
     if (log) fclose(log);
     free(tok);
     free(tgt);
-    free(data);
+    data_free(&d);
     sw_gpt_destroy(m);
     sw_comm_destroy(comm);
     sw_mesh_destroy(mesh);

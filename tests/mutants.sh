@@ -90,6 +90,9 @@ ce-count-one-micro-batch|graphs/layers.c|s/k ? STARPU_RW : STARPU_W), 1.0f, k ? 
 ce-count-not-allreduced|graphs/layers.c|s/if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/if (0) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/|tests/test_tp.sh|dp 2 --grad-accum 2 --ignore-index
 ce-count-traffic-unmodelled|graphs/layers.c|s/(hd->weighted ? 2 : 1) \* sw_comm_bytes/sw_comm_bytes/|tests/test_tp.sh|traffic and counters
 ce-ignore-index-refused|graphs/gpt.c|s/\&\& tgt\[i\] != c->ignore_index))/\&\& 1))/|tests/test_tp.sh|np=2 --sp --ignore-index
+# gpt_train --data: llm.c's uint16 tokens, Megatron's sequence pointers
+data-llmc-uint16-as-bytes|examples/data.c|s/le(buf + LLMC_HEADER_BYTES + 2 \* i, 2)/le(buf + LLMC_HEADER_BYTES + i, 1)/|tests/test_data.sh|same losses np=1
+data-megatron-pointers-ignored|examples/data.c|s/item(bin + ptr + i \* isz, isz, sgn)/item(bin + 0 * ptr + (int64_t)d->n * isz, isz, sgn)/|tests/test_data.sh|same losses np=1
 # the installed .pc: strict ISO C11 programs need StarPU's POSIX types
 pc-default-source-missing|starweave.pc.in|s/ -D_DEFAULT_SOURCE//|tests/test_install.sh|
 # pipeline stages: the quota, the tied embedding, micro slots, the sends between stages
