@@ -75,7 +75,7 @@ else
 fi
 # README's example program, as a reader copies it: compiled the same way,
 # run on the 2 ranks it asks for; its loss must fall over its 10 steps
-sed -n '/^```c$/,/^```$/p' "$top_srcdir/README.md" | sed '1d;$d' > "$TMPD/readme.c"
+sed -n '/^```c$/,/^```$/{p;/^```$/q}' "$top_srcdir/README.md" | sed '1d;$d' > "$TMPD/readme.c" # the first C block: the whole program
 if [ -s "$TMPD/readme.c" ] && $PLAIN_CC -Wall -Werror "$TMPD/readme.c" -o "$TMPD/readme" $flags > "$TMPD/cc.log" 2>&1; then
   LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SW_TEST_TIMEOUT=120 \
     sh "$LAUNCH" 2 "$TMPD/readme" > "$TMPD/readme.log" 2>&1
