@@ -23,8 +23,16 @@ sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
     return s;
 }
 
+/* the registry and parameter index i in range (exit 2 otherwise) */
+static void check_index(const char *fn, const sw_params *p, int i)
+{
+    sw_check_ptr(fn, "p", p);
+    if (i < 0 || i >= p->n) sw_usage_error("%s: i: parameter index out of range [0, %d) (%d)", fn, p->n, i);
+}
+
 sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
 {
+    sw_check_ptr("sw_params_new", "c", c);
     sw_params *p = sw_xcalloc(1, sizeof *p);
     p->c = *c;
     p->comm = comm;
@@ -62,7 +70,11 @@ int sw_params_unit_stage(const sw_params *p, int unit)
 
 int sw_params_runs_unit(const sw_params *p, int unit) { return sw_params_unit_stage(p, unit) == p->stage; }
 
-int sw_params_held(const sw_params *p, int i) { return p->p[i].held; }
+int sw_params_held(const sw_params *p, int i)
+{
+    check_index("sw_params_held", p, i);
+    return p->p[i].held;
+}
 
 /* which parameters this rank's stage holds (every one without pipeline);
  * from the units alone, so the models of the bytes may ask before
@@ -96,16 +108,25 @@ int sw_params_add(sw_params *p, const sw_param_desc *d)
 }
 
 int sw_params_count(const sw_params *p) { return p->n; }
-const sw_param_desc *sw_params_desc(const sw_params *p, int i) { return &p->p[i].d; }
+const sw_param_desc *sw_params_desc(const sw_params *p, int i) { check_index("sw_params_desc", p, i); return &p->p[i].d; }
 const sw_params_config *sw_params_get_config(const sw_params *p) { return &p->c; }
 sw_comm *sw_params_comm(const sw_params *p) { return p->comm; }
-sw_tensor *sw_params_value(sw_params *p, int i) { return p->p[i].cur_value ? p->p[i].cur_value : p->p[i].value; }
-sw_tensor *sw_params_grad(sw_params *p, int i) { return p->p[i].cur_grad ? p->p[i].cur_grad : p->p[i].grad; }
-sw_tensor *sw_params_adam_m(sw_params *p, int i) { return p->p[i].m; }
-sw_tensor *sw_params_adam_v(sw_params *p, int i) { return p->p[i].v; }
+sw_tensor *sw_params_value(sw_params *p, int i)
+{
+    check_index("sw_params_value", p, i);
+    return p->p[i].cur_value ? p->p[i].cur_value : p->p[i].value;
+}
+sw_tensor *sw_params_grad(sw_params *p, int i)
+{
+    check_index("sw_params_grad", p, i);
+    return p->p[i].cur_grad ? p->p[i].cur_grad : p->p[i].grad;
+}
+sw_tensor *sw_params_adam_m(sw_params *p, int i) { check_index("sw_params_adam_m", p, i); return p->p[i].m; }
+sw_tensor *sw_params_adam_v(sw_params *p, int i) { check_index("sw_params_adam_v", p, i); return p->p[i].v; }
 sw_tensor *sw_params_grad_norm2(sw_params *p) { return p->norm2; }
 sw_tensor *sw_params_gemm_weight(const sw_params *p, int i)
 {
+    check_index("sw_params_gemm_weight", p, i);
     const entry *q = &p->p[i];
     if (q->cur_value) return q->cur_w16 ? q->cur_w16 : q->cur_value;
     return q->w16 ? q->w16 : q->value;
@@ -113,6 +134,7 @@ sw_tensor *sw_params_gemm_weight(const sw_params *p, int i)
 
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row)
 {
+    check_index("sw_params_reduced_grad", p, i);
     int64_t count;
     int64_t rows, cols;
     *first_row = 0;
