@@ -97,8 +97,8 @@ static void check_ops(const char *fn, const sw_blocks_config *c, const sw_block_
     sw_check_ptr(fn, "c", c);
     sw_check_ptr(fn, "ops", ops);
     if (!ops->keep || !ops->forward || !ops->backward)
-        sw_usage_error("%s: ops: keep, forward and backward must not be NULL (%s%s%s)", fn, ops->keep ? "" : " keep",
-                       ops->forward ? "" : " forward", ops->backward ? "" : " backward");
+        sw_usage_error("%s: ops->%s: must not be NULL (a block's keep, forward and backward)", fn,
+                       !ops->keep ? "keep" : !ops->forward ? "forward" : "backward");
     if (c->layers < 1 || c->rows < 1 || c->cols < 1)
         sw_usage_error("%s: c: layers, rows and cols must be positive (%d, %lld, %lld)", fn, c->layers,
                        (long long)c->rows, (long long)c->cols);

@@ -34,11 +34,10 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     sw_check_ptr(fn, "c", c);
     sw_check_ptr(fn, "ops", ops);
     sw_check_ptr(fn, "mops", mops);
-    if (!mops->embed_forward || !mops->embed_backward || !mops->head_forward || !mops->head_backward || !mops->loss)
-        sw_usage_error("%s: mops: embed_forward, embed_backward, head_forward, head_backward and loss must not be "
-                       "NULL (%s%s%s%s%s)", fn, mops->embed_forward ? "" : " embed_forward",
-                       mops->embed_backward ? "" : " embed_backward", mops->head_forward ? "" : " head_forward",
-                       mops->head_backward ? "" : " head_backward", mops->loss ? "" : " loss");
+    const char *missing = !mops->embed_forward ? "embed_forward" : !mops->embed_backward ? "embed_backward"
+                          : !mops->head_forward ? "head_forward" : !mops->head_backward ? "head_backward"
+                          : !mops->loss ? "loss" : NULL;
+    if (missing) sw_usage_error("%s: mops->%s: must not be NULL", fn, missing);
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     int pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, stage = mesh ? sw_mesh_stage(mesh) : 0;
     int K = x->c.grad_accum;
