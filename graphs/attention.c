@@ -327,10 +327,26 @@ static void rope(sw_ctx *x, const sw_attention *a, sw_tensor *qkv, int inverse)
                 x->pc_off[0][i], x->B, x->pc_pos[0][i], inverse);
 }
 
+/* the layer and the saved set of sw_attention_keep: each tensor its shape */
+static void check_saved(const char *fn, const sw_ctx *x, const sw_attention *a, const sw_attn_saved *k)
+{
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "a", a);
+    sw_check_ptr(fn, "k", k);
+    const int64_t d = a->d;
+    sw_check_tensor(fn, "k->qkv", k->qkv, x->T, sw_attention_qkv_cols(a));
+    sw_check_tensor(fn, "k->qkv_u", k->qkv_u, x->Tr, (int64_t)(a->hq + 2 * a->hk) * d);
+    sw_check_tensor(fn, "k->att", k->att, x->T, sw_attention_out_cols(a));
+    sw_check_tensor(fn, "k->att_u", k->att_u, x->Tr, (int64_t)a->hq * d);
+    sw_check_tensor(fn, "k->lse", k->lse, x->Tr, a->hq);
+    if (a->c.keep_probs) sw_check_tensor(fn, "k->probs", k->probs, (int64_t)x->Tr * a->hq, x->c.seq);
+}
+
 /* att = attention of qkv: with Ulysses the heads are exchanged for the
  * sequence around it */
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k)
 {
+    check_saved("sw_attention_forward", x, a, k);
     if (a->c.rope_theta > 0.0f) rope(x, a, k->qkv, 0);
     if (x->U > 1) ulysses_qkv(a, k->qkv, k->qkv_u, 1);
     ring_forward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs);
@@ -340,6 +356,10 @@ void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const
 void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k, sw_tensor *datt,
                            sw_tensor *dqkv)
 {
+    static const char *fn = "sw_attention_backward";
+    check_saved(fn, x, a, k);
+    sw_check_tensor(fn, "datt", datt, x->T, sw_attention_out_cols(a));
+    sw_check_tensor(fn, "dqkv", dqkv, x->T, sw_attention_qkv_cols(a));
     sw_tensor *datt_u = datt, *dqkv_u = dqkv;
     if (x->U > 1) {
         datt_u = sw_scratch_keep(x, "datt_u", x->Tr, (int64_t)a->hq * a->d, 1);

@@ -91,13 +91,30 @@ static double saved_model(const sw_blocks_config *c, double set_bytes, int i)
 /* the stage's blocks: [first, first + count) */
 static int stage_count(const sw_blocks_config *c) { return c->count ? c->count : c->layers - c->first; }
 
+/* a block service's configuration and ops: what every call of it reads */
+static void check_ops(const char *fn, const sw_blocks_config *c, const sw_block_ops *ops)
+{
+    sw_check_ptr(fn, "c", c);
+    sw_check_ptr(fn, "ops", ops);
+    if (!ops->keep || !ops->forward || !ops->backward)
+        sw_usage_error("%s: ops->%s: must not be NULL (a block's keep, forward and backward)", fn,
+                       !ops->keep ? "keep" : !ops->forward ? "forward" : "backward");
+    if (c->layers < 1 || c->rows < 1 || c->cols < 1)
+        sw_usage_error("%s: c: layers, rows and cols must be positive (%d, %lld, %lld)", fn, c->layers,
+                       (long long)c->rows, (long long)c->cols);
+    if (c->recompute == SW_RECOMPUTE_FULL && c->recompute_every < 1)
+        sw_usage_error("%s: c: recompute_every must be at least 1 with full recomputation (%d)", fn, c->recompute_every);
+}
+
 double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops, void *model, int layer)
 {
+    check_ops("sw_blocks_saved_model", c, ops);
     return saved_model(c, declared_bytes(ops, model), layer - c->first);
 }
 
 double sw_blocks_bytes(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
+    check_ops("sw_blocks_bytes", c, ops);
     /* sw_blocks_create's residual stream x[j][0 .. n], with FULL only kept inputs (i % K == 0), the
      * output and, in micro slot 0, the working group's other inputs (i < K) */
     int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1, streams = 0;
@@ -118,6 +135,7 @@ int sw_blocks_slots(const sw_blocks_config *c)
 
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
+    check_ops("sw_blocks_create", c, ops);
     sw_blocks *b = sw_xcalloc(1, sizeof *b);
     b->c = *c;
     b->ops = *ops;
@@ -203,6 +221,7 @@ void sw_blocks_destroy(sw_blocks *b)
 
 void sw_blocks_set_micro_slot(sw_blocks *b, int slot)
 {
+    sw_check_ptr("sw_blocks_set_micro_slot", "b", b);
     if (slot < 0 || slot >= b->nmicro)
         sw_usage_error("sw_blocks_set_micro_slot: slot %d of %d micro slots", slot, b->nmicro);
     b->cur = slot;
@@ -272,6 +291,7 @@ static void onload_block(sw_blocks *b, int i)
 
 void sw_blocks_forward(sw_blocks *b, int step)
 {
+    sw_check_ptr("sw_blocks_forward", "b", b);
     sw_tensor **x = b->x[b->cur];
     for (int i = 0; i < b->count; i++) {
         sw_trace_set_phase(SW_PHASE_FORWARD, b->first + i);
@@ -283,6 +303,7 @@ void sw_blocks_forward(sw_blocks *b, int step)
 
 void sw_blocks_backward(sw_blocks *b, int step)
 {
+    sw_check_ptr("sw_blocks_backward", "b", b);
     /* blocks in reverse; with full recomputation each group of K blocks is
      * first refilled from its kept input (the group's last block without
      * its output: that is the next group's kept input) */
@@ -314,6 +335,8 @@ sw_block_memory sw_blocks_saved_bytes(const sw_blocks *b, int layer)
 
 void sw_blocks_traffic(const sw_blocks_config *c, const sw_block_ops *ops, void *model, sw_traffic *t)
 {
+    check_ops("sw_blocks_traffic", c, ops);
+    sw_check_ptr("sw_blocks_traffic", "t", t);
     int n = stage_count(c), K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
     if (!ops->traffic) sw_usage_error("sw_blocks_traffic: the block ops give no traffic function (sw_block_ops.traffic)");
     for (int i = 0; i < n; i++) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "starweave/layers.h"
+#include "starweave/runtime.h"
 #include "starweave/trace.h"
 
 static inline starpu_data_handle_t rows_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_R)[i]; }
@@ -26,6 +27,38 @@ static inline starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whol
             return -1;                          \
         }                                       \
     } while (0)
+
+/* Argument checks at submission (docs/own-model.md, "Misuse"): host-side
+ * and cheap; on misuse "fn: arg: rule (values)" and exit 2 on every rank
+ * (each checks the same thing), before anything is submitted. */
+/* arg is not NULL (a context, a layer handle, a saved set) */
+static inline void sw_check_ptr(const char *fn, const char *arg, const void *v)
+{
+    if (!v) sw_usage_error("%s: %s: must not be NULL", fn, arg);
+}
+/* t is a tensor [rows, cols] */
+static inline void sw_check_tensor(const char *fn, const char *arg, const sw_tensor *t, int64_t rows, int64_t cols)
+{
+    if (!t) sw_usage_error("%s: %s: must be a tensor [%lld, %lld] (NULL)", fn, arg, (long long)rows, (long long)cols);
+    if (t->rows != rows || t->cols != cols)
+        sw_usage_error("%s: %s: must be a tensor [%lld, %lld] ([%lld, %lld] given)", fn, arg, (long long)rows,
+                       (long long)cols, (long long)t->rows, (long long)t->cols);
+}
+/* the context x and its registry, and parameter i of it allocated on
+ * this rank (a layer called before sw_params_allocate, or of another
+ * pipeline stage, would read a NULL tensor) */
+static inline void sw_check_param(const char *fn, const sw_ctx *x, int i)
+{
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "x->params", x->params);
+    const int n = sw_params_count(x->params);
+    if (i < 0 || i >= n)
+        sw_usage_error("%s: parameter index %d is out of range [0, %d) (a layer of another registry?)", fn, i, n);
+    if (!sw_params_value(x->params, i))
+        sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate; parameter %d '%s' is not held "
+                       "on this rank's pipeline stage or not allocated yet)",
+                       fn, i, sw_params_desc(x->params, i)->name);
+}
 
 /* a scratch that sw_scratch_invalidate leaves alone (keep != 0): the
  * buffers of point-to-point transfers (ring K/V blocks, Ulysses layouts) */

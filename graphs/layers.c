@@ -233,6 +233,64 @@ static int add_param(sw_ctx *x, const char *name, const char *suffix, int64_t ro
 
 static const sw_shard replicated = {0, 0, {0}, {0}, {0}};
 
+/* argument checks of the layers (sw_check_tensor, sw_check_param of layer_util.h) */
+/* a linear's handle, its weight allocated, and W's local shape: its rows
+ * are this rank's output features (y's columns), its columns its input
+ * features */
+static void check_linear(const char *fn, const sw_ctx *x, const sw_linear *l, int64_t *out_l, int64_t *in_l)
+{
+    sw_check_ptr(fn, "l", l);
+    sw_check_param(fn, x, l->w);
+    if (l->b >= 0) sw_check_param(fn, x, l->b);
+    param_shape(x, l->w, out_l, in_l);
+}
+/* f's gathered input: [T, in] with TP and sp, not read otherwise */
+static int gathers(const sw_ctx *x, const sw_linear *l) { return l->mode == SW_LINEAR_COLUMN && tp_on(x) && x->c.sp; }
+/* the rows a column/replicated linear reads from x_local: the residual
+ * stream's l rows (column), any rows (replicated: the caller's) */
+static void check_linear_in(const char *fn, const sw_ctx *x, const sw_linear *l, const sw_tensor *x_local,
+                            const sw_tensor *x_gathered, int64_t in_l)
+{
+    sw_check_ptr(fn, "x_local", x_local);
+    sw_check_tensor(fn, "x_local", x_local, l->mode == SW_LINEAR_COLUMN ? x->Tl : x_local->rows, in_l);
+    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);
+}
+
+/* a norm's handle and its parameters allocated; returns h */
+static int64_t check_norm(const char *fn, const sw_ctx *x, const sw_norm *n)
+{
+    int64_t one, h;
+    sw_check_ptr(fn, "n", n);
+    sw_check_param(fn, x, n->w);
+    if (n->b >= 0) sw_check_param(fn, x, n->b);
+    param_shape(x, n->w, &one, &h);
+    return h;
+}
+
+/* the embedding's handle, its tables allocated, tokens [T,1] int32; returns h */
+static int64_t check_embedding(const char *fn, const sw_ctx *x, const sw_embedding *e, const sw_tensor *tokens)
+{
+    int64_t rows, h;
+    sw_check_ptr(fn, "e", e);
+    sw_check_param(fn, x, e->wte);
+    if (e->wpe >= 0) sw_check_param(fn, x, e->wpe);
+    sw_check_tensor(fn, "tokens", tokens, x->T, 1);
+    if (tokens->dtype != SW_I32) sw_usage_error("%s: tokens: must be int32 (dtype %d)", fn, (int)tokens->dtype);
+    param_shape(x, e->wte, &rows, &h);
+    return h;
+}
+
+/* the LM head's weight allocated, targets [T,1] int32; returns h */
+static int64_t check_head(const char *fn, const sw_ctx *x, int w, const sw_tensor *targets)
+{
+    int64_t rows, h;
+    sw_check_param(fn, x, w);
+    sw_check_tensor(fn, "targets", targets, x->T, 1);
+    if (targets->dtype != SW_I32) sw_usage_error("%s: targets: must be int32 (dtype %d)", fn, (int)targets->dtype);
+    param_shape(x, w, &rows, &h);
+    return h;
+}
+
 /* -------------------------------------------------------------- linear */
 
 sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
@@ -289,7 +347,12 @@ static void require_mode(const char *fn, const sw_linear *l, int row)
  * x_local (no wait on the gather). */
 void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_tensor *x_gathered, sw_tensor *y)
 {
+    int64_t out_l, in_l;
+    sw_check_ptr("sw_linear_forward", "l", l);
     require_mode("sw_linear_forward", l, 0);
+    check_linear("sw_linear_forward", x, l, &out_l, &in_l);
+    check_linear_in("sw_linear_forward", x, l, x_local, x_gathered, in_l);
+    sw_check_tensor("sw_linear_forward", "y", y, gathers(x, l) ? x->T : x_local->rows, out_l);
     int n = l->n;
     const int64_t *sizes = tile_sizes(l);
     sw_tensor *x_full = l->mode == SW_LINEAR_COLUMN ? sw_tp_f_forward(&x->tp, x_local, x_gathered) : x_local;
@@ -371,7 +434,12 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
 
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)
 {
+    int64_t out_l, in_l;
+    sw_check_ptr("sw_linear_backward", "l", l);
     require_mode("sw_linear_backward", l, 0);
+    check_linear("sw_linear_backward", x, l, &out_l, &in_l);
+    check_linear_in("sw_linear_backward", x, l, x_local, x_gathered, in_l);
+    sw_check_tensor("sw_linear_backward", "dy", dy, gathers(x, l) ? x->T : x_local->rows, out_l);
     if (l->mode == SW_LINEAR_REPLICATED_SAME_ROWS) { /* the same rows on every TP rank: no sum (layers.h) */
         sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
         gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
@@ -395,7 +463,11 @@ sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_t
  * the reduction; returns the tensor holding y */
 sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
 {
+    int64_t out_l, in_l;
+    sw_check_ptr("sw_linear_row_forward", "l", l);
     require_mode("sw_linear_row_forward", l, 1);
+    check_linear("sw_linear_row_forward", x, l, &out_l, &in_l);
+    sw_check_tensor("sw_linear_row_forward", "in", in, x->T, in_l);
     int P = x->P;
     sw_tensor *part = sw_scratch(x, "part", x->T, l->out);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
@@ -418,7 +490,14 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
  * with sp), the rest from dy gathered by g's backward */
 void sw_linear_row_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, sw_tensor *dx)
 {
-    require_mode("sw_linear_row_backward", l, 1);
+    static const char *fn = "sw_linear_row_backward";
+    int64_t out_l, in_l;
+    sw_check_ptr(fn, "l", l);
+    require_mode(fn, l, 1);
+    check_linear(fn, x, l, &out_l, &in_l);
+    sw_check_tensor(fn, "dy", dy, x->Tl, out_l);
+    sw_check_tensor(fn, "in", in, x->T, in_l);
+    sw_check_tensor(fn, "dx", dx, x->T, in_l);
     if (!tp_on(x)) {
         gemm_backward(x, l, dy, in, l->b >= 0, dx, x->P, NULL);
         return;
@@ -443,6 +522,12 @@ sw_norm sw_norm_add(sw_ctx *x, const char *name, int64_t h, int rms, float eps)
 
 void sw_norm_forward(sw_ctx *x, const sw_norm *n, sw_tensor *in, sw_tensor *y, sw_tensor *mean, sw_tensor *rstd)
 {
+    static const char *fn = "sw_norm_forward";
+    const int64_t h = check_norm(fn, x, n);
+    sw_check_tensor(fn, "in", in, x->Tl, h);
+    sw_check_tensor(fn, "y", y, x->Tl, h);
+    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);
+    sw_check_tensor(fn, "rstd", rstd, x->Tl, 1);
     for (int i = 0; i < x->P; i++) {
         if (n->b >= 0)
             sw_layernorm_fwd(rows_r(x, in, i), whole_r(param(x, n->w)), whole_r(param(x, n->b)), rows_w(x, y, i),
@@ -456,6 +541,13 @@ void sw_norm_forward(sw_ctx *x, const sw_norm *n, sw_tensor *in, sw_tensor *y, s
 void sw_norm_backward(sw_ctx *x, const sw_norm *n, sw_tensor *dy, sw_tensor *in, sw_tensor *mean, sw_tensor *rstd,
                       sw_tensor *dx, int accumulate)
 {
+    static const char *fn = "sw_norm_backward";
+    const int64_t hn = check_norm(fn, x, n);
+    sw_check_tensor(fn, "dy", dy, x->Tl, hn);
+    sw_check_tensor(fn, "in", in, x->Tl, hn);
+    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);
+    sw_check_tensor(fn, "rstd", rstd, x->Tl, 1);
+    sw_check_tensor(fn, "dx", dx, x->Tl, hn);
     int64_t h = in->cols;
     sw_tensor *part_w = sw_scratch(x, "ln_part_w", x->P, h), *part_b = n->b >= 0 ? sw_scratch(x, "ln_part_b", x->P, h) : NULL;
     for (int i = 0; i < x->P; i++) {
@@ -477,11 +569,17 @@ void sw_norm_backward(sw_ctx *x, const sw_norm *n, sw_tensor *dy, sw_tensor *in,
 
 void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out)
 {
+    sw_check_ptr("sw_gelu_forward", "x", x);
+    sw_check_ptr("sw_gelu_forward", "in", in);
+    sw_check_tensor("sw_gelu_forward", "out", out, in->rows, in->cols);
     for (int j = 0; j < x->P; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
 }
 
 void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
 {
+    sw_check_ptr("sw_gelu_backward", "x", x);
+    sw_check_ptr("sw_gelu_backward", "in", in);
+    sw_check_tensor("sw_gelu_backward", "grad", g, in->rows, in->cols);
     for (int j = 0; j < x->P; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->P, STARPU_RW)[j]);
 }
 
@@ -500,6 +598,9 @@ static starpu_data_handle_t *gated_tiles(sw_ctx *x, sw_tensor *fc, enum starpu_d
 
 void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
 {
+    sw_check_ptr("sw_swiglu_forward", "x", x);
+    sw_check_ptr("sw_swiglu_forward", "fc", fc);
+    sw_check_tensor("sw_swiglu_forward", "act", act, fc->rows, fc->cols / 2);
     for (int j = 0; j < x->P; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
         sw_swiglu_fwd(in[j], in[x->P + j], cols_w(x, act, j));
@@ -508,6 +609,11 @@ void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
 
 void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *dfc)
 {
+    static const char *fn = "sw_swiglu_backward";
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "fc", fc);
+    sw_check_tensor(fn, "dact", dact, fc->rows, fc->cols / 2);
+    sw_check_tensor(fn, "dfc", dfc, fc->rows, fc->cols);
     for (int j = 0; j < x->P; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
         starpu_data_handle_t g = in[j], u = in[x->P + j];
@@ -520,6 +626,12 @@ void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *df
 
 void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res, sw_tensor *branch, sw_tensor *out)
 {
+    static const char *fn = "sw_residual_forward";
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "res", res);
+    sw_check_tensor(fn, "res", res, x->Tl, res->cols);
+    sw_check_tensor(fn, "branch", branch, x->Tl, res->cols);
+    sw_check_tensor(fn, "out", out, x->Tl, res->cols);
     sw_tensor *tmp = x->c.dropout > 0.0f ? sw_scratch(x, "tmp", out->rows, out->cols) : NULL;
     for (int i = 0; i < x->npc[1]; i++) {
         starpu_data_handle_t b = sw_ctx_piece(x, 1, branch, i, STARPU_R);
@@ -536,6 +648,9 @@ void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res,
  * gradient (same key, same mask) */
 sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tensor *dout)
 {
+    sw_check_ptr("sw_residual_backward", "x", x);
+    sw_check_ptr("sw_residual_backward", "dout", dout);
+    sw_check_tensor("sw_residual_backward", "dout", dout, x->Tl, dout->cols);
     if (x->c.dropout == 0.0f) return dout;
     sw_tensor *dy = sw_scratch(x, "dy", dout->rows, dout->cols);
     for (int i = 0; i < x->npc[1]; i++) {
@@ -567,6 +682,8 @@ sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h,
  * over all T rows (wpe added by TP rank 0 only), reduced by g */
 void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *x0)
 {
+    const int64_t he = check_embedding("sw_embedding_forward", x, e, tokens);
+    sw_check_tensor("sw_embedding_forward", "x0", x0, x->Tl, he);
     int64_t h = x0->cols, vl = e->vocab_padded / x->tp.t;
     int drop = x->c.dropout > 0.0f;
     sw_tensor *emb = tp_on(x) ? sw_scratch(x, "emb", x->T, h) : drop ? sw_scratch(x, "tmp", x->Tl, h) : x0;
@@ -598,6 +715,8 @@ static starpu_data_handle_t run_rows(const sw_ctx *x, sw_tensor *t, int k)
  * run of positions (dwpe written by the first) */
 void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *dx0)
 {
+    const int64_t he = check_embedding("sw_embedding_backward", x, e, tokens);
+    sw_check_tensor("sw_embedding_backward", "dx0", dx0, x->Tl, he);
     int64_t h = dx0->cols;
     sw_tensor *d = sw_residual_backward(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, dx0);
     d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->T, h));
@@ -840,6 +959,9 @@ static int lm_subtiles(const sw_ctx *x, const sw_lm_head *hd)
  * all-reduced ([T,1] each); every rank gets the loss */
 void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *targets)
 {
+    sw_check_ptr("sw_lm_head_forward", "hd", hd);
+    const int64_t h = check_head("sw_lm_head_forward", x, hd->w, targets);
+    sw_check_tensor("sw_lm_head_forward", "in", in, x->Tl, h);
     int P = x->P, PV = P * lm_subtiles(x, hd);
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl;
     need_count(hd, "sw_lm_head_forward");
@@ -880,6 +1002,8 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
  * communication); returns the gradient of the input ([l,h], through f) */
 sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
 {
+    sw_check_ptr("sw_lm_head_backward", "hd", hd);
+    check_head("sw_lm_head_backward", x, hd->w, targets);
     int P = x->P, S = lm_subtiles(x, hd), PV = P * S;
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl, h = gemm_w(x, hd->w)->cols;
     need_count(hd, "sw_lm_head_backward");

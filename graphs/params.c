@@ -23,8 +23,16 @@ sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
     return s;
 }
 
+/* the registry and parameter index i in range (exit 2 otherwise) */
+static void check_index(const char *fn, const sw_params *p, int i)
+{
+    sw_check_ptr(fn, "p", p);
+    if (i < 0 || i >= p->n) sw_usage_error("%s: i: parameter index out of range [0, %d) (%d)", fn, p->n, i);
+}
+
 sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
 {
+    sw_check_ptr("sw_params_new", "c", c);
     sw_params *p = sw_xcalloc(1, sizeof *p);
     p->c = *c;
     p->comm = comm;
@@ -62,7 +70,11 @@ int sw_params_unit_stage(const sw_params *p, int unit)
 
 int sw_params_runs_unit(const sw_params *p, int unit) { return sw_params_unit_stage(p, unit) == p->stage; }
 
-int sw_params_held(const sw_params *p, int i) { return p->p[i].held; }
+int sw_params_held(const sw_params *p, int i)
+{
+    check_index("sw_params_held", p, i);
+    return p->p[i].held;
+}
 
 /* which parameters this rank's stage holds (every one without pipeline);
  * from the units alone, so the models of the bytes may ask before
@@ -100,11 +112,12 @@ int sw_params_add(sw_params *p, const sw_param_desc *d)
 }
 
 int sw_params_count(const sw_params *p) { return p->n; }
-const sw_param_desc *sw_params_desc(const sw_params *p, int i) { return &p->p[i].d; }
+const sw_param_desc *sw_params_desc(const sw_params *p, int i) { check_index("sw_params_desc", p, i); return &p->p[i].d; }
 const sw_params_config *sw_params_get_config(const sw_params *p) { return &p->c; }
 sw_comm *sw_params_comm(const sw_params *p) { return p->comm; }
 sw_tensor *sw_params_value(sw_params *p, int i)
 {
+    check_index("sw_params_value", p, i);
     const entry *q = &p->p[i];
     if (q->cur_w16 && q->packed) /* gathered as its bf16 copy only (gathered16): no fp32 value to read */
         sw_usage_error("sw_params_value: parameter %s: ZeRO-3 with bf16 gathers only the bf16 copy of a GEMM "
@@ -112,12 +125,17 @@ sw_tensor *sw_params_value(sw_params *p, int i)
                        q->d.name);
     return q->cur_value ? q->cur_value : q->value;
 }
-sw_tensor *sw_params_grad(sw_params *p, int i) { return p->p[i].cur_grad ? p->p[i].cur_grad : p->p[i].grad; }
-sw_tensor *sw_params_adam_m(sw_params *p, int i) { return p->p[i].m; }
-sw_tensor *sw_params_adam_v(sw_params *p, int i) { return p->p[i].v; }
+sw_tensor *sw_params_grad(sw_params *p, int i)
+{
+    check_index("sw_params_grad", p, i);
+    return p->p[i].cur_grad ? p->p[i].cur_grad : p->p[i].grad;
+}
+sw_tensor *sw_params_adam_m(sw_params *p, int i) { check_index("sw_params_adam_m", p, i); return p->p[i].m; }
+sw_tensor *sw_params_adam_v(sw_params *p, int i) { check_index("sw_params_adam_v", p, i); return p->p[i].v; }
 sw_tensor *sw_params_grad_norm2(sw_params *p) { return p->norm2; }
 sw_tensor *sw_params_gemm_weight(const sw_params *p, int i)
 {
+    check_index("sw_params_gemm_weight", p, i);
     const entry *q = &p->p[i];
     if (q->cur_w16 || q->cur_value) return q->cur_w16 ? q->cur_w16 : q->cur_value;
     return q->w16 ? q->w16 : q->value;
@@ -125,6 +143,7 @@ sw_tensor *sw_params_gemm_weight(const sw_params *p, int i)
 
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row)
 {
+    check_index("sw_params_reduced_grad", p, i);
     int64_t count;
     int64_t rows, cols;
     *first_row = 0;

@@ -28,6 +28,16 @@ int sw_pipeline_stage_of(int layer, int layers, int pp)
 sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops,
                                 const sw_model_ops *mops, void *model, int inflight)
 {
+    static const char *fn = "sw_pipeline_create";
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "x->params", x->params);
+    sw_check_ptr(fn, "c", c);
+    sw_check_ptr(fn, "ops", ops);
+    sw_check_ptr(fn, "mops", mops);
+    const char *missing = !mops->embed_forward ? "embed_forward" : !mops->embed_backward ? "embed_backward"
+                          : !mops->head_forward ? "head_forward" : !mops->head_backward ? "head_backward"
+                          : !mops->loss ? "loss" : NULL;
+    if (missing) sw_usage_error("%s: mops->%s: must not be NULL", fn, missing);
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     int pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, stage = mesh ? sw_mesh_stage(mesh) : 0;
     int K = x->c.grad_accum;
@@ -119,6 +129,7 @@ static void backward(sw_pipeline *s, int step, int k)
 
 void sw_pipeline_step(sw_pipeline *s, int step)
 {
+    sw_check_ptr("sw_pipeline_step", "s", s);
     int K = s->x->c.grad_accum, next = 0;
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
     /* the order the quota allows: micro-batch k + quota's forward after
@@ -144,6 +155,7 @@ void sw_pipeline_step(sw_pipeline *s, int step)
 
 void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)
 {
+    sw_check_ptr("sw_pipeline_traffic", "s", s);
     memset(t, 0, sizeof *t);
     sw_comm *c = s->x->comm;
     int K = s->x->c.grad_accum;

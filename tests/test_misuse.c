@@ -10,12 +10,80 @@
  * negative token), micro (a micro-batch past grad_accum); the pooled head
  * of heads.h: head-unallocated (forward before sw_params_allocate),
  * head-null (a NULL input), head-targets (targets of the wrong shape);
- * duplicate (sw_params_add with a name already registered). */
+ * duplicate (sw_params_add with a name already registered);
+ * the layers (layer_case below: seq 8, batch 4, h 16, dp = the world, or
+ * tp 2 with sp on 2 ranks for the gathered-* cases): norm-mean (LayerNorm
+ * forward, mean NULL), norm-bwd-rstd (backward, rstd NULL), norm-shape (y
+ * of the wrong shape), linear-shape (x_local of the wrong shape),
+ * linear-null (y NULL), linear-unallocated (before sw_params_allocate),
+ * linear-index (a parameter index of no parameter), embed-tokens (tokens
+ * NULL), lm-targets (targets NULL), lm-shape (the input of the wrong
+ * shape), gathered-null (x_gathered NULL under sp), gathered-local (the
+ * local tensor passed as x_gathered), attn-null (the saved tensors NULL),
+ * blocks-op (a NULL block op), pipeline-ops (NULL model ops),
+ * params-index (a parameter index out of range). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "starweave.h"
+
+static void keep(void *m, sw_saved *s) { (void)m, (void)s; }
+static void fwd(void *m, int step, int l, sw_saved *s, sw_tensor *x, sw_tensor *y) { (void)m, (void)step, (void)l, (void)s, (void)x, (void)y; }
+
+/* one misuse of a layer; returns only if the library let it pass */
+static void layer_case(const char *what)
+{
+    const int np = sw_world_size(), sp = !strncmp(what, "gathered-", 9), tp = sp ? 2 : 1;
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = 1, .ring = 1, .dp = np / tp, .pp = 1});
+    sw_comm *comm = sw_comm_create(mesh);
+    sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+    sw_params *p = sw_params_new(&pc, np > 1 ? comm : NULL);
+    sw_ctx x;
+    sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = tp, .sp = sp, .ulysses = 1, .ring = 1, .dp = np / tp,
+                                     .grad_accum = 1, .tiles = 1}, np > 1 ? comm : NULL, p);
+    const int64_t h = 16, T = x.T, l = x.Tl;
+    const int vp = sw_vocab_padded(256, tp);
+    sw_embedding emb = sw_embedding_add(&x, 256, vp, h, 8, 0.02f);
+    sw_norm ln = sw_norm_add(&x, "ln", h, 0, 1e-5f);
+    sw_linear fc = sw_linear_add(&x, "fc", SW_LINEAR_COLUMN, h, 32, 1, 0.02f, NULL, 0, NULL);
+    sw_lm_head *hd = sw_lm_head_create(&x, emb.wte, 256, vp, h);
+    sw_attention *att = sw_attention_create(&x, &(sw_attention_config){.heads = 2, .kv_heads = 2, .head_dim = 8, .causal = 1});
+    if (strcmp(what, "linear-unallocated")) sw_params_allocate(p);
+    sw_tensor *in = sw_tensor_new2d("in", SW_F32, l, h), *y = sw_tensor_new2d("y", SW_F32, l, h);
+    sw_tensor *mean = sw_tensor_new2d("mean", SW_F32, l, 1), *rstd = sw_tensor_new2d("rstd", SW_F32, l, 1);
+    sw_tensor *xg = sw_tensor_new2d("xg", SW_F32, T, h), *out = sw_tensor_new2d("out", SW_F32, T, 32 / tp);
+    sw_tensor *tok = sw_tensor_new2d("tok", SW_I32, T, 1), *tgt = sw_tensor_new2d("tgt", SW_I32, T, 1);
+    sw_tensor *wrong = sw_tensor_new2d("wrong", SW_F32, l, h / 2);
+    if (!strcmp(what, "norm-mean")) sw_norm_forward(&x, &ln, in, y, NULL, rstd);
+    else if (!strcmp(what, "norm-bwd-rstd")) sw_norm_backward(&x, &ln, y, in, mean, NULL, in, 1);
+    else if (!strcmp(what, "norm-shape")) sw_norm_forward(&x, &ln, in, wrong, mean, rstd);
+    else if (!strcmp(what, "linear-shape")) sw_linear_forward(&x, &fc, wrong, xg, out);
+    else if (!strcmp(what, "linear-null")) sw_linear_forward(&x, &fc, in, xg, NULL);
+    else if (!strcmp(what, "linear-unallocated")) sw_linear_forward(&x, &fc, in, xg, out);
+    else if (!strcmp(what, "linear-index")) {
+        sw_linear bad = fc;
+        bad.w = 1000;
+        sw_linear_forward(&x, &bad, in, xg, out);
+    } else if (!strcmp(what, "embed-tokens")) sw_embedding_forward(&x, &emb, 1, NULL, y);
+    else if (!strcmp(what, "lm-targets")) sw_lm_head_forward(&x, hd, in, NULL);
+    else if (!strcmp(what, "lm-shape")) sw_lm_head_forward(&x, hd, wrong, tgt);
+    else if (!strcmp(what, "gathered-null")) sw_linear_forward(&x, &fc, in, NULL, out);
+    else if (!strcmp(what, "gathered-local")) sw_linear_forward(&x, &fc, in, in, out);
+    else if (!strcmp(what, "attn-null")) {
+        sw_attn_saved k;
+        memset(&k, 0, sizeof k);
+        sw_attention_forward(&x, att, 1, 0, &k);
+    } else if (!strcmp(what, "blocks-op")) {
+        sw_blocks_create(&(sw_blocks_config){.layers = 1, .rows = l, .cols = h}, &(sw_block_ops){.keep = keep, .forward = fwd},
+                         NULL);
+    } else if (!strcmp(what, "pipeline-ops")) {
+        sw_pipeline_create(&x, &(sw_blocks_config){.layers = 1, .rows = l, .cols = h},
+                           &(sw_block_ops){.keep = keep, .forward = fwd}, NULL, NULL, 0);
+    } else if (!strcmp(what, "params-index")) sw_params_grad(p, sw_params_count(p));
+    else { fprintf(stderr, "test_misuse: unknown case %s\n", what); exit(99); }
+    (void)tok;
+}
 
 int main(int argc, char **argv)
 {
@@ -31,6 +99,13 @@ int main(int argc, char **argv)
         sw_params_add(p, &d);
         snprintf(d.name, sizeof d.name, "h0.ln_w");
         sw_params_add(p, &d); /* must not return */
+        printf("test_misuse %s: returned\n", what);
+        return 3;
+    }
+    if (strncmp(what, "head-", 5) && strcmp(what, "target") && strncmp(what, "ignore", 6) && strcmp(what, "token") &&
+        strcmp(what, "micro")) {
+        layer_case(what); /* must not return */
+        printf("test_misuse %s: returned\n", what);
         return 3;
     }
     if (!strncmp(what, "head-", 5)) { /* a pooled head on the context's rows (dp = the world) */

@@ -3,11 +3,12 @@
 # program with exit 2 on every rank and its rule and value printed once,
 # on one rank and on two (dp 2).
 . "${top_srcdir:-.}/tests/common.sh"
-T="$top_builddir/tests/test_misuse"
+# SW_MISUSE_PROG: another build of it (test_memcheck.sh: ASan); SW_MISUSE_NP: the rank counts
+T="${SW_MISUSE_PROG:-$top_builddir/tests/test_misuse}"
 misuse() { # misuse NP CASE "message"
   refused "$1" "$3" "$2" "$T" "$2"
 }
-for np in 1 2; do
+for np in ${SW_MISUSE_NP:-1 2}; do
   misuse $np target "sw_gpt_load_micro_batch: target 1256 at position 2 of sequence 1 is outside [0, vocab 256)"
   misuse $np ignore "sw_gpt_load_micro_batch: target -100 at position 1 of sequence 1 is outside [0, vocab 256)"
   misuse $np ignore-other "sw_gpt_load_micro_batch: target 1256 at position 2 of sequence 1 is outside [0, vocab 256) and is not the ignore index -100"
@@ -18,5 +19,26 @@ for np in 1 2; do
   misuse $np head-null "sw_seq_head_forward: in: must be a tensor [l, h] (NULL)"
   misuse $np head-targets "sw_seq_head_forward: targets: must be [B, outputs] = [$((4 / np)),1] ([$((4 / np)),3])"
   misuse $np duplicate 'sw_params_add: name: "h0.ln_w" is already registered (parameter 0)'
+  # the layers (seq 8, batch 4, h 16, dp = np: T = l = 32/np rows)
+  L=$((32 / np))
+  misuse $np norm-mean "sw_norm_forward: mean: must be a tensor [$L, 1] (NULL)"
+  misuse $np norm-bwd-rstd "sw_norm_backward: rstd: must be a tensor [$L, 1] (NULL)"
+  misuse $np norm-shape "sw_norm_forward: y: must be a tensor [$L, 16] ([$L, 8] given)"
+  misuse $np linear-shape "sw_linear_forward: x_local: must be a tensor [$L, 16] ([$L, 8] given)"
+  misuse $np linear-null "sw_linear_forward: y: must be a tensor [$L, 32] (NULL)"
+  misuse $np linear-unallocated "sw_linear_forward: parameters: must be allocated first (sw_params_allocate"
+  misuse $np linear-index "sw_linear_forward: parameter index 1000 is out of range [0, 6)"
+  misuse $np embed-tokens "sw_embedding_forward: tokens: must be a tensor [$L, 1] (NULL)"
+  misuse $np lm-targets "sw_lm_head_forward: targets: must be a tensor [$L, 1] (NULL)"
+  misuse $np lm-shape "sw_lm_head_forward: in: must be a tensor [$L, 16] ([$L, 8] given)"
+  misuse $np attn-null "sw_attention_forward: k->qkv: must be a tensor [$L, 48] (NULL)"
+  misuse $np blocks-op "sw_blocks_create: ops->backward: must not be NULL"
+  misuse $np pipeline-ops "sw_pipeline_create: mops: must not be NULL"
+  misuse $np params-index "sw_params_grad: i: parameter index out of range [0, 6) (6)"
 done
+# tp 2 with sequence parallelism: f gathers [T, h] = [32, 16] from the l = 16 rows
+case " ${SW_MISUSE_NP:-1 2} " in *" 2 "*)
+misuse 2 gathered-null "sw_linear_forward: x_gathered: must be a tensor [32, 16] (NULL)"
+misuse 2 gathered-local "sw_linear_forward: x_gathered: must be a tensor [32, 16] ([16, 16] given)" ;;
+esac
 finish
