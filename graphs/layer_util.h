@@ -54,7 +54,7 @@ static inline void sw_check_param(const char *fn, const sw_ctx *x, int i)
     const int n = sw_params_count(x->params);
     if (i < 0 || i >= n)
         sw_usage_error("%s: parameter index %d is out of range [0, %d) (a layer of another registry?)", fn, i, n);
-    if (!sw_params_value(x->params, i))
+    if (!sw_params_allocated(x->params, i))
         sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate; parameter %d '%s' is not held "
                        "on this rank's pipeline stage or not allocated yet)",
                        fn, i, sw_params_desc(x->params, i)->name);

@@ -76,6 +76,12 @@ int sw_params_held(const sw_params *p, int i)
     return p->p[i].held;
 }
 
+int sw_params_allocated(const sw_params *p, int i)
+{
+    check_index("sw_params_allocated", p, i);
+    return p->p[i].value != NULL;
+}
+
 /* which parameters this rank's stage holds (every one without pipeline);
  * from the units alone, so the models of the bytes may ask before
  * sw_params_allocate */

@@ -86,7 +86,7 @@ load-ids-unchecked|graphs/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
 norm-mean-unchecked|graphs/layers.c|s/^    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);$//|tests/test_misuse.sh|
 x-gathered-unchecked|graphs/layers.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
-params-unallocated-unchecked|graphs/layer_util.h|s/^    if (!sw_params_value(x->params, i))$/    if (0)/|tests/test_misuse.sh|
+params-unallocated-unchecked|graphs/layer_util.h|s/^    if (!sw_params_allocated(x->params, i))$/    if (0)/|tests/test_misuse.sh|
 # the LM head's ignore index: ignored rows out of the count and the loss, no gradient, the count of the global batch
 ce-ignored-rows-counted|codelets/crossentropy.c|s/rw\[r \* rs\] = t\[r \* tstr\] == a.ignore ? 0.0f :/rw[r * rs] = 0 \&\& t[r * tstr] == a.ignore ? 0.0f :/|tests/test_crossentropy|
 ce-ignored-rows-gradient|codelets/crossentropy.c|s/if (weighted \&\& rw\[r \* rs\] == 0.0f) {/if (0) {/;s/float scale = weighted ? rw\[r \* rs\] \/ cnt/float scale = weighted ? 1.0f \/ cnt/|tests/test_crossentropy|

@@ -119,6 +119,9 @@ int sw_params_runs_unit(const sw_params *p, int unit);
  * parameter without pipeline stages). Not held: its value, gradient and
  * moments are NULL. */
 int sw_params_held(const sw_params *p, int i);
+/** 1 when parameter i's tensors exist on this rank (held, and
+ * sw_params_allocate has run), else 0. */
+int sw_params_allocated(const sw_params *p, int i);
 /** Allocates every tensor of the parameters this rank holds (with
  * pipeline stages, those of its stage's units: the blocks must be
  * divisible by the stages, exit 2 otherwise) and submits the tasks that
