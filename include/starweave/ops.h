@@ -225,6 +225,8 @@ void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
                       int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero);
 
 /* ---- flash-style causal attention tile (codelets/attention.c) ---- */
+/** Batch elements an attention tile holds key lengths for (sw_attn_args.key_len). */
+#define SW_ATTN_MAX_SEQS 64
 /** The arguments of a flash-style causal attention tile (sw_attn_fwd, sw_attn_bwd).
  * q[sq*batch, nh*d], k,v[sk*batch, nkv*d]: rows in [s, b] order, head j in
  * columns j*d..j*d+d-1 (the handles may be column blocks of a wider matrix).
@@ -239,7 +241,6 @@ void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
  * Key padding (key_padding 1): batch element b sees only the keys at global
  * positions kpos < key_len[b] (a prefix, with the causal rule on top); at
  * most SW_ATTN_MAX_SEQS batch elements per tile. */
-#define SW_ATTN_MAX_SEQS 64
 typedef struct sw_attn_args {
     ///@{
     int batch, nh, d;       /**< batch, heads in this tile, head dim */
