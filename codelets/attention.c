@@ -22,8 +22,10 @@
  *
  * Causal: key position k_pos0 + j is masked for query position q_pos0 + i
  * when it is larger, so a block's valid keys are a prefix; key blocks past
- * the query block's last position are skipped. Fully masked query rows:
- * o = 0, lse = -inf. Dropout (p > 0) applies to the normalised
+ * the query block's last position are skipped. Key padding: the keys of
+ * batch element b at positions from key_len[b] on are masked too (the
+ * valid keys stay a prefix; blocks past them are skipped, their dK, dV 0).
+ * Fully masked query rows: o = 0, lse = -inf. Dropout (p > 0) applies to the normalised
  * probabilities (kept values scaled 1/(1-p)); lse is that of the
  * un-dropped softmax. */
 #include <math.h>
@@ -40,15 +42,14 @@
 #include "attention_common.h"
 
 /* s[i*ATT_BK + jj] = sum_c A[i*d + c] * BT[c*ldb + jj] for i < nq and at least
- * jj < ncol(i) = valid_keys of row i (causal: nondecreasing in i), at most
+ * jj < ncol(i) = valid_keys of row i (nondecreasing in i), at most
  * ATT_BK; other entries are left undefined. */
 static void block_abt(float *restrict s, const float *restrict A, const float *restrict BT, int64_t ldb, int nq,
-                      int causal, int64_t qpos0, int64_t kb, int nk, int d)
+                      int causal, int64_t qpos0, int64_t kb, int nk, int64_t klen, int d)
 {
     int i = 0;
     for (; i + 4 <= nq; i += 4) {
-        const int64_t lim = causal ? qpos0 + i + 3 - kb + 1 : nk; /* keys the group's last row sees */
-        const int ncol = lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+        const int ncol = valid_keys(causal, qpos0 + i + 3, kb, nk, klen); /* keys the group's last row sees */
         float *si = s + i * ATT_BK;
         const float *ai = A + (int64_t)i * d;
         switch ((ncol + SW_VL - 1) / SW_VL) {
@@ -60,8 +61,7 @@ static void block_abt(float *restrict s, const float *restrict A, const float *r
         }
     }
     for (; i < nq; i++) {
-        const int64_t lim = causal ? qpos0 + i - kb + 1 : nk;
-        const int ncol = lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+        const int ncol = valid_keys(causal, qpos0 + i, kb, nk, klen);
         const int nv = (ncol + SW_VL - 1) / SW_VL;
         att_abt1(s + i * ATT_BK, A + (int64_t)i * d, BT, ldb, d, nv, nv * SW_VL);
     }
@@ -188,6 +188,7 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
     int NV[ATT_BQ];
 
     for (int b = 0; b < B; b++) {
+        const int64_t klen = key_len(&a, b);
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d;
             if (h % grp == 0) { /* first query head of a K/V group */
@@ -207,11 +208,11 @@ static void attn_fwd_cpu(void *buffers[], void *cl_arg)
                 for (int j0 = 0; j0 < sk; j0 += ATT_BK) {
                     const int nk = sk - j0 < ATT_BK ? sk - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
-                    if (a.causal && kb > qlast) break; /* later blocks are masked too */
-                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, a.q_pos0 + i0, kb, nk, d);
+                    if ((a.causal && kb > qlast) || kb >= klen) break; /* later blocks are masked too */
+                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, a.q_pos0 + i0, kb, nk, klen, d);
                     for (int i = 0; i < nq; i++) {
                         const int64_t qpos = a.q_pos0 + i0 + i;
-                        const int nv = NV[i] = valid_keys(a.causal, qpos, kb, nk);
+                        const int nv = NV[i] = valid_keys(a.causal, qpos, kb, nk, klen);
                         if (nv == 0) continue;
                         float *s = S + i * ATT_BK;
                         const float bm = sw_row_max(s, nv);
@@ -295,6 +296,7 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
     int NV[ATT_BQ], F[ATT_BK];
 
     for (int b = 0; b < B; b++) {
+        const int64_t klen = key_len(&a, b);
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d, kvcol = (int64_t)(h / grp) * d;
             if (h % grp == 0) { /* first query head of a K/V group: dK, dV sum over the group */
@@ -321,14 +323,14 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                 for (int j0 = 0; j0 < sk; j0 += ATT_BK) {
                     const int nk = sk - j0 < ATT_BK ? sk - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
-                    if (a.causal && kb > qlast) break;
-                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, qb, kb, nk, d);   /* Q K^T */
-                    block_abt(P2, dO + (int64_t)i0 * d, VT + j0, skp, nq, a.causal, qb, kb, nk, d); /* dO V^T */
+                    if ((a.causal && kb > qlast) || kb >= klen) break; /* dK, dV of the rest stay 0 */
+                    block_abt(S, Q + (int64_t)i0 * d, KT + j0, skp, nq, a.causal, qb, kb, nk, klen, d);   /* Q K^T */
+                    block_abt(P2, dO + (int64_t)i0 * d, VT + j0, skp, nq, a.causal, qb, kb, nk, klen, d); /* dO V^T */
                     /* S becomes scale * dS, P2 the dropped probabilities; masked entries 0 */
                     for (int i = 0; i < nq; i++) {
                         const int64_t qpos = qb + i;
                         const float li = L[i0 + i], Di = Dr[i0 + i];
-                        const int nv = NV[i] = li == -INFINITY ? 0 : valid_keys(a.causal, qpos, kb, nk);
+                        const int nv = NV[i] = li == -INFINITY ? 0 : valid_keys(a.causal, qpos, kb, nk, klen);
                         float *restrict s = S + i * ATT_BK, *restrict dp = P2 + i * ATT_BK;
                         if (drop && nv > 0) {
                             drop_mask(Z, nv, &a, drop_index(&a, b, h, qpos, kb), inv_keep);
@@ -347,7 +349,7 @@ static void attn_bwd_cpu(void *buffers[], void *cl_arg)
                         memset(s + nv, 0, sizeof(float) * (size_t)(nk - nv));
                         memset(dp + nv, 0, sizeof(float) * (size_t)(nk - nv));
                     }
-                    for (int jj = 0; jj < nk; jj++) F[jj] = first_query(a.causal, qb, kb + jj, nq);
+                    for (int jj = 0; jj < nk; jj++) F[jj] = first_query(a.causal, qb, kb + jj, nq, klen);
                     rows_times_block(dQ + (int64_t)i0 * d, S, NV, K + (int64_t)j0 * d, nq, d); /* dQ += dS K */
                     block_t_times_rows(dK + (int64_t)j0 * d, S, F, Q + (int64_t)i0 * d, nq, nk, d); /* dS^T Q */
                     block_t_times_rows(dV + (int64_t)j0 * d, P2, F, dO + (int64_t)i0 * d, nq, nk, d); /* P^T dO */
@@ -431,6 +433,7 @@ static struct starpu_codelet attn_bwd_cl = {
 /* Caught at submission, where the caller's stack still says who passed them. */
 static void check_args(const sw_attn_args *a)
 {
+    check_key_padding("sw_attn", a);
     STARPU_ASSERT_MSG(a->nh > 0 && a->nkv >= 0 && (a->nkv == 0 || a->nh % a->nkv == 0),
                       "sw_attn: nh (%d) must be a positive multiple of nkv (%d)", a->nh, a->nkv);
 }

@@ -212,18 +212,28 @@ static inline __attribute__((always_inline)) float att_exp_sum(float *p, int n, 
     return sum;
 }
 
-/* Valid (unmasked) keys, from 0, among the nk keys starting at key position
- * kb, for a query at position qpos. */
-static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
+/* Key length of batch element b: its keys are those at positions below it
+ * (key padding), INT64_MAX without key padding. */
+static inline int64_t key_len(const sw_attn_args *a, int b)
 {
-    if (!causal) return nk;
-    int64_t lim = qpos - kb + 1;
+    return a->key_padding ? (int64_t)a->key_len[b] : INT64_MAX;
+}
+
+/* Valid (unmasked) keys, from 0, among the nk keys starting at key position
+ * kb, for a query at position qpos, in a sequence of klen keys (key_len):
+ * a prefix, cut by the causal rule and by the key length. */
+static inline int valid_keys(int causal, int64_t qpos, int64_t kb, int nk, int64_t klen)
+{
+    int64_t lim = klen - kb;
+    if (causal && qpos - kb + 1 < lim) lim = qpos - kb + 1;
     return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
 }
 
-/* First of the nq queries from position qb that sees the key at position kpos. */
-static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq)
+/* First of the nq queries from position qb that sees the key at position
+ * kpos (nq: none, also when the key is past the sequence's klen keys). */
+static inline int first_query(int causal, int64_t qb, int64_t kpos, int nq, int64_t klen)
 {
+    if (kpos >= klen) return nq;
     if (!causal || kpos <= qb) return 0;
     return kpos - qb >= nq ? nq : (int)(kpos - qb);
 }
@@ -256,6 +266,7 @@ static inline void drop_mask(float *restrict z, int n, const sw_attn_args *a, ui
 }
 
 #ifdef STARWEAVE_USE_CUDA
+_Static_assert(SW_CUDA_ATT_MAXSEQ == SW_ATTN_MAX_SEQS, "kernels.h: SW_CUDA_ATT_MAXSEQ must equal SW_ATTN_MAX_SEQS");
 /* The arguments as the CUDA kernels take them (cuda/kernels.h), nkv resolved
  * by kv_heads(): the same counter fields, so the kernels draw the same
  * dropout bits. */
@@ -288,9 +299,21 @@ static ATT_UNUSED sw_cuda_attn cuda_attn(const sw_attn_args *a, int nkv)
     c.merge = a->merge;
     c.accumulate = a->accumulate;
     c.kv_accumulate = a->kv_accumulate;
+    c.key_padding = a->key_padding;
+    memcpy(c.key_len, a->key_len, sizeof c.key_len);
     return c;
 }
 #endif
+
+/* Key padding: the tile's batch elements fit key_len (caught at submission). */
+static ATT_UNUSED void check_key_padding(const char *fn, const sw_attn_args *a)
+{
+    if (a->key_padding && (a->batch > SW_ATTN_MAX_SEQS || a->batch < 0)) {
+        fprintf(stderr, "starweave: %s: key_padding: batch must be at most SW_ATTN_MAX_SEQS (%d, %d)\n", fn,
+                a->batch, SW_ATTN_MAX_SEQS);
+        abort();
+    }
+}
 
 /* per * batch * nh * sq * sk * d, halved when causal */
 static ATT_UNUSED double attn_flops(const sw_attn_args *a, double per)

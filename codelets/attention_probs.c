@@ -9,7 +9,8 @@
  * K/V head j / (nh / nkv), the dropout bit of (query, key) drawn from the
  * same counter, so both paths drop the same entries (the helpers are shared:
  * attention_common.h). probs[batch*nh*sq, sk] holds P before dropout, row
- * (b*nh + j)*sq + i; masked keys are 0.
+ * (b*nh + j)*sq + i; masked keys (causal, or past the sequence's key_len
+ * with key padding) are 0.
  *
  * For each (batch, head) the slices are packed into contiguous buffers (K
  * transposed for the scores, V transposed for dO V^T, both zero-padded to
@@ -93,10 +94,11 @@ static void check_probs_buf(const sw_attn_args *a, void *pbuf)
                       (long long)SW_COLS_OF(pbuf));
 }
 
-/* Keys of the tile that the query block ending at position qlast can see. */
-static inline int key_extent(const sw_attn_args *a, int64_t qlast)
+/* Keys of the tile that the query block ending at position qlast can see
+ * (in a sequence of klen keys). */
+static inline int key_extent(const sw_attn_args *a, int64_t qlast, int64_t klen)
 {
-    return valid_keys(a->causal, qlast, a->k_pos0, a->sk);
+    return valid_keys(a->causal, qlast, a->k_pos0, a->sk, klen);
 }
 
 /* buffers: q, k, v (R); o, lse, probs (W) */
@@ -120,6 +122,7 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
     float Z[ATT_BK];
 
     for (int b = 0; b < B; b++) {
+        const int64_t klen = key_len(&a, b);
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d;
             if (h % grp == 0) { /* first query head of a K/V group */
@@ -131,7 +134,7 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
             float *Ph = probs + ((int64_t)b * a.nh + h) * sq * ldp;
             for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
                 const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
-                const int kend = key_extent(&a, a.q_pos0 + i0 + nq - 1);
+                const int kend = key_extent(&a, a.q_pos0 + i0 + nq - 1, klen);
                 /* scaled scores of the keys the block can see, straight into the probs rows */
                 for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
                     const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
@@ -141,7 +144,7 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
                 for (int i = 0; i < nq; i++) {
                     const int64_t row = (int64_t)(i0 + i) * B + b;
                     float *p = Ph + (int64_t)(i0 + i) * ldp;
-                    const int nv = valid_keys(a.causal, a.q_pos0 + i0 + i, a.k_pos0, sk);
+                    const int nv = valid_keys(a.causal, a.q_pos0 + i0 + i, a.k_pos0, sk, klen);
                     if (nv == 0) {
                         lse[row * ldl + h] = -INFINITY;
                         memset(p, 0, sizeof(float) * (size_t)sk);
@@ -161,7 +164,7 @@ static void attn_probs_fwd_cpu(void *buffers[], void *cl_arg)
                     const int64_t kb = a.k_pos0 + j0;
                     for (int i = 0; i < nq; i++) {
                         const int64_t qpos = a.q_pos0 + i0 + i;
-                        const int nv = valid_keys(a.causal, qpos, kb, nk);
+                        const int nv = valid_keys(a.causal, qpos, kb, nk, klen);
                         if (nv == 0) continue;
                         const float *pr = Ph + (int64_t)(i0 + i) * ldp + j0;
                         if (drop) {
@@ -214,6 +217,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
     float r[ATT_BQ], Z[ATT_BK];
 
     for (int b = 0; b < B; b++) {
+        const int64_t klen = key_len(&a, b);
         for (int h = 0; h < a.nh; h++) {
             const int64_t col = (int64_t)h * d, kvcol = (int64_t)(h / grp) * d;
             if (h % grp == 0) { /* first query head of a K/V group: dK, dV sum over the group */
@@ -229,7 +233,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
             for (int i0 = 0; i0 < sq; i0 += ATT_BQ) {
                 const int nq = sq - i0 < ATT_BQ ? sq - i0 : ATT_BQ;
                 const int64_t qb = a.q_pos0 + i0;
-                const int kend = key_extent(&a, qb + nq - 1);
+                const int kend = key_extent(&a, qb + nq - 1, klen);
                 for (int i = 0; i < nq; i++) r[i] = 0.0f;
                 /* pass 1: dP = D(dO V^T); dV += D(P)^T dO; r = rowsum(dP o P) */
                 for (int j0 = 0; j0 < kend; j0 += ATT_BK) {
@@ -237,7 +241,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                     const int64_t kb = a.k_pos0 + j0;
                     block_abt(G + j0, skp, dO + (int64_t)i0 * d, VT + j0, skp, nq, nk, d);
                     for (int i = 0; i < nq; i++) {
-                        const int nv = valid_keys(a.causal, qb + i, kb, nk);
+                        const int nv = valid_keys(a.causal, qb + i, kb, nk, klen);
                         const float *pr = Ph + (int64_t)(i0 + i) * ldp + j0;
                         float *g = G + (int64_t)i * skp + j0, *wr = W + i * ATT_BK;
                         if (drop && nv > 0) {
@@ -253,7 +257,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                         r[i] += vdot(g, pr, nv);
                     }
                     for (int jj = 0; jj < nk; jj++) {
-                        const int f = first_query(a.causal, qb, kb + jj, nq);
+                        const int f = first_query(a.causal, qb, kb + jj, nq, klen);
                         axpy_rows(dV + (int64_t)(j0 + jj) * d, W + f * ATT_BK + jj, ATT_BK,
                                   dO + (int64_t)(i0 + f) * d, d, nq - f, d);
                     }
@@ -263,7 +267,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                     const int nk = kend - j0 < ATT_BK ? kend - j0 : ATT_BK;
                     const int64_t kb = a.k_pos0 + j0;
                     for (int i = 0; i < nq; i++) {
-                        const int nv = valid_keys(a.causal, qb + i, kb, nk);
+                        const int nv = valid_keys(a.causal, qb + i, kb, nk, klen);
                         const float *pr = Ph + (int64_t)(i0 + i) * ldp + j0;
                         const float *g = G + (int64_t)i * skp + j0;
                         float *wr = W + i * ATT_BK;
@@ -273,7 +277,7 @@ static void attn_probs_bwd_cpu(void *buffers[], void *cl_arg)
                         axpy_rows(dQ + (int64_t)(i0 + i) * d, wr, 1, K + (int64_t)j0 * d, d, nv, d);
                     }
                     for (int jj = 0; jj < nk; jj++) {
-                        const int f = first_query(a.causal, qb, kb + jj, nq);
+                        const int f = first_query(a.causal, qb, kb + jj, nq, klen);
                         axpy_rows(dK + (int64_t)(j0 + jj) * d, W + f * ATT_BK + jj, ATT_BK,
                                   Q + (int64_t)(i0 + f) * d, d, nq - f, d);
                     }
@@ -369,6 +373,7 @@ static void check_args(const char *fn, const sw_attn_args *a, starpu_data_handle
     }
     STARPU_ASSERT_MSG(a->nh > 0 && a->nkv >= 0 && (a->nkv == 0 || a->nh % a->nkv == 0),
                       "%s: nh (%d) must be a positive multiple of nkv (%d)", fn, a->nh, a->nkv);
+    check_key_padding(fn, a);
     STARPU_ASSERT_MSG(starpu_matrix_get_ny(probs) == (uint32_t)((int64_t)a->batch * a->nh * a->sq) &&
                           starpu_matrix_get_nx(probs) == (uint32_t)a->sk,
                       "%s: probs must be [batch*nh*sq, sk] = [%lld, %d] (got [%u, %u])", fn,

@@ -3,9 +3,10 @@
  * second type 1), pre-LN blocks, bidirectional attention, an LM head whose
  * loss counts only the masked positions (ignore index -100). Every strategy
  * comes from the layers: mpirun -np 4 encoder_mlm --tp 2 --sp --dp 2 (or
- * --ulysses 2 --ring 2, --micro K). Prints each step's loss and gradient
- * norm before clipping, then "grad NAME sumsq abssum" of each parameter's
- * clipped gradient from the ranks holding distinct parts of it. */
+ * --ulysses 2 --ring 2, --micro K; --pad [ID]: sequences of different
+ * lengths, below). Prints each step's loss and gradient norm before clipping,
+ * then "grad NAME sumsq abssum" of each parameter's clipped gradient from the
+ * ranks holding distinct parts of it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,9 +117,9 @@ int main(int argc, char **argv)
 {
     if (flag(argc, argv, "--help", 0)) /* --no-mask-ignore: every target counted; --mask-weights: row weights 1 masked, 0 else */
         return printf("usage: [mpirun -np N] encoder_mlm [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
-                      "                   [--micro K] [--no-mask-ignore | --mask-weights]\n") < 0;
+                      "                   [--micro K] [--no-mask-ignore | --mask-weights] [--pad [ID]]\n") < 0;
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
-    int steps = flag(argc, argv, "--steps", 20), wts = flag(argc, argv, "--mask-weights", 0);
+    int steps = flag(argc, argv, "--steps", 20), wts = flag(argc, argv, "--mask-weights", 0), pad = flag(argc, argv, "--pad", 0);
     int all = wts || flag(argc, argv, "--no-mask-ignore", 0);
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
                         .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
@@ -133,7 +134,7 @@ int main(int argc, char **argv)
     model *m = calloc(1, sizeof *m); m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     m->attn = sw_attention_create(&m->x, &(sw_attention_config){.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
-                                                                .causal = 0 /* bidirectional */, .dropout = 0.1f});
+                                                                .causal = 0 /* bidirectional */, .dropout = 0.1f, .key_padding = pad > 0});
     const int64_t *qkv_tiles; int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles), vp = sw_vocab_padded(VOCAB, tp);
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
     m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, SEQ, 0.02f); /* learned positions */
@@ -160,29 +161,28 @@ int main(int argc, char **argv)
         m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1), m->type_ids[k] = sw_tensor_new2d("type_ids", SW_I32, m->x.T, 1);
         m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
     }
-    /* data from a seed: random tokens below MASK; ~15 % of the positions masked (the token MASK, the target
-     * the original token), every other target IGNORE (--no-mask-ignore, --mask-weights: the original token) */
-    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH]; float l, w[SEQ * BATCH]; uint64_t r = 1234;
+    /* data from a seed: random tokens below MASK; ~15 % masked (the token MASK, the target the original token), every other
+     * target IGNORE (--no-mask-ignore, --mask-weights: the original); --pad ID: sequence b's tokens from position
+     * SEQ - (b*7 % (SEQ/2)) on the token ID (default 1), their targets IGNORE, their keys masked (key_padding) */
+    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH], len[BATCH]; float l, w[SEQ * BATCH]; uint64_t r = 1234;
     for (int i = 0; i < SEQ * BATCH; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         int32_t t = (int32_t)((r >> 33) % MASK), masked = (r >> 20) % 100 < 15;
         tok[i] = masked ? MASK : t, tgt[i] = masked || all ? t : IGNORE, typ[i] = i / BATCH >= SEQ / 2, w[i] = (float)masked;
+        if (len[i % BATCH] = SEQ - (i % BATCH * 7 % (SEQ / 2)), pad && i / BATCH >= len[i % BATCH]) tok[i] = pad, tgt[i] = IGNORE, w[i] = 0;
     }
-    for (int k = 0; wts && k < micro; k++) sw_lm_head_load_weights(&m->x, m->head, k, w); /* they stay */
+    for (int k = 0; k < micro; k++) /* they stay */
+        wts ? sw_lm_head_load_weights(&m->x, m->head, k, w) : (void)0, pad ? sw_ctx_load_key_lengths(&m->x, k, len) : (void)0;
     for (int step = 1; step <= steps; step++) {
-        for (int k = 0; k < micro; k++) {
-            sw_ctx_load_tokens(&m->x, k, typ, typ, m->type_ids[k], m->type_ids[k]);
-            sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
-        }
+        for (int k = 0; k < micro; k++)
+            sw_ctx_load_tokens(&m->x, k, typ, typ, m->type_ids[k], m->type_ids[k]), sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
         sw_pipeline_step(m->pipe, step);
-        sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
-        float n2; sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
+        float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
         if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
     }
     /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
     for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
-        int64_t first;
-        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
+        int64_t first; sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
         sw_tensor_read_host(g, v);
         for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
         if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);

@@ -35,6 +35,9 @@ static void kv_range(const sw_attention_config *c, int t, int r, int *kv0, int *
  * q, k and v heads of each member (the all-to-all's parts). */
 sw_attention *sw_attention_create(sw_ctx *x, const sw_attention_config *c)
 {
+    if (c->key_padding && x->B > SW_ATTN_MAX_SEQS)
+        sw_usage_error("sw_attention_create: key_padding: sequences per micro-batch must be at most "
+                       "SW_ATTN_MAX_SEQS (%d, %d)", x->B, SW_ATTN_MAX_SEQS);
     sw_attention *a = sw_xcalloc(1, sizeof *a);
     a->c = *c;
     if (a->c.kv_heads == 0) a->c.kv_heads = c->heads;
@@ -127,6 +130,14 @@ static sw_attn_args attn_args(const sw_attention *a, int step, int layer, int gr
     r.head0 = x->tp.rank * a->aq + x->ur * a->hq + group * r.nh;
     r.heads_total = a->c.heads;
     r.seq_total = x->c.seq;
+    if (a->c.key_padding) { /* the current micro-batch's sequences, whatever positions the tile holds */
+        const int32_t *len = x->key_len ? x->key_len + (size_t)x->micro * x->B : NULL;
+        if (!len || len[0] < 1)
+            sw_usage_error("sw_attention: key_padding: the key lengths of micro-batch %d must be loaded "
+                           "(sw_ctx_load_key_lengths) before its step is submitted", x->micro);
+        r.key_padding = 1;
+        memcpy(r.key_len, len, sizeof(int32_t) * (size_t)x->B);
+    }
     return r;
 }
 

@@ -75,7 +75,7 @@ static sw_ctx_config ctx_config(const sw_gpt_config *c)
 static sw_attention_config attention_config(const sw_gpt_config *c)
 {
     return (sw_attention_config){c->heads, c->kv_heads, c->hidden / c->heads, 1, c->dropout,
-                                 c->recompute == SW_RECOMPUTE_NONE, specs[c->model].rope ? c->rope_theta : 0.0f};
+                                 c->recompute == SW_RECOMPUTE_NONE, specs[c->model].rope ? c->rope_theta : 0.0f, 0};
 }
 
 /* ---------------------------------------------------------- parameters */

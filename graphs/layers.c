@@ -134,6 +134,7 @@ void sw_ctx_destroy(sw_ctx *x)
         free(x->pc_off[k]);
         free(x->pc_pos[k]);
     }
+    free(x->key_len);
     memset(x, 0, sizeof *x);
 }
 
@@ -203,6 +204,20 @@ void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt
     free(mt);
     free(mg);
     sw_ctx_set_micro_batch(x, k);
+}
+
+void sw_ctx_load_key_lengths(sw_ctx *x, int k, const int32_t *len)
+{
+    static const char *fn = "sw_ctx_load_key_lengths";
+    if (!len) sw_usage_error("%s: len: must not be NULL", fn);
+    if (k < 0 || k >= x->c.grad_accum)
+        sw_usage_error("%s: k: must be in 0 .. grad-accum - 1 (%d, %d)", fn, k, x->c.grad_accum);
+    for (int b = 0; b < x->c.batch; b++)
+        if (len[b] < 1 || len[b] > x->c.seq)
+            sw_usage_error("%s: len: every length must be in [1, seq] (len[%d] = %d, seq %d)", fn, b, (int)len[b],
+                           x->c.seq);
+    if (!x->key_len) x->key_len = sw_xcalloc((size_t)x->c.grad_accum * (size_t)x->B, sizeof(int32_t));
+    memcpy(x->key_len + (size_t)k * x->B, len + sw_ctx_micro_batch_first(x, k), sizeof(int32_t) * (size_t)x->B);
 }
 
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols)

@@ -68,6 +68,10 @@ seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k
 token-type-forward-dropped|graphs/layers.c|s/        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));/        (void)rows;/|tests/test_embedding|
 token-type-grad-tp-unsummed|graphs/layers.c|s/    sw_tp_sum_replicated_grad(\&x->tp, grad(x, e->w));/    (void)e;/|tests/test_encoder_mlm.sh|^2 --tp 2 --sp$
 mlm-ignore-index-unset|examples/encoder_mlm.c|s/, sw_lm_head_set_ignore_index(m->head, IGNORE);/;/|tests/test_encoder_mlm.sh|^ignore index$
+# the key-padding mask: the lengths in the kernels' prefix rule, and reaching the tiles
+attn-key-length-ignored|codelets/attention_common.h|s/    int64_t lim = klen - kb;/    int64_t lim = INT64_MAX - kb;/|tests/test_attention|
+attn-key-padding-unset|graphs/attention.c|s/        r.key_padding = 1;/        r.key_padding = 0;/|tests/test_encoder_mlm.sh|^key padding$
+key-lengths-local-batch|graphs/layers.c|s/len + sw_ctx_micro_batch_first(x, k),/len + (size_t)k * x->B,/|tests/test_encoder_mlm.sh|^2 --dp 2 --pad$
 # block policies: recomputation, offload
 recompute-full-no-refill|graphs/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
 memory-model-input-unkept|graphs/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|

@@ -8,7 +8,12 @@
  * masked rows (lse -inf, merging them changes nothing); query blocks with
  * q_pos0 > 0. Grouped-query attention (nkv < nh K/V heads): the same checks,
  * query heads in tasks that hold whole K/V groups or share a K/V head
- * (kv_accumulate on the later ones), and the Ring case. */
+ * (kv_accumulate on the later ones), and the Ring case. Key padding
+ * (key_len per batch element, lengths 1 and s among them, causal and not):
+ * the reference, finite differences, padded keys' dk, dv exactly 0, the Ring
+ * split (a block wholly padded for one sequence) and the saved-probabilities
+ * path equal to one flash call, and padded keys perturbed change no output
+ * bit while without key padding they change it. */
 #include <string.h>
 
 #include "philox.h"
@@ -46,6 +51,10 @@ typedef struct ref_cfg {
 
 static int ref_nkv(const ref_cfg *c) { return c->nkv > 0 ? c->nkv : c->nh; }
 
+/* key padding in the reference: batch element b sees the keys at positions
+ * below ref_klen[b] (NULL: every key) */
+static const int *ref_klen;
+
 /* One (b, h) slice: queries i < nq at positions qp0 + i (rows i*B + b of Q
  * and R, columns h*d..), keys j < nk at kp0 + j (rows j*B + b of K, V,
  * columns of K/V head h / (nh / nkv)). ld = nh*d for Q, R and O, nkv*d for
@@ -63,7 +72,10 @@ static double ref_slice(const ref_cfg *c, const double *Q, const double *K, cons
         double mx = -INFINITY;
         int any = 0;
         for (int j = 0; j < nk; j++) {
-            if (c->causal && kp0 + j > qpos) { sc[j] = -INFINITY; continue; }
+            if ((c->causal && kp0 + j > qpos) || (ref_klen && kp0 + j >= ref_klen[b])) {
+                sc[j] = -INFINITY;
+                continue;
+            }
             const double *kj = K + ((int64_t)j * B + b) * ldkv + kvcol;
             double s = 0;
             for (int x = 0; x < d; x++) s += qi[x] * kj[x];
@@ -822,6 +834,163 @@ static void gqa_ring_case(int d, int nh, int nkv, int s, int s1, int causal, flo
     free(of); free(lf); free(oa); free(la); free(df); free(dq); free(dkv1);
 }
 
+/* ---------------- key padding ---------------- */
+
+/* Key padding, lengths len[b] (BERT-style: the keys of sequence b at
+ * positions from len[b] on are masked, its queries all attend): one call
+ * against the reference and finite differences, padded keys' dk, dv exactly
+ * 0; the keys in two blocks (Ring: k_pos0 = s1, merged; accumulated
+ * backward) equal to the one call; the saved-probabilities path equal to
+ * the flash tile; padded keys perturbed change no output bit, while
+ * without key padding they change the output. */
+static void pad_case(int d, int s, int s1, int causal, float p, const int len[B], uint64_t seed)
+{
+    const int nh = 3;
+    const int64_t T = (int64_t)s * B, W = (int64_t)nh * d, C3 = 3 * W;
+    char what[256], tag[160];
+    snprintf(tag, sizeof tag, "key padding, lengths %d %d: d=%d s=%d split=%d causal=%d p=%.1f", len[0], len[1], d,
+             s, s1, causal, p);
+    float *qkv = xmalloc(sizeof(float) * (size_t)(T * C3)), *r = xmalloc(sizeof(float) * (size_t)(T * W));
+    tu_rand(qkv, T * C3, seed, 1.5f);
+    tu_rand(r, T * W, seed + 100, 1.0f);
+    double *Q = cols_to_double(qkv, T, C3, 0, W), *K = cols_to_double(qkv, T, C3, W, W);
+    double *V = cols_to_double(qkv, T, C3, 2 * W, W), *R = to_double(r, T * W);
+    ref_cfg c = {nh, d, causal, (double)(1.0f / sqrtf((float)d)), p, s, 0};
+    double *Or = xmalloc(sizeof(double) * (size_t)(T * W)), *Lr = xmalloc(sizeof(double) * (size_t)(T * nh));
+    ref_klen = len;
+    ref_fwd(&c, Q, K, V, s, 0, s, 0, Or, Lr);
+
+    sw_tensor *QKV = tu_tensor("qkv", T, C3, qkv), *DO = tu_tensor("dout", T, W, r);
+    sw_tensor *O = tu_tensor("o", T, W, NULL), *L = tu_tensor("lse", T, nh, NULL);
+    sw_tensor *DQKV = tu_tensor("dqkv", T, C3, NULL);
+    sw_tensor_fill(O, NAN);
+    sw_tensor_fill(L, NAN);
+    sw_tensor_fill(DQKV, NAN);
+#define PQ(i) sw_tensor_tiles(QKV, SW_COLS, 3, STARPU_R)[i]
+#define PW(t, m) sw_tensor_whole(t, m)
+    sw_attn_args a = make_args(nh, d, s, s, 0, 0, causal, p, 0, nh, s, 0, 0);
+    a.key_padding = 1;
+    for (int b = 0; b < B; b++) a.key_len[b] = len[b];
+    sw_attn_fwd(PQ(0), PQ(1), PQ(2), PW(O, STARPU_W), PW(L, STARPU_W), &a);
+    starpu_data_handle_t *dt = sw_tensor_tiles(DQKV, SW_COLS, 3, STARPU_W);
+    sw_attn_bwd(PQ(0), PQ(1), PQ(2), PW(O, STARPU_R), PW(L, STARPU_R), PW(DO, STARPU_R), dt[0], dt[1], dt[2], &a);
+    float *o = tu_read(O), *l = tu_read(L), *dqkv = tu_read(DQKV);
+    snprintf(what, sizeof what, "attn fwd o (%s)", tag);
+    check_f(what, o, Or, T * W, 1e-4, 1e-5);
+    snprintf(what, sizeof what, "attn fwd lse (%s)", tag);
+    check_lse(what, l, Lr, T * nh);
+    static const char *nm[3] = {"dq", "dk", "dv"};
+    for (int w = 0; w < 3; w++) {
+        snprintf(what, sizeof what, "attn bwd %s vs finite differences (%s)", nm[w], tag);
+        fd_check(what, &c, Q, K, V, R, s, w, dqkv, C3, w * W);
+    }
+    int zero = 1;
+    for (int b = 0; b < B; b++)
+        for (int64_t pos = len[b]; pos < s; pos++)
+            for (int64_t x = W; x < C3; x++) zero &= dqkv[(pos * B + b) * C3 + x] == 0.0f;
+    snprintf(what, sizeof what, "padded keys: dk, dv exactly 0 (%s)", tag);
+    tu_true(what, zero);
+
+    /* Ring: the keys in two blocks, merged forward, accumulated backward */
+    sw_tensor *KV1 = kv_block("kv1", qkv, W, 0, s1), *KV2 = kv_block("kv2", qkv, W, s1, s);
+    sw_tensor *Oa = tu_tensor("o_ring", T, W, NULL), *La = tu_tensor("lse_ring", T, nh, NULL);
+    sw_tensor *DQ = tu_tensor("dq", T, W, NULL), *DKV1 = tu_tensor("dkv1", (int64_t)s1 * B, 2 * W, NULL);
+    sw_tensor *DKV2 = tu_tensor("dkv2", (int64_t)(s - s1) * B, 2 * W, NULL);
+    sw_tensor_fill(Oa, NAN);
+    sw_tensor_fill(La, NAN);
+    sw_tensor_fill(DQ, NAN);
+    sw_tensor_fill(DKV1, NAN);
+    sw_tensor_fill(DKV2, 0.0f);
+    sw_attn_args a1 = a, a2 = a;
+    a1.sk = s1;
+    a2.sk = s - s1, a2.k_pos0 = s1, a2.merge = 1;
+    starpu_data_handle_t *k1 = sw_tensor_tiles(KV1, SW_COLS, 2, STARPU_R), *k2 = sw_tensor_tiles(KV2, SW_COLS, 2, STARPU_R);
+    sw_attn_fwd(PQ(0), k1[0], k1[1], PW(Oa, STARPU_W), PW(La, STARPU_W), &a1);
+    sw_attn_fwd(PQ(0), k2[0], k2[1], PW(Oa, STARPU_RW), PW(La, STARPU_RW), &a2);
+    a2.merge = 0, a2.accumulate = 1;
+    starpu_data_handle_t *d1 = sw_tensor_tiles(DKV1, SW_COLS, 2, STARPU_W);
+    sw_attn_bwd(PQ(0), k1[0], k1[1], PW(Oa, STARPU_R), PW(La, STARPU_R), PW(DO, STARPU_R), PW(DQ, STARPU_W), d1[0],
+                d1[1], &a1);
+    starpu_data_handle_t *d2 = sw_tensor_tiles(DKV2, SW_COLS, 2, STARPU_RW);
+    sw_attn_bwd(PQ(0), k2[0], k2[1], PW(Oa, STARPU_R), PW(La, STARPU_R), PW(DO, STARPU_R), PW(DQ, STARPU_RW), d2[0],
+                d2[1], &a2);
+    float *oa = tu_read(Oa), *la = tu_read(La), *dq = tu_read(DQ), *dkv1 = tu_read(DKV1), *dkv2 = tu_read(DKV2);
+    double *od = to_double(o, T * W), *ld = to_double(l, T * nh);
+    snprintf(what, sizeof what, "ring: two key blocks merged = one call, o (%s)", tag);
+    check_f(what, oa, od, T * W, 2e-5, 2e-6);
+    snprintf(what, sizeof what, "ring: two key blocks merged = one call, lse (%s)", tag);
+    check_lse(what, la, ld, T * nh);
+    snprintf(what, sizeof what, "ring: dq accumulated over the blocks = one call (%s)", tag);
+    check_cols(what, dq, W, 0, dqkv, C3, 0, T, W, 2e-5, 2e-6);
+    snprintf(what, sizeof what, "ring: dk, dv of block 1 = one call (%s)", tag);
+    check_cols(what, dkv1, 2 * W, 0, dqkv, C3, W, (int64_t)s1 * B, 2 * W, 2e-5, 2e-6);
+    snprintf(what, sizeof what, "ring: dk, dv of block 2 = one call (%s)", tag);
+    check_cols(what, dkv2, 2 * W, 0, dqkv + (int64_t)s1 * B * C3, C3, W, (int64_t)(s - s1) * B, 2 * W, 2e-5, 2e-6);
+
+    /* the saved-probabilities path = the flash tile */
+    sw_tensor *Op = tu_tensor("o_probs", T, W, NULL), *Lp = tu_tensor("lse_probs", T, nh, NULL);
+    sw_tensor *P = tu_tensor("probs", (int64_t)B * nh * s, s, NULL), *DQKVp = tu_tensor("dqkv_probs", T, C3, NULL);
+    sw_tensor_fill(Op, NAN);
+    sw_tensor_fill(Lp, NAN);
+    sw_tensor_fill(P, NAN);
+    sw_tensor_fill(DQKVp, NAN);
+    sw_attn_probs_fwd(PQ(0), PQ(1), PQ(2), PW(Op, STARPU_W), PW(Lp, STARPU_W), PW(P, STARPU_W), &a);
+    starpu_data_handle_t *dp = sw_tensor_tiles(DQKVp, SW_COLS, 3, STARPU_W);
+    sw_attn_probs_bwd(PQ(0), PQ(1), PQ(2), PW(P, STARPU_R), PW(DO, STARPU_R), dp[0], dp[1], dp[2], &a);
+    float *op = tu_read(Op), *lp = tu_read(Lp), *pp = tu_read(P), *dqkvp = tu_read(DQKVp);
+    snprintf(what, sizeof what, "saved probabilities = flash tile, o (%s)", tag);
+    check_f(what, op, od, T * W, 2e-5, 2e-6);
+    snprintf(what, sizeof what, "saved probabilities = flash tile, lse (%s)", tag);
+    check_lse(what, lp, ld, T * nh);
+    snprintf(what, sizeof what, "saved probabilities = flash tile, dq, dk, dv (%s)", tag);
+    check_cols(what, dqkvp, C3, 0, dqkv, C3, 0, T, C3, 2e-5, 2e-6);
+    zero = 1;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++)
+            for (int64_t i = 0; i < s; i++)
+                for (int64_t j = len[b]; j < s; j++) zero &= pp[(((int64_t)b * nh + h) * s + i) * s + j] == 0.0f;
+    snprintf(what, sizeof what, "saved probabilities: padded keys 0 (%s)", tag);
+    tu_true(what, zero);
+
+    /* padded keys perturbed: no output bit changes; without key padding the output changes */
+    float *qkv2 = xmalloc(sizeof(float) * (size_t)(T * C3));
+    memcpy(qkv2, qkv, sizeof(float) * (size_t)(T * C3));
+    int padded = 0;
+    for (int b = 0; b < B; b++)
+        for (int64_t pos = len[b]; pos < s; pos++, padded++)
+            for (int64_t x = W; x < C3; x++) qkv2[(pos * B + b) * C3 + x] += 3.0f;
+    if (padded) {
+        sw_tensor *QKV2 = tu_tensor("qkv_perturbed", T, C3, qkv2), *O2 = tu_tensor("o2", T, W, NULL);
+        sw_tensor *L2 = tu_tensor("lse2", T, nh, NULL), *O3 = tu_tensor("o3", T, W, NULL), *O4 = tu_tensor("o4", T, W, NULL);
+        starpu_data_handle_t *t2 = sw_tensor_tiles(QKV2, SW_COLS, 3, STARPU_R);
+        sw_attn_fwd(t2[0], t2[1], t2[2], PW(O2, STARPU_W), PW(L2, STARPU_W), &a);
+        float *o2 = tu_read(O2);
+        snprintf(what, sizeof what, "padded keys perturbed: o unchanged, bit for bit (%s)", tag);
+        tu_true(what, all_equal(o, o2, T * W));
+        sw_attn_args u = a;
+        u.key_padding = 0;
+        sw_attn_fwd(PQ(0), PQ(1), PQ(2), PW(O3, STARPU_W), PW(L2, STARPU_W), &u);
+        float *o3 = tu_read(O3);
+        t2 = sw_tensor_tiles(QKV2, SW_COLS, 3, STARPU_R);
+        sw_attn_fwd(t2[0], t2[1], t2[2], PW(O4, STARPU_W), PW(L2, STARPU_W), &u);
+        float *o4 = tu_read(O4);
+        snprintf(what, sizeof what, "without key padding the same keys perturbed change o (%s)", tag);
+        tu_true(what, !all_equal(o3, o4, T * W));
+        sw_tensor_free(QKV2); sw_tensor_free(O2); sw_tensor_free(L2); sw_tensor_free(O3); sw_tensor_free(O4);
+        free(o2); free(o3); free(o4);
+    }
+#undef PQ
+#undef PW
+    ref_klen = NULL;
+    sw_tensor_free(QKV); sw_tensor_free(DO); sw_tensor_free(O); sw_tensor_free(L); sw_tensor_free(DQKV);
+    sw_tensor_free(KV1); sw_tensor_free(KV2); sw_tensor_free(Oa); sw_tensor_free(La); sw_tensor_free(DQ);
+    sw_tensor_free(DKV1); sw_tensor_free(DKV2); sw_tensor_free(Op); sw_tensor_free(Lp); sw_tensor_free(P);
+    sw_tensor_free(DQKVp);
+    free(qkv); free(r); free(Q); free(K); free(V); free(R); free(Or); free(Lr); free(o); free(l); free(dqkv);
+    free(oa); free(la); free(dq); free(dkv1); free(dkv2); free(od); free(ld); free(op); free(lp); free(pp);
+    free(dqkvp); free(qkv2);
+}
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -858,5 +1027,11 @@ int main(int argc, char **argv)
     gqa_ring_case(16, 4, 2, 83, 29, 1, 0.0f, seed++);
     gqa_ring_case(8, 4, 1, 83, 41, 0, 0.2f, seed++);
     gqa_ring_case(8, 6, 3, 83, 67, 1, 0.2f, seed++);
+    /* key padding: lengths 1 and s, across the key block (64), the second
+     * Ring block wholly padded for one sequence; causal and not, dropout */
+    pad_case(16, 70, 29, 0, 0.0f, (const int[B]){1, 70}, seed++);
+    pad_case(8, 70, 41, 1, 0.0f, (const int[B]){66, 23}, seed++);
+    pad_case(16, 70, 35, 1, 0.2f, (const int[B]){70, 1}, seed++);
+    pad_case(8, 70, 64, 0, 0.2f, (const int[B]){40, 65}, seed++);
     return tu_finish();
 }

@@ -13,7 +13,8 @@
  * a reduction's order differs on long rows); the dropout masks of the
  * attention tiles are the CPU's exactly (the kept/dropped pattern is
  * checked through zeros; with saved probabilities, one-hot V and dO make o
- * and dv the dropped probabilities themselves, so every entry's bit shows). */
+ * and dv the dropped probabilities themselves, so every entry's bit shows).
+ * Key padding (per-sequence key lengths) in both attention paths. */
 #include <string.h>
 
 #include "bf16.h"
@@ -591,6 +592,9 @@ typedef struct {
     float p;
 } att_case;
 
+/* key padding: the key lengths of the batch elements (global positions), NULL: none */
+static const int *att_klen;
+
 static sw_attn_args att_args(const att_case *c, int sk, int64_t k_pos0, int merge, int accumulate, int kv_acc)
 {
     sw_attn_args a;
@@ -602,6 +606,8 @@ static sw_attn_args att_args(const att_case *c, int sk, int64_t k_pos0, int merg
     a.key.seed = 77, a.key.step = 2, a.key.layer = 1, a.key.op = 9, a.key.batch0 = 1;
     a.head0 = 2, a.heads_total = c->nh + 4, a.seq_total = 4096;
     a.merge = merge, a.accumulate = accumulate, a.nkv = c->nkv, a.kv_accumulate = kv_acc;
+    a.key_padding = att_klen != NULL;
+    for (int b = 0; att_klen && b < c->B; b++) a.key_len[b] = att_klen[b];
     return a;
 }
 
@@ -615,6 +621,8 @@ static sw_cuda_attn att_cuda(const sw_attn_args *a)
     c.seed = a->key.seed, c.step = a->key.step, c.layer = a->key.layer, c.op = a->key.op, c.batch0 = a->key.batch0;
     c.head0 = a->head0, c.heads_total = a->heads_total, c.seq_total = a->seq_total;
     c.merge = a->merge, c.accumulate = a->accumulate, c.kv_accumulate = a->kv_accumulate;
+    c.key_padding = a->key_padding;
+    memcpy(c.key_len, a->key_len, sizeof c.key_len);
     return c;
 }
 
@@ -718,6 +726,18 @@ static void test_attention(void)
         {"d=100 (tiles of 60), GQA 3/1, dropout", 1, 3, 1, 100, 65, 61, 64, 0, 1, 0.1f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention_case(&cases[i]);
+    /* key padding: keys 5..94 in blocks 5..34 and 35..94; sequence 0's keys end inside the first block
+     * (the second wholly padded), sequence 1's inside the second; then every key padded for sequence 0
+     * (fully masked rows) */
+    const att_case padded[] = {
+        {"key padding 30, 60, causal, offsets, GQA 4/2", 2, 4, 2, 16, 70, 90, 30, 5, 1, 0.0f},
+        {"key padding 3, 70, dropout", 2, 2, 0, 16, 70, 90, 0, 5, 0, 0.2f},
+    };
+    att_klen = (const int[]){30, 60};
+    test_attention_case(&padded[0]);
+    att_klen = (const int[]){3, 70};
+    test_attention_case(&padded[1]);
+    att_klen = NULL;
 }
 
 /* ================= attention with saved probabilities ================= */
@@ -831,6 +851,16 @@ static void test_attention_probs(void)
         {{"full, one-hot V and dO, dropout", 1, 2, 0, 64, 37, 64, 0, 0, 0, 0.5f}, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_attention_probs_case(&cases[i]);
+    /* key padding: sequence 0's keys end inside the first key tile, sequence 1's inside the second */
+    const probs_case padded[] = {
+        {{"key padding 20, 75, causal, offsets, GQA 4/2, dropout", 2, 4, 2, 16, 70, 90, 30, 5, 1, 0.1f}, 0, 1, 0},
+        {{"key padding 41, 1, one-hot V and dO, dropout", 2, 2, 0, 64, 37, 64, 0, 0, 0, 0.5f}, 1, 0, 1},
+    };
+    att_klen = (const int[]){20, 75};
+    test_attention_probs_case(&padded[0]);
+    att_klen = (const int[]){41, 1};
+    test_attention_probs_case(&padded[1]);
+    att_klen = NULL;
 }
 
 /* ================= gradient-norm clipping ================= */

@@ -21,7 +21,8 @@
  * shape), gathered-null (x_gathered NULL under sp), gathered-local (the
  * local tensor passed as x_gathered), attn-null (the saved tensors NULL),
  * blocks-op (a NULL block op), pipeline-ops (NULL model ops),
- * params-index (a parameter index out of range). */
+ * params-index (a parameter index out of range); key-length (a key length
+ * past the sequence, sw_ctx_load_key_lengths). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +89,7 @@ static void layer_case(const char *what)
 int main(int argc, char **argv)
 {
     if (sw_init(&argc, &argv, NULL) != 0) return 99;
-    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro|head-*|duplicate\n"); return 99; }
+    if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro|head-*|duplicate|key-length\n"); return 99; }
     const char *what = argv[1];
     if (!strcmp(what, "duplicate")) { /* two parameters of one name */
         sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
@@ -103,12 +104,12 @@ int main(int argc, char **argv)
         return 3;
     }
     if (strncmp(what, "head-", 5) && strcmp(what, "target") && strncmp(what, "ignore", 6) && strcmp(what, "token") &&
-        strcmp(what, "micro")) {
+        strcmp(what, "micro") && strcmp(what, "key-length")) {
         layer_case(what); /* must not return */
         printf("test_misuse %s: returned\n", what);
         return 3;
     }
-    if (!strncmp(what, "head-", 5)) { /* a pooled head on the context's rows (dp = the world) */
+    if (!strncmp(what, "head-", 5) || !strcmp(what, "key-length")) { /* a pooled head on the context's rows (dp = the world) */
         sw_mesh *mesh = sw_mesh_create(NULL);
         sw_comm *comm = sw_comm_create(mesh);
         sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
@@ -116,6 +117,7 @@ int main(int argc, char **argv)
         sw_ctx x;
         sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = 1, .ulysses = 1, .ring = 1, .dp = sw_world_size(),
                                          .grad_accum = 1, .tiles = 1}, sw_world_size() > 1 ? comm : NULL, p);
+        if (!strcmp(what, "key-length")) sw_ctx_load_key_lengths(&x, 0, (const int32_t[4]){8, 3, 9, 1}); /* must not return */
         sw_seq_head *hd = sw_seq_head_create(&x, &(sw_seq_head_config){.name = "head", .hidden = 16, .outputs = 1, .std = 0.1f});
         sw_tensor *in = sw_tensor_new2d("in", SW_F32, x.Tl, 16), *y = sw_tensor_new2d("y", SW_F32, x.B, 1);
         if (strcmp(what, "head-unallocated")) sw_params_allocate(p);

@@ -35,6 +35,7 @@ for np in ${SW_MISUSE_NP:-1 2}; do
   misuse $np blocks-op "sw_blocks_create: ops->backward: must not be NULL"
   misuse $np pipeline-ops "sw_pipeline_create: mops: must not be NULL"
   misuse $np params-index "sw_params_grad: i: parameter index out of range [0, 6) (6)"
+  misuse $np key-length "sw_ctx_load_key_lengths: len: every length must be in [1, seq] (len[2] = 9, seq 8)"
 done
 # tp 2 with sequence parallelism: f gathers [T, h] = [32, 16] from the l = 16 rows
 case " ${SW_MISUSE_NP:-1 2} " in *" 2 "*)

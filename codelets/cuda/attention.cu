@@ -16,7 +16,8 @@
  *
  * T = min(64, 6144 / (d + 1)) rows per tile keeps two tiles of d floats
  * (and two of T floats) within 48 KiB of shared memory; the per-thread rows (q, acc, ...) are arrays of
- * SW_CUDA_ATT_DMAX floats. */
+ * SW_CUDA_ATT_DMAX floats. Key padding (key_len) masks like the causal rule:
+ * each row's valid keys a prefix, tiles past them skipped. */
 #include "cuda_util.cuh"
 #include "fastmath.h"
 #include "philox.h"
@@ -42,7 +43,7 @@ __global__ void attn_fwd_kernel(const float *q, int64_t ldq, const float *k, int
     const int i0 = blockIdx.x * T, i = i0 + threadIdx.x;
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
-    const int64_t qpos = a.q_pos0 + i, qlast = a.q_pos0 + i0 + nq - 1;
+    const int64_t qpos = a.q_pos0 + i, qlast = a.q_pos0 + i0 + nq - 1, klen = att_key_len(a, b);
     const int drop = a.dropout > 0.0f;
 
     float qr[SW_CUDA_ATT_DMAX], acc[SW_CUDA_ATT_DMAX], s[ATT_TMAX];
@@ -56,11 +57,11 @@ __global__ void attn_fwd_kernel(const float *q, int64_t ldq, const float *k, int
     for (int j0 = 0; j0 < a.sk; j0 += T) {
         const int nk = a.sk - j0 < T ? a.sk - j0 : T;
         const int64_t kb = a.k_pos0 + j0;
-        if (a.causal && kb > qlast) break; /* later tiles are masked too (uniform over the block) */
+        if ((a.causal && kb > qlast) || kb >= klen) break; /* later tiles are masked too (uniform over the block) */
         att_stage(Ks, k, ldk, j0, nk, B, b, kvcol, d);
         att_stage(Vs, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
-        const int nv = active ? att_valid_keys(a.causal, qpos, kb, nk) : 0;
+        const int nv = active ? att_valid_keys(a.causal, qpos, kb, nk, klen) : 0;
         if (nv > 0) {
             for (int jj = 0; jj < nv; jj++) {
                 const float *kr = Ks + (size_t)jj * d;
@@ -134,7 +135,7 @@ __global__ void attn_bwd_dq_kernel(const float *q, int64_t ldq, const float *k, 
     const int i0 = blockIdx.x * T, i = i0 + threadIdx.x;
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
-    const int64_t qpos = a.q_pos0 + i, qlast = a.q_pos0 + i0 + nq - 1;
+    const int64_t qpos = a.q_pos0 + i, qlast = a.q_pos0 + i0 + nq - 1, klen = att_key_len(a, b);
     const int drop = a.dropout > 0.0f;
     const float scale = a.scale;
 
@@ -152,11 +153,11 @@ __global__ void attn_bwd_dq_kernel(const float *q, int64_t ldq, const float *k, 
     for (int j0 = 0; j0 < a.sk; j0 += T) {
         const int nk = a.sk - j0 < T ? a.sk - j0 : T;
         const int64_t kb = a.k_pos0 + j0;
-        if (a.causal && kb > qlast) break;
+        if ((a.causal && kb > qlast) || kb >= klen) break;
         att_stage(Ks, k, ldk, j0, nk, B, b, kvcol, d);
         att_stage(Vs, v, ldv, j0, nk, B, b, kvcol, d);
         __syncthreads();
-        const int nv = (active && Li != -INFINITY) ? att_valid_keys(a.causal, qpos, kb, nk) : 0;
+        const int nv = (active && Li != -INFINITY) ? att_valid_keys(a.causal, qpos, kb, nk, klen) : 0;
         for (int jj = 0; jj < nv; jj++) {
             const float *kr = Ks + (size_t)jj * d, *vr = Vs + (size_t)jj * d;
             float sc = 0.0f, dp = 0.0f;
@@ -191,7 +192,7 @@ __global__ void attn_bwd_dkv_kernel(const float *q, int64_t ldq, const float *k,
     const int64_t kvcol = (int64_t)hk * d;
     const int j0 = blockIdx.x * T, j = j0 + threadIdx.x;
     const int active = j < a.sk;
-    const int64_t kpos = a.k_pos0 + j, kfirst = a.k_pos0 + j0;
+    const int64_t kpos = a.k_pos0 + j, kfirst = a.k_pos0 + j0, klen = att_key_len(a, b);
     const int drop = a.dropout > 0.0f;
     const float scale = a.scale;
 
@@ -226,7 +227,7 @@ __global__ void attn_bwd_dkv_kernel(const float *q, int64_t ldq, const float *k,
                 for (int ii = 0; ii < nq; ii++) {
                     const int64_t qpos = a.q_pos0 + i0 + ii;
                     const float Li = Ls[ii];
-                    if (Li == -INFINITY || (a.causal && kpos > qpos)) continue;
+                    if (Li == -INFINITY || att_masked(a.causal, qpos, kpos, klen)) continue;
                     const float *qi = Qs + (size_t)ii * d, *gi = Gs + (size_t)ii * d;
                     float sc = 0.0f, dp = 0.0f;
                     for (int c = 0; c < d; c++) {

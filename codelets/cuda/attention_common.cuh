@@ -6,12 +6,24 @@
 #include "cuda_util.cuh"
 #include "kernels.h"
 
-/* Valid (unmasked) keys of a tile starting at key position kb, for a query at qpos. */
-static __device__ __forceinline__ int att_valid_keys(int causal, int64_t qpos, int64_t kb, int nk)
+/* Key length of batch element b (key padding: its keys are those at positions below it), INT64_MAX without. */
+static __device__ __forceinline__ int64_t att_key_len(const sw_cuda_attn &a, int b)
 {
-    if (!causal) return nk;
-    const int64_t lim = qpos - kb + 1;
+    return a.key_padding ? (int64_t)a.key_len[b] : INT64_MAX;
+}
+
+/* Valid (unmasked) keys of a tile starting at key position kb, for a query at qpos, in a sequence of klen keys. */
+static __device__ __forceinline__ int att_valid_keys(int causal, int64_t qpos, int64_t kb, int nk, int64_t klen)
+{
+    int64_t lim = klen - kb;
+    if (causal && qpos - kb + 1 < lim) lim = qpos - kb + 1;
     return lim <= 0 ? 0 : (lim >= nk ? nk : (int)lim);
+}
+
+/* The key at kpos is masked for the query at qpos (causal, or past the klen keys). */
+static __device__ __forceinline__ int att_masked(int causal, int64_t qpos, int64_t kpos, int64_t klen)
+{
+    return kpos >= klen || (causal && kpos > qpos);
 }
 
 /* The dropout index is per query head, whatever K/V head it reads. */

@@ -115,8 +115,9 @@ __global__ void attn_probs_fwd_kernel(const float *q, int64_t ldq, const float *
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
     const int64_t qpos = a.q_pos0 + i;
-    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, sk); /* keys the tile sees */
-    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, sk) : 0;       /* keys this row sees */
+    const int64_t klen = att_key_len(a, b);
+    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, sk, klen); /* keys the tile sees */
+    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, sk, klen) : 0;       /* keys this row sees */
     const int drop = a.dropout > 0.0f;
     float *P = probs + ((int64_t)(b * a.nh + h) * a.sq + i0) * ldp; /* probs row of query i0 */
     float *Srow = S + (size_t)t * lds;
@@ -201,8 +202,9 @@ __global__ void attn_probs_bwd_dq_kernel(const float *k, int64_t ldk, const floa
     const int active = i < a.sq;
     const int nq = a.sq - i0 < T ? a.sq - i0 : T;
     const int64_t qpos = a.q_pos0 + i;
-    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, a.sk);
-    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, a.sk) : 0;
+    const int64_t klen = att_key_len(a, b);
+    const int kend = att_valid_keys(a.causal, a.q_pos0 + i0 + nq - 1, a.k_pos0, a.sk, klen);
+    const int nv = active ? att_valid_keys(a.causal, qpos, a.k_pos0, a.sk, klen) : 0;
     const int drop = a.dropout > 0.0f;
     const float scale = a.scale;
     const float *P = probs + ((int64_t)(b * a.nh + h) * a.sq + i0) * ldp;
@@ -264,7 +266,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
     const int j0 = blockIdx.x * T, j = j0 + t;
     const int active = j < a.sk;
     const int nk = a.sk - j0 < T ? a.sk - j0 : T;
-    const int64_t kpos = a.k_pos0 + j, kfirst = a.k_pos0 + j0;
+    const int64_t kpos = a.k_pos0 + j, kfirst = a.k_pos0 + j0, klen = att_key_len(a, b);
     const int drop = a.dropout > 0.0f;
     const float scale = a.scale;
 
@@ -292,7 +294,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
             if (active) {
                 for (int ii = 0; ii < nq; ii++) {
                     const int64_t qpos = a.q_pos0 + i0 + ii;
-                    if (a.causal && kpos > qpos) continue;
+                    if (att_masked(a.causal, qpos, kpos, klen)) continue;
                     const float *gi = QG + (size_t)ii * d;
                     float dp = 0.0f;
                     for (int c = 0; c < d; c++) dp += gi[c] * vr[c];
@@ -313,7 +315,7 @@ __global__ void attn_probs_bwd_dkv_kernel(const float *q, int64_t ldq, const flo
             /* dK += dS^T Q */
             if (active) {
                 for (int ii = 0; ii < nq; ii++) {
-                    if (a.causal && kpos > a.q_pos0 + i0 + ii) continue;
+                    if (att_masked(a.causal, a.q_pos0 + i0 + ii, kpos, klen)) continue;
                     const float ds = S[ii * lds + t];
                     const float *qi = QG + (size_t)ii * d;
                     for (int c = 0; c < d; c++) dkr[c] += ds * qi[c];

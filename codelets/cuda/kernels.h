@@ -148,6 +148,7 @@ cudaError_t sw_cuda_ce_mean(const float *loss, int64_t ls, const float *rw, int6
 
 /* ---- attention.cu: the fields of sw_attn_args (ops.h), nkv resolved ---- */
 #define SW_CUDA_ATT_DMAX 256 /* largest head dim of the CUDA attention kernels */
+#define SW_CUDA_ATT_MAXSEQ 64 /* = SW_ATTN_MAX_SEQS (ops.h): key lengths per tile */
 typedef struct sw_cuda_attn {
     int batch, nh, nkv, d, sq, sk;
     int64_t q_pos0, k_pos0;
@@ -159,6 +160,8 @@ typedef struct sw_cuda_attn {
     int head0, heads_total;
     int64_t seq_total;
     int merge, accumulate, kv_accumulate;
+    int key_padding;                       /* 1: batch element b sees the keys at kpos < key_len[b] */
+    int32_t key_len[SW_CUDA_ATT_MAXSEQ];
 } sw_cuda_attn;
 cudaError_t sw_cuda_attn_fwd(const float *q, int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
                              float *o, int64_t ldo, float *lse, int64_t ldl, sw_cuda_attn a, cudaStream_t s);

@@ -102,6 +102,9 @@ typedef struct sw_ctx {
     int64_t *pc_size[2], *pc_key[2], *pc_off[2], *pc_pos[2];
     ///@}
     struct sw_scratch *scratch; /**< the scratch tensors (sw_scratch) */
+    /** key lengths of this rank's sequences (sw_ctx_load_key_lengths), [grad_accum * B]: micro-batch
+     * k's B at k * B; 0 where not loaded; NULL before the first load */
+    int32_t *key_len;
 } sw_ctx;
 
 /** The rules on the rows (divisibility by the degrees, tiles): on a
@@ -131,6 +134,12 @@ void sw_ctx_set_micro_batch(sw_ctx *x, int k);
  * targets ([T,1] int32) and makes k the current micro-batch. */
 void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
                         sw_tensor *targets);
+/** Host side, before the step that uses them is submitted: the key lengths
+ * of the global batch len[batch] for micro-batch k (each in [1, seq]: key
+ * position p of sequence b is visible iff p < len[b], BERT-style padding at
+ * the end); this rank keeps its micro-batch's B sequences'. Attention layers
+ * with key_padding read them (sw_attention_config). Exit 2 on a violation. */
+void sw_ctx_load_key_lengths(sw_ctx *x, int k, const int32_t *len);
 /** Dropout RNG key of row piece i of the l rows (sw_ctx.npc[1] pieces). */
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols);
 /** Positions of ring rank rr's block, in ring-block order, as runs (first
@@ -365,6 +374,11 @@ typedef struct sw_attention_config {
     float dropout;           /**< on the probabilities */
     int keep_probs;          /**< recompute none: keep the probabilities (ring 1 only) */
     float rope_theta;        /**< > 0: rotary positions on q and k (base theta), 0: none */
+    /** 1: key-padding mask: sequence b's keys at positions from its key length on are masked (the
+     * lengths from sw_ctx_load_key_lengths, per micro-batch; at most SW_ATTN_MAX_SEQS sequences per
+     * micro-batch). Queries at padded positions still attend to the valid keys (as BERT does): a model
+     * leaves them out of its loss (ignore index). Works under every parallel mode. */
+    int key_padding;
 } sw_attention_config;
 /** An attention layer (opaque): sw_attention_create. */
 typedef struct sw_attention sw_attention;

@@ -225,6 +225,8 @@ void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
                       int64_t row0, int batch, int64_t pos0, int64_t vocab0, int zero);
 
 /* ---- flash-style causal attention tile (codelets/attention.c) ---- */
+/** Batch elements an attention tile holds key lengths for (sw_attn_args.key_len). */
+#define SW_ATTN_MAX_SEQS 64
 /** The arguments of a flash-style causal attention tile (sw_attn_fwd, sw_attn_bwd).
  * q[sq*batch, nh*d], k,v[sk*batch, nkv*d]: rows in [s, b] order, head j in
  * columns j*d..j*d+d-1 (the handles may be column blocks of a wider matrix).
@@ -235,7 +237,10 @@ void sw_embedding_bwd(starpu_data_handle_t tokens, starpu_data_handle_t dx,
  * merge == 0: o, lse written (W). merge == 1: the tile's result is merged
  * into o, lse (RW) by log-sum-exp (Ring attention).
  * Attention dropout (p > 0) on the probabilities uses the rng key with
- * global index ((b * heads_total + head0 + j) * seq_total + qpos) * seq_total + kpos. */
+ * global index ((b * heads_total + head0 + j) * seq_total + qpos) * seq_total + kpos.
+ * Key padding (key_padding 1): batch element b sees only the keys at global
+ * positions kpos < key_len[b] (a prefix, with the causal rule on top); at
+ * most SW_ATTN_MAX_SEQS batch elements per tile. */
 typedef struct sw_attn_args {
     ///@{
     int batch, nh, d;       /**< batch, heads in this tile, head dim */
@@ -261,6 +266,8 @@ typedef struct sw_attn_args {
     int kv_accumulate;      /**< backward: dk, dv += (RW) even when accumulate == 0 (query-head groups
                                that share K/V heads write the same dk, dv one after the other);
                                dq follows accumulate only */
+    int key_padding;        /**< 1: key_len[b] masks the keys of batch element b (b < batch <= SW_ATTN_MAX_SEQS) */
+    int32_t key_len[SW_ATTN_MAX_SEQS]; /**< key_padding: the keys of batch element b are those at kpos < key_len[b] */
 } sw_attn_args;
 /** Attention tile forward (sw_attn_args): o, lse from q, k, v (W, or RW
  * merged by log-sum-exp with merge). */
