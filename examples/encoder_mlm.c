@@ -175,7 +175,7 @@ int main(int argc, char **argv)
         wts ? sw_lm_head_load_weights(&m->x, m->head, k, w) : (void)0, pad ? sw_ctx_load_key_lengths(&m->x, k, len) : (void)0;
     for (int step = 1; step <= steps; step++) {
         for (int k = 0; k < micro; k++)
-            sw_ctx_load_tokens(&m->x, k, typ, typ, m->type_ids[k], m->type_ids[k]), sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
+            sw_ctx_load_tokens(&m->x, k, typ, NULL, m->type_ids[k], NULL), sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
         sw_pipeline_step(m->pipe, step);
         float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
         if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));

@@ -171,7 +171,7 @@ int main(int argc, char **argv)
     }
     for (int step = 1; step <= steps; step++) {
         for (int k = 0; k < micro; k++) {
-            sw_ctx_load_tokens(&m->x, k, tok, tok, m->tokens[k], m->tokens[k]);
+            sw_ctx_load_tokens(&m->x, k, tok, NULL, m->tokens[k], NULL);
             sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
         }
         sw_pipeline_step(m->pipe, step);

@@ -31,13 +31,12 @@ static void pool_range(const sw_ctx *x, sw_pool_mode mode, int64_t *p0, int64_t 
         if (sw_ctx_position(x, i) == 0) *p0 = i - first, *np = 1;
 }
 
+/* sw_check_tensor, with the shape named where the tensor is missing (its columns may come from it) */
 static void require_tensor(const char *fn, const char *what, const sw_tensor *t, int64_t rows, int64_t cols,
                            const char *shape)
 {
     if (!t) sw_usage_error("%s: %s: must be a tensor %s (NULL)", fn, what, shape);
-    if (t->rows != rows || t->cols != cols)
-        sw_usage_error("%s: %s: must be %s = [%ld,%ld] ([%ld,%ld])", fn, what, shape, (long)rows, (long)cols,
-                       (long)t->rows, (long)t->cols);
+    sw_check_tensor(fn, what, t, rows, cols);
 }
 
 static void require_mode(const char *fn, sw_pool_mode mode)

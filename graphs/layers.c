@@ -192,15 +192,20 @@ void sw_ctx_set_micro_batch(sw_ctx *x, int k)
 void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
                         sw_tensor *targets)
 {
+    if (!tok || !tokens) sw_usage_error("sw_ctx_load_tokens: %s: must not be NULL", tok ? "tokens" : "tok");
+    if (!tgt != !targets)
+        sw_usage_error("sw_ctx_load_tokens: tgt and targets: both or neither (no targets: a model without them)");
+    sw_check_tensor("sw_ctx_load_tokens", "tokens", tokens, x->T, 1);
+    if (targets) sw_check_tensor("sw_ctx_load_tokens", "targets", targets, x->T, 1);
     int64_t n = x->T, B = x->B, first = sw_ctx_micro_batch_first(x, k);
     int32_t *mt = sw_xcalloc((size_t)n, sizeof(int32_t)), *mg = sw_xcalloc((size_t)n, sizeof(int32_t));
     for (int64_t i = 0; i < n / B; i++) /* this rank's positions */
         for (int64_t b = 0, pos = sw_ctx_position(x, i); b < B; b++) {
             mt[i * B + b] = tok[pos * x->c.batch + first + b];
-            mg[i * B + b] = tgt[pos * x->c.batch + first + b];
+            if (tgt) mg[i * B + b] = tgt[pos * x->c.batch + first + b];
         }
     sw_tensor_write_host(tokens, mt);
-    sw_tensor_write_host(targets, mg);
+    if (targets) sw_tensor_write_host(targets, mg);
     free(mt);
     free(mg);
     sw_ctx_set_micro_batch(x, k);

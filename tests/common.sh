@@ -79,3 +79,8 @@ traffic_exact() { # traffic_exact FILE NP -> status 0 when so; prints the lines 
     END { g = per[0]; ranks = 0; for (r in per) { ranks++; if (per[r] != g) bad++ }
       if (!g || ranks != np || bad) { printf "traffic_exact: %d lines from %d ranks (expected %d), %d bad\n", n, ranks, np, bad; exit 1 } }' "$1"
 }
+need_torch() { # skips the test (exit 77) with the reason unless $TORCH_PYTHON imports torch
+  "${TORCH_PYTHON:-/usr/bin/python3}" -c 'import torch' > /dev/null 2>&1 && return 0
+  echo "SKIP: python3-torch not importable by ${TORCH_PYTHON:-/usr/bin/python3} (install Debian python3-torch)"
+  exit 77
+}

@@ -16,10 +16,7 @@ if [ -z "$top_srcdir" ]; then
 fi
 . "$top_srcdir/tests/common.sh"
 
-if ! "$TORCH_PYTHON" -c 'import torch' >/dev/null 2>&1; then
-    echo "SKIP: python3-torch not importable by $TORCH_PYTHON (install Debian python3-torch)"
-    exit 77
-fi
+need_torch
 SW_CE_DUMP="$TMPD/ce.txt" "$top_builddir/tests/test_crossentropy" > "$TMPD/unit" 2>&1
 rc=$?
 [ "$rc" = 0 ] || cat "$TMPD/unit"

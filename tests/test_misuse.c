@@ -17,7 +17,8 @@
  * of the wrong shape), linear-shape (x_local of the wrong shape),
  * linear-null (y NULL), linear-unallocated (before sw_params_allocate),
  * linear-index (a parameter index of no parameter), embed-tokens (tokens
- * NULL), lm-targets (targets NULL), lm-shape (the input of the wrong
+ * NULL), load-targets (sw_ctx_load_tokens given targets but no tensor for
+ * them, after a load of tokens alone), lm-targets (targets NULL), lm-shape (the input of the wrong
  * shape), gathered-null (x_gathered NULL under sp), gathered-local (the
  * local tensor passed as x_gathered), attn-null (the saved tensors NULL),
  * blocks-op (a NULL block op), pipeline-ops (NULL model ops),
@@ -67,6 +68,11 @@ static void layer_case(const char *what)
         bad.w = 1000;
         sw_linear_forward(&x, &bad, in, xg, out);
     } else if (!strcmp(what, "embed-tokens")) sw_embedding_forward(&x, &emb, 1, NULL, y);
+    else if (!strcmp(what, "load-targets")) { /* targets without their tensor (tokens alone pass) */
+        int32_t ids[32] = {0};
+        sw_ctx_load_tokens(&x, 0, ids, NULL, tok, NULL);
+        sw_ctx_load_tokens(&x, 0, ids, ids, tok, NULL);
+    }
     else if (!strcmp(what, "lm-targets")) sw_lm_head_forward(&x, hd, in, NULL);
     else if (!strcmp(what, "lm-shape")) sw_lm_head_forward(&x, hd, wrong, tgt);
     else if (!strcmp(what, "gathered-null")) sw_linear_forward(&x, &fc, in, NULL, out);

@@ -17,7 +17,7 @@ for np in ${SW_MISUSE_NP:-1 2}; do
   misuse $np micro "sw_gpt_load_micro_batch: micro-batch 1 is outside [0, grad-accum 1)"
   misuse $np head-unallocated "sw_seq_head_forward: parameters: must be allocated first"
   misuse $np head-null "sw_seq_head_forward: in: must be a tensor [l, h] (NULL)"
-  misuse $np head-targets "sw_seq_head_forward: targets: must be [B, outputs] = [$((4 / np)),1] ([$((4 / np)),3])"
+  misuse $np head-targets "sw_seq_head_forward: targets: must be a tensor [$((4 / np)), 1] ([$((4 / np)), 3] given)"
   misuse $np duplicate 'sw_params_add: name: "h0.ln_w" is already registered (parameter 0)'
   # the layers (seq 8, batch 4, h 16, dp = np: T = l = 32/np rows)
   L=$((32 / np))
@@ -29,6 +29,7 @@ for np in ${SW_MISUSE_NP:-1 2}; do
   misuse $np linear-unallocated "sw_linear_forward: parameters: must be allocated first (sw_params_allocate"
   misuse $np linear-index "sw_linear_forward: parameter index 1000 is out of range [0, 6)"
   misuse $np embed-tokens "sw_embedding_forward: tokens: must be a tensor [$L, 1] (NULL)"
+  misuse $np load-targets "sw_ctx_load_tokens: tgt and targets: both or neither"
   misuse $np lm-targets "sw_lm_head_forward: targets: must be a tensor [$L, 1] (NULL)"
   misuse $np lm-shape "sw_lm_head_forward: in: must be a tensor [$L, 16] ([$L, 8] given)"
   misuse $np attn-null "sw_attention_forward: k->qkv: must be a tensor [$L, 48] (NULL)"

@@ -131,7 +131,8 @@ int sw_ctx_micro_batch_first(const sw_ctx *x, int k);
 void sw_ctx_set_micro_batch(sw_ctx *x, int k);
 /** Blocking, for programs: writes this rank's rows of micro-batch k of the
  * global batch tok/tgt ([seq*batch] int32 in [s, b] order) into tokens and
- * targets ([T,1] int32) and makes k the current micro-batch. */
+ * targets ([T,1] int32) and makes k the current micro-batch. tgt and
+ * targets NULL: tokens only (a model whose targets are not per token). */
 void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt, sw_tensor *tokens,
                         sw_tensor *targets);
 /** Host side, before the step that uses them is submitted: the key lengths
