@@ -1,7 +1,8 @@
 /** @file
  * Heads and losses on one row per sequence: pooling over a sequence, and a
  * small replicated head with its loss (mean squared error on float targets,
- * or cross-entropy over a few classes). Like every layer they only submit
+ * or cross-entropy over a few classes); and a mean-squared-error loss on
+ * every row (sw_row_mse, below). Like every layer they only submit
  * tasks, and their parallel rules are inside them, so a model needs none:
  *  - the rows they read are the residual stream's l rows ([s, b] order,
  *    split by sp over TP, and by Ulysses/Ring into seq/(ulysses*ring)
