@@ -1,9 +1,8 @@
-/* A BERT-style encoder from the public headers: learned positions, pre-LN
- * blocks, bidirectional attention, a pooled head (heads.h) with MSE on a
- * per-sequence float target, or (--classes C) cross-entropy over C classes;
- * --pool-first pools the first token, not the mean. Every strategy comes
- * from the layers: mpirun -np 4 encoder_regress --tp 2 --sp --dp 2 (or
- * --ulysses 2 --ring 2, --micro K). Prints the gradient norm before
+/* A BERT-style encoder from the public headers: learned positions, pre-LN blocks, bidirectional attention, a pooled
+ * head (heads.h) with MSE on a per-sequence float target, or (--classes C) cross-entropy over C classes; --pool-first
+ * pools the first token, not the mean; --per-token: a linear on every row, MSE per token (sw_row_mse); --pad [ID]:
+ * padded sequences (keys masked, the mean over the valid positions). Every strategy comes from the layers:
+ * mpirun -np 4 encoder_regress --tp 2 --sp --dp 2 (or --ulysses 2 --ring 2, --micro K). Prints the gradient norm before
  * clipping per step, then "grad NAME sumsq abssum" of each parameter's
  * clipped gradient from the ranks holding distinct parts of it. */
 #include <math.h>
@@ -12,21 +11,17 @@
 #include <string.h>
 #include <starweave.h>
 
-enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
+enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8, OUT = 4 /* --per-token */ };
 
 typedef struct { sw_norm ln1, ln2; sw_linear qkv, proj, fc, fc2; } block_params;
 typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *a; sw_attn_saved attn; } block_saved;
 
 typedef struct model {
-    sw_ctx x;
-    sw_params *p;
-    sw_attention *attn;
-    sw_embedding emb;
-    block_params blk[LAYERS];
-    sw_norm final_norm;
-    sw_seq_head *head;                       /* pooling, the head, its loss: heads.h */
-    sw_pipeline *pipe;
-    sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
+    sw_ctx x; sw_params *p; sw_attention *attn; sw_embedding emb;
+    block_params blk[LAYERS]; sw_norm final_norm;
+    sw_seq_head *head;                       /* pooling, the head, its loss: heads.h; or per token: */
+    sw_linear tok_head; sw_row_mse *rows; sw_tensor *pred; /* a replicated linear on the rows, MSE per row */
+    sw_pipeline *pipe; sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
 } model;
 
 static void keep(void *mp, sw_saved *s)
@@ -86,24 +81,27 @@ static void embed_backward(void *mp, int step, sw_tensor *dx0)
 {
     sw_embedding_backward(&((model *)mp)->x, &((model *)mp)->emb, step, ((model *)mp)->tokens[((model *)mp)->x.micro], dx0);
 }
-/* the final norm, the pooled head and its loss */
+/* the final norm, the pooled head and its loss (or the per-token linear and MSE) */
 static void head(void *mp, int step, sw_tensor *xL)
 {
-    model *m = mp; (void)step;
+    model *m = mp; sw_tensor *tg = m->targets[m->x.micro]; (void)step;
     sw_norm_forward(&m->x, &m->final_norm, xL, m->nf, m->nf_mean, m->nf_rstd);
-    sw_seq_head_forward(&m->x, m->head, m->nf, m->targets[m->x.micro]);
+    if (m->rows) sw_linear_forward(&m->x, &m->tok_head, m->nf, m->nf, m->pred), sw_row_mse_forward(&m->x, m->rows, m->pred, tg);
+    else sw_seq_head_forward(&m->x, m->head, m->nf, tg);
 }
 static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
 {
-    model *m = mp; (void)step;
-    sw_norm_backward(&m->x, &m->final_norm, sw_seq_head_backward(&m->x, m->head, m->targets[m->x.micro]), xL,
-                     m->nf_mean, m->nf_rstd, dxL, 0);
+    model *m = mp; sw_tensor *tg = m->targets[m->x.micro]; (void)step;
+    sw_tensor *dnf = m->rows ? sw_linear_backward(&m->x, &m->tok_head, sw_row_mse_backward(&m->x, m->rows, m->pred, tg), m->nf, m->nf)
+                             : sw_seq_head_backward(&m->x, m->head, tg);
+    sw_norm_backward(&m->x, &m->final_norm, dnf, xL, m->nf_mean, m->nf_rstd, dxL, 0);
 }
-static sw_tensor *loss(void *mp) { return sw_seq_head_loss(((model *)mp)->head); }
+static sw_tensor *loss(void *mp) { return ((model *)mp)->rows ? sw_row_mse_loss(((model *)mp)->rows) : sw_seq_head_loss(((model *)mp)->head); }
 static void embed_traffic(void *mp, sw_traffic *t) { sw_embedding_traffic(&((model *)mp)->x, &((model *)mp)->emb, t); }
 static void head_traffic(void *mp, sw_traffic *t)
 {
-    sw_norm_traffic(&((model *)mp)->x, &((model *)mp)->final_norm, t), sw_seq_head_traffic(&((model *)mp)->x, ((model *)mp)->head, t);
+    model *m = mp; sw_norm_traffic(&m->x, &m->final_norm, t);
+    m->rows ? sw_linear_traffic(&m->x, &m->tok_head, t), sw_row_mse_traffic(&m->x, m->rows, t) : sw_seq_head_traffic(&m->x, m->head, t);
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
 
@@ -118,15 +116,16 @@ int main(int argc, char **argv)
 {
     if (flag(argc, argv, "--help", 0))
         return printf("usage: [mpirun -np N] encoder_regress [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
-                      "                       [--micro K] [--classes C] [--pool-first]\n") < 0;
+                      "                       [--micro K] [--classes C] [--pool-first] [--per-token] [--pad [ID]]\n") < 0;
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
-    int steps = flag(argc, argv, "--steps", 20), classes = flag(argc, argv, "--classes", 0);
+    int steps = flag(argc, argv, "--steps", 20), classes = flag(argc, argv, "--classes", 0), pad = flag(argc, argv, "--pad", 0);
+    int per_token = flag(argc, argv, "--per-token", 0);
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
                         .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
-    if (classes == 1 || classes < 0) sw_usage_error("--classes (%d) must be at least 2", classes);
+    if (classes == 1 || classes < 0 || (classes && per_token)) sw_usage_error("--classes (%d) must be at least 2, without --per-token", classes);
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = 1});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
@@ -135,7 +134,7 @@ int main(int argc, char **argv)
     model *m = calloc(1, sizeof *m); m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     m->attn = sw_attention_create(&m->x, &(sw_attention_config){.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
-                                                                .causal = 0 /* bidirectional */, .dropout = 0.1f});
+                                                                .causal = 0 /* bidirectional */, .dropout = 0.1f, .key_padding = pad > 0});
     const int64_t *qkv_tiles; int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
     m->emb = sw_embedding_add(&m->x, VOCAB, sw_vocab_padded(VOCAB, tp), HIDDEN, SEQ, 0.02f); /* learned positions */
@@ -151,38 +150,40 @@ int main(int argc, char **argv)
     }
     sw_params_set_unit(m->p, SW_UNIT_AFTER);
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 0, 1e-5f);
-    m->head = sw_seq_head_create(&m->x, &(sw_seq_head_config){.name = "head", .hidden = HIDDEN, .bias = 1, .std = 0.1f,
-        .pool = flag(argc, argv, "--pool-first", 0) ? SW_POOL_FIRST : SW_POOL_MEAN,
-        .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
+    if (per_token) /* rows that differ per rank under sp: SW_LINEAR_REPLICATED */
+        m->tok_head = sw_linear_add(&m->x, "tok_head", SW_LINEAR_REPLICATED, HIDDEN, OUT, 1, 0.1f, NULL, 0, NULL), m->rows = sw_row_mse_create(&m->x, OUT);
+    else m->head = sw_seq_head_create(&m->x, &(sw_seq_head_config){.name = "head", .hidden = HIDDEN, .bias = 1, .std = 0.1f,
+        .pool = flag(argc, argv, "--pool-first", 0) ? SW_POOL_FIRST : SW_POOL_MEAN, .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
     sw_params_allocate(m->p);
     sw_blocks_config bc = {.layers = LAYERS, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1, .recompute = SW_RECOMPUTE_SELECTIVE};
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0);
     m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
     m->nf_mean = sw_tensor_new2d("final_norm_mean", SW_F32, m->x.Tl, 1), m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
-    for (int k = 0; k < micro; k++) {
-        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
-        m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, m->x.B, 1);
-    }
-    /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C */
-    int32_t tok[SEQ * BATCH], cls[BATCH]; float y[BATCH], l;
+    m->pred = per_token ? sw_tensor_new2d("tok_pred", SW_F32, m->x.Tl, OUT) : NULL;
+    for (int k = 0; k < micro; k++)
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1), m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, per_token ? m->x.Tl : m->x.B, per_token ? OUT : 1);
+    /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C, or per token sin(0.3 p + 0.05 token);
+     * --pad ID: sequence b's tokens from position SEQ - (b*7 % (SEQ/2)) on the token ID (default 1), their keys masked */
+    int32_t tok[SEQ * BATCH], cls[BATCH], len[BATCH]; float y[BATCH], yt[SEQ * BATCH * OUT], l;
     for (int b = 0; b < BATCH; b++) {
-        y[b] = sinf(0.7f * (float)b), cls[b] = classes ? b % classes : 0;
-        for (int p = 0; p < SEQ; p++) tok[p * BATCH + b] = (p * (b + 1) + 3 * b) % VOCAB;
+        y[b] = sinf(0.7f * (float)b), cls[b] = classes ? b % classes : 0, len[b] = SEQ - (b * 7 % (SEQ / 2));
+        for (int p = 0; p < SEQ; p++) { /* per token: OUT targets of the unpadded token (--pad ID changes none) */
+            int32_t t = (p * (b + 1) + 3 * b) % VOCAB, i = p * BATCH + b;
+            for (int j = 0; j < OUT; j++) yt[i * OUT + j] = sinf(0.3f * (float)p + 0.05f * (float)t + (float)j);
+            tok[i] = pad && p >= len[b] ? pad : t;
+        }
     }
     for (int step = 1; step <= steps; step++) {
-        for (int k = 0; k < micro; k++) {
-            sw_ctx_load_tokens(&m->x, k, tok, NULL, m->tokens[k], NULL);
-            sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
-        }
+        for (int k = 0; k < micro; k++) /* tokens, key lengths (--pad), targets */
+            sw_ctx_load_tokens(&m->x, k, tok, NULL, m->tokens[k], NULL), pad ? sw_ctx_load_key_lengths(&m->x, k, len) : (void)0,
+            per_token ? sw_ctx_load_floats(&m->x, k, yt, OUT, m->targets[k]) : sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
         sw_pipeline_step(m->pipe, step);
-        sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
-        float n2; sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
+        float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
         if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
     }
     /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
     for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
-        int64_t first;
-        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
+        int64_t first; sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
         sw_tensor_read_host(g, v);
         for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
         if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
@@ -191,9 +192,8 @@ int main(int argc, char **argv)
     sw_traffic model; /* the traffic model beside what the collectives counted */
     sw_pipeline_traffic(m->pipe, &model), sw_comm_traffic_report(comm, &model, steps, stdout), sw_counters_print(stdout);
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
-    sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd);
+    sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd), sw_tensor_free(m->pred), sw_row_mse_destroy(m->rows);
     sw_seq_head_destroy(m->head), sw_pipeline_destroy(m->pipe), sw_attention_destroy(m->attn);
-    sw_ctx_destroy(&m->x), sw_params_destroy(m->p), free(m);
-    sw_comm_destroy(world), sw_mesh_destroy(mesh), sw_shutdown();
+    sw_ctx_destroy(&m->x), sw_params_destroy(m->p), free(m), sw_comm_destroy(world), sw_mesh_destroy(mesh), sw_shutdown();
     return 0;
 }

@@ -31,6 +31,33 @@ static void pool_range(const sw_ctx *x, sw_pool_mode mode, int64_t *p0, int64_t 
         if (sw_ctx_position(x, i) == 0) *p0 = i - first, *np = 1;
 }
 
+/* with key lengths loaded (sw_ctx_load_key_lengths), mean pooling averages
+ * each sequence's positions below its length: the current micro-batch's
+ * lengths and the global positions of the l rows' positions as runs; 0:
+ * none loaded (every position, 1/seq) or first-token pooling (position 0
+ * is always valid) */
+static int pool_lengths(const sw_ctx *x, const char *fn, sw_pool_mode mode, sw_pool_lengths *L)
+{
+    if (mode != SW_POOL_MEAN || !x->key_len) return 0;
+    const int32_t *len = x->key_len + (size_t)x->micro * x->B;
+    if (len[0] < 1)
+        sw_usage_error("%s: key lengths: those of micro-batch %d must be loaded (sw_ctx_load_key_lengths) before its "
+                       "step is submitted, once any are",
+                       fn, x->micro);
+    if (x->B > SW_ATTN_MAX_SEQS)
+        sw_usage_error("%s: key lengths: at most %d sequences per micro-batch (%d)", fn, SW_ATTN_MAX_SEQS, x->B);
+    memset(L, 0, sizeof *L);
+    const int64_t first = x->row0 / x->B, n = x->Tl / x->B;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t pos = sw_ctx_position(x, first + i);
+        if (i > 0 && pos == L->pos0[L->nruns - 1] + i - L->i0[L->nruns - 1]) continue;
+        if (L->nruns == SW_POOL_MAX_RUNS) sw_fail(__FILE__, __LINE__, "pool_lengths: too many runs of positions", -22);
+        L->i0[L->nruns] = i, L->pos0[L->nruns] = pos, L->nruns++;
+    }
+    memcpy(L->len, len, sizeof(int32_t) * (size_t)x->B);
+    return 1;
+}
+
 /* sw_check_tensor, with the shape named where the tensor is missing (its columns may come from it) */
 static void require_tensor(const char *fn, const char *what, const sw_tensor *t, int64_t rows, int64_t cols,
                            const char *shape)
@@ -52,7 +79,11 @@ void sw_pool_forward(sw_ctx *x, sw_pool_mode mode, sw_tensor *in, sw_tensor *poo
     require_tensor("sw_pool_forward", "in", in, x->Tl, pooled->cols, "[l, h]");
     int64_t p0, np;
     pool_range(x, mode, &p0, &np);
-    sw_pool_fwd(whole_r(in), whole_w(pooled), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
+    sw_pool_lengths L;
+    if (pool_lengths(x, "sw_pool_forward", mode, &L))
+        sw_pool_fwd_len(whole_r(in), whole_w(pooled), p0, np, 1.0f, &L); /* 1/len[b] over the valid positions */
+    else
+        sw_pool_fwd(whole_r(in), whole_w(pooled), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
     sw_group g;
     if (pool_group(x, &g)) sw_allreduce(x->comm, g, pooled, SW_SUM); /* the other positions' partial sums */
 }
@@ -66,7 +97,11 @@ void sw_pool_backward(sw_ctx *x, sw_pool_mode mode, sw_tensor *dpooled, sw_tenso
     require_tensor("sw_pool_backward", "din", din, x->Tl, dpooled->cols, "[l, h]");
     int64_t p0, np;
     pool_range(x, mode, &p0, &np);
-    sw_pool_bwd(whole_r(dpooled), whole_w(din), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
+    sw_pool_lengths L;
+    if (pool_lengths(x, "sw_pool_backward", mode, &L))
+        sw_pool_bwd_len(whole_r(dpooled), whole_w(din), p0, np, 1.0f, &L);
+    else
+        sw_pool_bwd(whole_r(dpooled), whole_w(din), p0, np, mode == SW_POOL_MEAN ? 1.0f / (float)x->c.seq : 1.0f);
 }
 
 void sw_pool_traffic(const sw_ctx *x, int64_t h, sw_traffic *t)
@@ -198,6 +233,100 @@ void sw_seq_head_traffic(const sw_ctx *x, const sw_seq_head *hd, sw_traffic *t)
     sw_linear_traffic(x, &hd->lin, t);
     if (x->c.dp > 1) /* the loss, once per step */
         t->forward[SW_GROUP_DP] += sw_comm_bytes(x->comm, SW_GROUP_DP, SW_COLL_ALLREDUCE, 1, 1);
+}
+
+/* ------------------------------------------------------ the per-row MSE */
+
+struct sw_row_mse {
+    int64_t n;                   /* outputs per row */
+    sw_tensor *dpred;            /* [l, n] */
+    sw_tensor *loss, *loss_sum;  /* [1,1]: the micro-batch's share; the step's, when summed or all-reduced */
+};
+
+/* the groups the partial sums are all-reduced over, once per step: the
+ * ranks holding other rows of the same sequences (TP with sp, Ulysses,
+ * Ring: pool_group) and dp -- never TP without sp, whose ranks hold the
+ * same rows; returns their number (0 .. 2) */
+static int row_loss_groups(const sw_ctx *x, sw_group g[2])
+{
+    int k = 0;
+    sw_group pg;
+    const int rows = pool_group(x, &pg);
+    if (rows && pg == SW_GROUP_SP && x->c.dp > 1) {
+        g[k++] = SW_GROUP_SP_DP;
+    } else {
+        if (rows) g[k++] = pg;
+        if (x->c.dp > 1) g[k++] = SW_GROUP_DP;
+    }
+    return k;
+}
+
+/* the elements of the global batch the mean is over */
+static double row_mse_count(const sw_ctx *x, const sw_row_mse *r) { return (double)x->c.seq * x->c.batch * r->n; }
+
+sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs)
+{
+    if (!x) sw_usage_error("sw_row_mse_create: x: must not be NULL");
+    if (outputs < 1) sw_usage_error("sw_row_mse_create: outputs: must be at least 1 (%ld)", (long)outputs);
+    sw_row_mse *r = sw_xcalloc(1, sizeof *r);
+    sw_group g[2];
+    r->n = outputs;
+    r->dpred = sw_tensor_new2d("row_mse_dpred", SW_F32, x->Tl, outputs);
+    r->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
+    if (x->c.grad_accum > 1 || row_loss_groups(x, g)) r->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    return r;
+}
+
+void sw_row_mse_destroy(sw_row_mse *r)
+{
+    if (!r) return;
+    sw_tensor_free(r->dpred), sw_tensor_free(r->loss), sw_tensor_free(r->loss_sum);
+    free(r);
+}
+
+sw_tensor *sw_row_mse_loss(sw_row_mse *r) { return r->loss_sum ? r->loss_sum : r->loss; }
+
+static void require_rows(const char *fn, const sw_ctx *x, const sw_row_mse *r, sw_tensor *pred, sw_tensor *targets)
+{
+    if (!r) sw_usage_error("%s: loss: must not be NULL", fn);
+    sw_check_tensor(fn, "pred", pred, x->Tl, r->n);
+    sw_check_tensor(fn, "targets", targets, x->Tl, r->n);
+    if (pred->dtype != SW_F32 || targets->dtype != SW_F32)
+        sw_usage_error("%s: pred, targets: must be fp32 (dtypes %d, %d)", fn, (int)pred->dtype, (int)targets->dtype);
+}
+
+/* this rank's rows' sum of squares over the global count; the step's:
+ * micro-batches summed here, the other rows' ranks after the last */
+void sw_row_mse_forward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets)
+{
+    require_rows("sw_row_mse_forward", x, r, pred, targets);
+    sw_mse_fwd(whole_r(pred), whole_r(targets), whole_w(r->loss), (float)(1.0 / row_mse_count(x, r)));
+    if (!r->loss_sum) return;
+    sw_colsum(whole_r(r->loss), sw_tensor_whole(r->loss_sum, x->micro ? STARPU_RW : STARPU_W), 1.0f,
+              x->micro ? 1.0f : 0.0f);
+    sw_group g[2];
+    const int ng = row_loss_groups(x, g);
+    if (x->micro == x->c.grad_accum - 1)
+        for (int k = 0; k < ng; k++) sw_allreduce(x->comm, g[k], r->loss_sum, SW_SUM);
+}
+
+/* 2 (pred - tgt) / (global count): the registry sums the gradients over
+ * the gradient group and the micro-batches, a SW_LINEAR_REPLICATED before
+ * it over TP with sp */
+sw_tensor *sw_row_mse_backward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets)
+{
+    require_rows("sw_row_mse_backward", x, r, pred, targets);
+    sw_mse_bwd(whole_r(pred), whole_r(targets), whole_w(r->dpred), (float)(1.0 / row_mse_count(x, r)));
+    return r->dpred;
+}
+
+void sw_row_mse_traffic(const sw_ctx *x, const sw_row_mse *r, sw_traffic *t)
+{
+    (void)r;
+    sw_group g[2];
+    const int ng = row_loss_groups(x, g);
+    for (int k = 0; k < ng; k++) /* the loss, once per step */
+        t->forward[g[k]] += sw_comm_bytes(x->comm, g[k], SW_COLL_ALLREDUCE, 1, 1);
 }
 
 /* ------------------------------------------------------------- loaders */

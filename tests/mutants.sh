@@ -64,6 +64,11 @@ same-rows-tp-summed|graphs/layers.c|s/if (l->mode == SW_LINEAR_REPLICATED_SAME_R
 same-rows-cp-unscaled|graphs/layers.c|s/return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f \/ (float)(x->U \* x->R) : 1.0f;/return 1.0f;/|tests/test_encoder.sh|^$
 seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
 seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
+row-mse-loss-rows-unreduced|graphs/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$
+row-mse-scale-local|graphs/heads.c|s/return (double)x->c.seq \* x->c.batch \* r->n;/return (double)x->Tl * r->n;/|tests/test_encoder.sh|^--per-token$
+pool-lengths-ignored|graphs/heads.c|s/    if (pool_lengths(x, "sw_pool_forward", mode, \&L))/    if (0)/|tests/test_encoder.sh|padding
+pool-lengths-local-positions|graphs/heads.c|s/const int64_t pos = sw_ctx_position(x, first + i);/const int64_t pos = first + i;/|tests/test_encoder.sh|^--pad$
+pool-len-scale-seq|codelets/pool.c|s/(double)a.alpha \/ (double)a.L.len\[b\]/(double)a.alpha \/ 32.0/g|tests/test_pool|
 # the extra embedding table (token types) and the masked LM
 token-type-forward-dropped|graphs/layers.c|s/        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));/        (void)rows;/|tests/test_embedding|
 token-type-grad-tp-unsummed|graphs/layers.c|s/    sw_tp_sum_replicated_grad(\&x->tp, grad(x, e->w));/    (void)e;/|tests/test_encoder_mlm.sh|^2 --tp 2 --sp$

@@ -3,16 +3,21 @@
 # a BERT-style encoder (learned positions, pre-LayerNorm blocks,
 # bidirectional attention) with a pooled head -- MSE on a per-sequence
 # float target, or (--classes 3) cross-entropy over classes, mean or
-# (--pool-first) first-token pooling -- trained 3 AdamW steps under tp 2 +
+# (--pool-first) first-token pooling; or (--per-token) a replicated linear
+# and the per-row MSE (sw_row_mse) on a float target per token; or (--pad)
+# padded sequences, key padding on and the mean over each sequence's
+# valid positions -- trained 3 AdamW steps under tp 2 +
 # sp, dp 2, dp 2 with 2 micro-batches, Ulysses 2 and Ring 2 (zigzag): the
 # losses match one rank's within relative 1e-5, the global gradient norm
 # before clipping and every parameter's reduced, clipped gradient (its sum
 # of squares and of |g| over the ranks holding distinct parts) within 1e-4, and the traffic model equals the bytes sent on every
 # group of every rank (the pooling's all-reduce and the loss's over dp).
+# Padding: the padded mean-pooled loss differs from the unpadded one, and
+# another PAD token id changes no loss and no gradient.
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/examples/encoder_regress"
 . "$top_srcdir/tests/encoder_compare.sh"
-for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first"; do
+for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first" "--per-token" "--pad"; do
   want "$variant" || continue
   runs 1 $variant || { check "1 rank $variant: ran" false; continue; }
   ref=$(losses "$TMPD/out"); grads "$TMPD/out" > "$TMPD/ref.grads"
@@ -32,6 +37,17 @@ for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first"; do
       traffic_exact "$TMPD/out" "$np"
   done
 done
+if want "padding"; then
+  if runs 1 && unpadded=$(losses "$TMPD/out") && runs 1 --pad && padded=$(losses "$TMPD/out") \
+      && grads "$TMPD/out" > "$TMPD/pad1.grads" && runs 1 --pad 7 && pad7=$(losses "$TMPD/out"); then
+    grads "$TMPD/out" > "$TMPD/pad7.grads"
+    check "padding: the padded loss ($padded) differs from the unpadded ($unpadded)" \
+      sh -c "[ '$(echo $padded | cut -d' ' -f1)' != '$(echo $unpadded | cut -d' ' -f1)' ]"
+    check "padding: PAD id 7 gives PAD id 1's losses ($pad7)" close_losses "$padded" "$pad7"
+    check "padding: PAD id 7 gives PAD id 1's gradients ($(close_grads "$TMPD/pad1.grads" "$TMPD/pad7.grads"))" \
+      close_grads "$TMPD/pad1.grads" "$TMPD/pad7.grads"
+  else check "padding: ran" false; fi
+fi
 want "help" && check "--help prints the usage and exits 0" sh -c "'$PROG' --help | grep -q 'usage: .*encoder_regress'"
 want "bad arguments" && refused 2 "--classes (1) must be at least 2" "encoder_regress --classes 1" "$PROG" --steps 1 --dp 2 --classes 1
 finish

@@ -64,10 +64,19 @@ cudaError_t sw_cuda_sumsq(const float *x, int64_t ld, int64_t R, int64_t C, floa
 cudaError_t sw_cuda_clip(float *x, int64_t ld, int64_t R, int64_t C, const float *n2, float max_norm, cudaStream_t s);
 
 /* ---- pool.cu: y[b,c] = alpha sum_{i in [p0, p0+np)} x[i B + b, c]; dx = alpha dy on those rows, 0 elsewhere ---- */
+/* with per-sequence lengths (L->on): position i of sequence b counts iff its global position
+ * (run j: pos0[j] + i - i0[j]) is below len[b], each sequence scaled by alpha / len[b] (in double) */
+#define SW_CUDA_POOL_RUNS 4
+#define SW_CUDA_POOL_SEQS 64
+typedef struct sw_cuda_pool_len {
+    int on, nruns;
+    int64_t i0[SW_CUDA_POOL_RUNS], pos0[SW_CUDA_POOL_RUNS];
+    int32_t len[SW_CUDA_POOL_SEQS];
+} sw_cuda_pool_len;
 cudaError_t sw_cuda_pool_fwd(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t B, int64_t C, int64_t p0,
-                             int64_t np, float alpha, cudaStream_t s);
+                             int64_t np, float alpha, const sw_cuda_pool_len *L, cudaStream_t s);
 cudaError_t sw_cuda_pool_bwd(const float *dy, int64_t ldy, float *dx, int64_t ldx, int64_t B, int64_t C, int64_t n,
-                             int64_t p0, int64_t np, float alpha, cudaStream_t s);
+                             int64_t p0, int64_t np, float alpha, const sw_cuda_pool_len *L, cudaStream_t s);
 
 /* ---- mse.cu: out[0] = alpha sum (p - t)^2 (one block); d = 2 alpha (p - t) ---- */
 cudaError_t sw_cuda_mse_fwd(const float *p, int64_t ldp, const float *t, int64_t ldt, int64_t R, int64_t C, float *out,

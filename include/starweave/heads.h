@@ -1,7 +1,8 @@
 /** @file
  * Heads and losses on one row per sequence: pooling over a sequence, and a
  * small replicated head with its loss (mean squared error on float targets,
- * or cross-entropy over a few classes). Like every layer they only submit
+ * or cross-entropy over a few classes); and a mean-squared-error loss on
+ * every row (sw_row_mse, below). Like every layer they only submit
  * tasks, and their parallel rules are inside them, so a model needs none:
  *  - the rows they read are the residual stream's l rows ([s, b] order,
  *    split by sp over TP, and by Ulysses/Ring into seq/(ulysses*ring)
@@ -9,7 +10,10 @@
  *  - pooling sums each rank's positions of its B sequences and all-reduces
  *    the partial sums over the ranks holding the sequences' other
  *    positions (tp with sp, ulysses, ring: SW_GROUP_TP, SW_GROUP_SP or
- *    SW_GROUP_TP_SP), so every one of them holds the same [B, h];
+ *    SW_GROUP_TP_SP), so every one of them holds the same [B, h]; with
+ *    key lengths loaded (a padded batch, sw_ctx_load_key_lengths) mean
+ *    pooling sums each sequence's valid positions only (global position
+ *    below len[b], whichever rank holds it) scaled by 1/len[b];
  *    first-token pooling takes the row of position 0 (zeros on the other
  *    ranks, the same all-reduce); the backward needs no communication;
  *  - the head is a SW_LINEAR_REPLICATED_SAME_ROWS linear (layers.h): its
@@ -29,7 +33,8 @@ extern "C" {
 
 /** How a sequence becomes one row. */
 typedef enum {
-    SW_POOL_MEAN,  /**< the mean over the sequence's positions */
+    SW_POOL_MEAN,  /**< the mean over the sequence's positions; with key lengths loaded
+                    * (sw_ctx_load_key_lengths), over its positions below len[b] only (1/len[b]) */
     SW_POOL_FIRST  /**< the row of position 0 (BERT's [CLS]) */
 } sw_pool_mode;
 
@@ -79,6 +84,36 @@ void sw_seq_head_forward(sw_ctx *x, sw_seq_head *hd, sw_tensor *in, sw_tensor *t
 sw_tensor *sw_seq_head_backward(sw_ctx *x, sw_seq_head *hd, sw_tensor *targets);
 /** Adds the head's traffic per step to t: the pooling's, and the loss's all-reduce over dp. */
 void sw_seq_head_traffic(const sw_ctx *x, const sw_seq_head *hd, sw_traffic *t);
+
+/** A mean-squared-error loss on every row (per token: a diffusion model's
+ * noise prediction), beside the per-sequence one of sw_seq_head.
+ *  - pred and targets are [l, n] fp32: this rank's rows of the residual
+ *    stream's layout (the l rows: with sp this TP rank's slice, without sp
+ *    the T rows, the same on every TP rank), targets loaded with
+ *    sw_ctx_load_floats into [l, n];
+ *  - the loss is the mean over every element of the global batch (seq x
+ *    batch x n: every dp rank, micro-batch and position): each rank sums
+ *    its rows' squares scaled by 1/(global count), the loss tensor sums the
+ *    micro-batches and is all-reduced once per step over the ranks holding
+ *    other rows -- TP with sp, Ulysses, Ring, dp (never TP without sp:
+ *    those ranks hold the same rows, counted once);
+ *  - the backward is 2 (pred - tgt) / (global count): a linear before it on
+ *    those rows is SW_LINEAR_REPLICATED (its gradient summed over TP under
+ *    sp, where the rows differ), and the registry's sums over the gradient
+ *    group and the micro-batches give the exact gradient. */
+typedef struct sw_row_mse sw_row_mse;
+/** outputs: n, the columns of pred and targets (at least 1). */
+sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs);
+/** Frees its tensors (blocking). NULL: no-op. */
+void sw_row_mse_destroy(sw_row_mse *r);
+/** The loss against targets: pred, targets [l, n] fp32. */
+void sw_row_mse_forward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets);
+/** dpred [l, n] (its own tensor, valid until the next backward). */
+sw_tensor *sw_row_mse_backward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets);
+/** [1,1]: the mean over the global batch once the step's last micro-batch has gone forward */
+sw_tensor *sw_row_mse_loss(sw_row_mse *r);
+/** Adds the loss's all-reduces, once per step, to t. */
+void sw_row_mse_traffic(const sw_ctx *x, const sw_row_mse *r, sw_traffic *t);
 
 /** Blocking, for programs: writes this rank's rows of micro-batch k of a
  * global [seq*batch, f] fp32 array in [s, b] order (row p*batch + b:

@@ -343,6 +343,27 @@ void sw_ce_bwd_weighted(starpu_data_handle_t logits, starpu_data_handle_t mx, st
 void sw_pool_fwd(starpu_data_handle_t x, starpu_data_handle_t y, int64_t p0, int64_t np, float alpha);
 /** dx[n,h] (W) = alpha * dy[b] on the rows of positions p0 .. p0+np-1, 0 on the others */
 void sw_pool_bwd(starpu_data_handle_t dy, starpu_data_handle_t dx, int64_t p0, int64_t np, float alpha);
+/** Runs of positions the pooling's lengths need (sw_pool_lengths). */
+#define SW_POOL_MAX_RUNS 4
+/** Per-sequence lengths of a padded batch for sw_pool_fwd_len / sw_pool_bwd_len:
+ * local position i of the rows (rows i*B + b) is global position
+ * pos0[j] + i - i0[j] for the last run j with i0[j] <= i (i0[0] = 0; runs
+ * as a rank's zigzag or sp share of the positions gives them), and
+ * position p of sequence b is valid iff p < len[b] (b < B <= SW_ATTN_MAX_SEQS). */
+typedef struct sw_pool_lengths {
+    int nruns;                         /**< 1 .. SW_POOL_MAX_RUNS */
+    int64_t i0[SW_POOL_MAX_RUNS];      /**< first local position of each run */
+    int64_t pos0[SW_POOL_MAX_RUNS];    /**< its global position */
+    int32_t len[SW_ATTN_MAX_SEQS];     /**< valid positions of each sequence, >= 1 */
+} sw_pool_lengths;
+/** sw_pool_fwd over the valid positions only, each sequence scaled by
+ * alpha / len[b] (mean pooling of a padded batch: alpha 1); L NULL:
+ * sw_pool_fwd, bit for bit. */
+void sw_pool_fwd_len(starpu_data_handle_t x, starpu_data_handle_t y, int64_t p0, int64_t np, float alpha,
+                     const sw_pool_lengths *L);
+/** Its backward: dx = (alpha / len[b]) dy[b] on the valid rows among p0 .. p0+np-1, 0 elsewhere. */
+void sw_pool_bwd_len(starpu_data_handle_t dy, starpu_data_handle_t dx, int64_t p0, int64_t np, float alpha,
+                     const sw_pool_lengths *L);
 
 /* ---- mean squared error (codelets/mse.c) ---- */
 /** out[1,1] (W) = alpha * sum (pred - tgt)^2, summed in double */
