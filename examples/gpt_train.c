@@ -643,6 +643,7 @@ int main(int argc, char **argv)
     if (sw_comm_set_backend(comm, o.backend, why, sizeof why) < 0) sw_usage_error("--comm nccl: %s", why);
     int me = sw_rank();
     if (me != 0) o.quiet = 1;
+    if (o.memory_plan) return memory_plan(&o.cfg, comm, mesh); /* no training: no log */
     /* rank 0 writes the log; every rank learns whether it could, so that
      * all of them stop (the others would wait in collectives for rank 0) */
     FILE *log = me == 0 ? fopen(o.log, "w") : NULL;
@@ -651,7 +652,6 @@ int main(int argc, char **argv)
         sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
-    if (o.memory_plan) return memory_plan(&o.cfg, comm, mesh);
     const double t_create = now_ms();
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     sw_ckpt_field fields[8];
