@@ -128,9 +128,9 @@ checkpoint-refusal-not-collective|graphs/checkpoint.c|s/if (first == INT_MAX) re
 zero3-gather-skipped-before-backward|graphs/blocks.c|s/if (b->c.params) sw_params_gather_unit(b->c.params, layer, 1);/(void)layer;/|tests/test_tp.sh|^np=2 --dp 2 --zero 3 --dropout
 zero3-bf16-gathered-as-fp32|graphs/params_internal.h|s/return value_pooled(p, k) \&\& p->c.dtype == SW_BF16/return 0 \&\& p->c.dtype == SW_BF16/|tests/test_tp.sh|traffic and counters
 zero3-bf16-pack-unrounded|codelets/cast.c|s/d\[r \* ld16 + c\] = sw_bf16_from_f32(s\[r \* lds + c\]);/d[r * ld16 + c] = (uint16_t)(sw_bf16_from_f32(s[r * lds + c]) + 1);/|tests/test_tp.sh|--zero 3 --dtype bf16
-zero2-shard-not-reduce-scattered|graphs/params.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
-zero-shards-overwritten-per-micro-batch|graphs/params.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
-zero3-gather-unmodelled|graphs/params.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
+zero2-shard-not-reduce-scattered|graphs/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
+zero-shards-overwritten-per-micro-batch|graphs/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
+zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
 EOF
 }
 
