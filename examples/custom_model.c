@@ -4,8 +4,9 @@
  * Every strategy comes from the layers and the step driver: run it as
  *   mpirun -np 4 custom_model --tp 2 --sp --dp 2
  * and tensor + sequence + data parallelism apply with no line of it
- * changed (so do --ulysses, --ring, --pp (pipeline stages), --micro K
- * (micro-batches per step), --recompute-full, --zero 1;
+ * changed (so do --ulysses, --ring, --pp (pipeline stages), --pp-virtual V
+ * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
+ * --zero 1; --layers N: blocks, 2 by default;
  * --bidirectional makes attention non-causal). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 
 #include <starweave.h>
 
-enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
+enum { MAX_LAYERS = 8, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
 
 typedef struct { sw_norm norm; sw_linear qkv, proj, up, down; } block_params;
 typedef struct { sw_tensor *n, *rstd, *ng, *u, *a; sw_attn_saved attn; } block_saved;
@@ -23,7 +24,7 @@ typedef struct model {
     sw_params *p;
     sw_attention *attn;
     sw_embedding emb;
-    block_params blk[LAYERS];
+    block_params blk[MAX_LAYERS];
     sw_norm final_norm;
     int head_w;
     sw_pipeline *pipe;
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
 {
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), pp = flag(argc, argv, "--pp", 1);
     int steps = flag(argc, argv, "--steps", 20), micro = flag(argc, argv, "--micro", 1);
+    int layers = flag(argc, argv, "--layers", 2);
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
                         .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
@@ -152,12 +154,14 @@ int main(int argc, char **argv)
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
+    if (layers < 1 || layers > MAX_LAYERS) sw_usage_error("--layers must be in 1 .. %d (%d)", MAX_LAYERS, layers);
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     int cp = xc.ulysses * xc.ring;
     sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
                            .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
-                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f};
+                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f,
+                           .pp_chunks = flag(argc, argv, "--pp-virtual", 1)};
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
@@ -171,7 +175,7 @@ int main(int argc, char **argv)
     sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
     /* the parameters, unit by unit: before the blocks, each block, after them */
     m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, 0, 0.02f); /* no learned positions */
-    for (int l = 0; l < LAYERS; l++) {
+    for (int l = 0; l < layers; l++) {
         char n[5][16];
         for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);
         sw_params_set_unit(m->p, l);
@@ -185,7 +189,7 @@ int main(int argc, char **argv)
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
     sw_params_allocate(m->p); /* this rank's stage's parameters */
-    sw_blocks_config bc = {.layers = LAYERS, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
+    sw_blocks_config bc = {.layers = layers, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
                            .recompute = flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {

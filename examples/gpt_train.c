@@ -82,6 +82,8 @@ static void usage(FILE *f)
             "                    embedding, the last the head); ranks: tp x ulysses x ring x dp x pp\n"
             "  --pp-inflight Q   micro-batches whose activations a stage holds at once: 0 = 1F1B\n"
             "                    (pp - stage; default), grad-accum = GPipe\n"
+            "  --pp-virtual V    chunks per stage (1): stage s runs chunks s, s + pp, ... of\n"
+            "                    layers/(pp V) blocks (Megatron's interleaved schedule)\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
             "  --zero N          ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
             "                    sharded; 2 also gradients (reduce-scattered per block as its backward\n"
@@ -166,7 +168,7 @@ static void parse_float(const char *flag, const char *v, float *out)
 /* The flags followed by a value (parse_args's second chain). */
 static const char *const value_flags[] = {
     "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum", "--pp",
-    "--pp-inflight",
+    "--pp-inflight", "--pp-virtual",
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
@@ -252,6 +254,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
         else if (!strcmp(a, "--pp")) parse_int(a, v, &o->cfg.pp);
         else if (!strcmp(a, "--pp-inflight")) parse_int(a, v, &o->cfg.pp_inflight);
+        else if (!strcmp(a, "--pp-virtual")) parse_int(a, v, &o->cfg.pp_virtual);
         else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
         else if (!strcmp(a, "--zero-prefetch")) parse_int(a, v, &o->cfg.zero_prefetch);
         else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
@@ -467,10 +470,11 @@ static int memory_plan(const sw_gpt_config *cfg, sw_comm *comm, sw_mesh *mesh)
 
 /* Pipeline stages: per stage, the share of each step (after the first)
  * in which its workers did not compute -- idle, or waiting for the
- * neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1). */
+ * neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1) and
+ * the interleaved schedule's (p - 1) / (v m + p - 1). */
 static void print_bubble(const sw_overlap *rows, int n, const sw_gpt_config *c)
 {
-    int per_stage = c->tp * c->ulysses * c->ring * c->dp;
+    int per_stage = c->tp * c->ulysses * c->ring * c->dp, V = c->pp_virtual > 1 ? c->pp_virtual : 1;
     for (int s = 0; s < c->pp; s++) {
         double sum = 0;
         int count = 0;
@@ -479,8 +483,9 @@ static void print_bubble(const sw_overlap *rows, int n, const sw_gpt_config *c)
                 sum += 1 - rows[i].compute_us / rows[i].wall_us, count++;
         if (count)
             printf("bubble: stage %d: %.1f%% of the step without compute (steps after the first, %d rank-steps), "
-                   "1F1B's (p - 1) / (m + p - 1) = %.1f%% (quota %s)\n", s, 100 * sum / count, count,
-                   100.0 * (c->pp - 1) / (c->grad_accum + c->pp - 1), c->pp_inflight ? "given" : "1F1B");
+                   "1F1B's (p - 1) / (m + p - 1) = %.1f%%, interleaved (p - 1) / (v m + p - 1) = %.1f%% (v = %d; "
+                   "quota %s)\n", s, 100 * sum / count, count, 100.0 * (c->pp - 1) / (c->grad_accum + c->pp - 1),
+                   100.0 * (c->pp - 1) / (V * c->grad_accum + c->pp - 1), V, c->pp_inflight ? "given" : "1F1B");
     }
 }
 

@@ -10,7 +10,7 @@
 
 struct stash_ref {
     struct sw_blocks *b;
-    int l;
+    int j, l; /* micro slot, block */
 };
 
 /* Block l of the model is block i = l - first of this stage. With several
@@ -30,9 +30,10 @@ struct sw_blocks {
     int per_micro;        /* saved sets per micro slot: count, or shared working sets (FULL, offload) */
     int nslots;
     sw_saved *slots;
-    sw_tensor ***stash;   /* offload: stash[i][k] on the offload node holds block i's saved tensor k */
+    sw_tensor ***stash;   /* offload: stash[j n + i][k] on the offload node holds micro slot j's block i's saved
+                           * tensor k */
     double set_bytes;     /* the memory model: what keep declares */
-    struct stash_ref *sref; /* sref[i]: the prefetch callback's argument of block i */
+    struct stash_ref *sref; /* sref[j n + i]: the prefetch callback's argument of micro slot j's block i */
 };
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -147,9 +148,6 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     if (c->first < 0 || n < 1 || c->first + n > c->layers)
         sw_usage_error("sw_blocks_create: blocks %d .. %d of %d", c->first, c->first + n - 1, c->layers);
     if (full && c->offload) sw_usage_error("offload needs recompute none or selective (recompute = full keeps only block inputs)");
-    if (c->offload && b->nmicro > 1)
-        sw_usage_error("offload holds one micro-batch's saved activations at a time: it does not combine with %d "
-                       "micro-batches in flight (pipeline stages) yet", b->nmicro);
     b->set_bytes = declared_bytes(ops, model);
     /* block inputs of each micro slot: every one, or with full
      * recomputation those of the kept blocks (i % K == 0; the others are
@@ -177,19 +175,21 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
         a->state = ops->state_bytes ? sw_xcalloc(1, ops->state_bytes) : NULL;
         ops->keep(model, a);
     }
-    if (c->offload) {
-        b->stash = sw_xcalloc((size_t)n, sizeof *b->stash);
-        b->sref = sw_xcalloc((size_t)n, sizeof *b->sref);
-        for (int i = 0; i < n; i++) {
-            b->sref[i] = (struct stash_ref){b, i};
-            sw_saved *a = &b->slots[i % b->nslots];
-            b->stash[i] = sw_xcalloc((size_t)a->n, sizeof(sw_tensor *));
-            for (int k = 0; k < a->n; k++) {
-                char name[80];
-                snprintf(name, sizeof name, "h%d.%s", b->first + i, strchr(a->t[k]->name, '.') + 1);
-                b->stash[i][k] = sw_tensor_new_offload(name, a->t[k]->rows, a->t[k]->cols);
+    if (c->offload) { /* every micro slot's saved sets on the offload node; the working sets are shared */
+        b->stash = sw_xcalloc((size_t)(b->nmicro * n), sizeof *b->stash);
+        b->sref = sw_xcalloc((size_t)(b->nmicro * n), sizeof *b->sref);
+        for (int j = 0; j < b->nmicro; j++)
+            for (int i = 0; i < n; i++) {
+                b->sref[j * n + i] = (struct stash_ref){b, j, i};
+                sw_saved *a = &b->slots[i % b->nslots];
+                sw_tensor **st = b->stash[j * n + i] = sw_xcalloc((size_t)a->n, sizeof(sw_tensor *));
+                for (int k = 0; k < a->n; k++) {
+                    char name[80], micro[16] = "";
+                    if (b->nmicro > 1) snprintf(micro, sizeof micro, "m%d.", j);
+                    snprintf(name, sizeof name, "%sh%d.%s", micro, b->first + i, strchr(a->t[k]->name, '.') + 1);
+                    st[k] = sw_tensor_new_offload(name, a->t[k]->rows, a->t[k]->cols);
+                }
             }
-        }
     }
     return b;
 }
@@ -203,8 +203,8 @@ void sw_blocks_destroy(sw_blocks *b)
             if (!b->K || (j == 0 && i < b->K) || b->x[j][i] != b->x[0][i % b->K]) sw_tensor_free(b->x[j][i]);
         free(b->x[j]);
     }
-    for (int i = 0; b->stash && i < n; i++) {
-        for (int k = 0; k < b->slots[i % b->nslots].n; k++) sw_tensor_free(b->stash[i][k]);
+    for (int i = 0; b->stash && i < b->nmicro * n; i++) {
+        for (int k = 0; k < b->slots[i % n % b->nslots].n; k++) sw_tensor_free(b->stash[i][k]);
         free(b->stash[i]);
     }
     free(b->stash);
@@ -267,16 +267,17 @@ static void prefetch_block(void *arg)
 {
     const struct stash_ref *r = arg;
     for (int k = 0; k < slot_of(r->b, r->l)->n; k++)
-        starpu_data_prefetch_on_node(r->b->stash[r->l][k]->handle, (unsigned)sw_compute_node(), 1);
+        starpu_data_prefetch_on_node(r->b->stash[r->j * r->b->count + r->l][k]->handle, (unsigned)sw_compute_node(), 1);
 }
 
 static void offload_block(sw_blocks *b, int i)
 {
     sw_saved *a = slot_of(b, i);
     sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + i);
+    sw_tensor **st = b->stash[b->cur * b->count + i];
     for (int k = 0; k < a->n; k++) {
-        sw_copy(sw_tensor_whole(b->stash[i][k], STARPU_W), sw_tensor_whole(a->t[k], STARPU_R));
-        sw_tensor_wont_use(b->stash[i][k]);
+        sw_copy(sw_tensor_whole(st[k], STARPU_W), sw_tensor_whole(a->t[k], STARPU_R));
+        sw_tensor_wont_use(st[k]);
     }
 }
 
@@ -284,9 +285,10 @@ static void onload_block(sw_blocks *b, int i)
 {
     sw_saved *a = slot_of(b, i);
     sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + i);
+    int at = b->cur * b->count + i;
     for (int k = 0; k < a->n; k++)
-        sw_copy_then(sw_tensor_whole(a->t[k], STARPU_W), sw_tensor_whole(b->stash[i][k], STARPU_R),
-                     k == 0 && i > 0 ? prefetch_block : NULL, i > 0 ? &b->sref[i - 1] : NULL);
+        sw_copy_then(sw_tensor_whole(a->t[k], STARPU_W), sw_tensor_whole(b->stash[at][k], STARPU_R),
+                     k == 0 && i > 0 ? prefetch_block : NULL, i > 0 ? &b->sref[at - 1] : NULL);
 }
 
 void sw_blocks_forward(sw_blocks *b, int step)

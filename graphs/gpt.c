@@ -273,14 +273,10 @@ static sw_gpt_memory memory_model(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
     sw_blocks_config bc = blocks_config(m);
-    /* this stage's blocks with the micro-batches of its quota in flight (sw_pipeline_create's) */
-    const sw_mesh *mesh = m->x.comm ? sw_comm_mesh(m->x.comm) : NULL;
-    int stage = mesh ? sw_mesh_stage(mesh) : 0;
-    bc.count = c->layers / c->pp, bc.first = stage * bc.count;
-    bc.inflight = c->pp_inflight ? c->pp_inflight : c->pp - stage;
-    if (bc.inflight > c->grad_accum) bc.inflight = c->grad_accum;
     sw_gpt_memory r = {.state = sw_params_bytes(m->params), .pool = sw_params_pool_bytes(m->params)};
-    r.saved = sw_blocks_bytes(&bc, &block_ops, m) - 4.0 * (double)bc.rows * (double)bc.cols; /* less their dx */
+    /* this stage's chunks of blocks with the micro slots of its quota (sw_pipeline_create's), less one
+     * residual gradient (counted below) */
+    r.saved = sw_pipeline_blocks_bytes(&m->x, &bc, &block_ops, m, c->pp_inflight) - 4.0 * (double)bc.rows * (double)bc.cols;
     /* the tensors of the stage beside them: the blocks' residual gradient, every micro-batch's tokens and
      * targets, the loss (the last stage's head holds it); on the last stage the final norm's output and
      * statistics and the LM head's (sw_lm_head_bytes) */
@@ -355,7 +351,7 @@ static sw_gpt *model_described(const sw_gpt_config *cfg, sw_comm *comm)
     int ulysses_ring = c->ulysses * c->ring > 1;
     sw_params_config pc = {c->seed, c->tiles, c->dtype, c->grad_accum, c->bucket_mb, c->zero,
                            ulysses_ring ? SW_GROUP_SP_DP : SW_GROUP_DP, c->lr, c->beta1, c->beta2, c->adam_eps,
-                           c->weight_decay, c->clip_grad, c->zero_prefetch + 1};
+                           c->weight_decay, c->clip_grad, c->zero_prefetch + 1, c->pp_virtual};
     int stages = comm ? sw_mesh_size(sw_comm_mesh(comm), SW_GROUP_PP) : 1;
     if (stages != c->pp) sw_usage_error("pp (%d) must equal the mesh's pipeline stages (%d)", c->pp, stages);
     m->params = sw_params_new(&pc, comm);
@@ -508,7 +504,10 @@ int sw_gpt_micro_batch_first(const sw_gpt *m, int k) { return sw_ctx_micro_batch
 
 void sw_gpt_traffic(sw_gpt *m, sw_traffic *t) { sw_pipeline_traffic(m->pipe, t); }
 
-sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer) { return sw_blocks_saved_bytes(m->blocks, layer); }
+sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer)
+{
+    return sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->params, layer)), layer);
+}
 
 void sw_gpt_load_micro_batch(sw_gpt *m, int k, const int32_t *tok, const int32_t *tgt)
 {

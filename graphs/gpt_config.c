@@ -101,10 +101,16 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->pp > 0, "pp must be at least 1 (pp = %d)", c->pp);
     SW_RULE(c->layers % c->pp == 0, "layers (%d) must be divisible by pp (%d): each stage runs layers/pp blocks",
             c->layers, c->pp);
+    SW_RULE(c->pp_virtual >= 0, "pp-virtual must be at least 1 (pp-virtual = %d)", c->pp_virtual);
+    SW_RULE(c->pp_virtual <= 1 || c->pp > 1, "pp-virtual (%d) needs pipeline stages (pp = %d)", c->pp_virtual, c->pp);
+    SW_RULE(c->pp_virtual <= 1 || c->layers % (c->pp * c->pp_virtual) == 0,
+            "layers (%d) must be divisible by pp x pp-virtual (%d x %d): each chunk runs layers/(pp*pp-virtual) blocks",
+            c->layers, c->pp, c->pp_virtual);
+    SW_RULE(c->pp_virtual <= 1 || c->grad_accum >= c->pp,
+            "interleaved chunks need at least pp micro-batches: grad-accum (%d) must be at least pp (%d) with "
+            "pp-virtual %d", c->grad_accum, c->pp, c->pp_virtual);
     SW_RULE(c->pp_inflight >= 0, "pp-inflight must be 0 (1F1B: pp - stage) or at least 1 (pp-inflight = %d)",
             c->pp_inflight);
-    SW_RULE(c->pp == 1 || !c->offload, "offload holds one micro-batch's saved activations at a time: it does not "
-            "combine with pp > 1 yet (pp = %d)", c->pp);
     SW_RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);
     SW_RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
          "recompute must be none, selective or full (recompute = %d)", c->recompute);

@@ -65,7 +65,15 @@ int sw_params_unit_stage(const sw_params *p, int unit)
 {
     if (unit == SW_UNIT_BEFORE) return 0;
     if (unit == SW_UNIT_AFTER) return p->pp - 1;
-    return sw_pipeline_stage_of(unit, block_count(p), p->pp);
+    return sw_pipeline_stage_of(unit, block_count(p), p->pp, p->c.pp_chunks);
+}
+
+int sw_params_unit_chunk(const sw_params *p, int unit)
+{
+    int V = p->c.pp_chunks > 1 ? p->c.pp_chunks : 1, L = block_count(p);
+    if (unit == SW_UNIT_BEFORE) return 0;
+    if (unit == SW_UNIT_AFTER || L < p->pp * V) return V - 1;
+    return unit / (L / (p->pp * V)) / p->pp;
 }
 
 int sw_params_runs_unit(const sw_params *p, int unit) { return sw_params_unit_stage(p, unit) == p->stage; }
@@ -82,14 +90,21 @@ int sw_params_allocated(const sw_params *p, int i)
     return p->p[i].value != NULL;
 }
 
+/* 1 when this stage runs `unit` in its chunk `chunk` */
+static int unit_in_chunk(const sw_params *p, int unit, int chunk)
+{
+    return sw_params_runs_unit(p, unit) && sw_params_unit_chunk(p, unit) == chunk;
+}
+
 /* which parameters this rank's stage holds (every one without pipeline);
  * from the units alone, so the models of the bytes may ask before
  * sw_params_allocate */
 void sw_params_place(sw_params *p)
 {
-    int L = block_count(p);
-    if (p->pp > 1 && L % p->pp)
-        sw_usage_error("the blocks (%d) must be divisible by the pipeline stages (pp %d)", L, p->pp);
+    int L = block_count(p), V = p->c.pp_chunks > 1 ? p->c.pp_chunks : 1;
+    if (p->pp > 1 && L % (p->pp * V))
+        sw_usage_error("the blocks (%d) must be divisible by the pipeline stages times their chunks (pp %d x %d)", L,
+                       p->pp, V);
     for (int k = 0; k < p->n; k++) {
         entry *q = &p->p[k];
         int a = sw_params_unit_stage(p, q->unit), b = q->also == NO_UNIT ? a : sw_params_unit_stage(p, q->also);
@@ -315,6 +330,7 @@ static void create_buckets(sw_params *p)
     p->bucket = sw_xcalloc((size_t)n, sizeof *p->bucket);
     p->bucket_first = sw_xcalloc((size_t)n, sizeof(int));
     p->bucket_count = sw_xcalloc((size_t)n, sizeof(int));
+    p->bucket_done = sw_xcalloc((size_t)n, sizeof(int));
     p->bucket_sizes = sw_xcalloc((size_t)n, sizeof *p->bucket_sizes);
     for (int k = n - 1; k >= 0;) {
         if (!bucketed(p, k)) {
@@ -409,6 +425,7 @@ void sw_params_destroy(sw_params *p)
     free(p->bucket);
     free(p->bucket_first);
     free(p->bucket_count);
+    free(p->bucket_done);
     free(p->bucket_sizes);
     sw_tensor_free(p->norm2);
     free(p->p);
@@ -483,27 +500,37 @@ void sw_params_cast_bf16(sw_params *p)
             sw_cast(sw_tensor_whole(p->p[k].value, STARPU_R), sw_tensor_whole(p->p[k].w16, STARPU_W));
 }
 
-/* Sum this micro-batch's gradients into the buckets; after the last one,
- * all-reduce each bucket over the gradient group (its reduction depends
- * only on the copies of its own gradients, so it starts while the backward
- * of earlier layers goes on) and copy the sums back into the gradients. */
-void sw_params_reduce_grads(sw_params *p, int micro)
+/* Sum this micro-batch's gradients (of the parameters of chunk `chunk`
+ * of this stage, or all of them: -1) into the buckets; once the last
+ * micro-batch's are in, all-reduce each bucket over the gradient group
+ * (its reduction depends only on the copies of its own gradients, so it
+ * starts while the backward of earlier layers goes on) and copy the sums
+ * back into the gradients. */
+void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk)
 {
     if (!p->nbuckets) return;
     int last = micro == p->c.grad_accum - 1;
     for (int b = 0; b < p->nbuckets; b++) {
         int n = p->bucket_count[b], first = p->bucket_first[b];
-        for (int i = 0; i < n; i++)
-            sw_copy_flat(sw_tensor_whole(p->p[first - i].grad, STARPU_R),
+        for (int i = 0; i < n; i++) {
+            const entry *q = &p->p[first - i];
+            if (chunk >= 0 && !unit_in_chunk(p, q->unit, chunk) && (q->also == NO_UNIT || !unit_in_chunk(p, q->also, chunk)))
+                continue;
+            sw_copy_flat(sw_tensor_whole(q->grad, STARPU_R),
                          sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], micro ? STARPU_RW : STARPU_W)[i],
                          micro > 0);
-        if (!last) continue;
+            p->bucket_done[b] += last;
+        }
+        if (p->bucket_done[b] < n) continue;
+        p->bucket_done[b] = 0; /* every member's last micro-batch is in: the next step starts over */
         if (p->gn > 1 && !p->c.zero) sw_allreduce(p->comm, p->c.grad_group, p->bucket[b], SW_SUM);
         for (int i = 0; i < n; i++)
             sw_copy_flat(sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], STARPU_R)[i],
                          sw_tensor_whole(p->p[first - i].grad, STARPU_W), 0);
     }
 }
+
+void sw_params_reduce_grads(sw_params *p, int micro) { sw_params_reduce_grads_chunk(p, micro, -1); }
 
 /* the gradient AdamW reads: ZeRO-1's shard (reduce-scattered over the
  * group), else the whole gradient (all-reduced here with ZeRO-1 when it

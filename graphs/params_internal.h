@@ -55,6 +55,7 @@ struct sw_params {
     int nbuckets;
     sw_tensor **bucket;
     int *bucket_first, *bucket_count;
+    int *bucket_done; /* members whose last micro-batch's gradient is in the bucket (this step) */
     int64_t **bucket_sizes;
     sw_tensor *norm2;     /* [1,1] squared global gradient norm (clip_grad > 0) */
     /* ZeRO-2/3: the pool of `slots` buffers (zero_prefetch + 1) units are

@@ -8,21 +8,164 @@
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
+/* one piece of a stage's work: micro-batch k's forward or backward through chunk `chunk` */
+typedef struct unit {
+    int fwd, chunk, k;
+} unit;
+
 struct sw_pipeline {
     sw_ctx *x;
     sw_model_ops mops;
     void *model;
-    sw_blocks_config bc;
     sw_block_ops ops;
-    sw_blocks *blocks;
-    int pp, stage, first, last; /* stages, this one, and whether it is the first or the last */
-    int quota;                  /* micro-batches in flight on this stage */
-    sw_tensor *loss;            /* [1,1] the loss received from the last stage (the others) */
+    int pp, stage, V, K;   /* stages, this one, chunks per stage, micro-batches */
+    int quota;             /* chunks' saved sets (a chunk's blocks for one micro-batch) in flight on this stage */
+    sw_blocks_config *bc;  /* bc[c]: chunk c's blocks */
+    sw_blocks **chunk;     /* chunk c of this stage: virtual stage c pp + stage */
+    int *slots;            /* chunk c's micro slots: micro-batch k in slot k mod slots[c] */
+    unit *order;           /* the stage's work in submission order (2 K V units) */
+    sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
 
-int sw_pipeline_stage_of(int layer, int layers, int pp)
+int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks)
 {
-    return pp > 1 && layers >= pp ? layer / (layers / pp) : 0;
+    int V = chunks > 1 ? chunks : 1;
+    return pp > 1 && layers >= pp * V ? layer / (layers / (pp * V)) % pp : 0;
+}
+
+/* stage s's quota: `inflight` micro-batches' chunks, or by default
+ * (V - 1) pp + pp - s (1F1B's pp - s without chunks), at most them all */
+static int stage_quota(int pp, int V, int K, int inflight, int s)
+{
+    int q = inflight ? inflight * V : (V - 1) * pp + pp - s;
+    return q < K * V ? q : K * V;
+}
+
+/* The order of stage `stage`'s work, derived -- not written down -- from
+ * the quotas: a dataflow execution of every stage is simulated (a forward
+ * costs 1, a backward 2), in which each stage, whenever idle, starts a
+ * forward whose input is there if its quota has room (the latest chunk
+ * first: the micro-batch nearest the loss), else a backward whose output
+ * gradient is there. Its order of starts is the order of submission:
+ * StarPU derives dependencies from it on the shared handles (the layers'
+ * scratch, micro slots), so a quota expressed by slot reuse holds only in
+ * an order that agrees with it -- this one does by construction, and as
+ * the simulated execution honours every dependency between stages, the
+ * real one cannot wait in a cycle. (The other road, explicit dependencies
+ * on handles without sequential consistency, would need the same order to
+ * size the slots.) Without chunks it is 1F1B's order for q = pp - s and
+ * GPipe's for q = K. Fills order (2 K V units) and slots (V: the most
+ * micro-batches of each chunk in flight at once; without chunks the
+ * quota); returns 0, or -1 when the quotas let no order finish (stage
+ * *stuck waited with its quota full). */
+static int schedule(int pp, int V, int K, int inflight, int stage, unit *order, int *slots, int *stuck)
+{
+    int J = pp * V, n = 0, total = 2 * K * J, done = 0;
+    int *fnext = sw_xcalloc((size_t)J, sizeof(int)), *bnext = sw_xcalloc((size_t)J, sizeof(int));
+    long *fdone = sw_xcalloc((size_t)J * (size_t)K, sizeof(long)), *bdone = sw_xcalloc((size_t)J * (size_t)K, sizeof(long));
+    long *busy = sw_xcalloc((size_t)pp, sizeof(long));
+    const long never = -1;
+    for (int i = 0; i < J * K; i++) fdone[i] = bdone[i] = never;
+    for (int c = 0; c < V; c++) slots[c] = V == 1 ? stage_quota(pp, V, K, inflight, stage) : 0;
+#define READY(a, j, k) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] != never && (a)[(size_t)(j) * (size_t)K + (size_t)(k)] <= t)
+    for (long t = 0; done < total; t++) {
+        int progress = 0;
+        for (int s = 0; s < pp; s++) {
+            if (busy[s] > t) {
+                progress = 1;
+                continue;
+            }
+            int held = 0, pick = -1, fwd = 0;
+            for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
+            for (int c = V - 1; c >= 0 && held < stage_quota(pp, V, K, inflight, s); c--) {
+                int j = c * pp + s, k = fnext[j];
+                if (k < K && (j == 0 || READY(fdone, j - 1, k))) {
+                    pick = c, fwd = 1;
+                    break;
+                }
+            }
+            for (int c = V - 1; c >= 0 && pick < 0; c--) {
+                int j = c * pp + s, k = bnext[j];
+                if (k < fnext[j] && READY(fdone, j, k) && (j == J - 1 || READY(bdone, j + 1, k))) pick = c;
+            }
+            if (pick < 0) continue;
+            int j = pick * pp + s, k = fwd ? fnext[j]++ : bnext[j]++;
+            busy[s] = t + (fwd ? 1 : 2);
+            (fwd ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
+            if (s == stage) {
+                order[n++] = (unit){fwd, pick, k};
+                if (V > 1 && fnext[j] - bnext[j] > slots[pick]) slots[pick] = fnext[j] - bnext[j];
+            }
+            done++, progress = 1;
+        }
+        if (!progress) { /* every stage idle and nothing ready: the quotas let no order finish */
+            for (int s = 0; s < pp; s++) {
+                int held = 0;
+                for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
+                if (held >= stage_quota(pp, V, K, inflight, s)) *stuck = s;
+            }
+            break;
+        }
+    }
+#undef READY
+    free(fnext), free(bnext), free(fdone), free(bdone), free(busy);
+    return done == total ? 0 : -1;
+}
+
+/* the schedule of this rank's stage, refused (exit 2 on every rank: each
+ * simulates every stage) when the quotas let no order finish */
+static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, unit *order, int *slots)
+{
+    const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
+    *pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, *stage = mesh ? sw_mesh_stage(mesh) : 0;
+    int chunks = x->params ? sw_params_get_config(x->params)->pp_chunks : 1, K = x->c.grad_accum, stuck = 0;
+    *V = chunks > 1 ? chunks : 1;
+    if (inflight < 0) sw_usage_error("the micro-batches in flight per stage must be 0 (1F1B) or at least 1 (%d)", inflight);
+    if (*pp * *V > SW_P2P_CHANNELS / 2 - 1)
+        sw_usage_error("pipeline stages times chunks (pp %d x %d) must be at most %d", *pp, *V, SW_P2P_CHANNELS / 2 - 1);
+    if (*V > 1 && *pp < 2) sw_usage_error("interleaved chunks (%d per stage) need pipeline stages (pp %d)", *V, *pp);
+    unit *o = order ? order : sw_xcalloc((size_t)(2 * K * *V), sizeof *o);
+    if (schedule(*pp, *V, K, inflight, *stage, o, slots, &stuck))
+        sw_usage_error("no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
+                       "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
+                       "(pp-inflight, in micro-batches; 0: the default)", stuck, stage_quota(*pp, *V, K, inflight, stuck),
+                       *pp, *V, K, inflight);
+    if (!order) free(o);
+}
+
+/* chunk c's blocks on this stage: virtual stage c pp + stage, of layers / (pp V) blocks, slots[c] micro slots */
+static sw_blocks_config chunk_config(const sw_ctx *x, const sw_blocks_config *c, int pp, int stage, int V, int chunk,
+                                     int slots)
+{
+    sw_blocks_config b = *c;
+    b.count = c->layers / (pp * V);
+    b.first = (chunk * pp + stage) * b.count;
+    b.inflight = slots;
+    b.params = x->params; /* the blocks' ZeRO-2/3 hooks */
+    return b;
+}
+
+static void check_layout(const sw_blocks_config *c, int pp, int V)
+{
+    if (c->layers % (pp * V))
+        sw_usage_error("the blocks (%d) must be divisible by the pipeline stages times their chunks (pp %d x %d)",
+                       c->layers, pp, V);
+}
+
+double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops, void *model,
+                                int inflight)
+{
+    sw_check_ptr("sw_pipeline_blocks_bytes", "x", x);
+    sw_check_ptr("sw_pipeline_blocks_bytes", "c", c);
+    int pp, stage, V, slots[SW_P2P_CHANNELS];
+    plan(x, inflight, &pp, &stage, &V, NULL, slots);
+    check_layout(c, pp, V);
+    double bytes = 0;
+    for (int v = 0; v < V; v++) {
+        sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots[v]);
+        bytes += sw_blocks_bytes(&b, ops, model);
+    }
+    return bytes;
 }
 
 sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops,
@@ -38,40 +181,46 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
                           : !mops->head_forward ? "head_forward" : !mops->head_backward ? "head_backward"
                           : !mops->loss ? "loss" : NULL;
     if (missing) sw_usage_error("%s: mops->%s: must not be NULL", fn, missing);
-    const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
-    int pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, stage = mesh ? sw_mesh_stage(mesh) : 0;
-    int K = x->c.grad_accum;
-    if (c->layers % pp)
-        sw_usage_error("the blocks (%d) must be divisible by the pipeline stages (pp %d)", c->layers, pp);
-    if (inflight < 0) sw_usage_error("the micro-batches in flight per stage must be 0 (1F1B) or at least 1 (%d)", inflight);
     sw_pipeline *s = sw_xcalloc(1, sizeof *s);
+    int chunks = sw_params_get_config(x->params)->pp_chunks;
+    s->K = x->c.grad_accum;
+    s->order = sw_xcalloc((size_t)(2 * s->K * (chunks > 1 ? chunks : 1)), sizeof *s->order);
+    s->slots = sw_xcalloc((size_t)(chunks > 1 ? chunks : 1), sizeof *s->slots);
+    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, s->slots);
+    check_layout(c, s->pp, s->V);
     s->x = x;
     s->mops = *mops;
     s->model = model;
     s->ops = *ops;
-    s->pp = pp, s->stage = stage, s->first = stage == 0, s->last = stage == pp - 1;
-    s->quota = inflight ? inflight : pp - stage;
-    if (s->quota > K) s->quota = K;
-    s->bc = *c;
-    s->bc.first = stage * (c->layers / pp);
-    s->bc.count = c->layers / pp;
-    s->bc.inflight = s->quota;
-    s->bc.params = x->params; /* the blocks' ZeRO-2/3 hooks */
-    s->blocks = sw_blocks_create(&s->bc, ops, model);
-    if (!s->last) s->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
+    s->quota = stage_quota(s->pp, s->V, s->K, inflight, s->stage);
+    s->bc = sw_xcalloc((size_t)s->V, sizeof *s->bc);
+    s->chunk = sw_xcalloc((size_t)s->V, sizeof *s->chunk);
+    for (int v = 0; v < s->V; v++) {
+        s->bc[v] = chunk_config(x, c, s->pp, s->stage, s->V, v, s->slots[v]);
+        s->chunk[v] = sw_blocks_create(&s->bc[v], ops, model);
+    }
+    if (s->stage != s->pp - 1) s->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
     return s;
 }
 
 void sw_pipeline_destroy(sw_pipeline *s)
 {
     if (!s) return;
-    sw_blocks_destroy(s->blocks);
+    for (int v = 0; v < s->V; v++) sw_blocks_destroy(s->chunk[v]);
+    free(s->chunk), free(s->bc), free(s->slots), free(s->order);
     sw_tensor_free(s->loss);
     free(s);
 }
 
-sw_blocks *sw_pipeline_blocks(sw_pipeline *s) { return s->blocks; }
-sw_tensor *sw_pipeline_loss(sw_pipeline *s) { return s->last ? s->mops.loss(s->model) : s->loss; }
+sw_blocks *sw_pipeline_blocks(sw_pipeline *s) { return s->chunk[0]; }
+int sw_pipeline_chunks(const sw_pipeline *s) { return s->V; }
+sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk)
+{
+    sw_check_ptr("sw_pipeline_chunk", "s", s);
+    if (chunk < 0 || chunk >= s->V) sw_usage_error("sw_pipeline_chunk: chunk %d of %d", chunk, s->V);
+    return s->chunk[chunk];
+}
+sw_tensor *sw_pipeline_loss(sw_pipeline *s) { return s->loss ? s->loss : s->mops.loss(s->model); }
 int sw_pipeline_inflight(const sw_pipeline *s) { return s->quota; }
 int sw_pipeline_stage(const sw_pipeline *s, int *stages)
 {
@@ -79,65 +228,69 @@ int sw_pipeline_stage(const sw_pipeline *s, int *stages)
     return s->stage;
 }
 
-/* micro-batch k's forward on this stage: its input (the embedding, or the
- * previous stage's output), its blocks into micro slot k mod quota, its
- * output to the next stage (the last stage keeps it for the head, which
- * runs with the backward) */
-static void forward(sw_pipeline *s, int step, int k)
+/* The point-to-point channel of the boundary after virtual stage j (j to
+ * j + 1): activations forward, gradients back, each matched in call order
+ * on its own (both ends submit a chunk's micro-batches in order), so the
+ * order across boundaries may differ between the two ends. */
+static int channel(int j, int backward) { return 2 * j + backward; }
+enum { LOSS_CHANNEL = SW_P2P_CHANNELS - 1 };
+
+/* micro-batch k's forward through chunk c: its input (the embedding, or
+ * the previous virtual stage's output), its blocks into micro slot k mod
+ * slots, its output to the next virtual stage (the last keeps it for the
+ * head, which runs with the backward) */
+static void forward(sw_pipeline *s, int step, int c, int k)
 {
+    int j = c * s->pp + s->stage, J = s->pp * s->V;
+    sw_blocks *b = s->chunk[c];
     sw_ctx_set_micro_batch(s->x, k);
-    sw_blocks_set_micro_slot(s->blocks, k % s->quota);
+    sw_blocks_set_micro_slot(b, k % s->slots[c]);
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
-    if (s->first) {
+    if (j == 0) {
         sw_params_gather_unit(s->x->params, SW_UNIT_BEFORE, 0); /* ZeRO-3 */
-        s->mops.embed_forward(s->model, step, sw_blocks_input(s->blocks));
+        s->mops.embed_forward(s->model, step, sw_blocks_input(b));
         sw_params_release_unit(s->x->params, SW_UNIT_BEFORE, 0);
-    } else sw_recv(s->x->comm, SW_GROUP_PP, sw_blocks_input(s->blocks), s->stage - 1);
-    sw_blocks_forward(s->blocks, step);
-    if (!s->last) sw_send(s->x->comm, SW_GROUP_PP, sw_blocks_output(s->blocks), s->stage + 1);
+    } else sw_recv_on(s->x->comm, SW_GROUP_PP, channel(j - 1, 0), sw_blocks_input(b), (s->stage + s->pp - 1) % s->pp);
+    sw_blocks_forward(b, step);
+    if (j < J - 1) sw_send_on(s->x->comm, SW_GROUP_PP, channel(j, 0), sw_blocks_output(b), (s->stage + 1) % s->pp);
 }
 
-/* micro-batch k's backward: the gradient of its output (the head and loss,
- * forward and backward, on the last stage; else from the next stage), its
- * blocks, then the gradient of its input to the previous stage or into the
- * embedding; its gradients into the registry's buckets */
-static void backward(sw_pipeline *s, int step, int k)
+/* micro-batch k's backward through chunk c: the gradient of its output
+ * (the head and loss, forward and backward, on the last virtual stage;
+ * else from the next), its blocks, then the gradient of its input to the
+ * previous virtual stage or into the embedding; the chunk's gradients into
+ * the registry's buckets */
+static void backward(sw_pipeline *s, int step, int c, int k)
 {
     sw_ctx *x = s->x;
-    sw_tensor *dx = sw_blocks_grad(s->blocks);
+    int j = c * s->pp + s->stage, J = s->pp * s->V;
+    sw_blocks *b = s->chunk[c];
+    sw_tensor *dx = sw_blocks_grad(b);
     sw_ctx_set_micro_batch(x, k);
-    sw_blocks_set_micro_slot(s->blocks, k % s->quota);
-    if (s->last) {
+    sw_blocks_set_micro_slot(b, k % s->slots[c]);
+    if (j == J - 1) {
         sw_params_gather_unit(x->params, SW_UNIT_AFTER, 1); /* ZeRO-2/3: for the head's forward and backward */
         sw_trace_set_phase(SW_PHASE_FORWARD, -1);
-        s->mops.head_forward(s->model, step, sw_blocks_output(s->blocks));
+        s->mops.head_forward(s->model, step, sw_blocks_output(b));
         sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
-        s->mops.head_backward(s->model, step, sw_blocks_output(s->blocks), dx);
+        s->mops.head_backward(s->model, step, sw_blocks_output(b), dx);
         sw_params_release_unit(x->params, SW_UNIT_AFTER, 1);
-    } else {
-        sw_recv(x->comm, SW_GROUP_PP, dx, s->stage + 1);
-    }
-    sw_blocks_backward(s->blocks, step);
+    } else sw_recv_on(x->comm, SW_GROUP_PP, channel(j, 1), dx, (s->stage + 1) % s->pp);
+    sw_blocks_backward(b, step);
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
-    if (s->first) {
+    if (j == 0) {
         sw_params_gather_unit(x->params, SW_UNIT_BEFORE, 1);
         s->mops.embed_backward(s->model, step, dx);
         sw_params_release_unit(x->params, SW_UNIT_BEFORE, 1);
-    } else sw_send(x->comm, SW_GROUP_PP, dx, s->stage - 1);
-    sw_params_reduce_grads(x->params, k);
+    } else sw_send_on(x->comm, SW_GROUP_PP, channel(j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
+    sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);
 }
 
 void sw_pipeline_step(sw_pipeline *s, int step)
 {
     sw_check_ptr("sw_pipeline_step", "s", s);
-    int K = s->x->c.grad_accum, next = 0;
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
-    /* the order the quota allows: micro-batch k + quota's forward after
-     * micro-batch k's backward (they share a micro slot) */
-    for (int k = 0; k < K; k++) {
-        while (next < K && next < k + s->quota) forward(s, step, next++);
-        backward(s, step, k);
-    }
+    for (int i = 0; i < 2 * s->K * s->V; i++) (s->order[i].fwd ? forward : backward)(s, step, s->order[i].chunk, s->order[i].k);
     /* The scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it. Once per step, not after
      * each micro-batch's backward: the next micro-batch's tasks then ran
@@ -149,8 +302,9 @@ void sw_pipeline_step(sw_pipeline *s, int step)
     sw_scratch_invalidate(s->x);
     sw_params_update(s->x->params, step);
     /* the loss, from the last stage to every other */
-    for (int r = 0; r < s->pp - 1 && s->last; r++) sw_send(s->x->comm, SW_GROUP_PP, sw_pipeline_loss(s), r);
-    if (!s->last) sw_recv(s->x->comm, SW_GROUP_PP, s->loss, s->pp - 1);
+    int last = s->stage == s->pp - 1;
+    for (int r = 0; r < s->pp - 1 && last; r++) sw_send_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, sw_pipeline_loss(s), r);
+    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);
 }
 
 void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)
@@ -158,18 +312,21 @@ void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)
     sw_check_ptr("sw_pipeline_traffic", "s", s);
     memset(t, 0, sizeof *t);
     sw_comm *c = s->x->comm;
-    int K = s->x->c.grad_accum;
-    if (s->first && s->mops.embed_traffic) s->mops.embed_traffic(s->model, t);
+    int K = s->K, first = s->stage == 0, last = s->stage == s->pp - 1, J = s->pp * s->V;
+    if (first && s->mops.embed_traffic) s->mops.embed_traffic(s->model, t);
     for (int k = 0; k < K; k++) { /* ZeRO-3's gathers around what comes before and after the blocks */
-        if (s->first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 0, t);
-        if (s->first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 1, t);
-        if (s->last) sw_params_gather_traffic(s->x->params, SW_UNIT_AFTER, 1, t);
+        if (first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 0, t);
+        if (first) sw_params_gather_traffic(s->x->params, SW_UNIT_BEFORE, 1, t);
+        if (last) sw_params_gather_traffic(s->x->params, SW_UNIT_AFTER, 1, t);
     }
-    sw_blocks_traffic(&s->bc, &s->ops, s->model, t);
-    if (s->last && s->mops.head_traffic) s->mops.head_traffic(s->model, t);
-    double boundary = sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, s->bc.rows, s->bc.cols);
-    if (!s->last) t->forward[SW_GROUP_PP] += K * boundary;
-    if (!s->first) t->backward[SW_GROUP_PP] += K * boundary;
-    if (s->last) t->backward[SW_GROUP_PP] += (s->pp - 1) * sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, 1, 1);
+    double boundary = sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, s->bc[0].rows, s->bc[0].cols);
+    for (int v = 0; v < s->V; v++) {
+        int j = v * s->pp + s->stage;
+        sw_blocks_traffic(&s->bc[v], &s->ops, s->model, t);
+        if (j < J - 1) t->forward[SW_GROUP_PP] += K * boundary;
+        if (j > 0) t->backward[SW_GROUP_PP] += K * boundary;
+    }
+    if (last && s->mops.head_traffic) s->mops.head_traffic(s->model, t);
+    if (last) t->backward[SW_GROUP_PP] += (s->pp - 1) * sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, 1, 1);
     sw_params_traffic(s->x->params, t);
 }

@@ -96,8 +96,9 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
         if (sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->p2p_comm[g]));
-            c->p2p_sent[g] = calloc((size_t)sw_mesh_size(m, (sw_group)g), sizeof(int64_t));
-            c->p2p_received[g] = calloc((size_t)sw_mesh_size(m, (sw_group)g), sizeof(int64_t));
+            size_t counts = (size_t)sw_mesh_size(m, (sw_group)g) * SW_P2P_CHANNELS;
+            c->p2p_sent[g] = calloc(counts, sizeof(int64_t));
+            c->p2p_received[g] = calloc(counts, sizeof(int64_t));
             if (!c->p2p_sent[g] || !c->p2p_received[g]) sw_fail(__FILE__, __LINE__, "calloc(p2p counts)", -ENOMEM);
         }
         if (sw_nbc_available() && sw_mesh_size(m, (sw_group)g) > 1) {
@@ -845,9 +846,10 @@ static void alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *
 /* ---------------- point-to-point ---------------- */
 
 /* the tag of the next message between this rank and member `peer` of g,
- * one way (sent or received): the pair's own count, so that only the two
- * ranks involved need to agree on it */
-static int64_t pair_tag(sw_comm *c, sw_group g, int peer, int sending, const char *what)
+ * one way (sent or received), on `channel`: the pair's own count on that
+ * channel, so that only the two ranks involved need to agree on it (tags
+ * count * SW_P2P_CHANNELS + channel: the channels never match each other) */
+static int64_t pair_tag(sw_comm *c, sw_group g, int peer, int channel, int sending, const char *what)
 {
     const int p = sw_mesh_size(c->mesh, g), me = sw_mesh_rank(c->mesh, g);
     if (p < 2 || peer < 0 || peer >= p || peer == me) {
@@ -855,26 +857,32 @@ static int64_t pair_tag(sw_comm *c, sw_group g, int peer, int sending, const cha
                         "this rank is needed\n", what, peer, sw_group_name(g), p, me);
         sw_fail(__FILE__, __LINE__, what, -EINVAL);
     }
-    int64_t *count = sending ? &c->p2p_sent[g][peer] : &c->p2p_received[g][peer];
-    const int64_t tag = *count % (c->mpi_tag_ub[g] + 1);
+    if (channel < 0 || channel >= SW_P2P_CHANNELS)
+        sw_usage_error("%s: channel %d: must be in 0 .. %d", what, channel, SW_P2P_CHANNELS - 1);
+    int64_t *count = &(sending ? c->p2p_sent : c->p2p_received)[g][(size_t)peer * SW_P2P_CHANNELS + (size_t)channel];
+    const int64_t tag = *count % ((c->mpi_tag_ub[g] + 1) / SW_P2P_CHANNELS) * SW_P2P_CHANNELS + channel;
     ++*count;
     c->op = sending ? "send" : "recv";
     c->op_base = tag;
     return tag;
 }
 
-void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest)
+void sw_send_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int dest)
 {
     check_f32(t, "sw_send");
-    const int64_t tag = pair_tag(c, g, dest, 1, "sw_send");
+    const int64_t tag = pair_tag(c, g, dest, channel, 1, "sw_send");
     c->calls[g]++;
     sw_counter_add(SW_COUNT_SEND, 1);
     isend(c, g, sw_tensor_whole(t, STARPU_R), dest, tag, c->p2p_comm[g]);
 }
 
-void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src)
+void sw_recv_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int src)
 {
     check_f32(t, "sw_recv");
-    const int64_t tag = pair_tag(c, g, src, 0, "sw_recv");
+    const int64_t tag = pair_tag(c, g, src, channel, 0, "sw_recv");
     irecv_after(c, g, NULL, sw_tensor_whole(t, STARPU_W), src, tag, c->p2p_comm[g]);
 }
+
+void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest) { sw_send_on(c, g, 0, t, dest); }
+
+void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src) { sw_recv_on(c, g, 0, t, src); }

@@ -122,6 +122,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--recompute")) c.recompute = sw_recompute_parse(v), i++;
         else if (!strcmp(a, "--recompute-every")) c.recompute_every = atoi(v), i++;
         else if (!strcmp(a, "--pp")) pp = atoi(v), i++;
+        else if (!strcmp(a, "--pp-virtual")) c.pp_virtual = atoi(v), i++;
         else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
         else if (!strcmp(a, "--ignore-index")) c.ignore_index = atoi(v), i++;
         else if (!strcmp(a, "--bf16")) c.dtype = SW_BF16;
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
     }
     c.tp = sw_world_size() / pp;
     if (zero) c.dp = sw_world_size(), c.tp = 1, c.zero = zero;
-    if (pp > 1) c.pp = pp, c.layers = 2 * pp, c.grad_accum = 4;
+    if (pp > 1) c.pp = pp, c.layers = 2 * pp * (c.pp_virtual > 1 ? c.pp_virtual : 1), c.grad_accum = 4;
     char msg[256];
     if (sw_gpt_config_check(&c, msg, sizeof msg) != 0) { fprintf(stderr, "test_memory: %s\n", msg); return 99; }
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, 1, 1, c.dp, pp});
@@ -137,6 +138,11 @@ int main(int argc, char **argv)
     sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     whole_model(&c, use);
+    if (c.pp_virtual > 1) { /* interleaved chunks: the whole model's bytes (each chunk's slots from the schedule) */
+        sw_comm_destroy(comm);
+        sw_mesh_destroy(mesh);
+        return tu_finish_all();
+    }
     if (zero) {
         sw_gpt_config plain = c;
         plain.zero = 0;

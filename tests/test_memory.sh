@@ -21,6 +21,8 @@ done
 mem 2 --pp 2
 mem 4 --pp 2 --sp
 mem 4 --pp 4
+mem 2 --pp 2 --pp-virtual 2   # interleaved: chunk c's micro slots from the schedule
+mem 4 --pp 2 --pp-virtual 2 --sp
 # ZeRO-2/3 over dp: the parameter state StarPU allocates = the registry's model (shards, pool)
 mem 2 --zero 2
 mem 2 --zero 3

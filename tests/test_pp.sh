@@ -6,11 +6,13 @@
 #   pp 2 and 4 with 1, 4 and 8 micro-batches, 1F1B's quota and GPipe's,
 #   pp x tp + sp, pp x dp + ZeRO-1, pp x Ring, pp x Ulysses, bf16, full
 #   recomputation, clipping (the tied embedding's norm counted once), LLaMA
-#   (untied head);
+#   (untied head); interleaved chunks (--pp-virtual 2) with pp 2 and 4,
+#   1F1B's and GPipe's quotas, tp + sp, dp + ZeRO-1, full recomputation,
+#   LLaMA;
 # - gpt_train: the bytes sent = the traffic model on every group of every
 #   rank, boundary sends counted (2 per micro-batch on a middle stage), the
-#   bubble report of --trace;
-# - examples/custom_model with --pp 2, its model code unchanged: losses =
+#   bubble report of --trace; the messages per stage with chunks;
+# - examples/custom_model with --pp 2 (and 2 chunks), its model code unchanged: losses =
 #   one rank's within 1e-5;
 # - bad input: exit 2 on every rank, the rule and the values once.
 . "${top_srcdir:-.}/tests/common.sh"
@@ -30,9 +32,18 @@ run 4 --pp 2 --ring 2 --grad-accum 2 --batch 8 --dropout 0.1   # pp 2 x Ring 2 (
 run 4 --pp 2 --ulysses 2 --grad-accum 2 --model llama         # pp 2 x Ulysses 2
 run 2 --pp 2 --dtype bf16 --grad-accum 2                      # bf16 GEMMs (each step from the reference's parameters)
 run 4 --pp 2 --dp 2 --zero 3 --grad-accum 2 --batch 8 # pp 2 x dp 2 + ZeRO-3: the tied embedding summed over both ends, then reduce-scattered
+# interleaved chunks (--pp-virtual): stage s runs blocks s and s + pp of 2 pp
+run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --dropout 0.1
+run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 8 --batch 8
+run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2 --pp-inflight 2          # GPipe's quota
+run 4 --pp 4 --pp-virtual 2 --layers 8 --grad-accum 4
+run 4 --pp 2 --pp-virtual 2 --layers 4 --sp --grad-accum 4 --dropout 0.1       # x tp 2 + sp
+run 4 --pp 2 --pp-virtual 2 --layers 4 --dp 2 --zero 1 --grad-accum 2 --batch 8 # x dp 2 + ZeRO-1
+run 2 --pp 2 --pp-virtual 2 --layers 8 --grad-accum 4 --recompute full --recompute-every 2
+run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --model llama --clip-grad 0.01
 # traffic = model, exactly, and the boundary sends counted
 if want "traffic and counters"; then
-for args in "2 --pp 2 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
+for args in "2 --pp 2 --grad-accum 4" "2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
     "4 --pp 2 --dp 2 --grad-accum 2 --clip-grad 1" "4 --pp 2 --dp 2 --zero 3 --grad-accum 2"; do
   traffic_case $args
 done
@@ -43,6 +54,11 @@ o=$TMPD/traffic.
 sends=$(sed -n 's/^counters: rank \([0-9]*\):.* send=\([0-9]*\).*/\1 \2/p' ${o}4pp4layers4gradaccum2 | sort -n | awk '{ printf "%s ", $2 }')
 check "pp 4, 2 micro-batches, 2 steps: messages sent per stage ($sends): first 4, middle 8, last 4 + 2 x 3 losses" \
   [ "$sends" = "4 8 8 10 " ]
+# pp 2 x 2 chunks, 4 micro-batches, 2 steps: each micro-batch crosses 3 boundaries each way; stage 0 sends
+# chunk 0's and chunk 1's outputs and chunk 1's input gradient, stage 1 the other three and the loss
+sends=$(sed -n 's/^counters: rank \([0-9]*\):.* send=\([0-9]*\).*/\1 \2/p' ${o}2pp2ppvirtual2layers4gradaccum4 | sort -n | awk '{ printf "%s ", $2 }')
+check "pp 2 x 2 chunks, 4 micro-batches, 2 steps: messages sent per stage ($sends): 2 x 3 x 4 = 24, and 2 losses" \
+  [ "$sends" = "24 26 " ]
 fi
 # the bubble report: gpt_train --trace prints, per stage, the share of the
 # step without compute beside 1F1B's formula (here 2 stages, 4 micro-batches: 20 %)
@@ -50,7 +66,7 @@ if want "bubble report"; then
 SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --trace "$TMPD/pp.json" \
   --log "$TMPD/log.csv" > "$TMPD/out" 2>&1
 rc=$?
-n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0% (quota 1F1B)$' "$TMPD/out")
+n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0%, interleaved .* = 20.0% (v = 1; quota 1F1B)$' "$TMPD/out")
 [ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
 check "gpt_train --pp 2 --trace: a bubble line per stage ($n) beside 1F1B's 20.0% (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
 fi
@@ -73,9 +89,17 @@ check "custom_model --pp 2 --micro 4: losses ($got) = 1 rank's within 1e-5" clos
 check "custom_model --pp 2: bytes sent = traffic model on every group of every rank" traffic_exact "$TMPD/out" 2
 got=$(losses 4 --pp 2 --tp 2 --sp --micro 4)
 check "custom_model --pp 2 --tp 2 --sp --micro 4: losses ($got) = 1 rank's within 1e-5" close "$ref" "$got"
+ref=$(losses 1 --micro 4 --layers 4)
+got=$(losses 2 --pp 2 --pp-virtual 2 --micro 4 --layers 4)
+check "custom_model --pp 2 --pp-virtual 2 --micro 4 --layers 4: losses ($got) = 1 rank's ($ref) within 1e-5" close "$ref" "$got"
 fi
 expect_bad 2 "layers (3) must be divisible by pp (2): each stage runs layers/pp blocks" --pp 2 --layers 3
 expect_bad 2 "world size (2) must equal tp*ulysses*ring*dp*pp (1*1*1*1*4 = 4)" --pp 4 --layers 4
 expect_bad 2 "pp-inflight must be 0 (1F1B: pp - stage) or at least 1 (pp-inflight = -1)" --pp 2 --pp-inflight -1
-expect_bad 2 "offload holds one micro-batch's saved activations at a time" --pp 2 --offload
+expect_bad 2 "layers (2) must be divisible by pp x pp-virtual (2 x 2)" --pp 2 --pp-virtual 2 --layers 2
+expect_bad 2 "interleaved chunks need at least pp micro-batches: grad-accum (1) must be at least pp (2) with pp-virtual 2" \
+  --pp 2 --pp-virtual 2 --layers 4
+expect_bad 2 "pp-virtual (2) needs pipeline stages (pp = 1)" --pp-virtual 2 --dp 2 --batch 4
+expect_bad 2 "no order of the pipeline's work fits the in-flight quotas: stage 1 holds 2 chunks' saved sets (pp 2, 2 chunks per stage, 2 micro-batches, pp-inflight 1)" \
+  --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2 --pp-inflight 1
 finish

@@ -9,7 +9,8 @@
 # its model's ratio (the seq^2 term), full keeps only every K-th block's
 # input. Offload (--offload, StarPU disk node) under a main-RAM budget
 # smaller than the saved activations: the same losses (every digit logged)
-# and the same checkpoint bytes as without, on one rank and with tp 2 + sp;
+# and the same checkpoint bytes as without, on one rank, with tp 2 + sp and
+# with pp 2 (several micro-batches in flight, each offloaded);
 # the memory report shows main RAM within the budget and bytes moved to and
 # from the disk node. Bad input: exit 2, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
@@ -57,13 +58,16 @@ check "recompute full keeps $(ratio "$k0" "$s0") of selective's bytes in block 0
 # 10 and 6 MiB (none: 4.52 and 2.76 MiB). MiB everywhere: the budget flag, StarPU's STARPU_LIMIT_CPU_MEM
 # and the memory report (1048576 bytes).
 # LLaMA (2.6 MiB per block and rank with tp 2 + sp): the same under 6 MiB.
-for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2 selective llama"; do
-  set -- $case; np=$1 mode=$2 model=$3
-  sp="" budget=10
-  [ "$np" = 2 ] && sp="--sp" budget=6
+# Pipeline stages (2 blocks each, 4 micro-batches of 1 MiB per block): stage 0 holds 2 micro-batches in
+# flight (4 MiB of saved activations), each with its own copies on the disk node, under 3 MiB.
+for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2 selective llama" "2 selective gpt2 pp"; do
+  set -- $case; np=$1 mode=$2 model=$3 tag=${4:-}
+  sp="--tp $np" budget=10
+  [ "$np" = 2 ] && sp="--tp 2 --sp" budget=6
+  [ "$tag" = pp ] && sp="--pp 2 --grad-accum 4" budget=3
   {
-    args="--model $model --tp $np $sp --layers 4 --steps 6 --dropout 0.1 --recompute $mode"
-    d="$TMPD/offload-$np-$mode-$model"; mkdir "$d"
+    args="--model $model $sp --layers 4 --steps 6 --dropout 0.1 --recompute $mode"
+    d="$TMPD/offload-$np-$mode-$model$tag"; mkdir "$d"
     SW_TEST_TIMEOUT=300 sh "$LAUNCH" $np "$GPT_TRAIN" $args --log "$d/a.csv" --save "$d/ck0" > "$d/out" 2>&1
     rc0=$?
     [ "$rc0" = 0 ] || cat "$d/out"
@@ -71,22 +75,22 @@ for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2
       --offload-budget-mb $budget --memory-report > "$d/off" 2>&1
     rc=$?
     [ "$rc" = 0 ] || cat "$d/off"
-    check "np=$np $model $mode: without offload exit $rc0, with offload exit $rc" [ "$rc0" = 0 ] && [ "$rc" = 0 ]
+    check "np=$np $model $mode $tag: without offload exit $rc0, with offload exit $rc" [ "$rc0" = 0 ] && [ "$rc" = 0 ]
     cut -d, -f1,2 "$d/a.csv" > "$d/a.loss" 2> /dev/null
     cut -d, -f1,2 "$d/b.csv" > "$d/b.loss" 2> /dev/null
-    check "np=$np $model $mode, offload under a $budget MiB budget: losses of 6 steps identical to no offload" \
+    check "np=$np $model $mode $tag, offload under a $budget MiB budget: losses of 6 steps identical to no offload" \
       sh -c "[ \$(wc -l < '$d/a.loss') = 7 ] && cmp -s '$d/a.loss' '$d/b.loss'"
     same=true
     for r in $(seq 0 $((np - 1))); do
       f=$(printf 'step-%08d/rank-%05d.ckpt' 6 "$r")
       [ -s "$d/ck0/$f" ] && cmp -s "$d/ck0/$f" "$d/ck1/$f" || same=false
     done
-    check "np=$np $model $mode, offload: every rank's checkpoint after 6 steps identical to no offload" $same
+    check "np=$np $model $mode $tag, offload: every rank's checkpoint after 6 steps identical to no offload" $same
     # rank 0: "NUMA 0: peak P MiB used (of B), in I MiB, out O MiB; Disk 0: ..."; the peak
     # must not exceed the budget at all (StarPU refuses allocations beyond it)
     ram=$(sed -n 's/^memory: rank 0: NUMA 0: peak \([0-9.]*\) MiB used (of \([0-9]*\)), in \([0-9.]*\) MiB, out \([0-9.]*\) MiB.*/\1 \2 \3 \4/p' "$d/off")
     set -- $ram
-    check "np=$np $model $mode, offload: main RAM peak ${1:-?} MiB within the budget (${2:-?} MiB); ${4:-?} MiB written to the disk node, ${3:-?} MiB read back" \
+    check "np=$np $model $mode $tag, offload: main RAM peak ${1:-?} MiB within the budget (${2:-?} MiB); ${4:-?} MiB written to the disk node, ${3:-?} MiB read back" \
       awk -v p="${1:-1e9}" -v b="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" 'BEGIN { exit !(p <= b && b == '"$budget"' && i > 0 && o > 0) }'
   }
 done

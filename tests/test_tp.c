@@ -188,6 +188,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--layers")) c.layers = atoi(v), i++;
         else if (!strcmp(a, "--batch")) c.batch = atoi(v), i++;
         else if (!strcmp(a, "--pp-inflight")) c.pp_inflight = atoi(v), i++;
+        else if (!strcmp(a, "--pp-virtual")) c.pp_virtual = atoi(v), i++;
         else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
         else if (!strcmp(a, "--zero-prefetch")) c.zero_prefetch = atoi(v), i++;
         else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
@@ -221,6 +222,7 @@ int main(int argc, char **argv)
     single_cfg.zero = 0;
     single_cfg.ulysses = single_cfg.ring = single_cfg.pp = 1;
     single_cfg.pp_inflight = 0;
+    single_cfg.pp_virtual = 0;
     single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
     single_cfg.recompute_every = 1;
     int cp = c.ulysses * c.ring;

@@ -19,7 +19,8 @@
  *    is copied to tensors on the offload node and marked "won't use"
  *    (StarPU writes them there and evicts the working copies first); in
  *    backward, last block first, they are copied back, and the block
- *    below's prefetched while a block computes. */
+ *    below's prefetched while a block computes; with several micro-batches
+ *    in flight (pipeline stages) each has its own copies there. */
 #ifndef STARWEAVE_BLOCKS_H
 #define STARWEAVE_BLOCKS_H
 

@@ -222,6 +222,16 @@ void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest);
 /** t (W; the shape sw_send was given) receives the matching sw_send of
  * member src of g, after t's earlier readers and writers. */
 void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src);
+/** Point-to-point channels between two members. */
+enum { SW_P2P_CHANNELS = 64 /**< channels 0 .. SW_P2P_CHANNELS - 1 (sw_send_on) */ };
+/** sw_send on channel `channel`: the messages of each channel are matched
+ * in call order on their own, never with another channel's (sw_send is
+ * channel 0). Pipeline stages with interleaved chunks send each chunk
+ * boundary's activations and gradients on a channel of their own, so the
+ * two ends need only agree on the order within a boundary. */
+void sw_send_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int dest);
+/** sw_recv on channel `channel` (see sw_send_on). */
+void sw_recv_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int src);
 
 /** All-to-all on the matrix view, dims 0 (rows) and 1 (cols): in (R) is split
  * along scatter_dim into p equal parts, part j goes to member j, and the p

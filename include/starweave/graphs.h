@@ -79,6 +79,10 @@ typedef struct sw_gpt_config {
      * pp_inflight of them (0: pp - stage, 1F1B's memory; grad_accum: GPipe's). */
     int pp;
     int pp_inflight;        /**< micro-batches in flight per stage (0: 1F1B) */
+    /** chunks per stage (Megatron's interleaved virtual stages: stage s runs chunks s, s + pp, ... of
+     * layers / (pp pp_virtual) blocks; 0 or 1: one); with pp_virtual > 1 the default quota is
+     * (pp_virtual - 1) pp + pp - stage chunks' saved sets, pp_inflight Q gives Q pp_virtual */
+    int pp_virtual;
     /** ZeRO stage over the gradient group (dp, or ulysses x ring x dp), sharding the rows of
      * each parameter with at least as many rows as the group has ranks: 1 AdamW moments and
      * update (gradients reduce-scattered, parameters all-gathered after the update); 2 also

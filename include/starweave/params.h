@@ -82,6 +82,9 @@ typedef struct sw_params_config {
     /** ZeRO-2/3: units the pool holds at once (>= 1; 0: 2), the one computing
      * and zero_pool - 1 gathered ahead of it (the prefetch depth) */
     int zero_pool;
+    /** model chunks per pipeline stage (Megatron's virtual stages, interleaved: stage s runs chunks
+     * s, s + pp, ..., of layers / (pp x pp_chunks) blocks each; 0 or 1: one contiguous range) */
+    int pp_chunks;
 } sw_params_config;
 
 /** A parameter registry (opaque): sw_params_new. */
@@ -113,6 +116,8 @@ void sw_params_set_unit(sw_params *p, int unit);
 void sw_params_share(sw_params *p, int i, int unit);
 /** The pipeline stage that runs `unit` (0 without pipeline stages). */
 int sw_params_unit_stage(const sw_params *p, int unit);
+/** The chunk of its stage that runs `unit` (0 .. pp_chunks - 1; 0 without chunks). */
+int sw_params_unit_chunk(const sw_params *p, int unit);
 /** 1 when this rank's stage runs `unit`. */
 int sw_params_runs_unit(const sw_params *p, int unit);
 /** 1 when this rank holds parameter i (after sw_params_allocate; every
@@ -205,6 +210,11 @@ void sw_params_cast_bf16(sw_params *p);
  * and after the last one each bucket all-reduced over the gradient group
  * and copied back (no-op when neither is needed). */
 void sw_params_reduce_grads(sw_params *p, int micro);
+/** The same for the parameters of chunk `chunk` of this stage only (its
+ * units': sw_params_unit_chunk), after that chunk's backward of micro-batch
+ * micro (interleaved pipeline stages); each bucket's all-reduce starts once
+ * all its members' last micro-batch is in. chunk -1: all parameters. */
+void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk);
 /** AdamW (ZeRO-1: reduce-scatter, update of this rank's rows, all-gather).
  * With clip_grad: every gradient summed over the gradient group first, the
  * global norm from each rank's distinct elements (a TP-replicated block

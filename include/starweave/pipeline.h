@@ -13,19 +13,26 @@
  * (sw_send, sw_recv over the pp group), and the registry holds on each
  * rank only its stage's parameters (sw_params_set_unit).
  *
+ * With pp_chunks = V > 1 in the registry's configuration (Megatron's
+ * interleaved virtual stages) each stage runs V chunks of layers / (pp V)
+ * blocks: chunk c of stage s is virtual stage c pp + s, so a micro-batch
+ * goes through every stage V times (the last stage's chunk c sends to the
+ * first stage's chunk c + 1).
+ *
  * No schedule is written down. Stage s holds the saved sets of at most q_s
- * micro-batches (its in-flight quota, micro slot k mod q_s for micro-batch
- * k): the forward of micro-batch k + q_s reuses the slot micro-batch k's
- * backward reads, so it cannot start before that backward has run. StarPU
- * derives dependencies from the order of submission on each handle, so
- * the driver submits each stage's work in the one order the quota allows
- * (every forward as early as the quota lets it: q_s forwards, then one
- * backward, one forward, ...) and StarPU runs whatever is ready: the
- * order of execution comes from the data. q_s = pp - s gives 1F1B's
- * memory (and, as a consequence, its order), q_s = micro-batches GPipe's.
- * Quotas must not grow from a stage to the next (a stage waiting in
- * backward for a forward its successor cannot start would deadlock):
- * both choices satisfy it. */
+ * chunks of micro-batches at once (its in-flight quota; without chunks,
+ * micro-batches): the forward of a micro-batch into a chunk's micro slot
+ * reuses the slot an earlier micro-batch's backward reads, so it cannot
+ * start before that backward has run. StarPU derives dependencies from
+ * the order of submission on each handle, so the driver submits each
+ * stage's work in an order the quotas allow -- the order of a simulated
+ * dataflow execution in which every idle stage starts a ready forward
+ * while its quota has room, else a ready backward -- and StarPU runs
+ * whatever is ready: the order of execution comes from the data. The
+ * default q_s = (V - 1) pp + pp - s is 1F1B's memory without chunks (pp -
+ * s micro-batches); pp-inflight Q micro-batches gives Q V (GPipe: Q = the
+ * micro-batches). Quotas that let no order finish are refused (exit 2 on
+ * every rank). */
 #ifndef STARWEAVE_PIPELINE_H
 #define STARWEAVE_PIPELINE_H
 
@@ -38,9 +45,10 @@
 extern "C" {
 #endif
 
-/** The stage that runs block `layer` of `layers` over pp stages
- * (contiguous ranges of layers / pp blocks). */
-int sw_pipeline_stage_of(int layer, int layers, int pp);
+/** The stage that runs block `layer` of `layers` over pp stages of
+ * `chunks` chunks each (0 or 1: contiguous ranges of layers / pp blocks;
+ * else virtual stage layer / (layers / (pp chunks)), on stage that mod pp). */
+int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks);
 
 /** What a model gives the driver besides its blocks. The current
  * micro-batch is the context's (sw_ctx.micro), set by the driver before
@@ -66,26 +74,39 @@ typedef struct sw_model_ops {
 /** A model's step driver (opaque): sw_pipeline_create. */
 typedef struct sw_pipeline sw_pipeline;
 
-/** The driver for a model on the context x (its registry, mesh and
- * micro-batches: x->c.grad_accum of them per step): creates the stack of
- * this stage's blocks (c->first, count and inflight are filled here).
+/** The driver for a model on the context x (its registry -- whose
+ * pp_chunks sets the chunks per stage --, mesh and micro-batches:
+ * x->c.grad_accum of them per step): creates the stacks of this stage's
+ * chunks of blocks (c->first, count and inflight are filled here).
  * inflight: the micro-batches a stage holds saved sets for at once, 0 for
- * 1F1B's quota (pp - stage), or a number Q >= 1 for every stage (GPipe:
- * the micro-batches), at most the micro-batches. Refused (exit 2 on every
- * rank): blocks not divisible by the stages, inflight < 0. */
+ * 1F1B's quota (pp - stage; with V chunks (V - 1) pp + pp - stage chunks'
+ * sets), or a number Q >= 1 for every stage (GPipe: the micro-batches), at
+ * most the micro-batches. Refused (exit 2 on every rank): blocks not
+ * divisible by the stages times the chunks, chunks without stages,
+ * inflight < 0, quotas that let no order finish. */
 sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops,
                                 const sw_model_ops *mops, void *model, int inflight);
 /** Frees the driver and its blocks. NULL: no-op. */
 void sw_pipeline_destroy(sw_pipeline *s);
-/** The stack of this stage's blocks. */
+/** The stack of this stage's blocks (its first chunk's). */
 sw_blocks *sw_pipeline_blocks(sw_pipeline *s);
+/** This stage's chunks (1 without interleaving). */
+int sw_pipeline_chunks(const sw_pipeline *s);
+/** The stack of this stage's chunk `chunk` (0 .. sw_pipeline_chunks - 1;
+ * sw_params_unit_chunk gives a block's). */
+sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk);
+/** The memory model: every byte sw_pipeline_create(x, c, ops, ..., inflight)
+ * allocates for this stage's blocks (sw_blocks_bytes of each chunk with the
+ * micro slots the schedule gives it), from the shapes alone. */
+double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops, void *model,
+                                int inflight);
 /** [1,1] the step's loss on this rank, once sw_pipeline_step's tasks have
  * run: the model's (the last stage), or the copy received from the last
  * stage (the others). */
 sw_tensor *sw_pipeline_loss(sw_pipeline *s);
 /** This rank's stage and the number of stages. */
 int sw_pipeline_stage(const sw_pipeline *s, int *stages);
-/** This stage's in-flight quota (micro-batches whose saved sets it holds at once). */
+/** This stage's in-flight quota (chunks of micro-batches whose saved sets it holds at once). */
 int sw_pipeline_inflight(const sw_pipeline *s);
 /** Submits training step `step` (1-based): bf16 weight copies, every
  * micro-batch's forward and backward on this stage, the gradient
