@@ -84,6 +84,8 @@ static void usage(FILE *f)
             "                    (pp - stage; default), grad-accum = GPipe\n"
             "  --pp-virtual V    chunks per stage (1): stage s runs chunks s, s + pp, ... of\n"
             "                    layers/(pp V) blocks (Megatron's interleaved schedule)\n"
+            "  --dw-last         weight-gradient GEMMs at the lowest task priority, below forward\n"
+            "                    work (Zero Bubble's split; without dp, ulysses and ring)\n"
             "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
             "  --zero N          ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
             "                    sharded; 2 also gradients (reduce-scattered per block as its backward\n"
@@ -229,8 +231,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
             o->cfg.zigzag = 0;
             continue;
         }
-        if (!strcmp(a, "--offload")) {
-            o->cfg.offload = 1;
+        if (!strcmp(a, "--offload") || !strcmp(a, "--dw-last")) {
+            *(a[2] == 'o' ? &o->cfg.offload : &o->cfg.dw_last) = 1;
             continue;
         }
         if (a[0] != '-') sw_usage_error("unexpected argument '%s' (see --help)", a);

@@ -69,7 +69,7 @@ struct sw_gpt {
 static sw_ctx_config ctx_config(const sw_gpt_config *c)
 {
     return (sw_ctx_config){c->seq, c->batch, c->tp, c->sp, c->tp_recompute_allgather, c->ulysses, c->ring,
-                           c->zigzag, c->dp, c->grad_accum, c->tiles, c->seed, c->dropout};
+                           c->zigzag, c->dp, c->grad_accum, c->tiles, c->seed, c->dropout, c->dw_last};
 }
 
 static sw_attention_config attention_config(const sw_gpt_config *c)

@@ -430,7 +430,8 @@ static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_te
  * the rest of the backward waits on, goes first, at priority 1, ahead of
  * dW; but where the gradients are all-reduced (dp, ulysses, ring) dW goes
  * first, for its bucket to be reduced during the rest of the backward
- * (BENCHMARKS.md, "dx before dW"). */
+ * (BENCHMARKS.md, "dx before dW"). With dw_last dW drops to -1, below
+ * forward work too (Zero Bubble). */
 static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
                           int n, const int64_t *sizes)
 {
@@ -448,8 +449,11 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
     for (int j = 0; j < x->P; j++)
         sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j),
                 1.0f, 0.0f);
+    if (dx_first) {
+        sw_set_task_priority(x->c.dw_last ? -1 : prio);
+        gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
+    }
     sw_set_task_priority(prio);
-    if (dx_first) gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
 }
 
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)

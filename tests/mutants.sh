@@ -120,6 +120,7 @@ pp-virtual-placed-contiguously|graphs/pipeline.c|s/layer \/ (layers \/ (pp \* V)
 pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);/sw_params_reduce_grads_chunk(x->params, k, -1);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-virtual-bytes-chunk0-slots|graphs/pipeline.c|s/sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots\[v\]);/sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots[0]);/|tests/test_memory.sh|pp-virtual
 pp-offload-micro-slots-shared|graphs/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
+pp-dw-last-ignored|graphs/layers.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
 custom-model-pp-ignored|examples/custom_model.c|s/pp = flag(argc, argv, "--pp", 1);/pp = 1;/|tests/test_pp.sh|custom model
 # checkpoints that re-shard: a piece's place in the tensor, coverage, a collective refusal
 checkpoint-reshard-column-offset-ignored|graphs/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard

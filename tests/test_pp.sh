@@ -70,6 +70,20 @@ n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0
 [ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
 check "gpt_train --pp 2 --trace: a bubble line per stage ($n) beside 1F1B's 20.0% (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
 fi
+# --dw-last (Zero Bubble's split): the weight-gradient tasks at priority -1 on both stages (counted by
+# task_priority: more tasks prioritised than without), the losses of 3 steps bit for bit the same
+if want "dw-last"; then
+for f in "" --dw-last; do
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --counters \
+    --log "$TMPD/dw$f.csv" $f > "$TMPD/dw$f.out" 2>&1 || cat "$TMPD/dw$f.out"
+done
+prio() { sed -n 's/^counters: rank \([0-9]*\):.* task_priority=\([0-9]*\).*/\1 \2/p' "$1" | sort -n | awk '{ printf "%s ", $2 }'; }
+a=$(prio "$TMPD/dw.out"); b=$(prio "$TMPD/dw--dw-last.out")
+check "gpt_train --pp 2 --dw-last: prioritised tasks per stage ($b) more than without ($a)" \
+  sh -c "echo '$a|$b' | awk -F'|' '{ split(\$1, x, \" \"); split(\$2, y, \" \"); exit !(y[1] > x[1] && y[2] > x[2]) }'"
+check "gpt_train --pp 2 --dw-last: losses of 3 steps identical to without" \
+  sh -c "cut -d, -f1,2 '$TMPD/dw.csv' > '$TMPD/a'; cut -d, -f1,2 '$TMPD/dw--dw-last.csv' > '$TMPD/b'; [ \$(wc -l < '$TMPD/a') = 4 ] && cmp -s '$TMPD/a' '$TMPD/b'"
+fi
 # a model of one's own: custom_model's blocks unchanged, stages from the driver
 if want "custom model"; then
 PROG="$top_builddir/examples/custom_model"

@@ -83,6 +83,8 @@ typedef struct sw_gpt_config {
      * layers / (pp pp_virtual) blocks; 0 or 1: one); with pp_virtual > 1 the default quota is
      * (pp_virtual - 1) pp + pp - stage chunks' saved sets, pp_inflight Q gives Q pp_virtual */
     int pp_virtual;
+    /** weight-gradient GEMMs at the lowest priority (sw_ctx_config.dw_last; Zero Bubble's split) */
+    int dw_last;
     /** ZeRO stage over the gradient group (dp, or ulysses x ring x dp), sharding the rows of
      * each parameter with at least as many rows as the group has ranks: 1 AdamW moments and
      * update (gradients reduce-scattered, parameters all-gathered after the update); 2 also

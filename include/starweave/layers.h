@@ -62,6 +62,11 @@ typedef struct sw_ctx_config {
     int tiles;               /**< row/column tiles per op */
     uint64_t seed;           /**< dropout masks */
     float dropout;           /**< residual and embedding dropout */
+    /** 1: the weight-gradient GEMMs (and bias sums) at priority -1, below every forward and
+     * input-gradient task, so that a pipeline stage runs them where it would otherwise wait
+     * (Zero Bubble's split, ZB-H1); only where no gradient is reduced during the backward
+     * (no dp, ulysses or ring): there dW goes first, for its bucket's all-reduce */
+    int dw_last;
 } sw_ctx_config;
 
 struct sw_scratch;
