@@ -425,3 +425,68 @@ void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linea
     if (qkv->b >= 0) g += sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLGATHER, x->tp.t, 2 * (int64_t)a->d);
     traffic_add(x, t, 1, SW_GROUP_TP, g);
 }
+
+/* ----------------------------------------------------------- generation */
+
+struct sw_kv_cache {
+    sw_tensor *k, *v; /* [max_len B, ak d], rows in [s, b] order */
+    int B, max_len;
+};
+
+sw_kv_cache *sw_kv_cache_create(const sw_attention *a, int batch, int max_len)
+{
+    sw_check_ptr("sw_kv_cache_create", "a", a);
+    if (batch < 1 || max_len < 1)
+        sw_usage_error("sw_kv_cache_create: batch (%d) and max_len (%d) must be positive", batch, max_len);
+    sw_kv_cache *kv = sw_xcalloc(1, sizeof *kv);
+    kv->B = batch, kv->max_len = max_len;
+    kv->k = sw_tensor_new2d("kv_cache.k", SW_F32, (int64_t)max_len * batch, (int64_t)a->ak * a->d);
+    kv->v = sw_tensor_new2d("kv_cache.v", SW_F32, (int64_t)max_len * batch, (int64_t)a->ak * a->d);
+    /* positions not written yet are masked (causal), but must not hold NaNs */
+    sw_tensor_fill(kv->k, 0.0f);
+    sw_tensor_fill(kv->v, 0.0f);
+    return kv;
+}
+
+void sw_kv_cache_destroy(sw_kv_cache *kv)
+{
+    if (!kv) return;
+    sw_tensor_free(kv->k);
+    sw_tensor_free(kv->v);
+    free(kv);
+}
+
+void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *kv, sw_tensor *qkv, sw_tensor *att)
+{
+    static const char *fn = "sw_attention_cached_forward";
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "a", a);
+    sw_check_ptr(fn, "kv", kv);
+    const int64_t L = x->c.seq, p0 = x->lr_p0[0], d = a->d;
+    if (x->U * x->R > 1 || x->c.sp || x->tp.t != a->x->tp.t || x->B != kv->B)
+        sw_usage_error("%s: x must hold whole sequences (ulysses %d, ring %d, sp %d) of tp %d (the layer's %d), %d "
+                       "per rank (the cache's %d)", fn, x->U, x->R, x->c.sp, x->tp.t, a->x->tp.t, x->B, kv->B);
+    if (p0 + L > kv->max_len)
+        sw_usage_error("%s: positions %lld .. %lld beyond the cache's %d", fn, (long long)p0, (long long)(p0 + L - 1),
+                       kv->max_len);
+    sw_check_tensor(fn, "qkv", qkv, x->T, sw_attention_qkv_cols(a));
+    sw_check_tensor(fn, "att", att, x->T, sw_attention_out_cols(a));
+    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);
+    /* k and v of each new position into the cache's rows of that position */
+    int64_t cols[3] = {(int64_t)a->aq * d, (int64_t)a->ak * d, (int64_t)a->ak * d};
+    starpu_data_handle_t *src = sw_tensor_grid(qkv, (int)L, NULL, 3, cols, STARPU_R);
+    for (int j = 0; j < 2; j++) {
+        sw_tensor *cache = j ? kv->v : kv->k;
+        for (int64_t i = 0; i < L; i++)
+            sw_copy_flat(src[3 * i + 1 + j], sw_tensor_tiles(cache, SW_ROWS, kv->max_len, STARPU_W)[p0 + i], 0);
+    }
+    sw_attn_args r;
+    memset(&r, 0, sizeof r);
+    r.batch = x->B, r.nh = a->aq, r.nkv = a->ak, r.d = (int)d;
+    r.sq = (int)L, r.sk = kv->max_len, r.q_pos0 = p0, r.k_pos0 = 0, r.causal = 1;
+    r.scale = 1.0f / sqrtf((float)d);
+    r.head0 = x->tp.rank * a->aq, r.heads_total = a->c.heads, r.seq_total = kv->max_len;
+    sw_tensor *lse = sw_scratch(x, "cached_lse", x->T, a->aq);
+    sw_attn_fwd(sw_tensor_split(qkv, SW_COLS, 3, cols, STARPU_R)[0], sw_tensor_whole(kv->k, STARPU_R),
+                sw_tensor_whole(kv->v, STARPU_R), sw_tensor_whole(att, STARPU_W), sw_tensor_whole(lse, STARPU_W), &r);
+}

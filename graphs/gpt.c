@@ -13,30 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_internal.h"
 #include "layer_util.h"
 #include "starweave/graphs.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
 /* the layers of the decoder: GPT-2's and LLaMA's */
-typedef struct decoder_spec {
-    int rms;                 /* RMSNorm (else LayerNorm) */
-    int bias;                /* linears have biases */
-    int swiglu;              /* SwiGLU MLP (else GeLU) */
-    int rope;                /* rotary positions (else learned positions) */
-    int tied;                /* LM head tied to the token embedding */
-    const char *names[7];    /* per block: norm1 qkv proj norm2 fc fc2; final norm */
-} decoder_spec;
 static const decoder_spec specs[] = {
     [SW_MODEL_GPT2] = {0, 1, 0, 0, 1, {"ln1", "qkv", "proj", "ln2", "fc", "fc2", "lnf"}},
     [SW_MODEL_LLAMA] = {1, 0, 1, 1, 0, {"attn_norm", "qkv", "proj", "mlp_norm", "gate_up", "down", "norm"}},
 };
-
-/* the parameters of one block */
-typedef struct gpt_layer {
-    sw_norm ln1, ln2;
-    sw_linear qkv, proj, fc, fc2;
-} gpt_layer;
 
 /* what one block keeps from forward to backward ("l" rows: this rank's
  * residual rows, T/tp with sp, else T) */
@@ -48,23 +35,6 @@ typedef struct gpt_saved {
     sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
     sw_tensor *fc, *act;                  /* [T,F/tp] before / after GeLU (SwiGLU: [T,2F/tp] gate | up, [T,F/tp]) */
 } gpt_saved;
-
-struct sw_gpt {
-    sw_gpt_config c;
-    const decoder_spec *spec;
-    sw_ctx x;
-    sw_params *params;
-    sw_attention *attn;
-    sw_embedding emb;
-    gpt_layer *layer;
-    sw_norm lnf;
-    sw_blocks *blocks;                    /* this stage's (sw_pipeline_blocks) */
-    int head_w;                           /* the LM head's weight: wte (tied) or its own */
-    sw_pipeline *pipe;                    /* the step driver: this stage's blocks, the micro-batches */
-    sw_lm_head *head;                     /* the last stage's */
-    sw_tensor **tokens, **targets;        /* per micro-batch: [T,1] int32 */
-    sw_tensor *lnf_out, *lnf_mean, *lnf_rstd; /* the last stage's */
-};
 
 static sw_ctx_config ctx_config(const sw_gpt_config *c)
 {
@@ -156,14 +126,21 @@ static void block_forward(void *model, int step, int l, sw_saved *s, sw_tensor *
     sw_attention_forward(x, m->attn, step, l, &a->attn);
     sw_tensor *proj = sw_linear_row_forward(x, &L->proj, a->attn.att);
     sw_residual_forward(x, step, l, SW_DROP_ATTN_OUT, in, proj, a->x_mid);
-    /* y = x_mid + dropout(fc2(act(fc(ln2(x_mid))))), act GeLU or SwiGLU */
-    sw_norm_forward(x, &L->ln2, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd);
-    sw_linear_forward(x, &L->fc, a->ln2, a->ln2g, a->fc);
-    if (m->spec->swiglu) sw_swiglu_forward(x, a->fc, a->act);
-    else sw_gelu_forward(x, a->fc, a->act);
+    sw_gpt_mlp_forward(m, x, step, l, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->ln2g, a->fc, a->act, y);
+}
+
+/* y = x_mid + dropout(fc2(act(fc(ln2(x_mid))))), act GeLU or SwiGLU */
+void sw_gpt_mlp_forward(sw_gpt *m, sw_ctx *x, int step, int l, sw_tensor *res, sw_tensor *ln2, sw_tensor *mean,
+                        sw_tensor *rstd, sw_tensor *ln2g, sw_tensor *fc, sw_tensor *act, sw_tensor *y)
+{
+    gpt_layer *L = &m->layer[l];
+    sw_norm_forward(x, &L->ln2, res, ln2, mean, rstd);
+    sw_linear_forward(x, &L->fc, ln2, ln2g, fc);
+    if (m->spec->swiglu) sw_swiglu_forward(x, fc, act);
+    else sw_gelu_forward(x, fc, act);
     if (!y) return;
-    sw_tensor *fc2 = sw_linear_row_forward(x, &L->fc2, a->act);
-    sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, a->x_mid, fc2, y);
+    sw_tensor *fc2 = sw_linear_row_forward(x, &L->fc2, act);
+    sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, res, fc2, y);
 }
 
 /* dres: the gradient of the block's output on entry, of its input on return */

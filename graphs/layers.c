@@ -181,6 +181,18 @@ int64_t sw_ctx_position(const sw_ctx *x, int64_t i)
     return x->lr_p0[j] + i - x->lr_i0[j];
 }
 
+void sw_ctx_set_first_position(sw_ctx *x, int64_t pos)
+{
+    sw_check_ptr("sw_ctx_set_first_position", "x", x);
+    if (x->U * x->R > 1 || x->c.sp || x->nlr != 1 || pos < 0)
+        sw_usage_error("sw_ctx_set_first_position: a context whose rank holds whole sequences (ulysses %d, ring %d, "
+                       "sp %d) and a position >= 0 (%lld)", x->U, x->R, x->c.sp, (long long)pos);
+    const int64_t delta = pos - x->lr_p0[0];
+    x->lr_p0[0] = pos;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < x->npc[k]; i++) x->pc_pos[k][i] += delta, x->pc_key[k][i] += delta * x->B;
+}
+
 int sw_ctx_micro_batch_first(const sw_ctx *x, int k) { return (x->dp_rank * x->c.grad_accum + k) * x->B; }
 
 void sw_ctx_set_micro_batch(sw_ctx *x, int k)

@@ -122,6 +122,11 @@ pp-virtual-bytes-chunk0-slots|graphs/pipeline.c|s/sw_blocks_config b = chunk_con
 pp-offload-micro-slots-shared|graphs/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 pp-dw-last-ignored|graphs/layers.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
 custom-model-pp-ignored|examples/custom_model.c|s/pp = flag(argc, argv, "--pp", 1);/pp = 1;/|tests/test_pp.sh|custom model
+# generation: the KV cache, positions, rotary, the tp candidates
+gen-cache-not-appended|graphs/attention.c|s/            sw_copy_flat(src\[3 \* i + 1 + j\],/            if (0) sw_copy_flat(src[3 * i + 1 + j],/|tests/test_generate.sh|
+gen-position-ignored|graphs/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
+gen-rope-unrotated|graphs/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
+gen-candidates-not-gathered|graphs/generate.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
 # checkpoints that re-shard: a piece's place in the tensor, coverage, a collective refusal
 checkpoint-reshard-column-offset-ignored|graphs/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard
 checkpoint-reshard-block-row-offset-ignored|graphs/checkpoint.c|s/{{s->start\[b\] + lo - at, 0,/{{lo - at, 0,/|tests/test_checkpoint.sh|re-shard

@@ -316,6 +316,40 @@ int64_t sw_gpt_position(const sw_gpt *m, int64_t i);
 /** FLOPs of one training step (forward + backward, matmuls and attention). */
 double sw_gpt_step_flops(const sw_gpt_config *c);
 
+/* ---------------------------------------------------------- generation */
+
+/** Generation with a KV cache (opaque): sw_gpt_generator_create. The
+ * model's layers and current parameters on a context of the new positions
+ * of this rank's sequences: tensor-parallel as in training (q and K/V
+ * heads split, the vocab-parallel head), each dp rank its own sequences. */
+typedef struct sw_gpt_generator sw_gpt_generator;
+/** A generator of `batch` sequences (per dp rank) of at most max_len
+ * positions, prompt included: one KV cache per layer. Refused (exit 2):
+ * pp, ulysses or ring above 1, ZeRO-3, max_len beyond GPT-2's learned
+ * positions. */
+sw_gpt_generator *sw_gpt_generator_create(sw_gpt *m, int batch, int max_len);
+/** Frees the generator. NULL: no-op. */
+void sw_gpt_generator_destroy(sw_gpt_generator *g);
+/** Submits L positions of every sequence after those fed so far: tok[i B
+ * + b] is sequence b's token at position pos + i (L > 1: a prompt, in one
+ * pass; 1: a decode step); each layer appends their keys and values to its
+ * cache and attends to every cached position up to its own. Writes the
+ * logits of the last position (sw_gpt_generator_logits). Tokens outside
+ * the vocabulary, or more positions than max_len: exit 2. */
+void sw_gpt_generator_feed(sw_gpt_generator *g, const int32_t *tok, int L);
+/** Blocking: next[b], the token after sequence b's last position fed --
+ * the largest logit (temperature 0; ties: the smaller token), or drawn from
+ * the softmax at `temperature` of the top_k largest (0: all), with a
+ * uniform number from (seed, position, b) -- the same on every
+ * tensor-parallel rank: each rank's best top_k are all-gathered over tp. */
+void sw_gpt_generator_sample(sw_gpt_generator *g, float temperature, int top_k, uint64_t seed, int32_t *next);
+/** [batch, vocab_padded / tp] this rank's vocabulary rows of the logits of the last position fed. */
+sw_tensor *sw_gpt_generator_logits(sw_gpt_generator *g);
+/** Positions fed so far. */
+int sw_gpt_generator_position(const sw_gpt_generator *g);
+/** Starts over at position 0 (the caches are overwritten as positions are fed again). */
+void sw_gpt_generator_reset(sw_gpt_generator *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -134,6 +134,10 @@ int64_t sw_ctx_position(const sw_ctx *x, int64_t i);
 int sw_ctx_micro_batch_first(const sw_ctx *x, int k);
 /** Makes k the current micro-batch. */
 void sw_ctx_set_micro_batch(sw_ctx *x, int k);
+/** Generation: the rows of x hold positions pos .. pos + seq - 1 from now
+ * on (0 at sw_ctx_init). Only for a context whose rank holds whole
+ * sequences (ulysses = ring = 1, no sp): exit 2 otherwise. */
+void sw_ctx_set_first_position(sw_ctx *x, int64_t pos);
 /** Blocking, for programs: writes this rank's rows of micro-batch k of the
  * global batch tok/tgt ([seq*batch] int32 in [s, b] order) into tokens and
  * targets ([T,1] int32) and makes k the current micro-batch. tgt and
@@ -425,6 +429,24 @@ void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, cons
 void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv);
 /** attention FLOPs submitted by the last forward (4 d per visible pair) */
 double sw_attention_flops(const sw_attention *a);
+
+/** A layer's key/value cache for generation (opaque): sw_kv_cache_create. */
+typedef struct sw_kv_cache sw_kv_cache;
+/** The cache of one attention layer a for `batch` sequences of at most
+ * max_len positions: this rank's K and V heads ([max_len batch, ak d] each,
+ * rows in [s, b] order), zeroed. */
+sw_kv_cache *sw_kv_cache_create(const sw_attention *a, int batch, int max_len);
+/** Frees the cache. NULL: no-op. */
+void sw_kv_cache_destroy(sw_kv_cache *kv);
+/** Generation: the attention of the L = x->c.seq new positions p0 .. p0 +
+ * L - 1 (x's first position, sw_ctx_set_first_position) of x->B sequences.
+ * qkv [L B, (aq+2ak)d] (RW: q and k rotated first when rope_theta > 0); its
+ * k and v rows are appended to the cache at positions p0 .., then att [L B,
+ * aq d] = causal attention of the q rows against every cached position up
+ * to their own (no dropout). x: a context of the same tensor-parallel
+ * degree as a's, one sequence piece per rank (ulysses = ring = 1, no sp),
+ * batch/dp = the cache's batch; p0 + L at most its max_len (exit 2). */
+void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *kv, sw_tensor *qkv, sw_tensor *att);
 
 /* ------------------------------------------------------ traffic model */
 
