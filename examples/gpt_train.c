@@ -1,6 +1,7 @@
 /* gpt_train: train a GPT-2 shaped model with starweave on the tokens of --data
  * (raw bytes, llm.c shards, Megatron datasets: data.c) or a byte-level corpus.
  * Every flag is validated before StarPU starts; bad input exits with 2. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +28,9 @@ typedef struct train_opts {
     const char *save, *resume;
     const char *trace, *dag;
     int save_every;
+    int sample_every, sample_len; /* --sample-every, --sample-len */
+    float sample_temperature;
+    const char *generate;         /* --generate PROMPT: continue it and stop, no training */
     int offload_budget_mb;
     int ncuda;
     unsigned where;          /* sw_set_task_where: 0 (any), STARPU_CPU or STARPU_CUDA */
@@ -143,6 +147,14 @@ static void usage(FILE *f)
             "                    --seed), any parallel layout (tp, ulysses, ring, dp, --zero): a\n"
             "                    checkpoint saved under another one is re-sharded into this run's\n"
             "                    (a line names both layouts)\n"
+            "generation (a KV cache; not with pp, ulysses, ring or ZeRO-3):\n"
+            "  --sample-every N  every N steps rank 0 prints a continuation of the first 8 tokens of\n"
+            "                    the batch's first sequence (0: never)\n"
+            "  --sample-len L    tokens generated per sample (64)\n"
+            "  --sample-temperature T  softmax temperature (1; 0: the most likely token)\n"
+            "  --generate TEXT   no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
+            "                    ids separated by spaces) by --sample-len tokens, with the parameters\n"
+            "                    of --resume DIR, and stop\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -173,7 +185,7 @@ static const char *const value_flags[] = {
     "--pp-inflight", "--pp-virtual",
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
-    "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
+    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
     "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index"};
 
 static int takes_value(const char *flag)
@@ -199,6 +211,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->counters = 0;
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
+    o->sample_every = 0, o->sample_len = 64, o->sample_temperature = 1.0f, o->generate = NULL;
     o->offload_budget_mb = 0;
     o->memory_plan = o->memory_budget_mb = 0;
     o->ncuda = -1;
@@ -284,6 +297,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--dag")) o->dag = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
+        else if (!strcmp(a, "--sample-every")) parse_int(a, v, &o->sample_every);
+        else if (!strcmp(a, "--sample-len")) parse_int(a, v, &o->sample_len);
+        else if (!strcmp(a, "--sample-temperature")) parse_float(a, v, &o->sample_temperature);
+        else if (!strcmp(a, "--generate")) o->generate = v;
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
         else if (!strcmp(a, "--memory-budget-mb")) parse_int(a, v, &o->memory_budget_mb);
@@ -316,6 +333,11 @@ static void parse_args(int argc, char **argv, train_opts *o)
     if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
+    if (o->sample_every < 0 || o->sample_len < 1 || !(o->sample_temperature >= 0.0f))
+        sw_usage_error("sample-every must not be negative (%d), sample-len must be positive (%d), "
+                       "sample-temperature must not be negative (%g)", o->sample_every, o->sample_len,
+                       o->sample_temperature);
+    if (o->generate && !o->resume) sw_usage_error("--generate needs the parameters of a checkpoint (--resume DIR)");
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
@@ -468,6 +490,59 @@ static int memory_plan(const sw_gpt_config *cfg, sw_comm *comm, sw_mesh *mesh)
     sw_mesh_destroy(mesh);
     sw_shutdown();
     return 0;
+}
+
+/* n tokens after prompt[0 .. p) (every rank takes part: tensor-parallel
+ * collectives), printed by rank 0 after `label`: bytes as text where the
+ * vocabulary is bytes (others as \xNN), else token ids; " | " between
+ * the prompt and its continuation. */
+static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float temperature, uint64_t seed,
+                         const char *label)
+{
+    const sw_gpt_config *c = sw_gpt_get_config(m);
+    sw_gpt_generator *g = sw_gpt_generator_create(m, 1, p + n);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(p + n));
+    if (!seq) { perror("malloc"); exit(1); }
+    memcpy(seq, prompt, sizeof(int32_t) * (size_t)p);
+    sw_gpt_generator_feed(g, seq, p);
+    for (int i = p; i < p + n; i++) {
+        sw_gpt_generator_sample(g, temperature, 0, seed, &seq[i]);
+        if (i + 1 < p + n) sw_gpt_generator_feed(g, &seq[i], 1);
+    }
+    sw_gpt_generator_destroy(g);
+    if (sw_rank() == 0) {
+        printf("%s", label);
+        for (int i = 0; i < p + n; i++) {
+            if (i == p) printf(" | ");
+            if (c->vocab > 256) printf("%s%d", i && i != p ? " " : "", seq[i]);
+            else if (isprint(seq[i]) || seq[i] == '\n') putchar(seq[i]);
+            else printf("\\x%02x", seq[i]);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    free(seq);
+}
+
+/* --generate: the prompt's tokens (bytes, or ids separated by spaces) */
+static int prompt_tokens(const char *text, int vocab, int32_t *out, int max)
+{
+    int n = 0;
+    for (const char *s = text; *s && n < max;) {
+        if (vocab <= 256) {
+            out[n++] = (unsigned char)*s++;
+            continue;
+        }
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= vocab)
+            sw_usage_error("--generate: with a vocabulary of %d the prompt is token ids in [0, %d) separated by spaces "
+                           "('%s')", vocab, vocab, text);
+        out[n++] = (int32_t)v;
+        for (s = end; *s == ' '; s++) {}
+    }
+    if (n == 0) sw_usage_error("--generate: the prompt is empty");
+    return n;
 }
 
 /* Pipeline stages: per stage, the share of each step (after the first)
@@ -653,9 +728,9 @@ int main(int argc, char **argv)
     if (o.memory_plan) return memory_plan(&o.cfg, comm, mesh); /* no training: no log */
     /* rank 0 writes the log; every rank learns whether it could, so that
      * all of them stop (the others would wait in collectives for rank 0) */
-    FILE *log = me == 0 ? fopen(o.log, "w") : NULL;
+    FILE *log = me == 0 && !o.generate ? fopen(o.log, "w") : NULL;
     const int log_errno = errno;
-    if (!sw_world_min(me != 0 || log != NULL))
+    if (!sw_world_min(me != 0 || o.generate || log != NULL))
         sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
@@ -702,7 +777,20 @@ int main(int argc, char **argv)
             layout_text(&here, to, sizeof to);
             printf("gpt_train: re-sharded the checkpoint from layout %s to layout %s\n", from, to);
         }
-        if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
+        if (step0 >= o.steps && !o.generate)
+            sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
+    }
+    if (o.generate) { /* no training */
+        int32_t prompt[256];
+        int p = prompt_tokens(o.generate, c->vocab, prompt, 256);
+        print_sample(m, prompt, p, o.sample_len, o.sample_temperature, c->seed, "");
+        free(tok), free(tgt);
+        data_free(&d);
+        sw_gpt_destroy(m);
+        sw_comm_destroy(comm);
+        sw_mesh_destroy(mesh);
+        sw_shutdown();
+        return 0;
     }
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
     if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
@@ -738,6 +826,14 @@ int main(int argc, char **argv)
         if (!o.quiet)
             printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
                    T / (ms / 1e3));
+        if (o.sample_every > 0 && step % o.sample_every == 0) { /* the first sequence's first tokens (global batch) */
+            int32_t prompt[8];
+            int p = c->seq < 8 ? c->seq : 8;
+            for (int i = 0; i < p; i++) prompt[i] = tok[(int64_t)i * c->batch];
+            char label[64];
+            snprintf(label, sizeof label, "sample (step %d): ", step);
+            print_sample(m, prompt, p, o.sample_len, o.sample_temperature, c->seed + (uint64_t)step, label);
+        }
         fflush(stdout);
     }
     int timed = o.steps - step0 - 1; /* the first step run warms up */

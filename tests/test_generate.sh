@@ -4,8 +4,10 @@
 # cache = feeding the whole sequence again at every position, token for
 # token over 64 tokens (logits 1e-4), the same tokens on every rank,
 # sampling reproducible and the same on every rank; tp 2's greedy tokens =
-# 1 rank's. Misuse: a token outside the vocabulary, more positions than
-# max_len: exit 2 on every rank, the message once.
+# 1 rank's. gpt_train: samples while training, --generate from a
+# checkpoint (tp 2 = 1 rank). Misuse: a token outside the vocabulary, more
+# positions than max_len, --generate without a checkpoint, generation with
+# pp: exit 2 on every rank, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_generate"
 for model in "gpt2" "llama --kv-heads 2"; do
@@ -18,6 +20,23 @@ for model in "gpt2" "llama --kv-heads 2"; do
   t1=$(grep '^tokens:' "$TMPD/out1"); t2=$(grep '^tokens:' "$TMPD/out2")
   check "$model: tp 2's greedy tokens = 1 rank's ($(echo "$t1" | wc -w) words)" [ -n "$t1" -a "$t1" = "$t2" ]
 done
+# gpt_train: samples while training (--sample-every), and --generate from a checkpoint: tp 2 = 1 rank
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --layers 2 --steps 4 --sample-every 2 --sample-len 16 --quiet \
+  --log "$TMPD/log.csv" --save "$TMPD/ck" > "$TMPD/out" 2>&1
+rc=$?
+n=$(grep -c '^sample (step [24]): .* | .' "$TMPD/out")
+[ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
+check "gpt_train --sample-every 2, 4 steps: a sample after steps 2 and 4 ($n) (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
+for np in 1 2; do
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$GPT_TRAIN" --layers 2 --tp $np --resume "$TMPD/ck" --generate "The cat" \
+    --sample-len 24 --sample-temperature 0 > "$TMPD/gen$np" 2>&1 || cat "$TMPD/gen$np"
+done
+g1=$(grep '^The cat | ' "$TMPD/gen1"); g2=$(grep '^The cat | ' "$TMPD/gen2")
+check "gpt_train --resume --generate, greedy: tp 2's continuation = 1 rank's ('$g1')" [ -n "$g1" -a "$g1" = "$g2" ]
+refused 1 "--generate needs the parameters of a checkpoint (--resume DIR)" "gpt_train --generate without --resume" \
+  "$GPT_TRAIN" --generate "x"
+refused 2 "generation needs every layer and whole parameter values on each rank, and whole sequences: not pp (2)" \
+  "gpt_train --pp 2 --sample-every 1" "$GPT_TRAIN" --pp 2 --steps 1 --sample-every 1 --log "$TMPD/log.csv"
 refused 2 "sw_gpt_generator_feed: token 1 is 1048576, outside the vocabulary [0, 96)" "test_generate --misuse token" \
   "$PROG" --misuse token
 refused 2 "sw_gpt_generator_feed: 73 positions after 0: at least 1, at most max_len (72) in all" \
