@@ -235,6 +235,33 @@ static void export_end(void)
 }
 
 /* ---- one configuration ---- */
+/* Generation on the trained parameters, for torch_gpt.py: sequences 0 and
+ * 1's first GEN_PROMPT tokens through the KV cache's prefill, then
+ * GEN_STEPS greedy decode steps; exported: the GEN_PROMPT + GEN_STEPS
+ * tokens fed ([s, b] order) and the logits after each feed (the prefill's
+ * last position, then each decode step's) */
+enum { GEN_B = 2, GEN_PROMPT = 6, GEN_STEPS = 8 };
+static void export_generation(sw_gpt *m, const sw_gpt_config *c, const int32_t *tok)
+{
+    int32_t fed[(GEN_PROMPT + GEN_STEPS) * GEN_B];
+    float *logits = xmalloc(sizeof(float) * (size_t)(GEN_STEPS + 1) * GEN_B * c->vocab_padded);
+    for (int s = 0; s < GEN_PROMPT; s++)
+        for (int b = 0; b < GEN_B; b++) fed[s * GEN_B + b] = tok[s * c->batch + b];
+    sw_gpt_generator *g = sw_gpt_generator_create(m, GEN_B, GEN_PROMPT + GEN_STEPS);
+    sw_gpt_generator_feed(g, fed, GEN_PROMPT);
+    for (int j = 0; j <= GEN_STEPS; j++) {
+        sw_tensor_read_host(sw_gpt_generator_logits(g), logits + (size_t)j * GEN_B * c->vocab_padded);
+        if (j == GEN_STEPS) break;
+        sw_gpt_generator_sample(g, 0.0f, 0, 0, fed + (GEN_PROMPT + j) * GEN_B);
+        sw_gpt_generator_feed(g, fed + (GEN_PROMPT + j) * GEN_B, 1);
+    }
+    sw_gpt_generator_destroy(g);
+    export_raw("gen_tokens", 0, "generation_fed", "i32", GEN_PROMPT + GEN_STEPS, GEN_B, fed, sizeof(int32_t));
+    export_raw("gen_logits", 0, "generation_logits", "f32", (GEN_STEPS + 1) * GEN_B, c->vocab_padded, logits,
+               sizeof(float));
+    free(logits);
+}
+
 static void run_case(float dropout, int kv_heads, int vocab, int do_export)
 {
     sw_gpt_config c;
@@ -363,6 +390,7 @@ static void run_case(float dropout, int kv_heads, int vocab, int do_export)
     tu_require("training lowers the loss", ref_losses[NSTEPS] < ref_losses[0]);
     if (do_export) {
         export_raw("losses", 0, "losses_after_update", "f32", NSTEPS, 1, &losses[1], sizeof(float));
+        export_generation(m, &c, tok);
         export_end();
     }
     for (int i = 0; i < n; i++) {
@@ -624,6 +652,7 @@ static void run_llama_case(int do_export)
     tu_true(what, finite && losses[NSTEPS] < losses[0]);
     if (do_export) {
         export_raw("losses", 0, "losses_after_update", "f32", NSTEPS, 1, &losses[1], sizeof(float));
+        export_generation(m, &c, tok);
         export_end();
     }
     for (int i = 0; i < n; i++) free(pf[i]);

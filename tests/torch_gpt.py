@@ -17,7 +17,12 @@ and compares:
   - every parameter gradient: max|g_sw - g_torch| <= GRAD_RTOL * max|g_torch|
     per tensor;
   - the losses of the forwards after each of 5 torch.optim.AdamW steps (same lr,
-    betas, eps, weight_decay on every parameter), at relative LOSS_RTOL.
+    betas, eps, weight_decay on every parameter), at relative LOSS_RTOL;
+  - generation with starweave's KV cache on the parameters after them (where
+    the export has it): the logits of the prefill's last position and of 8
+    greedy decode steps = the full causal forward's logits at those
+    positions, max|diff| <= GEN_RTOL * max|logit|, and each token fed after
+    the prompt is the argmax of the logits before it.
 Prints PASS/FAIL per item; exit 0 when all pass, 1 otherwise.
 
 Usage: torch_gpt.py EXPORT_DIR
@@ -38,6 +43,7 @@ import torch.nn.functional as F
 # keeps a 10x margin. A rotate_half of the wrong sign gives ratios of 4e-3 to
 # 2e-2, the loss alone only 1e-5: attention is near uniform at init.
 TOLERANCES = {"gpt2": (1e-5, 1e-5), "llama": (1e-5, 6e-6)}  # (LOSS_RTOL, GRAD_RTOL)
+GEN_RTOL = 1e-4  # the issue's bound for generation logits
 
 
 def read_config(d):
@@ -86,8 +92,10 @@ def read_index(d):
 
 
 def forward(cfg, P, tokens, targets):
-    """P: parameters in graphs.h order; tokens/targets [S*B] in [s, b] order."""
-    return (forward_llama if cfg["model"] == "llama" else forward_gpt)(cfg, P, tokens, targets)
+    """P: parameters in graphs.h order; tokens/targets [S*B] in [s, b] order.
+    targets None: the logits [S*B, Vp] instead of the loss."""
+    logits = (forward_llama if cfg["model"] == "llama" else forward_gpt)(cfg, P, tokens)
+    return logits if targets is None else F.cross_entropy(logits[:, :cfg["vocab"]], targets.long())
 
 
 def attention(cfg, qkv, rope=None):
@@ -131,7 +139,7 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def forward_llama(cfg, P, tokens, targets):
+def forward_llama(cfg, P, tokens):
     L, V, FF = cfg["layers"], cfg["vocab"], cfg["ffn"]
     eps = cfg["ln_eps"]
     cos, sin = rope_tables(cfg)
@@ -145,12 +153,11 @@ def forward_llama(cfg, P, tokens, targets):
         x = x + F.linear(attention(cfg, F.linear(a, qkv_w), rope), proj_w)
         gu = F.linear(rms_norm(x, mlp_norm_w, eps), gate_up_w)            # [T, 2 FF]: gate | up
         x = x + F.linear(F.silu(gu[:, :FF]) * gu[:, FF:], down_w)
-    logits = F.linear(rms_norm(x, P[-2], eps), P[-1])                      # untied lm_head [Vp, h]
-    return F.cross_entropy(logits[:, :V], targets.long())
+    return F.linear(rms_norm(x, P[-2], eps), P[-1])                        # untied lm_head [Vp, h]
 
 
-def forward_gpt(cfg, P, tokens, targets):
-    L, C, S, B, V = cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"], cfg["vocab"]
+def forward_gpt(cfg, P, tokens):
+    L, C, S, B = cfg["layers"], cfg["hidden"], cfg["seq"], cfg["batch"]
     eps = cfg["ln_eps"]
     wte, wpe = P[0], P[1]
     x = wte[tokens] + wpe[torch.arange(S * B) // B]
@@ -163,8 +170,7 @@ def forward_gpt(cfg, P, tokens, targets):
         f = F.gelu(F.linear(m, fc_w, fc_b), approximate="tanh")
         x = x + F.linear(f, fc2_w, fc2_b)
     xf = F.layer_norm(x, (C,), P[-2], P[-1], eps)
-    logits = xf @ wte.t()                                                  # [T, Vp]
-    return F.cross_entropy(logits[:, :V], targets.long())
+    return xf @ wte.t()                                                    # [T, Vp]
 
 
 def main():
@@ -238,6 +244,22 @@ def main():
         rel = abs(ls - lt) / abs(lt)
         check(rel <= loss_rtol, "loss after AdamW update %d: starweave %.9g torch %.9g rel err %.3g (limit %g)"
               % (k, ls, lt, rel, loss_rtol))
+    if ("gen_tokens", 0) in items:
+        fed = items[("gen_tokens", 0)][1]                                  # [S2, B2]: prompt, then the tokens fed
+        got = items[("gen_logits", 0)][1].double()                         # [(steps + 1) B2, Vp]
+        S2, B2 = fed.shape
+        steps = got.shape[0] // B2 - 1
+        prompt = S2 - steps
+        with torch.no_grad():
+            ref = forward(dict(cfg, seq=S2, batch=B2), P, fed.reshape(-1).long(), None).double()
+        want = ref[(prompt - 1) * B2:, :].reshape(steps + 1, B2, -1)[:, :, :cfg["vocab"]]
+        got = got.reshape(steps + 1, B2, -1)[:, :, :cfg["vocab"]]
+        err, scale = (got - want).abs().max().item(), want.abs().max().item()
+        check(err <= GEN_RTOL * scale, "generation: logits of the prefill and %d decode steps with the KV cache = the "
+              "full forward's, max|diff| %.3g, max|logit| %.3g, ratio %.3g (limit %g)"
+              % (steps, err, scale, err / scale, GEN_RTOL))
+        greedy = bool((fed[prompt:, :].long() == want[:steps].argmax(-1)).all())
+        check(greedy, "generation: the %d tokens fed after the prompt are the argmax of the logits before each" % steps)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
