@@ -504,11 +504,14 @@ static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float t
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(p + n));
     if (!seq) { perror("malloc"); exit(1); }
     memcpy(seq, prompt, sizeof(int32_t) * (size_t)p);
+    double t0 = now_ms(), t1 = 0;
     sw_gpt_generator_feed(g, seq, p);
     for (int i = p; i < p + n; i++) {
         sw_gpt_generator_sample(g, temperature, 0, seed, &seq[i]);
+        if (i == p) t1 = now_ms(); /* the prompt's pass and the first token */
         if (i + 1 < p + n) sw_gpt_generator_feed(g, &seq[i], 1);
     }
+    const double t2 = now_ms();
     sw_gpt_generator_destroy(g);
     if (sw_rank() == 0) {
         printf("%s", label);
@@ -519,6 +522,9 @@ static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float t
             else printf("\\x%02x", seq[i]);
         }
         printf("\n");
+        if (!*label) /* --generate: the times */
+            printf("generate: prefill %d tokens in %.1f ms (%.0f tokens/s), decode %d tokens %.2f ms/token\n", p,
+                   t1 - t0, p / ((t1 - t0) / 1e3), n - 1, n > 1 ? (t2 - t1) / (n - 1) : 0.0);
         fflush(stdout);
     }
     free(seq);

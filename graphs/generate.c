@@ -135,8 +135,10 @@ void sw_gpt_generator_feed(sw_gpt_generator *g, const int32_t *tok, int L)
     int64_t split[2] = {(int64_t)(L - 1) * g->B, g->B};
     starpu_data_handle_t last = L > 1 ? sw_tensor_split(p->ln, SW_ROWS, 2, split, STARPU_R)[1]
                                       : sw_tensor_whole(p->ln, STARPU_R);
-    sw_gemm(last, 0, sw_tensor_whole(sw_params_value(m->params, m->head_w), STARPU_R), 1,
-            sw_tensor_whole(g->logits, STARPU_W), 1.0f, 0.0f);
+    sw_tensor *w = sw_params_value(m->params, m->head_w);
+    for (int j = 0; j < c->tiles; j++) /* the head's rows in tiles: its GEMM reads the most bytes of all */
+        sw_gemm(last, 0, sw_tensor_tiles(w, SW_ROWS, c->tiles, STARPU_R)[j], 1,
+                sw_tensor_tiles(g->logits, SW_COLS, c->tiles, STARPU_W)[j], 1.0f, 0.0f);
     g->pos += L;
 }
 
