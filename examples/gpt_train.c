@@ -25,6 +25,8 @@ typedef struct train_opts {
     int memory_report, memory_plan, memory_budget_mb;
     int counters;
     const char *save, *resume;
+    const char *load_weights, *save_weights; /* weights.h: safetensors or llm.c files */
+    int weights_format;
     const char *trace, *dag;
     int save_every;
     int offload_budget_mb;
@@ -139,6 +141,13 @@ static void usage(FILE *f)
             "                    --seed), any parallel layout (tp, ulysses, ring, dp, --zero): a\n"
             "                    checkpoint saved under another one is re-sharded into this run's\n"
             "                    (a line names both layouts)\n"
+            "weights (docs/weights.md):\n"
+            "  --load-weights FILE  start from the weights of FILE, its format told by its header: Hugging\n"
+            "                    Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
+            "                    llm.c GPT-2 checkpoint (magic 20240326); the flags must describe its model\n"
+            "  --save-weights FILE  write the weights after the last step (with --steps 0: right after\n"
+            "                    creating or loading them, no training: a conversion)\n"
+            "  --weights-format F  of --save-weights: safetensors or llmc (safetensors)\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -170,7 +179,8 @@ static const char *const value_flags[] = {
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
     "--resume", "--save-every", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
-    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index"};
+    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index",
+    "--load-weights", "--save-weights", "--weights-format"};
 
 static int takes_value(const char *flag)
 {
@@ -195,6 +205,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->counters = 0;
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
+    o->load_weights = o->save_weights = NULL;
+    o->weights_format = -1;
     o->offload_budget_mb = 0;
     o->memory_plan = o->memory_budget_mb = 0;
     o->ncuda = -1;
@@ -278,6 +290,12 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--dag")) o->dag = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--load-weights")) o->load_weights = v;
+        else if (!strcmp(a, "--save-weights")) o->save_weights = v;
+        else if (!strcmp(a, "--weights-format")) {
+            if ((o->weights_format = sw_weights_format_parse(v)) < 0)
+                sw_usage_error("--weights-format expects safetensors or llmc, got '%s'", v);
+        }
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
@@ -308,7 +326,12 @@ static void parse_args(int argc, char **argv, train_opts *o)
     }
     o->cfg.seed = (uint64_t)(uint32_t)seed;
     if (o->cfg.max_pos == 0) o->cfg.max_pos = o->cfg.seq;
-    if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
+    if (o->steps < 0 || (o->steps == 0 && !o->save_weights))
+        sw_usage_error("steps must be positive, or 0 with --save-weights (a conversion) (steps = %d)", o->steps);
+    if (o->weights_format >= 0 && !o->save_weights) sw_usage_error("weights-format needs --save-weights FILE");
+    if (o->weights_format < 0) o->weights_format = SW_WEIGHTS_SAFETENSORS;
+    if (o->load_weights && o->resume)
+        sw_usage_error("--load-weights and --resume both set the parameters: give one");
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
     if (o->offload_budget_mb < 0)
@@ -695,7 +718,27 @@ int main(int argc, char **argv)
             layout_text(&here, to, sizeof to);
             printf("gpt_train: re-sharded the checkpoint from layout %s to layout %s\n", from, to);
         }
-        if (step0 >= o.steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
+        if (step0 >= o.steps && o.steps > 0)
+            sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
+    }
+    if (o.load_weights) {
+        sw_weights_load(m, o.load_weights);
+        if (!o.quiet) printf("gpt_train: weights loaded from %s\n", o.load_weights);
+    }
+    if (o.steps == 0) { /* --save-weights with --steps 0: a conversion, no training */
+        sw_weights_save(m, o.save_weights, o.weights_format);
+        if (me == 0)
+            printf("gpt_train: weights written to %s (%s), no step run\n", o.save_weights,
+                   sw_weights_format_name(o.weights_format));
+        if (log) fclose(log);
+        free(tok);
+        free(tgt);
+        data_free(&d);
+        sw_gpt_destroy(m);
+        sw_comm_destroy(comm);
+        sw_mesh_destroy(mesh);
+        sw_shutdown();
+        return 0;
     }
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
     if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
@@ -742,6 +785,10 @@ int main(int argc, char **argv)
     if (o.profile && me == 0) {
         print_profile(total_ms);
         printf("profile: submitting the graph took %.1f ms per step (main thread)\n", timed > 0 ? submit_ms / timed : 0);
+    }
+    if (o.save_weights) {
+        sw_weights_save(m, o.save_weights, o.weights_format);
+        if (me == 0) printf("gpt_train: weights written to %s (%s)\n", o.save_weights, sw_weights_format_name(o.weights_format));
     }
     if (o.memory_report) memory_report(m);
     if (o.trace) write_trace(o.trace, c);
