@@ -78,6 +78,7 @@ rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%
 # ---- losses against PyTorch
 loss_case() { # loss_case WHAT FILE MODEL NP ARGS...
   what=$1 file=$2 model=$3 np=$4; shift 4
+  last=
   want "loss $what" || return 0
   gt "$np" --steps 1 --load-weights "$file" "$@"
   rc=$?
