@@ -130,9 +130,12 @@ if want "export"; then
   gt 1 $LLAMA --steps 0 --load-weights "$W/l1.st" --save-weights "$W/l3.st"
   ident "export llama: export -> import -> export" "$W/l1.st" "$W/l3.st"
   # a trained model (2 AdamW steps from starweave's own init), tp 2: out, in, out
-  gt 2 $GPT --tp 2 --sp --steps 2 --save-weights "$W/t1.st"
+  gt 2 $GPT --tp 2 --sp --steps 2 --save-weights "$W/t1.st" --save "$W/ck"
   gt 1 $GPT --steps 0 --load-weights "$W/t1.st" --save-weights "$W/t2.st"
   ident "export trained gpt2 (tp 2) -> import -> export" "$W/t1.st" "$W/t2.st"
+  # and its starweave checkpoint converted (--resume, --steps 0) gives the same file
+  gt 2 $GPT --tp 2 --steps 0 --resume "$W/ck" --save-weights "$W/t3.st"
+  ident "export of a starweave checkpoint (--resume --steps 0) = the run's --save-weights" "$W/t1.st" "$W/t3.st"
 fi
 if want "dtypes"; then
   for dt in bf16 f16; do
