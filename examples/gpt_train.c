@@ -723,7 +723,9 @@ int main(int argc, char **argv)
     }
     if (o.load_weights) {
         sw_weights_load(m, o.load_weights);
-        if (!o.quiet) printf("gpt_train: weights loaded from %s\n", o.load_weights);
+        if (!o.quiet)
+            printf("gpt_train: weights loaded from %s (%s)\n", o.load_weights,
+                   sw_weights_format_name(sw_weights_detect(o.load_weights, NULL, 0)));
     }
     if (o.steps == 0) { /* --save-weights with --steps 0: a conversion, no training */
         sw_weights_save(m, o.save_weights, o.weights_format);

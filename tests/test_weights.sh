@@ -11,10 +11,11 @@
 #   - tp 2 + sp loads give the 1-rank loss (1e-5), for both models;
 # and writing them back is exact:
 #   - export of an imported file: every tensor equals the file's bit for bit
-#     (GPT-2 safetensors, llm.c, LLaMA), from 1 rank and from tp 2 (+ ZeRO-3);
+#     (GPT-2 safetensors, llm.c, LLaMA), from 1 rank, tp 2, ZeRO-3 and pp 2;
 #   - export -> import -> export is the same file, byte for byte, from a
 #     trained model too; safetensors -> llm.c -> safetensors as well;
-#   - BF16 and F16 files load as the exactly widened values;
+#   - BF16 and F16 safetensors and llm.c's bf16 (version 5) load as the
+#     exactly widened values;
 # and broken files are refused (exit 2 on every rank, the message once):
 # wrong magic, truncated (both formats), malformed header, missing tensor,
 # shape mismatch, unknown dtype, model mismatch (layers, hidden, kind),
@@ -41,6 +42,7 @@ make gpt2 $W/g.bin $SHAPE --max-pos 32 --format llmc
 make llama $W/l.st $SHAPE --kv-heads 2 --ffn 128 --max-pos 32
 make gpt2 $W/bf16.st $SHAPE --max-pos 32 --dtype BF16
 make gpt2 $W/f16.st $SHAPE --max-pos 32 --dtype F16
+make gpt2 $W/g16.bin $SHAPE --max-pos 32 --format llmc --dtype BF16
 make gpt2 $W/missing.st $SHAPE --max-pos 32 --drop ln_f.bias
 make gpt2 $W/shape.st $SHAPE --max-pos 32 --bad-shape h.1.mlp.c_fc.bias
 make gpt2 $W/conv.st $SHAPE --max-pos 32 --bad-shape h.1.mlp.c_fc.weight
@@ -117,6 +119,8 @@ if want "export"; then
   ident "export gpt2 np=2 tp 2 = np=1" "$W/g1.st" "$W/g3.st"
   gt 2 $GPT --dp 2 --zero 3 --steps 0 --load-weights "$W/g.st" --save-weights "$W/g4.st"
   ident "export gpt2 np=2 dp 2 ZeRO-3 = np=1" "$W/g1.st" "$W/g4.st"
+  gt 2 $GPT --pp 2 --steps 0 --load-weights "$W/g.st" --save-weights "$W/g7.st"
+  ident "export gpt2 np=2 pp 2 (the tied wte on both end stages) = np=1" "$W/g1.st" "$W/g7.st"
   gt 1 $GPT --steps 0 --load-weights "$W/g.bin" --save-weights "$W/g1.bin" --weights-format llmc
   same "export gpt2 llm.c np=1 = the file" "$W/g.bin" "$W/g1.bin"
   ident "export gpt2 llm.c: the file's bytes" "$W/g.bin" "$W/g1.bin"
@@ -142,6 +146,8 @@ if want "dtypes"; then
     gt 1 $GPT --steps 0 --load-weights "$W/$dt.st" --save-weights "$W/$dt.f32.st"
     queue "dtypes: $dt file loads as its values widened exactly" widened "$W/$dt.f32.st" "$W/$dt.st"
   done
+  gt 1 $GPT --steps 0 --load-weights "$W/g16.bin" --save-weights "$W/g16.f32.st"
+  queue "dtypes: llm.c bf16 (version 5) file loads as its values widened exactly" widened "$W/g16.f32.st" "$W/g16.bin"
 fi
 
 # ---- refused

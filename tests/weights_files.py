@@ -171,7 +171,7 @@ def read_file(path):
                 p["h.%d.%s" % (l, name)] = t.t().contiguous() if name in CONV1D else t
         p["ln_f.weight"], p["ln_f.bias"] = take(h), take(h)
         assert at == len(data), "llm.c file size"
-        return "llmc", p, {"heads": a}
+        return "llmc", p, {"heads": a, "dtypes": {n: dt for n in p}}
     n = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8:8 + n])
     p, dtypes = {}, {}
