@@ -250,7 +250,7 @@ static int read_safetensors(weight_file *f, char *err)
         FAIL("%s: cannot read the safetensors header: %s", f->path, strerror(errno));
     }
     json_error_t je;
-    json_t *root = json_loadb(js, n, 0, &je);
+    json_t *root = json_loadb(js, n, JSON_REJECT_DUPLICATES, &je);
     free(js);
     if (!root || !json_is_object(root)) {
         if (root) json_decref(root);
@@ -423,6 +423,15 @@ static file_tensor *find(weight_file *f, const char *name, int gpt2)
     return NULL;
 }
 
+/* find, and a LLaMA file without lm_head.weight (tie_word_embeddings: the
+ * head is the embedding) gives its embedding for the head */
+static file_tensor *resolve(weight_file *f, const char *name, int gpt2)
+{
+    file_tensor *t = find(f, name, gpt2);
+    if (!t && !gpt2 && !strcmp(name, "lm_head.weight")) t = find(f, "model.embed_tokens.weight", 0);
+    return t;
+}
+
 static void shape_text(int ndim, const int64_t *s, char *out, size_t n)
 {
     int at = snprintf(out, n, "[");
@@ -521,7 +530,7 @@ static int check_parts(weight_file *f, const sw_gpt_config *c, char *err)
         int n = parts_of(c, f->format, i, rows, cols, parts);
         for (int k = 0; k < n; k++) {
             const part *p = &parts[k];
-            file_tensor *t = find(f, p->name, gpt2);
+            file_tensor *t = resolve(f, p->name, gpt2);
             if (!t) FAIL("%s: missing tensor '%s' (%s of the model)", f->path, p->name, pname);
             char want[64], have[64];
             shape_text(p->ndim, p->shape, want, sizeof want);
@@ -563,7 +572,7 @@ static void read_global(weight_file *f, const sw_gpt_config *c, int i, int64_t r
     memset(g, 0, sizeof(float) * (size_t)(rows * cols));
     for (int k = 0; k < n; k++) {
         const part *p = &parts[k];
-        const file_tensor *t = find(f, p->name, c->model == SW_MODEL_GPT2);
+        const file_tensor *t = resolve(f, p->name, c->model == SW_MODEL_GPT2);
         const int64_t numel = part_numel(p), r = part_rows(p);
         if (p->row0 + r > rows || (p->ndim == 2 && (p->transpose ? p->shape[0] : p->shape[1]) != cols))
             sw_failf(__FILE__, __LINE__, "weights: part %s does not fit parameter %d [%lld, %lld]", p->name, i,

@@ -7,7 +7,8 @@
 # (Conv1D, rotate_half, repeat_kv) on the same file at relative 1e-5:
 #   - GPT-2 safetensors (transformers. prefix, causal-mask buffers) and the
 #     same parameters as an llm.c checkpoint (vocab 300 padded to 384);
-#   - LLaMA safetensors with grouped-query attention (4 heads, 2 K/V heads);
+#   - LLaMA safetensors with grouped-query attention (4 heads, 2 K/V heads),
+#     and one without lm_head.weight (tied word embeddings);
 #   - tp 2 + sp loads give the 1-rank loss (1e-5), for both models;
 # and writing them back is exact:
 #   - export of an imported file: every tensor equals the file's bit for bit
@@ -40,6 +41,7 @@ data $W/d.bin --n 2000 --vocab 300
 make gpt2 $W/g.st $SHAPE --max-pos 32 --prefix transformer. --extra
 make gpt2 $W/g.bin $SHAPE --max-pos 32 --format llmc
 make llama $W/l.st $SHAPE --kv-heads 2 --ffn 128 --max-pos 32
+make llama $W/tied.st $SHAPE --kv-heads 2 --ffn 128 --max-pos 32 --drop lm_head.weight
 make gpt2 $W/bf16.st $SHAPE --max-pos 32 --dtype BF16
 make gpt2 $W/f16.st $SHAPE --max-pos 32 --dtype F16
 make gpt2 $W/g16.bin $SHAPE --max-pos 32 --format llmc --dtype BF16
@@ -53,6 +55,7 @@ make gpt2 $W/extra.st $SHAPE --max-pos 32 --prefix model.
 loss $W/g.st gpt2 $REF --out $W/g.st.loss
 loss $W/g.bin gpt2 $REF --out $W/g.bin.loss
 loss $W/l.st llama $REF --out $W/l.st.loss
+loss $W/tied.st llama $REF --out $W/tied.st.loss
 EOF
 check "weights_files.py wrote the files and PyTorch's losses" [ -z "$(grep -v '^0 ' "$TMPD/setup")" ] || cat "$TMPD/setup"
 # comparisons of files queued, run at the end by one batch
@@ -100,6 +103,7 @@ loss_case "gpt2 safetensors, np=2 tp 2 sp" "$W/g.st" gpt2 2 $GPT --tp 2 --sp; g2
 loss_case "gpt2 llm.c, np=2 tp 2" "$W/g.bin" gpt2 2 $GPT --tp 2; b2=$last
 loss_case "llama safetensors GQA, np=1" "$W/l.st" llama 1 $LLAMA; l1=$last
 loss_case "llama safetensors GQA, np=2 tp 2 sp" "$W/l.st" llama 2 $LLAMA --tp 2 --sp; l2=$last
+loss_case "llama safetensors without lm_head.weight (tied), np=1" "$W/tied.st" llama 1 $LLAMA
 same_loss "gpt2: llm.c = safetensors (np=1)" "$b1" "$g1"
 same_loss "gpt2 tp 2 = 1 rank (safetensors)" "$g2" "$g1"
 same_loss "gpt2 tp 2 = 1 rank (llm.c, padded vocab 512 here, 384 in the file)" "$b2" "$b1"

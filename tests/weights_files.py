@@ -272,7 +272,8 @@ def llama_loss(p, tok, tgt, heads, theta, eps=1e-5):
         x = x + lin(y, n + "self_attn.o_proj")
         m = rms(x, p[n + "post_attention_layernorm.weight"])
         x = x + lin(F.silu(lin(m, n + "mlp.gate_proj")) * lin(m, n + "mlp.up_proj"), n + "mlp.down_proj")
-    logits = rms(x, p["model.norm.weight"]) @ p["lm_head.weight"].t()
+    head = p.get("lm_head.weight", p["model.embed_tokens.weight"])  # tie_word_embeddings: no lm_head
+    logits = rms(x, p["model.norm.weight"]) @ head.t()
     return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1)).item()
 
 

@@ -26,7 +26,9 @@
  *   into starweave's qkv rows, GQA as k_proj's rows say),
  *   `model.layers.N.mlp.{gate,up,down}_proj.weight` (gate then up rows:
  *   starweave's gate_up), `model.layers.N.{input,post_attention}_layernorm.weight`,
- *   `model.norm.weight`, `lm_head.weight`. Hugging Face's rotary layout
+ *   `model.norm.weight`, `lm_head.weight` (a file without it -- tied
+ *   word embeddings -- gives the head the embedding; it is always
+ *   written). Hugging Face's rotary layout
  *   (rotate_half: each head's columns i and i + d/2 rotated together) is
  *   starweave's, so q_proj and k_proj rows are taken as they are (Meta's
  *   original checkpoints pair columns 2i and 2i + 1: convert_llama_weights_to_hf
