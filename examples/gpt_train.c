@@ -26,6 +26,8 @@ typedef struct train_opts {
     int memory_report, memory_plan, memory_budget_mb;
     int counters;
     const char *save, *resume;
+    const char *load_weights, *save_weights; /* weights.h: safetensors or llm.c files */
+    int weights_format;
     const char *trace, *dag;
     int save_every;
     int sample_every, sample_len; /* --sample-every, --sample-len */
@@ -154,7 +156,14 @@ static void usage(FILE *f)
             "  --sample-temperature T  softmax temperature (1; 0: the most likely token)\n"
             "  --generate TEXT   no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
             "                    ids separated by spaces) by --sample-len tokens, with the parameters\n"
-            "                    of --resume DIR, and stop\n"
+            "                    of --resume DIR or --load-weights FILE, and stop\n"
+            "weights (docs/weights.md):\n"
+            "  --load-weights FILE  start from the weights of FILE, its format told by its header: Hugging\n"
+            "                    Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
+            "                    llm.c GPT-2 checkpoint (magic 20240326); the flags must describe its model\n"
+            "  --save-weights FILE  write the weights after the last step (with --steps 0: right after\n"
+            "                    creating or loading them, no training: a conversion)\n"
+            "  --weights-format F  of --save-weights: safetensors or llmc (safetensors)\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -185,8 +194,10 @@ static const char *const value_flags[] = {
     "--pp-inflight", "--pp-virtual",
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
-    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate", "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
-    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index"};
+    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate",
+    "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
+    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index",
+    "--load-weights", "--save-weights", "--weights-format"};
 
 static int takes_value(const char *flag)
 {
@@ -212,6 +223,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     o->sample_every = 0, o->sample_len = 64, o->sample_temperature = 1.0f, o->generate = NULL;
+    o->load_weights = o->save_weights = NULL;
+    o->weights_format = -1;
     o->offload_budget_mb = 0;
     o->memory_plan = o->memory_budget_mb = 0;
     o->ncuda = -1;
@@ -296,6 +309,12 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--trace")) o->trace = v;
         else if (!strcmp(a, "--dag")) o->dag = v;
         else if (!strcmp(a, "--resume")) o->resume = v;
+        else if (!strcmp(a, "--load-weights")) o->load_weights = v;
+        else if (!strcmp(a, "--save-weights")) o->save_weights = v;
+        else if (!strcmp(a, "--weights-format")) {
+            if ((o->weights_format = sw_weights_format_parse(v)) < 0)
+                sw_usage_error("--weights-format expects safetensors or llmc, got '%s'", v);
+        }
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else if (!strcmp(a, "--sample-every")) parse_int(a, v, &o->sample_every);
         else if (!strcmp(a, "--sample-len")) parse_int(a, v, &o->sample_len);
@@ -330,14 +349,20 @@ static void parse_args(int argc, char **argv, train_opts *o)
     }
     o->cfg.seed = (uint64_t)(uint32_t)seed;
     if (o->cfg.max_pos == 0) o->cfg.max_pos = o->cfg.seq;
-    if (o->steps <= 0) sw_usage_error("steps must be positive (steps = %d)", o->steps);
+    if (o->steps < 0 || (o->steps == 0 && !o->save_weights))
+        sw_usage_error("steps must be positive, or 0 with --save-weights (a conversion) (steps = %d)", o->steps);
+    if (o->weights_format >= 0 && !o->save_weights) sw_usage_error("weights-format needs --save-weights FILE");
+    if (o->weights_format < 0) o->weights_format = SW_WEIGHTS_SAFETENSORS;
+    if (o->load_weights && o->resume)
+        sw_usage_error("--load-weights and --resume both set the parameters: give one");
     if (o->save_every < 0) sw_usage_error("save-every must not be negative (save-every = %d)", o->save_every);
     if (o->save_every > 0 && !o->save) sw_usage_error("save-every needs --save DIR");
     if (o->sample_every < 0 || o->sample_len < 1 || !(o->sample_temperature >= 0.0f))
         sw_usage_error("sample-every must not be negative (%d), sample-len must be positive (%d), "
                        "sample-temperature must not be negative (%g)", o->sample_every, o->sample_len,
                        o->sample_temperature);
-    if (o->generate && !o->resume) sw_usage_error("--generate needs the parameters of a checkpoint (--resume DIR)");
+    if (o->generate && !o->resume && !o->load_weights)
+        sw_usage_error("--generate needs trained parameters: --resume DIR or --load-weights FILE");
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
@@ -783,14 +808,29 @@ int main(int argc, char **argv)
             layout_text(&here, to, sizeof to);
             printf("gpt_train: re-sharded the checkpoint from layout %s to layout %s\n", from, to);
         }
-        if (step0 >= o.steps && !o.generate)
+        if (step0 >= o.steps && o.steps > 0 && !o.generate)
             sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
     }
-    if (o.generate) { /* no training */
+    if (o.load_weights) {
+        sw_weights_load(m, o.load_weights);
+        if (!o.quiet)
+            printf("gpt_train: weights loaded from %s (%s)\n", o.load_weights,
+                   sw_weights_format_name(sw_weights_detect(o.load_weights, NULL, 0)));
+    }
+    if (o.generate) { /* no training: the prompt continued */
         int32_t prompt[256];
         int p = prompt_tokens(o.generate, c->vocab, prompt, 256);
         print_sample(m, prompt, p, o.sample_len, o.sample_temperature, c->seed, "");
-        free(tok), free(tgt);
+    } else if (o.steps == 0) { /* --save-weights with --steps 0: a conversion, no training */
+        sw_weights_save(m, o.save_weights, o.weights_format);
+        if (me == 0)
+            printf("gpt_train: weights written to %s (%s), no step run\n", o.save_weights,
+                   sw_weights_format_name(o.weights_format));
+    }
+    if (o.generate || o.steps == 0) {
+        if (log) fclose(log);
+        free(tok);
+        free(tgt);
         data_free(&d);
         sw_gpt_destroy(m);
         sw_comm_destroy(comm);
@@ -851,6 +891,10 @@ int main(int argc, char **argv)
     if (o.profile && me == 0) {
         print_profile(total_ms);
         printf("profile: submitting the graph took %.1f ms per step (main thread)\n", timed > 0 ? submit_ms / timed : 0);
+    }
+    if (o.save_weights) {
+        sw_weights_save(m, o.save_weights, o.weights_format);
+        if (me == 0) printf("gpt_train: weights written to %s (%s)\n", o.save_weights, sw_weights_format_name(o.weights_format));
     }
     if (o.memory_report) memory_report(m);
     if (o.trace) write_trace(o.trace, c);

@@ -16,5 +16,6 @@
 #include "starweave/pipeline.h"
 #include "starweave/graphs.h"
 #include "starweave/checkpoint.h"
+#include "starweave/weights.h"
 #include "starweave/trace.h"
 #endif

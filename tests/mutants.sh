@@ -141,6 +141,20 @@ zero3-bf16-pack-unrounded|codelets/cast.c|s/d\[r \* ld16 + c\] = sw_bf16_from_f3
 zero2-shard-not-reduce-scattered|graphs/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
 zero-shards-overwritten-per-micro-batch|graphs/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
 zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
+# weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, shards, ZeRO-3 rows, replicas, dtypes, checks
+weights-conv1d-untransposed|graphs/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-transformer-prefix-refused|graphs/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-llmc-layers-unstacked|graphs/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
+weights-llmc-export-unstacked|graphs/weights.c|s/= base\[k\] + 4 \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
+weights-llmc-padded-vocab-ignored|graphs/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
+weights-llama-kv-rows-misplaced|graphs/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
+weights-tp-shard-unextracted|graphs/weights.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
+weights-zero3-rows-ignored|graphs/weights.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
+weights-export-replicas-summed|graphs/weights.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
+weights-bf16-read-as-f16|graphs/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
+weights-truncation-unchecked|graphs/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
+weights-shape-unchecked|graphs/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
+rope-interleaved-pairs|codelets/rope.c|s/float \*u = xr + h \* a.d, \*v = u + half;/float *u = xr + h * a.d, *v = u + 1;/;s/const float s = u\[i\], t = v\[i\];/const float s = u[2 * i], t = v[2 * i];/;s/                u\[i\] = s \* cs\[i\] - t \* sn\[i\];/                u[2 * i] = s * cs[i] - t * sn[i];/;s/                v\[i\] = s \* sn\[i\] + t \* cs\[i\];/                v[2 * i] = s * sn[i] + t * cs[i];/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
 EOF
 }
 

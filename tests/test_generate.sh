@@ -33,7 +33,7 @@ for np in 1 2; do
 done
 g1=$(grep '^The cat | ' "$TMPD/gen1"); g2=$(grep '^The cat | ' "$TMPD/gen2")
 check "gpt_train --resume --generate, greedy: tp 2's continuation = 1 rank's ('$g1')" [ -n "$g1" -a "$g1" = "$g2" ]
-refused 1 "--generate needs the parameters of a checkpoint (--resume DIR)" "gpt_train --generate without --resume" \
+refused 1 "--generate needs trained parameters: --resume DIR or --load-weights FILE" "gpt_train --generate without --resume" \
   "$GPT_TRAIN" --generate "x"
 refused 2 "generation needs every layer and whole parameter values on each rank, and whole sequences: not pp (2)" \
   "gpt_train --pp 2 --sample-every 1" "$GPT_TRAIN" --pp 2 --steps 1 --sample-every 1 --log "$TMPD/log.csv"
