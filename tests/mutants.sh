@@ -131,6 +131,10 @@ zero3-bf16-pack-unrounded|codelets/cast.c|s/d\[r \* ld16 + c\] = sw_bf16_from_f3
 zero2-shard-not-reduce-scattered|graphs/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
 zero-shards-overwritten-per-micro-batch|graphs/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
 zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
+# DiT layers (dit.h): adaLN-Zero, timestep embedding, patchify, cross-attention, spatial/temporal attention
+modulate-scale-not-one-plus|codelets/modulate.c|s/y\[r \* ldy + c\] = x\[r \* ldx + c\] \* (1.0f + sc\[b \* ldsc + c\]) + sh/y[r * ldy + c] = x[r * ldx + c] * sc[b * ldsc + c] + sh/|tests/test_modulate|
+modulate-dscale-first-row-of-x|codelets/modulate.c|s/seq_sums(dy, lddy, x, ldx, n, C,/seq_sums(dy, lddy, x, 0 * ldx, n, C,/|tests/test_modulate|
+gate-first-sequence-only|codelets/modulate.c|s/out\[r \* ldo + c\] = res\[r \* ldr + c\] + g\[b \* ldg + c\]/out[r * ldo + c] = res[r * ldr + c] + g[0 * b * ldg + c]/|tests/test_modulate|
 EOF
 }
 
