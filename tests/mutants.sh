@@ -135,6 +135,10 @@ zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p-
 modulate-scale-not-one-plus|codelets/modulate.c|s/y\[r \* ldy + c\] = x\[r \* ldx + c\] \* (1.0f + sc\[b \* ldsc + c\]) + sh/y[r * ldy + c] = x[r * ldx + c] * sc[b * ldsc + c] + sh/|tests/test_modulate|
 modulate-dscale-first-row-of-x|codelets/modulate.c|s/seq_sums(dy, lddy, x, ldx, n, C,/seq_sums(dy, lddy, x, 0 * ldx, n, C,/|tests/test_modulate|
 gate-first-sequence-only|codelets/modulate.c|s/out\[r \* ldo + c\] = res\[r \* ldr + c\] + g\[b \* ldg + c\]/out[r * ldo + c] = res[r * ldr + c] + g[0 * b * ldg + c]/|tests/test_modulate|
+timestep-cos-sin-swapped|codelets/timestep.c|s/y\[b \* ldy + i\] = (float)cos((double)arg);/y[b * ldy + i] = (float)sin((double)arg);/|tests/test_timestep|
+timestep-freq-not-over-half|codelets/timestep.c|s/return (float)exp((double)(a \/ (float)half));/return (float)exp((double)(a \/ (float)(2 * half)));/|tests/test_timestep|
+silu-bwd-sigmoid-only|codelets/silu.c|s/g\[r \* ldg + c\] \*= sg \* (1.0f + a \* oms);/g[r * ldg + c] *= sg * (1.0f + 0 * a * oms);/|tests/test_timestep|
+timestep-embedder-silu-bwd-skipped|graphs/dit.c|s/    sw_silu_backward(x, te->u, te->da);/    (void)te->u;/|tests/test_timestep|
 EOF
 }
 
