@@ -139,6 +139,8 @@ timestep-cos-sin-swapped|codelets/timestep.c|s/y\[b \* ldy + i\] = (float)cos((d
 timestep-freq-not-over-half|codelets/timestep.c|s/return (float)exp((double)(a \/ (float)half));/return (float)exp((double)(a \/ (float)(2 * half)));/|tests/test_timestep|
 silu-bwd-sigmoid-only|codelets/silu.c|s/g\[r \* ldg + c\] \*= sg \* (1.0f + a \* oms);/g[r * ldg + c] *= sg * (1.0f + 0 * a * oms);/|tests/test_timestep|
 timestep-embedder-silu-bwd-skipped|graphs/dit.c|s/    sw_silu_backward(x, te->u, te->da);/    (void)te->u;/|tests/test_timestep|
+patchify-columns-v-major|graphs/dit.c|s/const int64_t tok = row \* cols + (u \* p + v) \* C + c;/const int64_t tok = row * cols + (v * p + u) * C + c;/|tests/test_patchify|
+patchify-rows-sample-major|graphs/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
 EOF
 }
 
