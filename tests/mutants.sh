@@ -141,6 +141,8 @@ silu-bwd-sigmoid-only|codelets/silu.c|s/g\[r \* ldg + c\] \*= sg \* (1.0f + a \*
 timestep-embedder-silu-bwd-skipped|graphs/dit.c|s/    sw_silu_backward(x, te->u, te->da);/    (void)te->u;/|tests/test_timestep|
 patchify-columns-v-major|graphs/dit.c|s/const int64_t tok = row \* cols + (u \* p + v) \* C + c;/const int64_t tok = row * cols + (v * p + u) * C + c;/|tests/test_patchify|
 patchify-rows-sample-major|graphs/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
+cross-attention-v-read-as-k|graphs/dit.c|s/kv\[j\], kv\[G + j\],/kv[j], kv[j],/|tests/test_cross_attention|
+cross-attention-last-key-dropped|graphs/dit.c|s/(int)(x->T \/ x->B), a->len);/(int)(x->T \/ x->B), a->len - 1);/|tests/test_cross_attention|
 EOF
 }
 
