@@ -146,6 +146,8 @@ cross-attention-last-key-dropped|graphs/dit.c|s/(int)(x->T \/ x->B), a->len);/(i
 grid-attention-spatial-unpermuted|graphs/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL; }/static int permuted(const sw_grid_attention *a) { return 0 * a->axis; }/|tests/test_grid_attention|
 grid-attention-not-swapped-back|graphs/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), a->patches, a->frames, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), a->frames, a->patches, a->x->B);/|tests/test_grid_attention|
 swap-rows-identity|codelets/permute.c|s/memcpy(y + ((i2 \* a.n1 + i1) \* a.n3 + i3) \* ldy/memcpy(y + ((i1 * a.n2 + i2) * a.n3 + i3) * ldy/|tests/test_grid_attention|
+adaln-dmod-unreduced|graphs/dit.c|s/    if (seq_group(x, \&g)) sw_allreduce(x->comm, g, dmod, SW_SUM);/    (void)g;/|tests/test_dit.sh|np=2
+adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) \&\& x->c.sp,/const int by_tp = tp_on(x),/|tests/test_dit.sh|np=2 --tp 2
 EOF
 }
 
