@@ -3,7 +3,8 @@
 # (tests/test_dit_layers.c): one rank; tp 2 with sp (adaLN's per-sequence
 # sums over TP, grid attention's heads split); Ulysses 2 and Ring 2 with
 # zigzag (adaLN's sums over the sequence-parallel group, cross-attention's
-# queries split and its K/V gradients in parts).
+# queries split and its K/V gradients in parts); grid attention with
+# Ulysses refused (exit 2 on every rank, the message once).
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_dit_layers"
 dit() { # dit NP ARGS...: tests/test_dit_layers on NP ranks
@@ -19,4 +20,6 @@ dit 2 --tp 2 --sp
 dit 2 --tp 2
 dit 2 --ulysses 2
 dit 2 --ring 2 --zigzag
+want "refused" && refused 2 "sw_grid_attention_create: ulysses x ring (2 x 1) must be 1" \
+  "grid attention with Ulysses 2" "$PROG" --ulysses 2 --refuse
 finish

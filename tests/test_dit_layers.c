@@ -12,7 +12,8 @@
  *    the whole conditioning: out and dq on its rows, dk | dv summed over the
  *    ranks equal to the whole batch's;
  *  - spatial and temporal attention (ulysses = ring = 1): this TP rank's
- *    heads of the whole token grid. */
+ *    heads of the whole token grid; with --refuse, its refusal of a split
+ *    sequence. */
 #include <string.h>
 
 #include "testutil.h"
@@ -257,6 +258,12 @@ int main(int argc, char **argv)
     tu_init(&argc, &argv);
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = 1, .pp = 1});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL;
+    if (flag(argc, argv, "--refuse", 0)) { /* grid attention over a split sequence: exit 2 on every rank */
+        sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+        sw_ctx x;
+        sw_ctx_init(&x, &xc, comm, sw_params_new(&pc, comm));
+        sw_grid_attention_create(&x, SW_AXIS_TEMPORAL, FR, PA, A, D);
+    }
     for (int which = 0; which < 4; which++) {
         if (which == 1 && tp > 1) continue;     /* cross-attention: with tp the heads' columns, not tested here */
         if (which >= 2 && U * R > 1) continue;  /* grid attention refuses Ulysses / Ring */

@@ -91,7 +91,9 @@ void sw_gate_backward(sw_ctx *x, sw_tensor *dout, sw_tensor *branch, sw_tensor *
 typedef struct sw_timestep_embedder sw_timestep_embedder;
 /** Registers name_fc1 [h, freq_dim] and name_fc2 [h, h] (weights N(0, std),
  * biases 0; SW_LINEAR_REPLICATED_SAME_ROWS) and makes its tensors.
- * max_period: 10000 in DiT. */
+ * max_period: 10000 in DiT. Register it in SW_UNIT_BEFORE (the default
+ * unit): its output conditions every block, so its backward runs after the
+ * blocks', as the embedding's does. */
 sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, int freq_dim, int64_t h,
                                                   float max_period, float std);
 /** Frees its tensors (blocking). NULL: no-op. */
