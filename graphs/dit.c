@@ -385,6 +385,7 @@ struct sw_grid_attention {
     sw_ctx *x;
     sw_attn_axis axis;
     int frames, patches, aq, d, G;
+    int N;                   /* ranks splitting the sequence (ulysses x ring, SW_GROUP_SP): each holds frames / N frames */
 };
 
 sw_grid_attention *sw_grid_attention_create(sw_ctx *x, sw_attn_axis axis, int frames, int patches, int heads,
@@ -399,20 +400,27 @@ sw_grid_attention *sw_grid_attention_create(sw_ctx *x, sw_attn_axis axis, int fr
     if (heads < 1 || head_dim < 1 || heads % x->tp.t)
         sw_usage_error("%s: heads (%d) must be a positive multiple of tp (%d), head_dim (%d) at least 1", fn, heads,
                        x->tp.t, head_dim);
-    if (x->U * x->R > 1)
-        sw_usage_error("%s: ulysses x ring (%d x %d) must be 1: the switch between spatial and temporal groupings "
-                       "of a split sequence (an all-to-all) is not there yet",
-                       fn, x->U, x->R);
+    const int N = x->U * x->R;
+    if (N > 1 && x->zig)
+        sw_usage_error("%s: zigzag: the sequence must be split in contiguous blocks of frames (ring %d with zigzag)",
+                       fn, x->R);
+    if (frames % N)
+        sw_usage_error("%s: frames (%d) must be divisible by ulysses x ring (%d): each rank holds whole frames", fn,
+                       frames, N);
+    if (axis == SW_AXIS_TEMPORAL && patches % N)
+        sw_usage_error("%s: patches (%d) must be divisible by ulysses x ring (%d): temporal attention splits them", fn,
+                       patches, N);
     sw_grid_attention *a = sw_xcalloc(1, sizeof *a);
     a->x = x, a->axis = axis, a->frames = frames, a->patches = patches;
-    a->aq = heads / x->tp.t, a->d = head_dim;
+    a->aq = heads / x->tp.t, a->d = head_dim, a->N = N;
     a->G = head_groups(x, a->aq);
     return a;
 }
 
 void sw_grid_attention_destroy(sw_grid_attention *a) { free(a); }
 
-static int permuted(const sw_grid_attention *a) { return a->axis == SW_AXIS_SPATIAL; }
+/* spatial: the rows swapped; temporal: only over a split sequence (all-to-all) */
+static int permuted(const sw_grid_attention *a) { return a->axis == SW_AXIS_SPATIAL || a->N > 1; }
 
 void sw_grid_attention_keep(sw_grid_attention *a, sw_saved *s, sw_grid_saved *k)
 {
@@ -437,32 +445,79 @@ static void check_grid(const char *fn, const sw_ctx *x, const sw_grid_attention 
     sw_check_tensor(fn, "k->att_g", k->att_g, x->T, ad);
     sw_check_tensor(fn, "k->lse", k->lse, x->T, a->aq);
     if (permuted(a) && (k->qkv_g == k->qkv || k->att_g == k->att))
-        sw_usage_error("%s: spatial attention needs its own qkv_g and att_g (sw_grid_attention_keep)", fn);
+        sw_usage_error("%s: spatial attention, and temporal over a split sequence, need their own qkv_g and att_g "
+                       "(sw_grid_attention_keep)", fn);
 }
 
 /* the grouping's sequences are the tile's batch: temporal, (patch, sample) of length frames (the
- * frame-major rows as they are); spatial, (frame, sample) of length patches (rows swapped) */
+ * frame-major rows as they are, or this rank's patches of every frame after the all-to-all);
+ * spatial, (frame, sample) of length patches (this rank's frames, rows swapped) */
 static sw_attn_args grid_args(const sw_grid_attention *a)
 {
-    const int B = a->x->B;
-    return permuted(a) ? tile_args(a->frames * B, a->aq / a->G, a->d, a->patches, a->patches)
-                       : tile_args(a->patches * B, a->aq / a->G, a->d, a->frames, a->frames);
+    const int B = a->x->B, Fl = a->frames / a->N;
+    return a->axis == SW_AXIS_SPATIAL ? tile_args(Fl * B, a->aq / a->G, a->d, a->patches, a->patches)
+                                      : tile_args(a->patches / a->N * B, a->aq / a->G, a->d, a->frames, a->frames);
 }
 
-/* frame-major rows [frame, patch, sample] <-> [patch, frame, sample] */
-static void to_grouping(const sw_grid_attention *a, sw_tensor *src, sw_tensor *dst)
+/* swaps the first two row axes of each of the n row tiles of src into dst */
+static void swap_tiles(const sw_grid_attention *a, sw_tensor *src, sw_tensor *dst, int n, int64_t n1, int64_t n2)
 {
-    sw_swap_rows(whole_r(src), whole_w(dst), a->frames, a->patches, a->x->B);
+    for (int i = 0; i < n; i++)
+        sw_swap_rows(sw_tensor_tiles(src, SW_ROWS, n, STARPU_R)[i], sw_tensor_tiles(dst, SW_ROWS, n, STARPU_W)[i], n1,
+                     n2, a->x->B);
 }
-static void from_grouping(const sw_grid_attention *a, sw_tensor *src, sw_tensor *dst)
+
+/* this rank's frame-major rows [frame (F/N), patch (S), sample] to the grouping's order: spatial
+ * [patch, frame, sample]; temporal over N ranks (Open-Sora's all-to-all, scatter patches and
+ * gather frames): [patch, frame] swapped, part j (patches j S/N ..) to rank j, and the parts
+ * received, [rank, patch (S/N), frame (F/N)], swapped to [frame (F), patch (S/N), sample] */
+static void to_grouping(const sw_grid_attention *a, sw_tensor *src, sw_tensor *dst, const char *what)
 {
-    sw_swap_rows(whole_r(src), whole_w(dst), a->patches, a->frames, a->x->B);
+    const int64_t Fl = a->frames / a->N, S = a->patches;
+    if (a->axis == SW_AXIS_SPATIAL) {
+        sw_swap_rows(whole_r(src), whole_w(dst), Fl, S, a->x->B);
+        return;
+    }
+    char n1[32], n2[32];
+    snprintf(n1, sizeof n1, "%s.send", what), snprintf(n2, sizeof n2, "%s.recv", what);
+    sw_tensor *send = sw_scratch_keep(a->x, n1, src->rows, src->cols, 1);
+    sw_tensor *recv = sw_scratch_keep(a->x, n2, src->rows, src->cols, 1);
+    sw_swap_rows(whole_r(src), whole_w(send), Fl, S, a->x->B);
+    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);
+    swap_tiles(a, recv, dst, a->N, S / a->N, Fl);
+}
+
+/* the inverse */
+static void from_grouping(const sw_grid_attention *a, sw_tensor *src, sw_tensor *dst, const char *what)
+{
+    const int64_t Fl = a->frames / a->N, S = a->patches;
+    if (a->axis == SW_AXIS_SPATIAL) {
+        sw_swap_rows(whole_r(src), whole_w(dst), S, Fl, a->x->B);
+        return;
+    }
+    char n1[32], n2[32];
+    snprintf(n1, sizeof n1, "%s.send", what), snprintf(n2, sizeof n2, "%s.recv", what);
+    sw_tensor *send = sw_scratch_keep(a->x, n1, src->rows, src->cols, 1);
+    sw_tensor *recv = sw_scratch_keep(a->x, n2, src->rows, src->cols, 1);
+    swap_tiles(a, src, send, a->N, Fl, S / a->N);
+    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);
+    sw_swap_rows(whole_r(recv), whole_w(dst), S, Fl, a->x->B);
+}
+
+void sw_grid_attention_traffic(const sw_ctx *x, const sw_grid_attention *a, sw_traffic *t)
+{
+    if (!permuted(a) || a->axis == SW_AXIS_SPATIAL) return;
+    const int64_t ad = (int64_t)a->aq * a->d;
+    const double qkv = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->T, 3 * ad),
+                 att = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->T, ad);
+    traffic_add(x, t, 0, SW_GROUP_SP, qkv + att); /* qkv there, the output back */
+    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv); /* datt there, dqkv back */
 }
 
 void sw_grid_attention_forward(sw_ctx *x, sw_grid_attention *a, const sw_grid_saved *k)
 {
     check_grid("sw_grid_attention_forward", x, a, k);
-    if (permuted(a)) to_grouping(a, k->qkv, k->qkv_g);
+    if (permuted(a)) to_grouping(a, k->qkv, k->qkv_g, "gqkv");
     const int G = a->G;
     sw_attn_args r = grid_args(a);
     for (int j = 0; j < G; j++) {
@@ -471,7 +526,7 @@ void sw_grid_attention_forward(sw_ctx *x, sw_grid_attention *a, const sw_grid_sa
         sw_attn_fwd(qkv[j], qkv[G + j], qkv[2 * G + j], sw_tensor_tiles(k->att_g, SW_COLS, G, STARPU_W)[j],
                     sw_tensor_tiles(k->lse, SW_COLS, G, STARPU_W)[j], &r);
     }
-    if (permuted(a)) from_grouping(a, k->att_g, k->att);
+    if (permuted(a)) from_grouping(a, k->att_g, k->att, "gatt");
 }
 
 void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_saved *k, sw_tensor *datt,
@@ -485,7 +540,7 @@ void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_s
     if (permuted(a)) {
         datt_g = sw_scratch(x, "gdatt_g", datt->rows, datt->cols);
         dqkv_g = sw_scratch(x, "gdqkv_g", dqkv->rows, dqkv->cols);
-        to_grouping(a, datt, datt_g);
+        to_grouping(a, datt, datt_g, "gatt");
     }
     const int G = a->G;
     sw_attn_args r = grid_args(a);
@@ -497,5 +552,5 @@ void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_s
                     sw_tensor_tiles(k->lse, SW_COLS, G, STARPU_R)[j], sw_tensor_tiles(datt_g, SW_COLS, G, STARPU_R)[j],
                     d[j], d[G + j], d[2 * G + j], &r);
     }
-    if (permuted(a)) from_grouping(a, dqkv_g, dqkv);
+    if (permuted(a)) from_grouping(a, dqkv_g, dqkv, "gqkv");
 }

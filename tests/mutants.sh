@@ -143,11 +143,14 @@ patchify-columns-v-major|graphs/dit.c|s/const int64_t tok = row \* cols + (u \* 
 patchify-rows-sample-major|graphs/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
 cross-attention-v-read-as-k|graphs/dit.c|s/kv\[j\], kv\[G + j\],/kv[j], kv[j],/|tests/test_cross_attention|
 cross-attention-last-key-dropped|graphs/dit.c|s/(int)(x->T \/ x->B), a->len);/(int)(x->T \/ x->B), a->len - 1);/|tests/test_cross_attention|
-grid-attention-spatial-unpermuted|graphs/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL; }/static int permuted(const sw_grid_attention *a) { return 0 * a->axis; }/|tests/test_grid_attention|
-grid-attention-not-swapped-back|graphs/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), a->patches, a->frames, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), a->frames, a->patches, a->x->B);/|tests/test_grid_attention|
+grid-attention-spatial-unpermuted|graphs/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL || a->N > 1; }/static int permuted(const sw_grid_attention *a) { return a->N > 1; }/|tests/test_grid_attention|
+grid-attention-not-swapped-back|graphs/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), S, Fl, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), Fl, S, a->x->B);/|tests/test_grid_attention|
 swap-rows-identity|codelets/permute.c|s/memcpy(y + ((i2 \* a.n1 + i1) \* a.n3 + i3) \* ldy/memcpy(y + ((i1 * a.n2 + i2) * a.n3 + i3) * ldy/|tests/test_grid_attention|
 adaln-dmod-unreduced|graphs/dit.c|s/    if (seq_group(x, \&g)) sw_allreduce(x->comm, g, dmod, SW_SUM);/    (void)g;/|tests/test_dit.sh|np=2
 adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) \&\& x->c.sp,/const int by_tp = tp_on(x),/|tests/test_dit.sh|np=2 --tp 2
+grid-attention-temporal-no-alltoall|graphs/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
+grid-attention-temporal-parts-unswapped|graphs/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
+grid-attention-temporal-traffic-unmodelled|graphs/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
 EOF
 }
 

@@ -11,14 +11,15 @@
  *  - cross-attention (tp 1): each rank's queries (its positions) against
  *    the whole conditioning: out and dq on its rows, dk | dv summed over the
  *    ranks equal to the whole batch's;
- *  - spatial and temporal attention (ulysses = ring = 1): this TP rank's
- *    heads of the whole token grid; with --refuse, its refusal of a split
- *    sequence. */
+ *  - spatial and temporal attention: this rank's positions and TP rank's
+ *    heads, the temporal all-to-all over a split sequence and its bytes
+ *    against the traffic model; with --refuse, its refusal of a zigzag
+ *    split. */
 #include <string.h>
 
 #include "testutil.h"
 
-enum { FR = 2, PA = 4, SEQ = FR * PA, NB = 2, H = 8, CD = 3, K = 3, A = 2, D = 4, AD = A * D, L = 3 };
+enum { FR = 4, PA = 4, SEQ = FR * PA, NB = 2, H = 8, CD = 3, K = 3, A = 2, D = 4, AD = A * D, L = 3 };
 
 static int flag(int argc, char **argv, const char *name, int dflt)
 {
@@ -214,7 +215,7 @@ static void grid_case(sw_ctx *x, sw_params *p, sw_attn_axis axis)
             attend(qkv, QC, r, qkv, QC, keys, n, h, AD, 2 * AD, dout, out + r * AD + h * D, dq, dqkv);
             for (int c = 0; c < D; c++) dqkv[r * QC + h * D + c] += dq[c];
         }
-    /* this rank's columns: q, k, v of its heads */
+    /* this TP rank's columns (q, k, v of its heads) of the whole batch, then its rows (T) of them */
     float *lq = malloc(sizeof(float) * (size_t)(T * lc)), *ld = malloc(sizeof(float) * (size_t)(T * aq * D));
     double *rout = malloc(sizeof(double) * (size_t)(T * aq * D)), *rd = malloc(sizeof(double) * (size_t)(T * lc));
     for (int64_t r = 0; r < T; r++)
@@ -230,19 +231,31 @@ static void grid_case(sw_ctx *x, sw_params *p, sw_attn_axis axis)
     strcpy(s.prefix, "g");
     sw_grid_saved k;
     sw_grid_attention_keep(a, &s, &k);
-    sw_tensor *DO = tu_tensor("dout", T, aq * D, ld), *DQKV = tu_tensor("dqkv", T, lc, NULL);
-    sw_tensor_write_host(k.qkv, lq);
+    sw_tensor *DO = tu_tensor("dout", x->T, aq * D, NULL), *DQKV = tu_tensor("dqkv", x->T, lc, NULL);
+    sw_ctx_load_floats(x, 0, lq, lc, k.qkv), sw_ctx_load_floats(x, 0, ld, aq * D, DO);
+    double sent0 = 0, sent1 = 0;
+    long calls;
+    sw_traffic model;
+    memset(&model, 0, sizeof model);
+    sw_grid_attention_traffic(x, a, &model);
+    if (x->comm) sw_comm_traffic(x->comm, SW_GROUP_SP, &sent0, &calls);
     sw_grid_attention_forward(x, a, &k);
     sw_grid_attention_backward(x, a, &k, DO, DQKV);
-    char what[160];
+    starpu_task_wait_for_all();
+    if (x->comm) sw_comm_traffic(x->comm, SW_GROUP_SP, &sent1, &calls);
+    char what[200];
     const char *name = axis == SW_AXIS_SPATIAL ? "spatial" : "temporal";
     float *got = tu_read(k.att);
-    snprintf(what, sizeof what, "rank %d: %s attention out, this TP rank's %d head(s)", sw_rank(), name, aq);
-    tu_close(what, got, rout, T * aq * D, 1e-5, 1e-6);
+    snprintf(what, sizeof what, "%s attention out, this rank's positions and TP rank's %d head(s)", name, aq);
+    close_rows(x, what, got, rout, x->T, aq * D, 0, 1e-5, 1e-6);
     free(got), got = tu_read(DQKV);
-    snprintf(what, sizeof what, "rank %d: %s attention dq | dk | dv of its heads", sw_rank(), name);
-    tu_close(what, got, rd, T * lc, 1e-5, 1e-6);
+    snprintf(what, sizeof what, "%s attention dq | dk | dv of its positions and heads", name);
+    close_rows(x, what, got, rd, x->T, lc, 0, 1e-5, 1e-6);
     free(got);
+    const double m = model.forward[SW_GROUP_SP] + model.backward[SW_GROUP_SP];
+    snprintf(what, sizeof what, "rank %d: %s attention sent %.0f bytes over the sequence-parallel group, model %.0f",
+             sw_rank(), name, sent1 - sent0, m);
+    tu_true(what, sent1 - sent0 == m && (axis == SW_AXIS_SPATIAL || x->U * x->R == 1 || m > 0));
     sw_tensor_free(DO), sw_tensor_free(DQKV);
     for (int i = 0; i < s.n; i++) sw_tensor_free(s.t[i]);
     sw_grid_attention_destroy(a);
@@ -266,7 +279,7 @@ int main(int argc, char **argv)
     }
     for (int which = 0; which < 4; which++) {
         if (which == 1 && tp > 1) continue;     /* cross-attention: with tp the heads' columns, not tested here */
-        if (which >= 2 && U * R > 1) continue;  /* grid attention refuses Ulysses / Ring */
+        if (which >= 2 && xc.zigzag && R > 1) continue; /* grid attention refuses a zigzag split (--refuse) */
         sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f,
                                .grad_group = U * R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP};
         sw_params *p = sw_params_new(&pc, comm);

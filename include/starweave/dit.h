@@ -178,18 +178,25 @@ typedef enum {
  * grouping's sequences as its batch. Input: the QKV projection [T, 3 aq d]
  * (q heads | k heads | v heads, aq = heads / tp); output [T, aq d].
  * Tensor parallelism (heads split) and Megatron's sp (rows gathered by the
- * QKV linear) apply; Ulysses/Ring (positions split over ranks, whose
- * switch between the groupings is an all-to-all) are refused (exit 2). */
+ * QKV linear) apply. With the sequence split over N = ulysses x ring ranks
+ * (contiguous blocks: no zigzag) each rank holds frames / N whole frames:
+ * spatial attention stays local; temporal attention switches the split
+ * from frames to patches by an all-to-all over SW_GROUP_SP (Open-Sora's
+ * _AllToAll, scatter patches and gather frames; back after, and the
+ * backward the same way), so it needs patches divisible by N. Refused
+ * (exit 2): zigzag, frames not divisible by N, and for temporal patches not
+ * divisible by N. */
 typedef struct sw_grid_attention sw_grid_attention;
 /** What it keeps for its backward. */
 typedef struct sw_grid_saved {
     sw_tensor *qkv;          /**< [T, 3 aq d] the QKV projection's output (frame-major) */
-    sw_tensor *qkv_g;        /**< the same rows in the grouping's order (= qkv for temporal) */
+    sw_tensor *qkv_g;        /**< the rows of the grouping's order (= qkv for temporal on one rank) */
     sw_tensor *att;          /**< [T, aq d] the output (frame-major) */
-    sw_tensor *att_g;        /**< in the grouping's order (= att for temporal) */
+    sw_tensor *att_g;        /**< in the grouping's order (= att for temporal on one rank) */
     sw_tensor *lse;          /**< [T, aq] in the grouping's order */
 } sw_grid_saved;
-/** frames * patches must be the context's seq; heads divisible by tp (exit 2 otherwise) */
+/** frames * patches must be the context's seq; heads divisible by tp; the
+ * split rules above (exit 2 otherwise) */
 sw_grid_attention *sw_grid_attention_create(sw_ctx *x, sw_attn_axis axis, int frames, int patches, int heads,
                                             int head_dim);
 /** Frees the layer. */
@@ -198,6 +205,9 @@ void sw_grid_attention_destroy(sw_grid_attention *a);
 void sw_grid_attention_keep(sw_grid_attention *a, sw_saved *s, sw_grid_saved *k);
 /** k->att from k->qkv */
 void sw_grid_attention_forward(sw_ctx *x, sw_grid_attention *a, const sw_grid_saved *k);
+/** Adds the temporal attention's all-to-alls over a split sequence (qkv and
+ * the output forward, their gradients backward; none for spatial) to t. */
+void sw_grid_attention_traffic(const sw_ctx *x, const sw_grid_attention *a, sw_traffic *t);
 /** datt [T, aq d] -> dqkv [T, 3 aq d] (written) */
 void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_saved *k, sw_tensor *datt,
                                 sw_tensor *dqkv);
