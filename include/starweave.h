@@ -14,6 +14,7 @@
 #include "starweave/heads.h"
 #include "starweave/blocks.h"
 #include "starweave/pipeline.h"
+#include "starweave/dit.h"
 #include "starweave/graphs.h"
 #include "starweave/checkpoint.h"
 #include "starweave/weights.h"

@@ -155,6 +155,26 @@ weights-bf16-read-as-f16|graphs/weights.c|s/else if (dt == DT_BF16) bits =/else 
 weights-truncation-unchecked|graphs/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
 weights-shape-unchecked|graphs/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
 rope-interleaved-pairs|codelets/rope.c|s/float \*u = xr + h \* a.d, \*v = u + half;/float *u = xr + h * a.d, *v = u + 1;/;s/const float s = u\[i\], t = v\[i\];/const float s = u[2 * i], t = v[2 * i];/;s/                u\[i\] = s \* cs\[i\] - t \* sn\[i\];/                u[2 * i] = s * cs[i] - t * sn[i];/;s/                v\[i\] = s \* sn\[i\] + t \* cs\[i\];/                v[2 * i] = s * sn[i] + t * cs[i];/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
+# DiT layers (dit.h): adaLN-Zero, timestep embedding, patchify, cross-attention, spatial/temporal attention
+modulate-scale-not-one-plus|codelets/modulate.c|s/y\[r \* ldy + c\] = x\[r \* ldx + c\] \* (1.0f + sc\[b \* ldsc + c\]) + sh/y[r * ldy + c] = x[r * ldx + c] * sc[b * ldsc + c] + sh/|tests/test_modulate|
+modulate-dscale-first-row-of-x|codelets/modulate.c|s/seq_sums(dy, lddy, x, ldx, n, C,/seq_sums(dy, lddy, x, 0 * ldx, n, C,/|tests/test_modulate|
+gate-first-sequence-only|codelets/modulate.c|s/out\[r \* ldo + c\] = res\[r \* ldr + c\] + g\[b \* ldg + c\]/out[r * ldo + c] = res[r * ldr + c] + g[0 * b * ldg + c]/|tests/test_modulate|
+timestep-cos-sin-swapped|codelets/timestep.c|s/y\[b \* ldy + i\] = (float)cos((double)arg);/y[b * ldy + i] = (float)sin((double)arg);/|tests/test_timestep|
+timestep-freq-not-over-half|codelets/timestep.c|s/return (float)exp((double)(a \/ (float)half));/return (float)exp((double)(a \/ (float)(2 * half)));/|tests/test_timestep|
+silu-bwd-sigmoid-only|codelets/silu.c|s/g\[r \* ldg + c\] \*= sg \* (1.0f + a \* oms);/g[r * ldg + c] *= sg * (1.0f + 0 * a * oms);/|tests/test_timestep|
+timestep-embedder-silu-bwd-skipped|graphs/dit.c|s/    sw_silu_backward(x, te->u, te->da);/    (void)te->u;/|tests/test_timestep|
+patchify-columns-v-major|graphs/dit.c|s/const int64_t tok = row \* cols + (u \* p + v) \* C + c;/const int64_t tok = row * cols + (v * p + u) * C + c;/|tests/test_patchify|
+patchify-rows-sample-major|graphs/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
+cross-attention-v-read-as-k|graphs/dit.c|s/kv\[j\], kv\[G + j\],/kv[j], kv[j],/|tests/test_cross_attention|
+cross-attention-last-key-dropped|graphs/dit.c|s/(int)(x->T \/ x->B), a->len);/(int)(x->T \/ x->B), a->len - 1);/|tests/test_cross_attention|
+grid-attention-spatial-unpermuted|graphs/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL /static int permuted(const sw_grid_attention *a) { return (int)a->axis == -1 /|tests/test_grid_attention|
+grid-attention-not-swapped-back|graphs/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), S, Fl, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), Fl, S, a->x->B);/|tests/test_grid_attention|
+swap-rows-identity|codelets/permute.c|s/memcpy(y + ((i2 \* a.n1 + i1) \* a.n3 + i3) \* ldy/memcpy(y + ((i1 * a.n2 + i2) * a.n3 + i3) * ldy/|tests/test_grid_attention|
+adaln-dmod-unreduced|graphs/dit.c|s/    if (seq_group(x, \&g)) sw_allreduce(x->comm, g, dmod, SW_SUM);/    (void)g;/|tests/test_dit.sh|np=2
+adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) \&\& x->c.sp,/const int by_tp = tp_on(x),/|tests/test_dit.sh|np=2 --tp 2
+grid-attention-temporal-no-alltoall|graphs/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
+grid-attention-temporal-parts-unswapped|graphs/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
+grid-attention-temporal-traffic-unmodelled|graphs/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
 EOF
 }
 

@@ -887,6 +887,92 @@ static void test_clip(void)
     sw_tensor_free(X), sw_tensor_free(N2);
 }
 
+/* ================= DiT ops: modulation, gated residual, SiLU, timestep features, row swap ================= */
+static void test_dit_ops(void)
+{
+    const int64_t B = 3, n = 7 * B, C = 300, K = 3;
+    float *x = rnd(n * C, 70, 2.0f), *m = rnd(B * K * C, 71, 0.8f), *dy = rnd(n * C, 72, 1.0f);
+    x[3] = 100.0f, x[4] = -100.0f; /* SiLU's exp over- and underflows */
+    sw_tensor *X = T("x", n, C, x), *M = T("mod", B, K * C, m), *DY = T("dy", n, C, dy), *Y = T("y", n, C, NULL);
+    sw_tensor *O = T("o", n, C, NULL), *DX = T("dx", n, C, NULL), *DB = T("db", n, C, NULL), *DM = T("dm", B, K * C, NULL);
+    starpu_data_handle_t *mh = sw_tensor_tiles(M, SW_COLS, K, STARPU_R);
+    sw_modulate_fwd(RD(X), mh[0], mh[1], W(Y));
+    mh = sw_tensor_tiles(M, SW_COLS, K, STARPU_R);
+    sw_gate_fwd(RD(X), mh[2], RD(Y), W(O));
+    mh = sw_tensor_tiles(M, SW_COLS, K, STARPU_R);
+    starpu_data_handle_t *dm = sw_tensor_tiles(DM, SW_COLS, K, STARPU_W);
+    sw_modulate_bwd(RD(X), mh[1], RD(DY), W(DX), dm[0], dm[1]);
+    mh = sw_tensor_tiles(M, SW_COLS, K, STARPU_R);
+    sw_gate_bwd(RD(Y), mh[2], RD(DY), W(DB), sw_tensor_tiles(DM, SW_COLS, K, STARPU_W)[2]);
+    float *y = tu_read(Y), *o = tu_read(O), *dx = tu_read(DX), *db = tu_read(DB), *dmv = tu_read(DM);
+    hmat hx = hm_new(n, C, x), hm = hm_new(B, K * C, m), hdy = hm_new(n, C, dy), hy = hm_new(n, C, NULL);
+    hmat ho = hm_new(n, C, NULL), hdx = hm_new(n, C, NULL), hdb = hm_new(n, C, NULL), hdm = hm_new(B, K * C, NULL);
+    CHECK_LAUNCH(sw_cuda_modulate_fwd(hx.p, hx.ld, hm.p, hm.ld, hm.p + C, hm.ld, hy.p, hy.ld, n, C, B, NULL));
+    CHECK_LAUNCH(sw_cuda_gate_fwd(hx.p, hx.ld, hm.p + 2 * C, hm.ld, hy.p, hy.ld, ho.p, ho.ld, n, C, B, NULL));
+    CHECK_LAUNCH(sw_cuda_modulate_bwd(hx.p, hx.ld, hm.p + C, hm.ld, hdy.p, hdy.ld, hdx.p, hdx.ld, hdm.p, hdm.ld,
+                                      hdm.p + C, hdm.ld, n, C, B, NULL));
+    CHECK_LAUNCH(sw_cuda_gate_bwd(hy.p, hy.ld, hm.p + 2 * C, hm.ld, hdy.p, hdy.ld, hdb.p, hdb.ld, hdm.p + 2 * C, hdm.ld,
+                                  n, C, B, NULL));
+    float *gy = hm_get(hy), *go = hm_get(ho), *gdx = hm_get(hdx), *gdb = hm_get(hdb), *gdm = hm_get(hdm);
+    close_f("modulate fwd (strided chunks of mod)", gy, y, n * C, 1e-6, 1e-7);
+    close_f("gate fwd", go, o, n * C, 1e-6, 1e-6); /* res + g br: a multiply-add the compilers may fuse */
+    close_f("modulate bwd dx", gdx, dx, n * C, 1e-6, 1e-7);
+    close_f("gate bwd dbranch", gdb, db, n * C, 1e-6, 1e-7);
+    close_f("modulate + gate bwd dshift | dscale | dgate (double sums, rows in order)", gdm, dmv, B * K * C, 1e-6, 1e-6);
+    check_pad("modulate fwd", hy), check_pad("gate fwd", ho), check_pad("modulate bwd dx", hdx);
+    check_pad("gate bwd", hdb), check_pad("dmod", hdm);
+    free(y), free(o), free(dx), free(db), free(dmv), free(gy), free(go), free(gdx), free(gdb), free(gdm);
+
+    /* SiLU */
+    sw_silu_fwd(RD(X), W(Y));
+    sw_tensor *G = T("g", n, C, dy);
+    sw_silu_bwd(RD(X), RW(G));
+    y = tu_read(Y), dx = tu_read(G);
+    hmat hg = hm_new(n, C, dy);
+    CHECK_LAUNCH(sw_cuda_silu_fwd(hx.p, hx.ld, hy.p, hy.ld, n, C, NULL));
+    CHECK_LAUNCH(sw_cuda_silu_bwd(hx.p, hx.ld, hg.p, hg.ld, n, C, NULL));
+    gy = hm_get(hy), gdx = hm_get(hg);
+    close_f("silu fwd", gy, y, n * C, 1e-5, 1e-6);
+    close_f("silu bwd", gdx, dx, n * C, 1e-5, 1e-6);
+    check_pad("silu bwd", hg);
+    free(y), free(dx), free(gy), free(gdx), free(hg.p);
+
+    /* timestep features of t up to 1000, an odd dim (its zero column), t with a stride */
+    const int64_t TB = 5, dim = 257;
+    float tv[5] = {0.0f, 1.0f, 37.5f, 999.0f, 500.25f};
+    sw_tensor *Tt = T("t", TB, 1, tv), *F = T("f", TB, dim, NULL);
+    sw_timestep_fwd(RD(Tt), W(F), 10000.0f);
+    float *f = tu_read(F);
+    float *tvs = vec_new(TB, 3, tv);
+    hmat hf = hm_new(TB, dim, NULL);
+    CHECK_LAUNCH(sw_cuda_timestep(tvs, 3, hf.p, hf.ld, TB, dim, 10000.0, NULL));
+    float *gf = hm_get(hf);
+    same_bits("timestep features (fp32 arguments, cos/sin in double)", gf, f, TB * dim);
+    check_pad("timestep features", hf);
+    free(f), free(gf), free(hf.p), free(tvs);
+
+    /* row swap [F, S, B] -> [S, F, B] and back */
+    const int64_t F1 = 3, S2 = 7, NS = F1 * S2 * B;
+    float *xs = rnd(NS * C, 73, 1.0f);
+    sw_tensor *XS = T("xs", NS, C, xs), *YS = T("ys", NS, C, NULL), *ZS = T("zs", NS, C, NULL);
+    sw_swap_rows(RD(XS), W(YS), F1, S2, B);
+    sw_swap_rows(RD(YS), W(ZS), S2, F1, B);
+    y = tu_read(YS), o = tu_read(ZS);
+    hmat hxs = hm_new(NS, C, xs), hys = hm_new(NS, C, NULL);
+    CHECK_LAUNCH(sw_cuda_swap_rows(hxs.p, hxs.ld, hys.p, hys.ld, F1, S2, B, C, NULL));
+    gy = hm_get(hys);
+    same_bits("swap rows [3,7,3] -> [7,3,3]", gy, y, NS * C);
+    same_bits("swap rows back: the identity", o, xs, NS * C);
+    check_pad("swap rows", hys);
+    free(y), free(o), free(gy), free(xs), free(hxs.p), free(hys.p);
+    sw_tensor_free(XS), sw_tensor_free(YS), sw_tensor_free(ZS);
+
+    free(hx.p), free(hm.p), free(hdy.p), free(hy.p), free(ho.p), free(hdx.p), free(hdb.p), free(hdm.p);
+    sw_tensor *all[] = {X, M, DY, Y, O, DX, DB, DM, G, Tt, F};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+    free(x), free(m), free(dy);
+}
+
 int main(int argc, char **argv)
 {
     sw_options opt;
@@ -910,5 +996,6 @@ int main(int argc, char **argv)
     test_clip();
     test_attention();
     test_attention_probs();
+    test_dit_ops();
     return tu_finish();
 }

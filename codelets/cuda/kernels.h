@@ -84,6 +84,34 @@ cudaError_t sw_cuda_mse_fwd(const float *p, int64_t ldp, const float *t, int64_t
 cudaError_t sw_cuda_mse_bwd(const float *p, int64_t ldp, const float *t, int64_t ldt, float *d, int64_t ldd, int64_t R,
                             int64_t C, float alpha, cudaStream_t s);
 
+/* ---- modulate.cu: per-sequence vectors [B, C] over rows in [s, b] order (row r: sequence r % B) ----
+ * modulate: y = x (1 + sc) + sh; dx = dy (1 + sc), dsh = sum_r dy, dsc = sum_r dy x (double, rows in order)
+ * gate: out = res + g br; db = g dy, dg = sum_r dy br */
+cudaError_t sw_cuda_modulate_fwd(const float *x, int64_t ldx, const float *sh, int64_t ldsh, const float *sc,
+                                 int64_t ldsc, float *y, int64_t ldy, int64_t n, int64_t C, int64_t B, cudaStream_t s);
+cudaError_t sw_cuda_modulate_bwd(const float *x, int64_t ldx, const float *sc, int64_t ldsc, const float *dy,
+                                 int64_t lddy, float *dx, int64_t lddx, float *dsh, int64_t lddsh, float *dsc,
+                                 int64_t lddsc, int64_t n, int64_t C, int64_t B, cudaStream_t s);
+cudaError_t sw_cuda_gate_fwd(const float *res, int64_t ldr, const float *g, int64_t ldg, const float *br, int64_t ldb,
+                             float *out, int64_t ldo, int64_t n, int64_t C, int64_t B, cudaStream_t s);
+cudaError_t sw_cuda_gate_bwd(const float *br, int64_t ldb, const float *g, int64_t ldg, const float *dy, int64_t lddy,
+                             float *db, int64_t lddb, float *dg, int64_t lddg, int64_t n, int64_t C, int64_t B,
+                             cudaStream_t s);
+
+/* ---- silu.cu: y = x sigmoid(x); g = g silu'(x) in place (the formulas of swiglu.cu) ---- */
+cudaError_t sw_cuda_silu_fwd(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t R, int64_t C,
+                             cudaStream_t s);
+cudaError_t sw_cuda_silu_bwd(const float *x, int64_t ldx, float *g, int64_t ldg, int64_t R, int64_t C,
+                             cudaStream_t s);
+
+/* ---- timestep.cu: y[b] = [cos(t_b f_i) | sin(t_b f_i)] (| 0), f_i = exp(-ln(max_period) i / half), in double ---- */
+cudaError_t sw_cuda_timestep(const float *t, int64_t inct, float *y, int64_t ldy, int64_t B, int64_t dim,
+                             double max_period, cudaStream_t s);
+
+/* ---- permute.cu: rows (i1, i2, i3) of x [n1 n2 n3, C] to rows (i2, i1, i3) of y ---- */
+cudaError_t sw_cuda_swap_rows(const float *x, int64_t ldx, float *y, int64_t ldy, int64_t n1, int64_t n2, int64_t n3,
+                              int64_t C, cudaStream_t s);
+
 /* ---- mul.cu: z = x * y ---- */
 cudaError_t sw_cuda_mul(const float *x, int64_t ldx, const float *y, int64_t ldy, float *z, int64_t ldz, int64_t R,
                         int64_t C, cudaStream_t s);

@@ -371,6 +371,34 @@ void sw_mse_fwd(starpu_data_handle_t pred, starpu_data_handle_t tgt, starpu_data
 /** dpred (W) = 2 alpha (pred - tgt) */
 void sw_mse_bwd(starpu_data_handle_t pred, starpu_data_handle_t tgt, starpu_data_handle_t dpred, float alpha);
 
+/* ---- diffusion-transformer ops (codelets/modulate.c, silu.c, timestep.c, permute.c) ---- */
+/** adaLN modulation: y[n,h] (W) = x * (1 + scale[b]) + shift[b], rows in [s, b]
+ * order (row r of sequence r % B), shift and scale [B,h] (may be column
+ * blocks of a wider matrix); n a multiple of B. */
+void sw_modulate_fwd(starpu_data_handle_t x, starpu_data_handle_t shift, starpu_data_handle_t scale,
+                     starpu_data_handle_t y);
+/** Its backward: dx (W) = dy * (1 + scale[b]); dshift[b] (W) = sum of dy over
+ * sequence b's rows, dscale[b] (W) = sum of dy * x (in double). */
+void sw_modulate_bwd(starpu_data_handle_t x, starpu_data_handle_t scale, starpu_data_handle_t dy,
+                     starpu_data_handle_t dx, starpu_data_handle_t dshift, starpu_data_handle_t dscale);
+/** Gated residual: out[n,h] (W) = res + gate[b] * branch (rows as sw_modulate_fwd). */
+void sw_gate_fwd(starpu_data_handle_t res, starpu_data_handle_t gate, starpu_data_handle_t branch,
+                 starpu_data_handle_t out);
+/** Its backward: dbranch (W) = gate[b] * dy; dgate[b] (W) = sum of dy * branch over sequence b's rows. */
+void sw_gate_bwd(starpu_data_handle_t branch, starpu_data_handle_t gate, starpu_data_handle_t dy,
+                 starpu_data_handle_t dbranch, starpu_data_handle_t dgate);
+/** y = silu(x) = x sigmoid(x) (W), same shapes. */
+void sw_silu_fwd(starpu_data_handle_t x, starpu_data_handle_t y);
+/** SiLU's backward: grad (RW): dy on entry, dx = dy * silu'(x) on return. */
+void sw_silu_bwd(starpu_data_handle_t x, starpu_data_handle_t grad);
+/** Sinusoidal timestep features: y[B,dim] (W) = [cos(t f) | sin(t f)] (a zero
+ * column more for an odd dim), f_i = exp(-ln(max_period) i / (dim/2)), t one
+ * value per row of y; dim >= 2, max_period > 1. */
+void sw_timestep_fwd(starpu_data_handle_t t, starpu_data_handle_t y, float max_period);
+/** Row permutation: y (W) row (i2 n1 + i1) n3 + i3 = x row (i1 n2 + i2) n3 + i3
+ * (x, y [n1 n2 n3, C]); sw_swap_rows(y, x, n2, n1, n3) is its inverse. */
+void sw_swap_rows(starpu_data_handle_t x, starpu_data_handle_t y, int64_t n1, int64_t n2, int64_t n3);
+
 /* ---- gradient-norm clipping (codelets/clip.c) ---- */
 /** For gradient-norm clipping:
  * out[1,1] = (accumulate ? out : 0) + alpha * sum x^2 (summed in double;

@@ -1,0 +1,136 @@
+/* Cross-attention (dit.h, graphs/dit.c): queries from the tokens [S B, a d],
+ * keys and values from a conditioning sequence of another length
+ * [L B, 2 a d] (k heads | v heads), non-causal, multi-head, on the attention
+ * tile with sq != sk. On one rank, with 2 tiles (two head-group tasks) and
+ * with 1: the output against a double-precision softmax(q k^T / sqrt(d)) v
+ * per sample and head, dq and dkv against finite differences of
+ * sum(dout * out); the conditioning loaded with sw_ctx_load_cond from a
+ * global [L batch, f] array (two micro-batches: each its own samples). A
+ * conditioning length of 0 refused (exit 2). */
+#include <string.h>
+
+#include "testutil.h"
+
+enum { S = 5, B = 2, A = 2, D = 4, L = 3, AD = A * D, NQ = S * B, NK = L * B };
+
+static double g_q[NQ * AD], g_kv[NK * 2 * AD], g_dout[NQ * AD];
+
+static void ref_att(const double *q, const double *kv, double *out)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < A; h++)
+            for (int i = 0; i < S; i++) {
+                const double *qi = q + (i * B + b) * AD + h * D;
+                double sc[L], m = -INFINITY, z = 0;
+                for (int j = 0; j < L; j++) {
+                    const double *kj = kv + (j * B + b) * 2 * AD + h * D;
+                    sc[j] = 0;
+                    for (int c = 0; c < D; c++) sc[j] += qi[c] * kj[c];
+                    sc[j] /= sqrt((double)D);
+                    if (sc[j] > m) m = sc[j];
+                }
+                for (int j = 0; j < L; j++) z += (sc[j] = exp(sc[j] - m));
+                for (int c = 0; c < D; c++) {
+                    double o = 0;
+                    for (int j = 0; j < L; j++) o += sc[j] / z * kv[(j * B + b) * 2 * AD + AD + h * D + c];
+                    out[(i * B + b) * AD + h * D + c] = o;
+                }
+            }
+}
+
+static double ref_loss(const void *unused)
+{
+    (void)unused;
+    double out[NQ * AD], l = 0;
+    ref_att(g_q, g_kv, out);
+    for (int i = 0; i < NQ * AD; i++) l += g_dout[i] * out[i];
+    return l;
+}
+
+static void make_ctx(sw_ctx *x, sw_params **p, int tiles, int micro)
+{
+    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f};
+    *p = sw_params_new(&pc, NULL);
+    sw_ctx_init(x, &(sw_ctx_config){.seq = S, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
+                                    .grad_accum = micro, .tiles = tiles, .seed = 1}, NULL, *p);
+}
+
+static void refuse_len(void *arg)
+{
+    (void)arg;
+    tu_init_child();
+    sw_ctx x;
+    sw_params *p;
+    make_ctx(&x, &p, 1, 1);
+    sw_cross_attention_create(&x, A, D, 0);
+}
+
+int main(int argc, char **argv)
+{
+    tu_expect_refusal("sw_cross_attention_create with a conditioning length of 0", refuse_len, NULL,
+                      "sw_cross_attention_create: the conditioning length must be at least 1 (0)");
+    tu_init(&argc, &argv);
+    static float q[NQ * AD], kv[NK * 2 * AD], dout[NQ * AD];
+    tu_rand(q, NQ * AD, 131, 1.5f), tu_rand(kv, NK * 2 * AD, 132, 1.5f), tu_rand(dout, NQ * AD, 133, 1.0f);
+    tu_to_double(g_q, q, NQ * AD), tu_to_double(g_kv, kv, NK * 2 * AD), tu_to_double(g_dout, dout, NQ * AD);
+    static double out_ref[NQ * AD], dq_ref[NQ * AD], dkv_ref[NK * 2 * AD];
+    ref_att(g_q, g_kv, out_ref);
+    tu_fd_grad(ref_loss, NULL, g_q, NQ * AD, dq_ref);
+    tu_fd_grad(ref_loss, NULL, g_kv, NK * 2 * AD, dkv_ref);
+    char what[160];
+    for (int tiles = 1; tiles <= 2; tiles++) {
+        sw_ctx x;
+        sw_params *p;
+        make_ctx(&x, &p, tiles, 1);
+        sw_params_allocate(p);
+        sw_cross_attention *a = sw_cross_attention_create(&x, A, D, L);
+        sw_saved s;
+        memset(&s, 0, sizeof s);
+        strcpy(s.prefix, "x");
+        sw_cross_saved k;
+        sw_cross_attention_keep(a, &s, &k);
+        sw_tensor_write_host(k.q, q);
+        sw_ctx_load_cond(&x, 0, kv, L, 2 * AD, k.kv); /* the global [L batch, 2 a d] array, one micro-batch */
+        sw_tensor *DO = tu_tensor("dout", NQ, AD, dout), *DQ = tu_tensor("dq", NQ, AD, NULL);
+        sw_tensor *DKV = tu_tensor("dkv", NK, 2 * AD, NULL);
+        sw_tensor_fill(DQ, NAN), sw_tensor_fill(DKV, NAN);
+        sw_cross_attention_forward(&x, a, &k);
+        sw_cross_attention_backward(&x, a, &k, DO, DQ, DKV);
+        float *got = tu_read(k.att);
+        snprintf(what, sizeof what, "cross-attention fwd, %d head-group task(s): %d queries x %d keys per sample", tiles,
+                 S, L);
+        tu_close(what, got, out_ref, NQ * AD, 1e-5, 1e-6);
+        free(got);
+        got = tu_read(DQ);
+        snprintf(what, sizeof what, "cross-attention bwd, %d task(s): dq vs finite differences", tiles);
+        tu_close(what, got, dq_ref, NQ * AD, 1e-5, 1e-6);
+        free(got);
+        got = tu_read(DKV);
+        snprintf(what, sizeof what, "cross-attention bwd, %d task(s): dk | dv vs finite differences", tiles);
+        tu_close(what, got, dkv_ref, NK * 2 * AD, 1e-5, 1e-6);
+        free(got);
+        sw_tensor_free(DO), sw_tensor_free(DQ), sw_tensor_free(DKV);
+        for (int i = 0; i < s.n; i++) sw_tensor_free(s.t[i]);
+        sw_cross_attention_destroy(a);
+        sw_ctx_destroy(&x);
+        sw_params_destroy(p);
+    }
+    /* the loader with two micro-batches of one sample: micro-batch k holds sample k's rows */
+    sw_ctx x;
+    sw_params *p;
+    make_ctx(&x, &p, 1, 2);
+    sw_tensor *C = tu_tensor("cond", L, 2 * AD, NULL);
+    int ok = 1;
+    for (int m = 0; m < 2; m++) {
+        float got[L * 2 * AD];
+        sw_ctx_load_cond(&x, m, kv, L, 2 * AD, C);
+        sw_tensor_read_host(C, got);
+        for (int j = 0; j < L; j++) ok &= !memcmp(got + j * 2 * AD, kv + (j * B + m) * 2 * AD, sizeof(float) * 2 * AD);
+        ok &= x.micro == m;
+    }
+    tu_true("sw_ctx_load_cond, two micro-batches: each holds its sample's conditioning rows and becomes current", ok);
+    sw_tensor_free(C);
+    sw_ctx_destroy(&x);
+    sw_params_destroy(p);
+    return tu_finish();
+}
