@@ -32,8 +32,12 @@ struct sw_blocks {
     sw_saved *slots;
     sw_tensor ***stash;   /* offload: stash[j n + i][k] on the offload node holds micro slot j's block i's saved
                            * tensor k */
+    sw_tensor *kin[2];    /* FULL with offload: the kept inputs' working tensors (group g's in kin[g % 2]) */
+    sw_tensor **kstash;   /* FULL with offload: kstash[j G + g] on the offload node holds micro slot j's group g's
+                           * kept input (G groups) */
     double set_bytes;     /* the memory model: what keep declares */
-    struct stash_ref *sref; /* sref[j n + i]: the prefetch callback's argument of micro slot j's block i */
+    struct stash_ref *sref; /* sref[j n + i] (FULL: [j G + g]): the prefetch callback's argument of micro slot j's
+                             * block i (group g) */
 };
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -119,9 +123,10 @@ double sw_blocks_bytes(const sw_blocks_config *c, const sw_block_ops *ops, void 
     /* sw_blocks_create's residual stream x[j][0 .. n], with FULL only kept inputs (i % K == 0), the
      * output and, in micro slot 0, the working group's other inputs (i < K) */
     int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1, streams = 0;
-    int K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0;
+    int K = c->recompute == SW_RECOMPUTE_FULL ? c->recompute_every : 0, kin = K && c->offload;
     for (int j = 0; j < micro; j++)
-        for (int i = 0; i <= n; i++) streams += !K || i % K == 0 || i == n || (j == 0 && i < K);
+        for (int i = 0; i <= n; i++) streams += !K || i == n || (i % K == 0 ? !kin : j == 0 && i < K);
+    if (kin) streams += (n + K - 1) / K < 2 ? 1 : 2; /* the kept inputs' two working tensors */
     double row = 4.0 * (double)c->rows * (double)c->cols;
     return (streams + 1) * row + sw_blocks_slots(c) * declared_bytes(ops, model);
 }
@@ -147,19 +152,21 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     int n = b->count, full = c->recompute == SW_RECOMPUTE_FULL;
     if (c->first < 0 || n < 1 || c->first + n > c->layers)
         sw_usage_error("sw_blocks_create: blocks %d .. %d of %d", c->first, c->first + n - 1, c->layers);
-    if (full && c->offload) sw_usage_error("offload needs recompute none or selective (recompute = full keeps only block inputs)");
     b->set_bytes = declared_bytes(ops, model);
     /* block inputs of each micro slot: every one, or with full
      * recomputation those of the kept blocks (i % K == 0; the others are
      * the working set's, shared by the micro slots) */
     b->K = full ? c->recompute_every : 0;
     b->x = sw_xcalloc((size_t)b->nmicro, sizeof *b->x);
+    const int G = full ? (n + b->K - 1) / b->K : 0; /* groups of K blocks */
+    for (int g = 0; full && c->offload && g < (G < 2 ? G : 2); g++) b->kin[g] = stream(b, g ? "x_kept1" : "x_kept0", 0, b->first);
     for (int j = 0; j < b->nmicro; j++) {
         b->x[j] = sw_xcalloc((size_t)n + 1, sizeof **b->x);
         for (int i = 0; i <= n; i++)
-            b->x[j][i] = !full || i % b->K == 0 || i == n ? stream(b, "x", j, b->first + i)
-                         : j == 0 && i < b->K           ? stream(b, "x_work", 0, b->first + i)
-                                                        : b->x[0][i % b->K];
+            b->x[j][i] = !full || i == n ? stream(b, "x", j, b->first + i)
+                         : i % b->K == 0 ? (b->kin[0] ? b->kin[i / b->K % 2] : stream(b, "x", j, b->first + i))
+                         : j == 0 && i < b->K ? stream(b, "x_work", 0, b->first + i)
+                                              : b->x[0][i % b->K];
     }
     b->dx = sw_tensor_new2d("dres", SW_F32, c->rows, c->cols);
     b->nslots = sw_blocks_slots(c);
@@ -175,7 +182,17 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
         a->state = ops->state_bytes ? sw_xcalloc(1, ops->state_bytes) : NULL;
         ops->keep(model, a);
     }
-    if (c->offload) { /* every micro slot's saved sets on the offload node; the working sets are shared */
+    if (full && c->offload) { /* every micro slot's kept inputs on the offload node */
+        b->kstash = sw_xcalloc((size_t)(b->nmicro * G), sizeof *b->kstash);
+        b->sref = sw_xcalloc((size_t)(b->nmicro * G), sizeof *b->sref);
+        for (int j = 0; j < b->nmicro; j++)
+            for (int g = 0; g < G; g++) {
+                char name[48];
+                snprintf(name, sizeof name, "m%d.h%d.x_kept", j, b->first + g * b->K);
+                b->kstash[j * G + g] = sw_tensor_new_offload(name, c->rows, c->cols);
+                b->sref[j * G + g] = (struct stash_ref){b, j, g};
+            }
+    } else if (c->offload) { /* every micro slot's saved sets on the offload node; the working sets are shared */
         b->stash = sw_xcalloc((size_t)(b->nmicro * n), sizeof *b->stash);
         b->sref = sw_xcalloc((size_t)(b->nmicro * n), sizeof *b->sref);
         for (int j = 0; j < b->nmicro; j++)
@@ -198,11 +215,16 @@ void sw_blocks_destroy(sw_blocks *b)
 {
     if (!b) return;
     int n = b->count;
-    for (int j = 0; j < b->nmicro; j++) {
+    const int K = b->K, G = K ? (n + K - 1) / K : 0;
+    for (int j = 0; j < b->nmicro; j++) { /* the tensors of micro slot j's stream (not the aliases) */
         for (int i = 0; i <= n; i++)
-            if (!b->K || (j == 0 && i < b->K) || b->x[j][i] != b->x[0][i % b->K]) sw_tensor_free(b->x[j][i]);
+            if (!K || i == n || (i % K == 0 ? !b->kin[0] : j == 0 && i < K)) sw_tensor_free(b->x[j][i]);
         free(b->x[j]);
     }
+    sw_tensor_free(b->kin[0]);
+    sw_tensor_free(b->kin[1]);
+    for (int i = 0; b->kstash && i < b->nmicro * G; i++) sw_tensor_free(b->kstash[i]);
+    free(b->kstash);
     for (int i = 0; b->stash && i < b->nmicro * n; i++) {
         for (int k = 0; k < b->slots[i % n % b->nslots].n; k++) sw_tensor_free(b->stash[i][k]);
         free(b->stash[i]);
@@ -291,6 +313,34 @@ static void onload_block(sw_blocks *b, int i)
                      k == 0 && i > 0 ? prefetch_block : NULL, i > 0 ? &b->sref[at - 1] : NULL);
 }
 
+/* Full recomputation with offload (Open-Sora's checkpoint offload): the
+ * kept input of group g (of K blocks) goes to the offload node once the
+ * group's first block has read it, and comes back before the group is
+ * refilled, group g - 1's prefetched while group g computes. */
+static int groups(const sw_blocks *b) { return (b->count + b->K - 1) / b->K; }
+
+static void prefetch_kept(void *arg)
+{
+    const struct stash_ref *r = arg;
+    starpu_data_prefetch_on_node(r->b->kstash[r->j * groups(r->b) + r->l]->handle, (unsigned)sw_compute_node(), 1);
+}
+
+static void offload_kept(sw_blocks *b, int g)
+{
+    sw_tensor *st = b->kstash[b->cur * groups(b) + g];
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + g * b->K);
+    sw_copy(sw_tensor_whole(st, STARPU_W), sw_tensor_whole(b->x[b->cur][g * b->K], STARPU_R));
+    sw_tensor_wont_use(st);
+}
+
+static void onload_kept(sw_blocks *b, int g)
+{
+    int at = b->cur * groups(b) + g;
+    sw_trace_set_phase(SW_PHASE_OFFLOAD, b->first + g * b->K);
+    sw_copy_then(sw_tensor_whole(b->x[b->cur][g * b->K], STARPU_W), sw_tensor_whole(b->kstash[at], STARPU_R),
+                 g > 0 ? prefetch_kept : NULL, g > 0 ? &b->sref[at - 1] : NULL);
+}
+
 void sw_blocks_forward(sw_blocks *b, int step)
 {
     sw_check_ptr("sw_blocks_forward", "b", b);
@@ -299,6 +349,7 @@ void sw_blocks_forward(sw_blocks *b, int step)
         sw_trace_set_phase(SW_PHASE_FORWARD, b->first + i);
         run_forward(b, step, i, x[i], x[i + 1]);
         if (b->stash) offload_block(b, i);
+        if (b->kstash && i % b->K == 0) offload_kept(b, i / b->K);
     }
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
 }
@@ -312,6 +363,7 @@ void sw_blocks_backward(sw_blocks *b, int step)
     sw_tensor **x = b->x[b->cur];
     for (int i = b->count - 1; i >= 0; i--) {
         if (b->stash) onload_block(b, i);
+        if (b->kstash && ((i + 1) % b->K == 0 || i == b->count - 1)) onload_kept(b, i / b->K);
         if (b->K && ((i + 1) % b->K == 0 || i == b->count - 1))
             for (int r = i / b->K * b->K; r <= i; r++) {
                 sw_trace_set_phase(SW_PHASE_RECOMPUTE, b->first + r);

@@ -121,8 +121,6 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->recompute != SW_RECOMPUTE_NONE || c->ring == 1,
          "recompute none needs ring = 1 (ring = %d): Ring attention never holds a whole row of probabilities",
          c->ring);
-    SW_RULE(!c->offload || c->recompute != SW_RECOMPUTE_FULL,
-         "offload needs recompute none or selective (recompute = full keeps only block inputs)");
     SW_RULE(c->dtype == SW_F32 || c->dtype == SW_BF16, "dtype must be fp32 (%d) or bf16 (%d) (dtype = %d)", SW_F32,
          SW_BF16, c->dtype);
     SW_RULE(c->dropout >= 0.0f && c->dropout < 1.0f, "dropout must be in [0, 1) (dropout = %g)", c->dropout);

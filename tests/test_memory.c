@@ -111,9 +111,17 @@ static void whole_model(const sw_gpt_config *c, sw_comm *comm)
 
 int main(int argc, char **argv)
 {
-    tu_init(&argc, &argv);
+    int offload = 0; /* --offload: sw_init with an offload node, the model with offload */
+    for (int i = 1; i < argc; i++) offload |= !strcmp(argv[i], "--offload");
+    if (offload) {
+        sw_options opt;
+        sw_options_default(&opt);
+        opt.quiet = 1, opt.offload = 1;
+        if (sw_init(&argc, &argv, &opt) != 0) return 77;
+    } else tu_init(&argc, &argv);
     sw_gpt_config c;
     sw_gpt_config_default(&c);
+    c.offload = offload;
     c.layers = 2; c.hidden = 64; c.heads = 8; c.vocab = 500; c.seq = 32; c.max_pos = 32; c.batch = 4;
     int pp = 1, zero = 0;
     for (int i = 1; i < argc; i++) {
@@ -126,6 +134,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
         else if (!strcmp(a, "--ignore-index")) c.ignore_index = atoi(v), i++;
         else if (!strcmp(a, "--bf16")) c.dtype = SW_BF16;
+        else if (!strcmp(a, "--offload")) continue;
         else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
     }
     c.tp = sw_world_size() / pp;
@@ -138,7 +147,8 @@ int main(int argc, char **argv)
     sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     whole_model(&c, use);
-    if (c.pp_virtual > 1) { /* interleaved chunks: the whole model's bytes (each chunk's slots from the schedule) */
+    if (c.pp_virtual > 1 || offload) { /* interleaved chunks (each chunk's slots from the schedule), offload (the
+                                          * working sets fixed): the whole model's bytes */
         sw_comm_destroy(comm);
         sw_mesh_destroy(mesh);
         return tu_finish_all();

@@ -2,7 +2,8 @@
 # Saved activations measured by StarPU's allocator against the memory model
 # (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp: equal
 # to the byte; with pipeline stages, what holding 1F1B's and GPipe's
-# micro-batches in flight adds, per stage, to the byte.
+# micro-batches in flight adds, per stage, to the byte; with offload (and
+# full recomputation with offload), the whole model's bytes.
 . "${top_srcdir:-.}/tests/common.sh"
 mem() { # mem NP ARGS...
   np=$1; shift
@@ -17,6 +18,10 @@ for np in 1 2; do
   for mode in none selective full; do mem "$np" $sp --recompute "$mode"; done
   mem "$np" $sp --recompute full --recompute-every 2
 done
+# offload: the working sets in main RAM (selective: two saved sets; full: two kept inputs' tensors)
+mem 1 --offload --recompute selective
+mem 1 --offload --recompute full --recompute-every 2
+mem 2 --offload --sp --recompute full
 # pipeline stages: the in-flight quota's saved activations (1F1B, GPipe)
 mem 2 --pp 2
 mem 4 --pp 2 --sp

@@ -12,7 +12,9 @@
 # and the same checkpoint bytes as without, on one rank, with tp 2 + sp and
 # with pp 2 (several micro-batches in flight, each offloaded);
 # the memory report shows main RAM within the budget and bytes moved to and
-# from the disk node. Bad input: exit 2, the message once.
+# from the disk node; full recomputation with offload (the kept inputs go)
+# likewise, GPT-2 on one rank and tp 2 + sp, LLaMA with tp 2 + sp. Bad
+# input: exit 2, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
 for np in 1 2; do
   sp=""
@@ -60,13 +62,17 @@ check "recompute full keeps $(ratio "$k0" "$s0") of selective's bytes in block 0
 # LLaMA (2.6 MiB per block and rank with tp 2 + sp): the same under 6 MiB.
 # Pipeline stages (2 blocks each, 4 micro-batches of 1 MiB per block): stage 0 holds 2 micro-batches in
 # flight (4 MiB of saved activations), each with its own copies on the disk node, under 3 MiB.
-for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2 selective llama" "2 selective gpt2 pp"; do
+# Full recomputation with offload (Open-Sora's checkpoint offload: the kept block inputs go): 8 blocks of seq
+# 128, kept inputs of 512 KiB each (256 KiB per rank with tp 2 + sp), 4 (2) MiB in all, under 1 MiB.
+for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2 selective llama" "2 selective gpt2 pp" \
+    "1 full gpt2" "2 full gpt2" "2 full llama"; do
   set -- $case; np=$1 mode=$2 model=$3 tag=${4:-}
-  sp="--tp $np" budget=10
+  sp="--tp $np" budget=10 shape="--layers 4"
   [ "$np" = 2 ] && sp="--tp 2 --sp" budget=6
   [ "$tag" = pp ] && sp="--pp 2 --grad-accum 4" budget=3
+  [ "$mode" = full ] && budget=1 shape="--layers 8 --seq 128"
   {
-    args="--model $model $sp --layers 4 --steps 6 --dropout 0.1 --recompute $mode"
+    args="--model $model $sp $shape --steps 6 --dropout 0.1 --recompute $mode"
     d="$TMPD/offload-$np-$mode-$model$tag"; mkdir "$d"
     SW_TEST_TIMEOUT=300 sh "$LAUNCH" $np "$GPT_TRAIN" $args --log "$d/a.csv" --save "$d/ck0" > "$d/out" 2>&1
     rc0=$?
@@ -98,7 +104,6 @@ done
 expect_bad 1 "offload-budget-mb (7) must hold two blocks' saved activations (2 x 4.02 MiB)" --offload --offload-budget-mb 7
 expect_bad 1 "offload-budget-mb needs --offload" --offload-budget-mb 10
 expect_bad 2 "offload-budget-mb (2) must hold two blocks' saved activations (2 x 2.51 MiB)" --tp 2 --sp --offload --offload-budget-mb 2
-expect_bad 1 "offload needs recompute none or selective" --offload --recompute full
 expect_bad 1 "--recompute expects none, selective or full, got 'some'" --recompute some
 expect_bad 1 "recompute-every (2) needs recompute full (recompute = selective)" --recompute-every 2
 expect_bad 1 "recompute-every must be at least 1 (recompute-every = 0)" --recompute full --recompute-every 0

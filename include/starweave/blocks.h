@@ -20,7 +20,11 @@
  *    (StarPU writes them there and evicts the working copies first); in
  *    backward, last block first, they are copied back, and the block
  *    below's prefetched while a block computes; with several micro-batches
- *    in flight (pipeline stages) each has its own copies there. */
+ *    in flight (pipeline stages) each has its own copies there. With
+ *    SW_RECOMPUTE_FULL (Open-Sora's checkpoint offload) the kept inputs go
+ *    instead: two working tensors alternate, each group's kept input is
+ *    copied to the offload node once the group's first block has read it,
+ *    and back before the group is refilled (the group below prefetched). */
 #ifndef STARWEAVE_BLOCKS_H
 #define STARWEAVE_BLOCKS_H
 
@@ -86,7 +90,7 @@ typedef struct sw_blocks_config {
     ///@}
     int recompute;           /**< sw_recompute */
     int recompute_every;     /**< FULL: blocks per kept input (>= 1) */
-    int offload;             /**< needs sw_options.offload; not with FULL */
+    int offload;             /**< needs sw_options.offload (with FULL: the kept inputs) */
     ///@{
     /** pipeline stages (filled by sw_pipeline_create): this stage's blocks, first .. first + count - 1
      * (0, 0: all of them) */
@@ -119,11 +123,12 @@ sw_tensor *sw_blocks_output(sw_blocks *b); /**< x[L] */
 sw_tensor *sw_blocks_grad(sw_blocks *b);   /**< the residual stream's gradient: of x[L] before
                                               sw_blocks_backward, of x[0] after */
 /** Submits every block's forward, x[0] to x[L] (with offload, each
- * block's saved set copied to the offload node after its forward). */
+ * block's saved set -- with FULL each kept input -- copied to the offload
+ * node after its forward). */
 void sw_blocks_forward(sw_blocks *b, int step);
 /** Submits every block's backward, last block first (with SW_RECOMPUTE_FULL
- * each group's forward again first; with offload, each block's saved set
- * copied back first). */
+ * each group's forward again first; with offload, each block's saved set,
+ * or group's kept input, copied back first). */
 void sw_blocks_backward(sw_blocks *b, int step);
 /** The memory model: bytes block `layer` (of this stage) keeps from its forward to its
  * backward on this rank for one micro-batch -- its input (with FULL only every
