@@ -16,10 +16,19 @@ values).
 Prints one line per step ("step k loss L ms T") and finally
 "torch_ms_per_step <median over the steps after the first>".
 
+With --decode N (no training): the same model's inference with a KV cache,
+batch 1, in torch.no_grad(): the --prompt P random tokens in one forward
+(prefill), then N greedy tokens one position at a time, each layer
+appending its keys and values to its cache; prints "torch_prefill_ms",
+"torch_prefill_tokens_per_s" and "torch_decode_ms_per_token" (median over
+the decode steps after the first) and the read bandwidth of a 256 MiB sum
+on the same threads ("torch_read_GBps", for the memory floor).
+
 Usage: torch_gpt.py [--layers 12] [--hidden 768] [--heads 12] [--kv-heads 0] [--vocab 50257]
                     [--max-pos 1024] [--seq 64] [--batch 4] [--steps 6]
                     [--threads 2] [--dropout 0.0] [--seed 1234] [--dtype fp32|bf16]
                     [--lr 3e-4] [--beta2 0.95] [--weight-decay 0.1] [--data FILE]
+                    [--decode N --prompt P]
 """
 import argparse
 import math
@@ -81,6 +90,60 @@ def forward(a, P, tokens, targets, mask, pos):
     return F.cross_entropy(logits[:, :a.vocab], targets)
 
 
+def decode(a, P):
+    """greedy generation with a KV cache (batch 1): the prompt, then a.decode tokens; returns the timings"""
+    C, NH, KV, L = a.hidden, a.heads, a.kv_heads, a.layers
+    D = C // NH
+    wte, wpe = P[0], P[1]
+    cache = [[None, None] for _ in range(L)]
+
+    def step(tokens, pos0):                                                # tokens [S] -> logits of the last
+        S = tokens.numel()
+        x = wte[tokens] + wpe[pos0:pos0 + S]
+        for l in range(L):
+            (ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b,
+             ln2_w, ln2_b, fc_w, fc_b, fc2_w, fc2_b) = P[2 + 12 * l: 2 + 12 * (l + 1)]
+            qkv = F.linear(F.layer_norm(x, (C,), ln1_w, ln1_b, a.ln_eps), qkv_w, qkv_b)
+            q = qkv[:, :C].reshape(S, NH, D).transpose(0, 1)
+            k, v = (qkv[:, C + i * KV * D:C + (i + 1) * KV * D].reshape(S, KV, D).transpose(0, 1) for i in range(2))
+            if cache[l][0] is not None:
+                k, v = torch.cat((cache[l][0], k), 1), torch.cat((cache[l][1], v), 1)
+            cache[l] = [k, v]
+            if KV != NH:
+                k, v = k.repeat_interleave(NH // KV, dim=0), v.repeat_interleave(NH // KV, dim=0)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))           # [NH, S, pos0 + S]
+            if S > 1:
+                att = att.masked_fill(~torch.ones(S, S, dtype=torch.bool).tril(), float("-inf"))
+            o = F.softmax(att, dim=-1) @ v
+            x = x + F.linear(o.transpose(0, 1).reshape(S, C), proj_w, proj_b)
+            h = F.gelu(F.linear(F.layer_norm(x, (C,), ln2_w, ln2_b, a.ln_eps), fc_w, fc_b), approximate="tanh")
+            x = x + F.linear(h, fc2_w, fc2_b)
+        return F.layer_norm(x[-1:], (C,), P[-2], P[-1], a.ln_eps) @ wte.t()
+
+    prompt = torch.randint(0, a.vocab, (a.prompt,), generator=torch.Generator().manual_seed(a.seed))
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        nxt = step(prompt, 0)[0, :a.vocab].argmax()
+        prefill = (time.perf_counter() - t0) * 1e3
+        times = []
+        for i in range(a.decode):
+            t0 = time.perf_counter()
+            nxt = step(nxt.reshape(1), a.prompt + i)[0, :a.vocab].argmax()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return prefill, statistics.median(times[1:]) if len(times) > 1 else times[0]
+
+
+def read_bandwidth():
+    """GB/s of a sum over 256 MiB of fp32 (best of 5), on the threads set"""
+    x = torch.ones(1 << 26)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        x.sum().item()
+        best = min(best, time.perf_counter() - t0)
+    return x.numel() * 4 / best / 1e9
+
+
 def file_batch(data, seq, batch, seed, step):
     """gpt_train's fill_batch: per sequence b a window of data from a hash of
     (seed, step, b); tokens in rows [s, b] (row p * batch + b)"""
@@ -118,6 +181,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--data", help="train on windows of this file's bytes, as gpt_train --data")
+    ap.add_argument("--decode", type=int, default=0, help="no training: greedy decoding of N tokens with a KV cache")
+    ap.add_argument("--prompt", type=int, default=64, help="--decode: prompt tokens")
     a = ap.parse_args()
     a.kv_heads = a.kv_heads or a.heads
     if a.hidden % a.heads or a.heads % a.kv_heads or a.seq > a.max_pos or a.steps < 2:
@@ -133,6 +198,19 @@ def main():
     gen = torch.Generator().manual_seed(a.seed)
     P = build_params(a, vp, gen)
     nparams = sum(p.numel() for p in P)
+    if a.decode > 0:
+        if a.prompt + a.decode > a.max_pos or a.prompt < 1 or a.dtype != "fp32":
+            print("torch_gpt.py: --decode needs prompt >= 1, prompt + decode <= max_pos, fp32", file=sys.stderr)
+            return 2
+        prefill, per_token = decode(a, P)
+        print("torch %s threads %d: decode, layers %d hidden %d heads %d vocab %d params %.1fM, prompt %d, %d tokens"
+              % (torch.__version__, torch.get_num_threads(), a.layers, a.hidden, a.heads, a.vocab, nparams / 1e6,
+                 a.prompt, a.decode))
+        print("torch_prefill_ms %.1f" % prefill)
+        print("torch_prefill_tokens_per_s %.0f" % (a.prompt / (prefill / 1e3)))
+        print("torch_decode_ms_per_token %.2f" % per_token)
+        print("torch_read_GBps %.2f" % read_bandwidth())
+        return 0
     T = a.seq * a.batch
     data = open(a.data, "rb").read() if a.data else None
     if data is not None and len(data) < a.seq + 2:

@@ -2,12 +2,15 @@
  *   add: x[r,c] + y[r,c] -> z[r,c];  axpy: y[r,c] += alpha x[r,c]
  *   bias_add: x[r,c] += bias[c];     colsum: y[c] = beta y + alpha sum_r x[r,c]
  *   copy_flat: y (+)= x element by element in row-major order, shapes may
- *   differ (a gradient into its slice of a flat bucket and back) */
+ *   differ (a gradient into its slice of a flat bucket and back)
+ *   copy_rows: y[row0 + r, c] = x[r, c] (new keys and values into a KV cache) */
 #include <stdlib.h>
+#include <string.h>
 
 #include "codelet_util.h"
 #include "simd.h"
 #include "starweave/ops.h"
+#include "starweave/runtime.h"
 
 static void same_shape(void *a, void *b)
 {
@@ -197,6 +200,53 @@ void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate
     SW_SAME_NUMEL("sw_copy_flat", x, y);
     SW_INSERT(&copy_flat_cl, STARPU_R, x, accumulate ? STARPU_RW : STARPU_W, y, STARPU_VALUE, &accumulate,
               sizeof accumulate);
+}
+
+/* buffers: x (R), y (RW: its other rows kept); the row offset in cl_arg */
+#ifdef STARWEAVE_USE_CUDA
+static void copy_rows_cuda(void *buffers[], void *cl_arg)
+{
+    int64_t row0;
+    starpu_codelet_unpack_args(cl_arg, &row0);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ldy = SW_LD_OF(buffers[1]);
+    SW_CUDA_CHECK(sw_cuda_copy_flat(SW_F32_OF(buffers[0]), SW_LD_OF(buffers[0]), R, C, SW_F32_OF(buffers[1]) + row0 * ldy,
+                                    ldy, R, C, 0, starpu_cuda_get_local_stream()));
+}
+#endif
+
+static void copy_rows_cpu(void *buffers[], void *cl_arg)
+{
+    int64_t row0;
+    starpu_codelet_unpack_args(cl_arg, &row0);
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ldx = SW_LD_OF(buffers[0]);
+    const int64_t ldy = SW_LD_OF(buffers[1]);
+    const float *x = SW_F32_OF(buffers[0]);
+    float *y = SW_F32_OF(buffers[1]);
+    for (int64_t r = 0; r < R; r++) memcpy(y + (row0 + r) * ldy, x + r * ldx, sizeof(float) * (size_t)C);
+}
+
+SW_PERFMODEL(copy_rows_model, "sw_copy_rows");
+static struct starpu_codelet copy_rows_cl = {
+    .cpu_funcs = {copy_rows_cpu},
+    .cpu_funcs_name = {"copy_rows_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {copy_rows_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_RW},
+    .model = &copy_rows_model,
+    .name = "copy_rows",
+};
+
+void sw_copy_rows(starpu_data_handle_t x, starpu_data_handle_t y, int64_t row0)
+{
+    const int64_t R = (int64_t)starpu_matrix_get_ny(x), RY = (int64_t)starpu_matrix_get_ny(y);
+    if (starpu_matrix_get_nx(x) != starpu_matrix_get_nx(y) || row0 < 0 || row0 + R > RY)
+        sw_usage_error("sw_copy_rows: %lld x %lld rows at row %lld of %lld x %lld", (long long)R,
+                       (long long)starpu_matrix_get_nx(x), (long long)row0, (long long)RY,
+                       (long long)starpu_matrix_get_nx(y));
+    SW_INSERT(&copy_rows_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &row0, sizeof row0);
 }
 
 SW_PERFMODEL(axpy_model, "sw_axpy");

@@ -472,14 +472,12 @@ void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *
     sw_check_tensor(fn, "qkv", qkv, x->T, sw_attention_qkv_cols(a));
     sw_check_tensor(fn, "att", att, x->T, sw_attention_out_cols(a));
     if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);
-    /* k and v of each new position into the cache's rows of that position */
+    /* the new positions' k and v into the cache's rows of those positions (the cache stays one handle:
+     * a partition per position would cost a partition and an unpartition per layer and step) */
     int64_t cols[3] = {(int64_t)a->aq * d, (int64_t)a->ak * d, (int64_t)a->ak * d};
-    starpu_data_handle_t *src = sw_tensor_grid(qkv, (int)L, NULL, 3, cols, STARPU_R);
-    for (int j = 0; j < 2; j++) {
-        sw_tensor *cache = j ? kv->v : kv->k;
-        for (int64_t i = 0; i < L; i++)
-            sw_copy_flat(src[3 * i + 1 + j], sw_tensor_tiles(cache, SW_ROWS, kv->max_len, STARPU_W)[p0 + i], 0);
-    }
+    starpu_data_handle_t *part = sw_tensor_split(qkv, SW_COLS, 3, cols, STARPU_R);
+    sw_copy_rows(part[1], sw_tensor_whole(kv->k, STARPU_RW), p0 * x->B);
+    sw_copy_rows(part[2], sw_tensor_whole(kv->v, STARPU_RW), p0 * x->B);
     sw_attn_args r;
     memset(&r, 0, sizeof r);
     r.batch = x->B, r.nh = a->aq, r.nkv = a->ak, r.d = (int)d;
@@ -487,6 +485,6 @@ void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *
     r.scale = 1.0f / sqrtf((float)d);
     r.head0 = x->tp.rank * a->aq, r.heads_total = a->c.heads, r.seq_total = kv->max_len;
     sw_tensor *lse = sw_scratch(x, "cached_lse", x->T, a->aq);
-    sw_attn_fwd(sw_tensor_split(qkv, SW_COLS, 3, cols, STARPU_R)[0], sw_tensor_whole(kv->k, STARPU_R),
+    sw_attn_fwd(part[0], sw_tensor_whole(kv->k, STARPU_R),
                 sw_tensor_whole(kv->v, STARPU_R), sw_tensor_whole(att, STARPU_W), sw_tensor_whole(lse, STARPU_W), &r);
 }

@@ -125,7 +125,7 @@ full-offload-kept-bytes-unmodelled|graphs/blocks.c|s/if (kin) streams += (n + K 
 pp-dw-last-ignored|graphs/layers.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
 custom-model-pp-ignored|examples/custom_model.c|s/pp = flag(argc, argv, "--pp", 1);/pp = 1;/|tests/test_pp.sh|custom model
 # generation: the KV cache, positions, rotary, the tp candidates
-gen-cache-not-appended|graphs/attention.c|s/            sw_copy_flat(src\[3 \* i + 1 + j\],/            if (0) sw_copy_flat(src[3 * i + 1 + j],/|tests/test_generate.sh|
+gen-cache-not-appended|graphs/attention.c|s/    sw_copy_rows(part\[1\], sw_tensor_whole(kv->k, STARPU_RW), p0 \* x->B);/    (void)0;/|tests/test_generate.sh|
 gen-position-ignored|graphs/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
 gen-rope-unrotated|graphs/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
 gen-candidates-not-gathered|graphs/generate.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|

@@ -185,6 +185,10 @@ void sw_bias_add(starpu_data_handle_t x, starpu_data_handle_t bias);            
  * different shapes with the same number of elements (a gradient and its
  * slice of a flat bucket). accumulate: y RW, else W. */
 void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate);
+/** y[row0 + r, c] = x[r, c] for every row r of x (y RW: its other rows
+ * kept; the same columns): new keys and values into a KV cache. Rows past
+ * y's are refused at submission (exit 2). */
+void sw_copy_rows(starpu_data_handle_t x, starpu_data_handle_t y, int64_t row0);
 /** y[1,c] = beta * y + alpha * sum_r x[r,c]; beta == 0: y accessed W. */
 void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta);
 
