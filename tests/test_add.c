@@ -180,5 +180,19 @@ int main(int argc, char **argv)
         sw_tensor_free(F);
         sw_tensor_free(W);
     }
+    /* copy_rows: a strided column tile of x's first 5 rows into rows 9..13 of a cache whose other rows stay */
+    {
+        sw_tensor *X = tu_tensor("x", R, C, x), *Y = tu_tensor("cache", 20, C / 2, y);
+        int64_t cols[2] = {C / 2, C - C / 2}, rows[2] = {5, R - 5};
+        sw_copy_rows(sw_tensor_grid(X, 2, rows, 2, cols, STARPU_R)[0], sw_tensor_whole(Y, STARPU_RW), 9);
+        float *got = tu_read(Y);
+        for (int64_t r = 0; r < 20; r++)
+            for (int64_t c = 0; c < C / 2; c++)
+                ref[r * (C / 2) + c] = r >= 9 && r < 14 ? x[(r - 9) * C + c] : y[r * (C / 2) + c];
+        tu_close("copy_rows: 5 rows of a strided tile into rows 9..13, the other rows kept", got, ref, 20 * (C / 2), 0, 0);
+        free(got);
+        sw_tensor_free(X);
+        sw_tensor_free(Y);
+    }
     return tu_finish();
 }
