@@ -47,7 +47,8 @@ static void pass_init(sw_gpt_generator *g, gen_pass *p, int L)
     const sw_gpt_config *c = &g->m->c;
     int64_t rows = (int64_t)L * g->B, h = c->hidden, hf = c->ffn / c->tp;
     sw_ctx_config xc = {.seq = L, .batch = g->B * c->dp, .tp = c->tp, .ulysses = 1, .ring = 1, .dp = c->dp,
-                        .grad_accum = 1, .tiles = c->tiles < rows ? c->tiles : (int)rows, .seed = c->seed};
+                        .grad_accum = 1, .tiles = c->tiles < rows ? c->tiles : (int)rows, .col_tiles = c->tiles,
+                        .seed = c->seed}; /* a decode step's one row per sequence: its columns still in tiles */
     sw_ctx_init(&p->x, &xc, g->m->x.comm, g->m->params);
     p->L = L;
     p->tok = sw_tensor_new2d("gen.tokens", SW_I32, rows, 1);

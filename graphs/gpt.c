@@ -38,8 +38,10 @@ typedef struct gpt_saved {
 
 static sw_ctx_config ctx_config(const sw_gpt_config *c)
 {
-    return (sw_ctx_config){c->seq, c->batch, c->tp, c->sp, c->tp_recompute_allgather, c->ulysses, c->ring,
-                           c->zigzag, c->dp, c->grad_accum, c->tiles, c->seed, c->dropout, c->dw_last};
+    return (sw_ctx_config){.seq = c->seq, .batch = c->batch, .tp = c->tp, .sp = c->sp,
+                           .tp_recompute_allgather = c->tp_recompute_allgather, .ulysses = c->ulysses,
+                           .ring = c->ring, .zigzag = c->zigzag, .dp = c->dp, .grad_accum = c->grad_accum,
+                           .tiles = c->tiles, .seed = c->seed, .dropout = c->dropout, .dw_last = c->dw_last};
 }
 
 static sw_attention_config attention_config(const sw_gpt_config *c)

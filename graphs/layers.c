@@ -118,6 +118,7 @@ void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *pa
     x->row0 = c->sp ? x->tp.rank * x->Tl : 0;
     x->Tr = x->U * x->T;
     x->P = c->tiles;
+    x->Pc = c->col_tiles > 0 ? c->col_tiles : c->tiles;
     position_runs(x);
 }
 
@@ -458,8 +459,8 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
         sw_cast(whole_r(dy), whole_w(dyg));
     }
     if (!dx_first) gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
-    for (int j = 0; j < x->P; j++)
-        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->P, STARPU_R)[j], 0, cols_w(x, dx, j),
+    for (int j = 0; j < x->Pc; j++)
+        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->Pc, STARPU_R)[j], 0, cols_w(x, dx, j),
                 1.0f, 0.0f);
     if (dx_first) {
         sw_set_task_priority(x->c.dw_last ? -1 : prio);
@@ -504,7 +505,7 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
     require_mode("sw_linear_row_forward", l, 1);
     check_linear("sw_linear_row_forward", x, l, &out_l, &in_l);
     sw_check_tensor("sw_linear_row_forward", "in", in, x->T, in_l);
-    int P = x->P;
+    int P = x->Pc; /* column tiles of the output */
     sw_tensor *part = sw_scratch(x, "part", x->T, l->out);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
     if (!tp_on(x) && l->b >= 0) {
@@ -518,7 +519,7 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
         sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_ROWS, P, STARPU_R)[j], 1, cols_w(x, part, j), 1.0f, 0.0f);
     op_done(x, x16);
     sw_tensor *y = sw_tp_g_forward(&x->tp, part, sw_scratch(x, "red", x->Tl, l->out));
-    for (int i = 0; i < P && l->b >= 0; i++) sw_bias_add(rows_rw(x, y, i), whole_r(param(x, l->b)));
+    for (int i = 0; i < x->P && l->b >= 0; i++) sw_bias_add(rows_rw(x, y, i), whole_r(param(x, l->b)));
     return y;
 }
 
@@ -608,7 +609,7 @@ void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out)
     sw_check_ptr("sw_gelu_forward", "x", x);
     sw_check_ptr("sw_gelu_forward", "in", in);
     sw_check_tensor("sw_gelu_forward", "out", out, in->rows, in->cols);
-    for (int j = 0; j < x->P; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
+    for (int j = 0; j < x->Pc; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
 }
 
 void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
@@ -616,20 +617,20 @@ void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
     sw_check_ptr("sw_gelu_backward", "x", x);
     sw_check_ptr("sw_gelu_backward", "in", in);
     sw_check_tensor("sw_gelu_backward", "grad", g, in->rows, in->cols);
-    for (int j = 0; j < x->P; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->P, STARPU_RW)[j]);
+    for (int j = 0; j < x->Pc; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->Pc, STARPU_RW)[j]);
 }
 
 /* column tiles of the gate and up halves of fc [T, 2F]: P of each */
 static starpu_data_handle_t *gated_tiles(sw_ctx *x, sw_tensor *fc, enum starpu_data_access_mode mode)
 {
     int64_t sizes[128], F = fc->cols / 2;
-    if (2 * x->P > 128) sw_usage_error("swiglu: tiles (%d) must be at most 64", x->P);
-    for (int j = 0; j < x->P; j++) {
+    if (2 * x->Pc > 128) sw_usage_error("swiglu: tiles (%d) must be at most 64", x->Pc);
+    for (int j = 0; j < x->Pc; j++) {
         int64_t first;
-        sw_tile_range(F, x->P, j, &first, &sizes[j]);
-        sizes[x->P + j] = sizes[j];
+        sw_tile_range(F, x->Pc, j, &first, &sizes[j]);
+        sizes[x->Pc + j] = sizes[j];
     }
-    return sw_tensor_split(fc, SW_COLS, 2 * x->P, sizes, mode);
+    return sw_tensor_split(fc, SW_COLS, 2 * x->Pc, sizes, mode);
 }
 
 void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
@@ -637,9 +638,9 @@ void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
     sw_check_ptr("sw_swiglu_forward", "x", x);
     sw_check_ptr("sw_swiglu_forward", "fc", fc);
     sw_check_tensor("sw_swiglu_forward", "act", act, fc->rows, fc->cols / 2);
-    for (int j = 0; j < x->P; j++) {
+    for (int j = 0; j < x->Pc; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
-        sw_swiglu_fwd(in[j], in[x->P + j], cols_w(x, act, j));
+        sw_swiglu_fwd(in[j], in[x->Pc + j], cols_w(x, act, j));
     }
 }
 
@@ -650,11 +651,11 @@ void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *df
     sw_check_ptr(fn, "fc", fc);
     sw_check_tensor(fn, "dact", dact, fc->rows, fc->cols / 2);
     sw_check_tensor(fn, "dfc", dfc, fc->rows, fc->cols);
-    for (int j = 0; j < x->P; j++) {
+    for (int j = 0; j < x->Pc; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
-        starpu_data_handle_t g = in[j], u = in[x->P + j];
+        starpu_data_handle_t g = in[j], u = in[x->Pc + j];
         starpu_data_handle_t *d = gated_tiles(x, dfc, STARPU_W);
-        sw_swiglu_bwd(g, u, cols_r(x, dact, j), d[j], d[x->P + j]);
+        sw_swiglu_bwd(g, u, cols_r(x, dact, j), d[j], d[x->Pc + j]);
     }
 }
 

@@ -67,6 +67,9 @@ typedef struct sw_ctx_config {
      * (Zero Bubble's split, ZB-H1); only where no gradient is reduced during the backward
      * (no dp, ulysses or ring): there dW goes first, for its bucket's all-reduce */
     int dw_last;
+    /** column tiles of the ops that split columns (0: tiles): a context of fewer rows than tiles (a
+     * decode step's) still splits its GEMMs' and activations' columns */
+    int col_tiles;
 } sw_ctx_config;
 
 struct sw_scratch;
@@ -91,7 +94,8 @@ typedef struct sw_ctx {
     ///@{
     int T, Tl, row0, Tr;     /**< tokens, residual rows and the first of them, attention-space rows (U T) */
     ///@}
-    int P;                   /**< tiles */
+    int P;                   /**< tiles (of rows: at most the rows of a rank) */
+    int Pc;                  /**< column tiles (sw_ctx_config.col_tiles, else tiles) */
     /** this rank's positions: runs of consecutive global positions (1, or 2 with zigzag) */
     int nlr;
     ///@{
