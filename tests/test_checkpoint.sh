@@ -1,8 +1,9 @@
 #!/bin/sh
 # Checkpoint/resume (gpt_train --save/--resume), dropout on.
-# Bit for bit, in eight layouts (one rank; 2 ranks with tp 2 + sp, with
+# Bit for bit, in nine layouts (one rank; 2 ranks with tp 2 + sp, with
 # ring 2, with dp 2 + ZeRO-1, that with bf16 GEMMs, 2 pipeline stages of 2
-# micro-batches (each rank's file holding its stage's tensors), dp 2 +
+# micro-batches (each rank's file holding its stage's tensors), that with 2
+# interleaved chunks per stage, dp 2 +
 # ZeRO-2, dp 2 + ZeRO-3 with 2 micro-batches): 10 uninterrupted
 # steps against 5 steps + save + resume + 5 steps: the logged losses of
 # steps 6-10 are identical and every rank's checkpoint after step 10
@@ -48,7 +49,8 @@ same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in bot
 }
 case=0
 for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16" \
-    "2 --pp 2 --grad-accum 2" "2 --dp 2 --zero 2" "2 --dp 2 --zero 3 --grad-accum 2"; do
+    "2 --pp 2 --grad-accum 2" "2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2" "2 --dp 2 --zero 2" \
+    "2 --dp 2 --zero 3 --grad-accum 2"; do
   want "bit for bit: $layout" || continue
   set -- $layout; np=$1; shift
   case=$((case + 1)); d="$TMPD/layout$case"; mkdir "$d"
