@@ -827,17 +827,7 @@ int main(int argc, char **argv)
             printf("gpt_train: weights written to %s (%s), no step run\n", o.save_weights,
                    sw_weights_format_name(o.weights_format));
     }
-    if (o.generate || o.steps == 0) {
-        if (log) fclose(log);
-        free(tok);
-        free(tgt);
-        data_free(&d);
-        sw_gpt_destroy(m);
-        sw_comm_destroy(comm);
-        sw_mesh_destroy(mesh);
-        sw_shutdown();
-        return 0;
-    }
+    if (o.generate || o.steps == 0) goto done; /* no training */
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
     if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
     if (o.trace) sw_trace_enable(1);
@@ -900,6 +890,7 @@ int main(int argc, char **argv)
     if (o.trace) write_trace(o.trace, c);
     if (o.dag) write_dag(o.dag, step0 + 1);
     traffic_report(m, comm, o.steps - step0, o.counters);
+done:
     if (log) fclose(log);
     free(tok);
     free(tgt);
