@@ -1,10 +1,11 @@
 // tests/test_bpe.sh's reader of the files starweave-prepare-data writes,
 // from llm.c's layouts (not from the tool's code); prints what it found on
 // one line, exits 1 where a rule is broken.
-//   node bpe_check.mjs files DIR NAME TEXT...   the shards' and the table's
-//     headers; the val and train tokens, decoded by the table, give back
-//     "<|endoftext|>" + the bytes of each TEXT, exactly; the first tokens
-//   node bpe_check.mjs sample DIR OUT TEXT...   the prompt of OUT's first
+//   node bpe_check.mjs files DIR NAME [--blank] TEXT...   the shards' and
+//     the table's headers; the val and train tokens, decoded by the table,
+//     give back "<|endoftext|>" + the bytes of each document, exactly (a
+//     TEXT; with --blank its sections); the first tokens
+//   node bpe_check.mjs sample OUT TEXT...   the prompt of OUT's first
 //     "sample (step N): PROMPT | ..." is text of the corpus
 import fs from 'node:fs';
 
@@ -43,10 +44,21 @@ function shard(file) {
   return t;
 }
 
-const corpus = (files) => Buffer.concat(files.flatMap((f) => [Buffer.from('<|endoftext|>'), fs.readFileSync(f)]));
+// the documents, each after "<|endoftext|>": the files, or with --blank
+// their "\n\n"-separated sections, "\n\n" kept but after the last
+// (llm.c's dev/data/tinyshakespeare.py)
+const EOT = Buffer.from('<|endoftext|>');
+const blank = rest[1] === '--blank';
+const docs = (files) => files.flatMap((f) => {
+  const t = fs.readFileSync(f, 'utf8');
+  if (!blank) return [t];
+  const s = t.split('\n\n');
+  return s.map((x, i) => (i < s.length - 1 ? x + '\n\n' : x));
+});
+const corpus = (files) => Buffer.concat(docs(files).flatMap((d) => [EOT, Buffer.from(d, 'utf8')]));
 
 if (mode === 'files') {
-  const [name, ...texts] = rest;
+  const [name, ...texts] = rest.filter((a) => a !== '--blank');
   const tab = table(`${dir}/gpt2_tokenizer.bin`);
   const val = shard(`${dir}/${name}_val.bin`), train = shard(`${dir}/${name}_train.bin`);
   const all = val.concat(train);
@@ -58,17 +70,18 @@ if (mode === 'files') {
     bad(`decoded tokens differ from the text at byte ${k} (${decoded.length} bytes decoded, ${want.length} expected)`);
   }
   const eots = all.filter((t) => t === 50256).length;
-  if (eots !== texts.length) bad(`${eots} end-of-text tokens for ${texts.length} documents`);
+  const ndocs = docs(texts).length;
+  if (eots !== ndocs) bad(`${eots} end-of-text tokens for ${ndocs} documents`);
   console.log(`val ${val.length} + train ${train.length} tokens decode to the ${want.length} bytes of ` +
-    `${texts.length} documents exactly; first tokens ${all.slice(0, 4).join(' ')}; table of ${tab.tokens.length} ` +
+    `${ndocs} documents exactly; first tokens ${all.slice(0, 4).join(' ')}; table of ${tab.tokens.length} ` +
     `tokens (${tab.bytes} bytes)`);
 } else if (mode === 'sample') {
-  const [out, ...texts] = rest;
+  const out = dir, texts = rest;
   const m = /sample \(step [0-9]+\): ([\s\S]*?) \| /.exec(fs.readFileSync(out, 'latin1'));
   if (!m) bad(`no sample line in ${out}`);
   const prompt = Buffer.from(m[1], 'latin1');
   if (!corpus(texts).includes(prompt)) bad(`the sample's prompt '${m[1]}' is not text of the corpus`);
-  console.log(`sample prompt '${prompt.toString('utf8').replace(/\n/g, '\\n')}' is text of the corpus`);
+  console.log(`sample prompt '${prompt.toString('utf8').replace(/\n/g, '\\\\n') /* the test's echo reads escapes */}' is text of the corpus`);
 } else {
   bad(`unknown mode ${mode}`);
 }
