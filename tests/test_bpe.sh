@@ -56,12 +56,14 @@ text() { # text SEED SENTENCES
 { printf 'Hello world! '; text 1 60; } > "$D/one.txt"
 { text 2 50; printf 'A literal <|endoftext|> is text, not the token.\n'; } > "$D/two.txt"
 
+# the files every section uses
+t0=$(date +%s)
+sh "$PREP" -o "$D/out" --name tiny "$D/one.txt" "$D/two.txt" > "$TMPD/prep.out" 2>&1
+rc=$?
+t1=$(date +%s)
+[ "$rc" = 0 ] || cat "$TMPD/prep.out"
 if want "prepare"; then
-  t0=$(date +%s)
-  sh "$PREP" -o "$D/out" --name tiny "$D/one.txt" "$D/two.txt" > "$TMPD/prep.out" 2>&1
-  rc=$?
-  [ "$rc" = 0 ] || cat "$TMPD/prep.out"
-  check "prepare 2 texts ($(wc -c < "$D/one.txt") + $(wc -c < "$D/two.txt") bytes): exit $rc in $(($(date +%s) - t0)) s; $(tail -n 1 "$TMPD/prep.out")" \
+  check "prepare 2 texts ($(wc -c < "$D/one.txt") + $(wc -c < "$D/two.txt") bytes): exit $rc in $((t1 - t0)) s; $(tail -n 1 "$TMPD/prep.out")" \
     [ "$rc" = 0 ]
   out=$(node "$top_srcdir/tests/bpe_check.mjs" files "$D/out" tiny "$D/one.txt" "$D/two.txt" 2>&1)
   check "shards and table: $out" [ $? = 0 ]
@@ -100,7 +102,7 @@ tool_bad 3 "cannot be loaded from $D/empty: Cannot find module 'gpt-tokenizer/en
   env SW_NPM_DIR="$D/empty" sh "$PREP" "$D/one.txt"
 
 M="--vocab 50257 --layers 2 --hidden 64 --heads 2 --seq 32 --batch 4"
-if want "train" && [ -f "$D/out/tiny_train.bin" ]; then
+if want "train"; then
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" $M --steps 6 --lr 3e-3 --data "$D/out/tiny_train.bin" \
     --tokenizer "$D/out/gpt2_tokenizer.bin" --sample-every 6 --sample-len 8 --save "$TMPD/ck" \
     --log "$TMPD/train.csv" > "$TMPD/train.out" 2>&1
@@ -121,7 +123,7 @@ fi
 
 # bad tokenizer tables, written from the good one
 T="$D/out/gpt2_tokenizer.bin"
-if [ -f "$T" ]; then
+if want "bad input"; then
   node -e '
     const fs = require("fs"), [t, d] = process.argv.slice(1), b = fs.readFileSync(t);
     const w = (name, buf) => fs.writeFileSync(`${d}/${name}`, buf);
