@@ -123,7 +123,7 @@ fi
 
 # bad tokenizer tables, written from the good one
 T="$D/out/gpt2_tokenizer.bin"
-if want "bad input"; then
+if [ -f "$T" ]; then
   node -e '
     const fs = require("fs"), [t, d] = process.argv.slice(1), b = fs.readFileSync(t);
     const w = (name, buf) => fs.writeFileSync(`${d}/${name}`, buf);
