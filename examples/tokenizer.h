@@ -1,5 +1,5 @@
 /* gpt_train --tokenizer: llm.c's token-to-bytes table (gpt2_tokenizer.bin,
- * written by tools/starweave-prepare-data or llm.c's train_gpt2.py), so that
+ * written by tools/prepare-data or llm.c's train_gpt2.py), so that
  * samples of a BPE vocabulary print as text. Decoding only: a prompt stays
  * token ids (tokenizing needs GPT-2's BPE: starweave-prepare-data --encode). */
 #ifndef GPT_TRAIN_TOKENIZER_H

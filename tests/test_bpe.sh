@@ -1,6 +1,7 @@
 #!/bin/sh
-# GPT-2 BPE data preparation (tools/starweave-prepare-data, the npm package
-# gpt-tokenizer) and gpt_train --tokenizer. Skipped with the reason (77)
+# GPT-2 BPE data preparation (tools/prepare-data, installed as
+# starweave-prepare-data; the npm package gpt-tokenizer) and gpt_train
+# --tokenizer. Skipped with the reason (77)
 # where node is absent or the package can be neither loaded nor installed
 # (best effort: starweave-prepare-data --install into $SW_NPM_DIR, default
 # ~/.cache/starweave/npm). From two small texts the test writes (UTF-8:
@@ -19,7 +20,7 @@
 # saying how to install).
 # SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "bad input".
 . "${top_srcdir:-.}/tests/common.sh"
-PREP="$top_srcdir/tools/starweave-prepare-data"
+PREP="$top_srcdir/tools/prepare-data"
 if ! command -v "${SW_NODE:-node}" > /dev/null 2>&1; then
   echo "SKIP: node not found (Debian: apt-get install nodejs npm)"
   exit 77

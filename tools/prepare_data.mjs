@@ -1,5 +1,5 @@
 // prepare_data.mjs: text files -> GPT-2 BPE token shards in llm.c's format
-// and llm.c's token-to-bytes table; run through tools/starweave-prepare-data,
+// and llm.c's token-to-bytes table; run through tools/prepare-data,
 // which passes the package directory (SW_NPM_DIR) and the pinned package
 // (SW_TOKENIZER_PACKAGE). The BPE itself is the npm package gpt-tokenizer
 // (its r50k_base encoding is GPT-2's: tiktoken's "gpt2"); nothing of it is
