@@ -181,6 +181,8 @@ tokenizer-length-7-bits|examples/tokenizer.c|s/size_t k = buf\[at++\];/size_t k 
 tokenizer-unused-by-samples|examples/gpt_train.c|s/if (sample_tokens.vocab) token_table_print/if (0) token_table_print/|tests/test_bpe.sh|^train$
 tokenizer-magic-unchecked|examples/tokenizer.c|s/le32(buf) != TOKENIZER_LLMC_MAGIC)/0)/|tests/test_bpe.sh|magic.bin
 tokenizer-cut-token-accepted|examples/tokenizer.c|s/if (k > len - at) {/if (k > len - at) { k = len - at; } if (0) {/|tests/test_bpe.sh|cut.bin
+tokenizer-version-unchecked|examples/tokenizer.c|s/if (version != 1 \&\& version != 2) {/if (0) {/|tests/test_bpe.sh|version.bin
+tokenizer-empty-token-accepted|examples/tokenizer.c|s/        if (k == 0) {/        if (0) {/|tests/test_bpe.sh|zero.bin
 tokenizer-trailing-bytes-accepted|examples/tokenizer.c|s/    if (at != len) {/    if (0) {/|tests/test_bpe.sh|tail.bin
 tokenizer-vocab-unchecked|examples/gpt_train.c|s/if (sample_tokens.vocab < o.cfg.vocab)/if (0)/|tests/test_bpe.sh|small.bin
 EOF

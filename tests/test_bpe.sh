@@ -14,8 +14,8 @@
 # prints the sample's prompt as text of the corpus; --generate with ids
 # from --encode prints text. Refused, exit 2 on every rank of 2, the rule
 # once: a tokenizer table of another magic, version 3, a truncated header,
-# a table cut in a token, bytes after the last token, fewer tokens than
-# --vocab, a missing file. The tool: a missing input, an unwritable output,
+# a table cut in a token and after one, a token of length 0, bytes after
+# the last token, fewer tokens than --vocab, a missing file. The tool: a missing input, an unwritable output,
 # text that is not UTF-8 (exit 2); node or the package missing (exit 3,
 # saying how to install).
 # SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "bad input".
@@ -132,11 +132,19 @@ if [ -f "$T" ]; then
     w("magic.bin", patch(0, 20240329));
     w("version.bin", patch(1, 3));
     w("short.bin", b.subarray(0, 100));
-    w("cut.bin", b.subarray(0, 200001));
+    // cut inside the bytes of the first token of 2 bytes or more after byte
+    // 200000 (its index and length in cut.txt), and at the boundary after it
+    let i = 0, at = 1024;
+    while (at < 200000 || b[at] < 2) { at += 1 + b[at]; i++; }
+    w("cut.bin", b.subarray(0, at + b[at]));
+    w("boundary.bin", b.subarray(0, at + 1 + b[at]));
+    w("cut.txt", `${i} ${b[at]}`);
     w("tail.bin", Buffer.concat([b, Buffer.from([7])]));
+    const z = Buffer.from(b); z[1024 + 1 + z[1024]] = 0;      // token 1 of length 0
+    w("zero.bin", z);
     const small = [patch(2, 300).subarray(0, 1024)];           // 300 tokens: the first 300 of GPT-2
-    let at = 1024;
-    for (let i = 0; i < 300; i++) { small.push(b.subarray(at, at + 1 + b[at])); at += 1 + b[at]; }
+    at = 1024;
+    for (let k = 0; k < 300; k++) { small.push(b.subarray(at, at + 1 + b[at])); at += 1 + b[at]; }
     w("small.bin", Buffer.concat(small));
   ' "$T" "$D"
   B="$M --data $D/out/tiny_train.bin"
@@ -145,7 +153,13 @@ if [ -f "$T" ]; then
   expect_bad 2 "tokenizer file '$D/version.bin' has version 3: versions 1 and 2 are read" $B --tokenizer "$D/version.bin"
   expect_bad 2 "tokenizer file '$D/short.bin' is truncated: 100 bytes, its header is 256 int32 (1024 bytes)" \
     $B --tokenizer "$D/short.bin"
-  expect_bad 2 "tokenizer file '$D/cut.bin' is truncated: " $B --tokenizer "$D/cut.bin"
+  read -r cut_i cut_len < "$D/cut.txt"
+  expect_bad 2 "tokenizer file '$D/cut.bin' is truncated: token $cut_i of 50257 has $cut_len bytes, the file ends $((cut_len - 1)) bytes after its length" \
+    $B --tokenizer "$D/cut.bin"
+  expect_bad 2 "tokenizer file '$D/boundary.bin' is truncated: its header counts 50257 tokens, the file ends after $((cut_i + 1))" \
+    $B --tokenizer "$D/boundary.bin"
+  expect_bad 2 "tokenizer file '$D/zero.bin': token 1 has length 0 (every token has 1 to 255 bytes)" \
+    $B --tokenizer "$D/zero.bin"
   expect_bad 2 "tokenizer file '$D/tail.bin' has 1 bytes after its 50257 tokens" $B --tokenizer "$D/tail.bin"
   expect_bad 2 "tokenizer file '$D/small.bin' holds 300 tokens but vocab is 50257: every token needs its bytes" \
     $B --tokenizer "$D/small.bin"
