@@ -28,11 +28,13 @@ fi
 export SW_NPM_DIR="${SW_NPM_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/starweave/npm}"
 if ! sh "$PREP" --encode x > "$TMPD/load.out" 2>&1; then
   echo "test_bpe: installing the tokenizer package into $SW_NPM_DIR (best effort)"
-  timeout 40 sh "$PREP" --install > "$TMPD/install.out" 2>&1
+  # one retry at most: an unreachable registry is a skip, not a wait
+  npm_config_fetch_retries=${npm_config_fetch_retries:-1} timeout 40 sh "$PREP" --install > "$TMPD/install.out" 2>&1
   rc=$?
   if [ "$rc" != 0 ]; then
     [ "$rc" = 124 ] && echo "npm did not finish in 40 s" >> "$TMPD/install.out"
-    echo "SKIP: the npm package cannot be installed ($(tail -n 1 "$TMPD/install.out"))"
+    why=$(grep -m 1 -i "^npm err" "$TMPD/install.out")
+    echo "SKIP: the npm package cannot be installed ($(tail -n 1 "$TMPD/install.out")${why:+: $why})"
     exit 77
   fi
   if ! sh "$PREP" --encode x > "$TMPD/load.out" 2>&1; then
