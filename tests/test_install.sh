@@ -98,4 +98,13 @@ for p in gpt_train collectives; do
   rc=$?
   check "$sw_bindir/$name --help (exit $rc, $(wc -l < "$TMPD/help") lines)" [ "$rc" = 0 ]
 done
+# the data-preparation tool (a sh wrapper) finds the node script installed
+# beside it; its --help is the script's, so only where node is there
+if command -v node > /dev/null 2>&1; then
+  name=$(echo prepare-data | sed "${sw_transform:-s,x,x,}")
+  "$root$sw_bindir/$name" --help > "$TMPD/help" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/help"
+  check "$sw_bindir/$name --help (exit $rc, $(wc -l < "$TMPD/help") lines)" [ "$rc" = 0 ]
+fi
 finish
