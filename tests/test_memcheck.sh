@@ -14,7 +14,7 @@ if grep -q '^#define STARWEAVE_USE_CUDA' "$top_builddir/config.h"; then
 fi
 flags="-std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="$flags -I$inc -I$s/include -I$s/codelets $(pkg-config --cflags starpu-1.3)"
-libs="$(pkg-config --libs starpumpi-1.3 starpu-1.3) ${BLAS_LIBS:--lopenblas} -lm"
+libs="$(pkg-config --libs starpumpi-1.3 starpu-1.3) ${BLAS_LIBS:--lopenblas} $(pkg-config --libs jansson 2> /dev/null || echo -ljansson) -lm"
 # the library's objects once (two attention.c: named by their directory), then gpt_train and test_misuse
 built=true
 mkdir -p "$TMPD/o"
@@ -22,7 +22,7 @@ for f in $(ls "$s"/src/*.c | grep -v comm_nccl) "$s"/codelets/*.c "$s"/graphs/*.
   o="$TMPD/o/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
   $CC $cflags -c "$f" -o "$o" >> "$TMPD/cc.log" 2>&1 || built=false
 done
-$built && $CC $flags "$TMPD"/o/*.o "$s/examples/gpt_train.c" "$s/examples/data.c" $cflags -o "$TMPD/gpt_train_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
+$built && $CC $flags "$TMPD"/o/*.o "$s/examples/gpt_train.c" "$s/examples/data.c" "$s/examples/tokenizer.c" $cflags -o "$TMPD/gpt_train_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
 $built && $CC $flags "$TMPD"/o/*.o "$s/tests/test_misuse.c" $cflags -o "$TMPD/test_misuse_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
 if ! $built; then
   cat "$TMPD/cc.log"
