@@ -368,15 +368,35 @@ static void export_raw(const char *kind, const char *name, int64_t rows, int64_t
     fprintf(xindex, "%s %s %lld %lld %s\n", kind, name, (long long)rows, (long long)cols, file);
 }
 
+/* the merged trace of every rank, its Paje twin, the overlap per rank and step (collective) */
+static void write_trace(const char *path)
+{
+    char paje[1100], overlap[1100];
+    snprintf(paje, sizeof paje, "%s.paje", path), snprintf(overlap, sizeof overlap, "%s.overlap.json", path);
+    if (sw_trace_write(path, paje, overlap) != 0) {
+        if (sw_rank() == 0) fprintf(stderr, "dit_train: could not write the trace %s\n", path);
+        return;
+    }
+    sw_overlap rows[256];
+    int n = sw_rank() == 0 ? sw_trace_overlap(rows, 256) : 0;
+    for (int i = 0; i < n && i < 256; i++)
+        printf("overlap: rank %d step %d wall %.1f ms compute %.1f ms comm %.1f ms overlap %.1f ms idle %.1f ms (comm hidden %.1f%%)\n",
+               rows[i].rank, rows[i].step, rows[i].wall_us / 1e3, rows[i].compute_us / 1e3, rows[i].comm_us / 1e3,
+               rows[i].overlap_us / 1e3, rows[i].idle_us / 1e3, 100 * rows[i].overlap_share);
+    if (sw_rank() == 0) printf("dit_train: trace in %s (Chrome/Perfetto JSON), %s, %s\n", path, paje, overlap);
+}
+
 static const char usage[] =
     "usage: [mpirun -np N] dit_train [--frames F] [--height H] [--width W] [--channels C] [--patch P]\n"
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R] [--dp D]\n"
     "         [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
-    "         [--counters] [--export DIR]\n"
+    "         [--counters] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --adaln-std S: the adaLN weights N(0, S) instead of adaLN-Zero's zeros (tests);\n"
     "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
+    "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
+    "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
     "  --export DIR (1 rank): what tests/torch_dit.py checks.\n";
 
 int main(int argc, char **argv)
@@ -395,6 +415,7 @@ int main(int argc, char **argv)
     const uint64_t seed = (uint64_t)atoll(sflag(argc, argv, "--seed", "1234"));
     const char *rname = sflag(argc, argv, "--recompute", "selective");
     const int counters = flag(argc, argv, "--counters", 0);
+    const char *trace = sflag(argc, argv, "--trace", NULL);
     xdir = sflag(argc, argv, "--export", NULL);
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
     /* every rule before any collective, on every rank (exit 2) */
@@ -547,7 +568,9 @@ int main(int argc, char **argv)
     }
 
     double total = 0;
+    if (trace) sw_trace_enable(1);
     for (int step = 1; step <= steps; step++) {
+        sw_trace_mark_step(step);
         for (int b = 0; b < batch; b++) {
             int ti = (int)((mix(mix(seed ^ 0x7473ULL) ^ (uint64_t)step) ^ mix((uint64_t)b)) % 1000); /* t in 0 .. 999 */
             double a = alpha_bar(ti);
@@ -592,6 +615,7 @@ int main(int argc, char **argv)
         export_raw("loss", "losses", steps, 1, losses);
         if (fclose(xindex)) return fprintf(stderr, "dit_train: --export: index.txt\n"), 1;
     }
+    if (trace) write_trace(trace);
     if (counters) { /* the traffic model beside what the collectives counted, on every rank */
         sw_traffic tm;
         sw_pipeline_traffic(m->pipe, &tm);

@@ -175,6 +175,15 @@ adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) 
 grid-attention-temporal-no-alltoall|graphs/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
 grid-attention-temporal-parts-unswapped|graphs/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
 grid-attention-temporal-traffic-unmodelled|graphs/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
+# the DiT model (examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
+dit-dc-not-accumulated|examples/dit_train.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&pd, batch, eps, tgt);/sw_patchify(\&pd, batch, x0, tgt);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-noise-scale-a-not-sqrt|examples/dit_train.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
+dit-temporal-as-spatial|examples/dit_train.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
+dit-kv-grad-halved|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 0.5f, 0.0f);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-qkv-shard-k-of-head-0|examples/dit_train.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
+dit-cond-of-micro-batch-0|examples/dit_train.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
+dit-temporal-traffic-unmodelled|examples/dit_train.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
 EOF
 }
 
