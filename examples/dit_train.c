@@ -389,11 +389,13 @@ static void write_trace(const char *path)
 static const char usage[] =
     "usage: [mpirun -np N] dit_train [--frames F] [--height H] [--width W] [--channels C] [--patch P]\n"
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
-    "         [--lr LR] [--seed S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R] [--dp D]\n"
-    "         [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
+    "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
+    "         [--dp D] [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
     "         [--counters] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
-    "  --adaln-std S: the adaLN weights N(0, S) instead of adaLN-Zero's zeros (tests);\n"
+    "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
+    "    adaLN-Zero's zeros (tests);\n"
+    "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
     "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
     "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
@@ -412,6 +414,7 @@ int main(int argc, char **argv)
     const int dp = flag(argc, argv, "--dp", 1), every = flag(argc, argv, "--recompute-every", 1);
     const float lr = (float)atof(sflag(argc, argv, "--lr", "1e-3"));
     const float adaln_std = (float)atof(sflag(argc, argv, "--adaln-std", "0"));
+    const float std = (float)atof(sflag(argc, argv, "--init-std", "0.02")); /* every other weight's N(0, std) */
     const uint64_t seed = (uint64_t)atoll(sflag(argc, argv, "--seed", "1234"));
     const char *rname = sflag(argc, argv, "--recompute", "selective");
     const int counters = flag(argc, argv, "--counters", 0);
@@ -460,8 +463,8 @@ int main(int argc, char **argv)
     if (t > 1)
         qkv_shard = (sw_shard){3, 0, {r * aq * d, hidden + r * aq * d, 2 * hidden + r * aq * d}, {aq * d, aq * d, aq * d}, {1, 1, 1}};
     /* before the blocks (the default unit): patch embedding, timestep embedder */
-    m->patch_emb = sw_linear_add(x, "patch_emb", SW_LINEAR_REPLICATED, ppc, hidden, 1, 0.02f, NULL, 0, NULL);
-    m->te = sw_timestep_embedder_create(x, "t_emb", FREQ, hidden, 10000.0f, 0.02f);
+    m->patch_emb = sw_linear_add(x, "patch_emb", SW_LINEAR_REPLICATED, ppc, hidden, 1, std, NULL, 0, NULL);
+    m->te = sw_timestep_embedder_create(x, "t_emb", FREQ, hidden, 10000.0f, std);
     for (int l = 0; l < layers; l++) {
         char n[14][24];
         static const char *what[14] = {"s_norm", "t_norm", "c_norm", "m_norm", "ada", "s_qkv", "s_proj", "t_qkv",
@@ -471,23 +474,23 @@ int main(int argc, char **argv)
         block_params *b = &m->blk[l];
         for (int i = 0; i < BRANCHES; i++) b->norm[i] = sw_norm_add(x, n[i], hidden, 1, 1e-6f);
         b->ada = sw_adaln_add(x, n[4], hidden, hidden, CHUNKS);
-        b->sqkv = sw_linear_add(x, n[5], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, 0.02f, &qkv_shard, 0, NULL);
-        b->sproj = sw_linear_add(x, n[6], SW_LINEAR_ROW, hidden, hidden, 1, 0.02f, NULL, 0, NULL);
-        b->tqkv = sw_linear_add(x, n[7], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, 0.02f, &qkv_shard, 0, NULL);
-        b->tproj = sw_linear_add(x, n[8], SW_LINEAR_ROW, hidden, hidden, 1, 0.02f, NULL, 0, NULL);
-        b->q = sw_linear_add(x, n[9], SW_LINEAR_COLUMN, hidden, hidden, 0, 0.02f, NULL, 0, NULL);
+        b->sqkv = sw_linear_add(x, n[5], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_shard, 0, NULL);
+        b->sproj = sw_linear_add(x, n[6], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
+        b->tqkv = sw_linear_add(x, n[7], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_shard, 0, NULL);
+        b->tproj = sw_linear_add(x, n[8], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
+        b->q = sw_linear_add(x, n[9], SW_LINEAR_COLUMN, hidden, hidden, 0, std, NULL, 0, NULL);
         /* K | V of the conditioning [2h, cond_dim]: each TP rank its 1/t of K and of V (its heads).
          * The linear layer reads the token rows only, so the model applies this weight to the
          * conditioning rows with two GEMMs (branch_forward, branch_backward). */
-        b->kv = sw_linear_add_gated(x, n[10], cond_dim, hidden, 0.02f);
-        b->cproj = sw_linear_add(x, n[11], SW_LINEAR_ROW, hidden, hidden, 1, 0.02f, NULL, 0, NULL);
-        b->fc1 = sw_linear_add(x, n[12], SW_LINEAR_COLUMN, hidden, 4 * hidden, 1, 0.02f, NULL, 0, NULL);
-        b->fc2 = sw_linear_add(x, n[13], SW_LINEAR_ROW, 4 * hidden, hidden, 1, 0.02f, NULL, 0, NULL);
+        b->kv = sw_linear_add_gated(x, n[10], cond_dim, hidden, std);
+        b->cproj = sw_linear_add(x, n[11], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
+        b->fc1 = sw_linear_add(x, n[12], SW_LINEAR_COLUMN, hidden, 4 * hidden, 1, std, NULL, 0, NULL);
+        b->fc2 = sw_linear_add(x, n[13], SW_LINEAR_ROW, 4 * hidden, hidden, 1, std, NULL, 0, NULL);
     }
     sw_params_set_unit(m->p, SW_UNIT_AFTER);
     m->final_norm = sw_norm_add(x, "final_norm", hidden, 1, 1e-6f);
     m->final_ada = sw_adaln_add(x, "final_ada", hidden, hidden, 2);
-    m->final_lin = sw_linear_add(x, "final", SW_LINEAR_REPLICATED, hidden, ppc, 1, 0.02f, NULL, 0, NULL);
+    m->final_lin = sw_linear_add(x, "final", SW_LINEAR_REPLICATED, hidden, ppc, 1, std, NULL, 0, NULL);
     m->mse = sw_row_mse_create(x, ppc);
     sw_params_allocate(m->p);
     if (adaln_std > 0) /* every adaLN weight N(0, adaln_std), the same on every rank (replicated) */
@@ -609,6 +612,21 @@ int main(int argc, char **argv)
                 export_raw("grad", sw_params_desc(m->p, i)->name, g->rows, g->cols, v);
                 free(v);
             }
+    }
+    /* the last step's reduced, clipped gradients, from the ranks holding distinct parts (the digests
+     * of test_dit_model.sh, as encoder_regress prints them): TP rank 0 for a replicated one; the first
+     * rank of the gradient group, or with ZeRO each rank its rows where it holds part of them */
+    for (int i = 0; i < sw_params_count(m->p); i++) {
+        int64_t first, rows, cols;
+        sw_tensor *g = sw_params_reduced_grad(m->p, i, &first);
+        sw_shard_shape(sw_params_desc(m->p, i), &rows, &cols);
+        if (g->rows == rows && (x->ur || x->rr || x->dp_rank)) continue; /* the whole of it: the first rank's */
+        float *v = malloc(sw_tensor_bytes(g));
+        double s2 = 0, s1 = 0;
+        sw_tensor_read_host(g, v);
+        for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
+        if (sw_params_desc(m->p, i)->shard.n || x->tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
+        free(v);
     }
     if (sw_rank() == 0 && steps > 1) printf("mean step time (steps 2 .. %d): %.1f ms\n", steps, total / (steps - 1));
     if (xdir) {

@@ -1,7 +1,10 @@
 #!/bin/sh
 # The DiT model (examples/dit_train) in every layout against one rank: the
-# losses of 3 steps (adaLN weights N(0, 0.05), so every branch counts) at
-# relative 1e-5 for Ulysses 2 and 4 and Ring 2 (spatial attention on a
+# losses of 3 steps (weights N(0, 0.2) and adaLN weights N(0, 0.1), so that
+# attention is far from uniform and every branch counts) at relative 1e-5,
+# and the last step's reduced gradients (each parameter's sum of squares
+# and of |g| over the ranks holding distinct parts: tests/encoder_compare.sh)
+# within 1e-4 (sums of squares 2e-4), for Ulysses 2 and 4 and Ring 2 (spatial attention on a
 # frame split, temporal attention after the all-to-all), tp 2 with and
 # without sp, tp 2 + sp x Ulysses 2, dp 2 (and ZeRO-1), full recomputation
 # every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
@@ -13,13 +16,16 @@
 # length of 0.
 . "${top_srcdir:-.}/tests/common.sh"
 DIT="$top_builddir/examples/dit_train"
-ARGS="--steps 3 --adaln-std 0.05"
+. "$top_srcdir/tests/encoder_compare.sh" # grads, close_grads
+ARGS="--steps 3 --init-std 0.2 --adaln-std 0.1"
 losses() { # losses FILE -> the step losses, one per line
   sed -n 's/^step *[0-9]*  loss \([0-9.e+-]*\).*/\1/p' "$1"
 }
 SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS > "$TMPD/ref" 2>&1 || cat "$TMPD/ref"
 losses "$TMPD/ref" > "$TMPD/ref.loss"
-check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss"))" [ "$(wc -l < "$TMPD/ref.loss")" = 3 ]
+grads "$TMPD/ref" > "$TMPD/ref.grads"
+check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/ref.grads") gradients" \
+  [ "$(wc -l < "$TMPD/ref.loss")" = 3 -a "$(wc -l < "$TMPD/ref.grads")" -gt 40 ]
 same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's at relative 1e-5
   np=$1; shift
   want "np=$np $*" || return 0
@@ -28,10 +34,13 @@ same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's at 
   losses "$TMPD/out" > "$TMPD/out.loss"
   worst=$(paste "$TMPD/ref.loss" "$TMPD/out.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > w) w = r; n++ }
     END { if (n != 3) print "missing"; else printf "%.1e", w }')
+  grads "$TMPD/out" > "$TMPD/out.grads"
   ok=false
-  [ "$rc" = 0 ] && [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' && ok=true
+  [ "$rc" = 0 ] && [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' \
+    && close_grads "$TMPD/ref.grads" "$TMPD/out.grads" > /dev/null && ok=true
   $ok || cat "$TMPD/out"
-  check "np=$np $*: losses $(tr '\n' ' ' < "$TMPD/out.loss")= 1 rank's, worst relative $worst (exit $rc)" $ok
+  check "np=$np $*: losses $(tr '\n' ' ' < "$TMPD/out.loss")= 1 rank's, worst relative $worst; $(wc -l < "$TMPD/out.grads") gradient \
+digests within 1e-4 of 1 rank's $(close_grads "$TMPD/ref.grads" "$TMPD/out.grads" || true) (exit $rc)" $ok
 }
 same 2 --ulysses 2
 same 4 --ulysses 4

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The DiT model (examples/dit_train) against PyTorch: dit_train --export
-# writes the initial parameters (adaLN weights N(0, 0.05) so that every
+# writes the initial parameters (adaLN weights N(0, 0.05) or more, so that every
 # branch has a gradient: adaLN-Zero's zeros would leave the blocks' own
 # parameters without one at step 1), the batch (latents, conditioning,
 # each step's noise and t), the losses of 3 AdamW steps and every step-1
@@ -29,7 +29,7 @@ dit_export() { # dit_export NAME ARGS...: export, then the oracle
 # 4 frames of 8 x 8 x 4 latents, patch 2 (16 patches a frame), hidden 32, 4 heads, 2 blocks, 6 conditioning positions
 dit_export "dit 2 blocks" --layers 2
 # another shape: 3 frames of 4 x 6 x 3 latents (a 2 x 3 patch grid), 3 heads of 8, 9 conditioning positions of 5
-# features, batch 3, a larger learning rate
-dit_export "dit other shape" --layers 1 --frames 3 --height 4 --width 6 --channels 3 --patch 2 --hidden 24 --heads 3 \
-  --cond-len 9 --cond-dim 5 --batch 3 --lr 3e-2
+# features, batch 3, a larger learning rate; weights N(0, 0.2), adaLN's N(0, 0.1): attention far from uniform
+dit_export "dit other shape" --init-std 0.2 --adaln-std 0.1 --layers 1 --frames 3 --height 4 --width 6 --channels 3 --patch 2 --hidden 24 --heads 3 \
+  --cond-len 9 --cond-dim 5 --batch 3 --lr 1e-2
 finish
