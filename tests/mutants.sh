@@ -184,6 +184,8 @@ dit-kv-grad-halved|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b
 dit-qkv-shard-k-of-head-0|examples/dit_train.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
 dit-cond-of-micro-batch-0|examples/dit_train.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
 dit-temporal-traffic-unmodelled|examples/dit_train.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
+dit-adaln-reads-c-not-silu|examples/dit_train.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-kv-grad-scaled-by-sp|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f \/ (float)(x->U * x->R), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
 EOF
 }
 
