@@ -14,6 +14,11 @@
 # wall time. With one worker per rank on a 2-core machine "beside compute"
 # says whether the graph keeps the rank's core busy while its all-to-all is
 # on the wire.
+# Ranks unbound (MPIRUN, default "mpirun --bind-to none"): with np <= cores
+# mpirun binds each rank to a core, and on 2026-11-26, with another
+# engineer's make check loading the 2 cores (load average 12), a bound
+# 2-rank run stalled 25-120 s in one step (a spinning StarPU worker and its
+# rank's MPI thread on one shared core), unbound 0.5-0.9 s.
 # usage: bench/dit.sh [steps]   (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -21,6 +26,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${BUILD:-.}
 [ -x "$BUILD/examples/dit_train" ] || { echo "dit: run from the build directory (or set BUILD)" >&2; exit 2; }
 . "$here/common.sh"
+MPIRUN=${MPIRUN:-mpirun --bind-to none}
+export MPIRUN
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model="--frames 8 --height 32 --width 32 --channels 4 --patch 2 --hidden 128 --heads 4 --layers 2 --cond-len 16 --batch 2"
