@@ -19,6 +19,7 @@
 # engineer's make check loading the 2 cores (load average 12), a bound
 # 2-rank run stalled 25-120 s in one step (a spinning StarPU worker and its
 # rank's MPI thread on one shared core), unbound 0.5-0.9 s.
+# GANTT=FILE.png: the Gantt picture of Ulysses 2's traced step (autotools/gantt-png.py).
 # usage: bench/dit.sh [steps]   (run from the build directory or set BUILD)
 set -eu
 steps=${1:-6}
@@ -68,6 +69,9 @@ run() { # run NAME NP ARGS...
   ms=$(sed -n 's/^mean step time (steps 2 .. [0-9]*): \([0-9.]*\) ms/\1/p' "$tmp/out")
   SW_TEST_TIMEOUT=600 sh "$here/../tests/mpi_launch.sh" "$np" "$BUILD/examples/dit_train" --steps 3 $model "$@" --trace "$tmp/t.json" > "$tmp/trace" 2>&1 || { cat "$tmp/trace"; return; }
   case "$*" in *ulysses*) a=$(a2a "$tmp/t.json" 3) ;; *) a="no all-to-all" ;; esac
+  if [ -n "${GANTT:-}" ] && [ "$*" = "--ulysses 2" ]; then # the Gantt picture of that step
+    /usr/bin/python3 "$here/../autotools/gantt-png.py" "$tmp/t.json" --step 3 --out "$GANTT" > /dev/null
+  fi
   printf '%-28s ms/step %8s   %s\n' "$name" "${ms:-FAILED}" "$a"
 }
 run "1 rank, 1 worker" 1
