@@ -391,12 +391,14 @@ static const char usage[] =
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
     "         [--dp D] [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
-    "         [--counters] [--trace FILE] [--export DIR]\n"
+    "         [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
     "    adaLN-Zero's zeros (tests);\n"
     "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
     "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
+    "  --memory-report: per rank and block the saved activations, the memory model's and the registered\n"
+    "    tensors' bytes, and the blocks' and the registry's bytes;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
     "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
     "  --export DIR (1 rank): what tests/torch_dit.py checks.\n";
@@ -417,7 +419,7 @@ int main(int argc, char **argv)
     const float std = (float)atof(sflag(argc, argv, "--init-std", "0.02")); /* every other weight's N(0, std) */
     const uint64_t seed = (uint64_t)atoll(sflag(argc, argv, "--seed", "1234"));
     const char *rname = sflag(argc, argv, "--recompute", "selective");
-    const int counters = flag(argc, argv, "--counters", 0);
+    const int counters = flag(argc, argv, "--counters", 0), memory = flag(argc, argv, "--memory-report", 0);
     const char *trace = sflag(argc, argv, "--trace", NULL);
     xdir = sflag(argc, argv, "--export", NULL);
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
@@ -634,6 +636,16 @@ int main(int argc, char **argv)
         if (fclose(xindex)) return fprintf(stderr, "dit_train: --export: index.txt\n"), 1;
     }
     if (trace) write_trace(trace);
+    if (memory) { /* on every rank: each block's saved bytes, the library's model beside what it registered */
+        for (int l = 0; l < layers; l++) {
+            sw_block_memory r = sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l);
+            printf("memory: rank %d block %d saved model %.0f bytes registered %.0f bytes\n", sw_rank(), l, r.model_bytes,
+                   r.registered_bytes);
+        }
+        printf("memory: rank %d blocks (residual stream, saved sets, gradient) model %.0f bytes; parameter state %.0f "
+               "bytes; layers' scratch %.0f bytes\n", sw_rank(), sw_pipeline_blocks_bytes(x, &bc, &ops, m, 0),
+               sw_params_bytes(m->p), sw_scratch_bytes(x));
+    }
     if (counters) { /* the traffic model beside what the collectives counted, on every rank */
         sw_traffic tm;
         sw_pipeline_traffic(m->pipe, &tm);

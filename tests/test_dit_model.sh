@@ -10,7 +10,9 @@
 # every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
 # recomputation); the bytes every group sent = the traffic model on every
 # rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2 and
-# tp 2 + sp x Ulysses 2; the bad input refused (exit 2 on every rank, the
+# tp 2 + sp x Ulysses 2; every block's saved bytes registered = the memory
+# model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
+# sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
 # length of 0.
@@ -72,6 +74,21 @@ traffic 2 --ulysses 2
 traffic 2 --tp 2 --sp
 traffic 2 --dp 2
 traffic 4 --tp 2 --sp --ulysses 2
+memory() { # memory NP ARGS...: every block's saved bytes on every rank = the memory model (sw_blocks_saved_bytes)
+  np=$1; shift
+  want "memory np=$np $*" || return 0
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" --steps 1 --memory-report "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  res=$(awk -v want="$((2 * np))" '/^memory: rank [0-9]+ block [0-9]+ saved model/ { n++; if ($8 != $11) bad++; s = s " " $8 }
+    END { printf "%d of %d blocks, %d off:%s", n, want, bad, s; exit !(n == want && !bad) }' "$TMPD/out")
+  ok=$?
+  [ "$rc" = 0 ] && [ "$ok" = 0 ] || cat "$TMPD/out"
+  check "memory np=$np $*: saved bytes registered = model per block and rank ($res) (exit $rc)" [ "$rc" = 0 -a "$ok" = 0 ]
+}
+memory 1
+memory 2 --ulysses 2
+memory 2 --tp 2 --sp
+memory 1 --recompute full --recompute-every 2
 bad() { # bad NP "message" ARGS...
   np=$1; msg=$2; shift 2
   want "bad input: $msg" || return 0
