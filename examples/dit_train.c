@@ -391,12 +391,14 @@ static const char usage[] =
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
     "         [--dp D] [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
-    "         [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
+    "         [--offload] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
     "    adaLN-Zero's zeros (tests);\n"
     "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
     "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
+    "  --offload: each block's saved set to the offload node after its forward, back for its backward\n"
+    "    (not with --recompute full: the library refuses it);\n"
     "  --memory-report: per rank and block the saved activations, the memory model's and the registered\n"
     "    tensors' bytes, and the blocks' and the registry's bytes;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
@@ -422,7 +424,11 @@ int main(int argc, char **argv)
     const int counters = flag(argc, argv, "--counters", 0), memory = flag(argc, argv, "--memory-report", 0);
     const char *trace = sflag(argc, argv, "--trace", NULL);
     xdir = sflag(argc, argv, "--export", NULL);
-    if (sw_init(&argc, &argv, NULL) != 0) return 1;
+    const int offload = flag(argc, argv, "--offload", 0);
+    sw_options opt;
+    sw_options_default(&opt);
+    opt.offload = offload; /* an offload memory node for the blocks' saved sets */
+    if (sw_init(&argc, &argv, &opt) != 0) return 1;
     /* every rule before any collective, on every rank (exit 2) */
     const int recompute = sw_recompute_parse(rname), cp = U * R;
     if (recompute < 0) sw_usage_error("--recompute must be none, selective or full (%s)", rname);
@@ -439,6 +445,8 @@ int main(int argc, char **argv)
     if (micro < 1 || micro > MAX_MICRO || dp < 1 || batch % (dp * micro))
         sw_usage_error("--micro (%d, at most %d) times --dp (%d) must divide --batch (%d)", micro, MAX_MICRO, dp, batch);
     if (every < 1) sw_usage_error("--recompute-every must be at least 1 (%d)", every);
+    if (offload && recompute == SW_RECOMPUTE_FULL) /* the block service's rule, checked before any collective */
+        sw_usage_error("--offload needs --recompute none or selective (full keeps only block inputs)");
     if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
     const int seq = F * S, ppc = P * P * C;
     sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = flag(argc, argv, "--sp", 0), .ulysses = U, .ring = R,
@@ -506,7 +514,8 @@ int main(int argc, char **argv)
             sw_tensor_write_host(v, w + first * hidden);
             free(w);
         }
-    sw_blocks_config bc = {.layers = layers, .rows = x->Tl, .cols = hidden, .recompute = recompute, .recompute_every = every};
+    sw_blocks_config bc = {.layers = layers, .rows = x->Tl, .cols = hidden, .recompute = recompute, .recompute_every = every,
+                           .offload = offload};
     m->pipe = sw_pipeline_create(x, &bc, &ops, &model_ops, m, 0);
     const int64_t l = x->Tl, B = x->B;
     m->pos = sw_tensor_new2d("pos", SW_F32, l, hidden);

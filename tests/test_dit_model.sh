@@ -8,14 +8,15 @@
 # frame split, temporal attention after the all-to-all), tp 2 with and
 # without sp, tp 2 + sp x Ulysses 2, dp 2 (and ZeRO-1, 2, 3; Ulysses 2 with ZeRO-3), full recomputation
 # every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
-# recomputation); the bytes every group sent = the traffic model on every
+# recomputation), offload of the saved sets (1 rank; Ulysses 2 with 2
+# micro-batches); the bytes every group sent = the traffic model on every
 # rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2 and
 # tp 2 + sp x Ulysses 2; every block's saved bytes registered = the memory
 # model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
 # sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
-# length of 0.
+# length of 0 (and offload with full recomputation, not there yet).
 . "${top_srcdir:-.}/tests/common.sh"
 DIT="$top_builddir/examples/dit_train"
 . "$top_srcdir/tests/encoder_compare.sh" # grads, close_grads
@@ -60,6 +61,8 @@ same 1 --recompute full --recompute-every 2
 same 1 --recompute none
 same 1 --micro 2
 same 2 --ulysses 2 --micro 2 --recompute full
+same 1 --offload
+same 2 --ulysses 2 --micro 2 --offload
 traffic() { # traffic NP ARGS...: the bytes sent = the model, every group of every rank
   np=$1; shift
   want "traffic np=$np $*" || return 0
@@ -98,4 +101,5 @@ bad 2 "--frames (3) must be divisible by ulysses x ring (2)" --ulysses 2 --frame
 bad 2 "patches per frame ((6/2) x (6/2) = 9) must be divisible by ulysses x ring (2)" --ulysses 2 --height 6 --width 6
 bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
 bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
+bad 2 "--offload needs --recompute none or selective" --offload --recompute full
 finish
