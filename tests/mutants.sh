@@ -187,6 +187,17 @@ tokenizer-version-unchecked|examples/tokenizer.c|s/if (version != 1 \&\& version
 tokenizer-empty-token-accepted|examples/tokenizer.c|s/        if (k == 0) {/        if (0) {/|tests/test_bpe.sh|zero.bin
 tokenizer-trailing-bytes-accepted|examples/tokenizer.c|s/    if (at != len) {/    if (0) {/|tests/test_bpe.sh|tail.bin
 tokenizer-vocab-unchecked|examples/gpt_train.c|s/if (sample_tokens.vocab < o.cfg.vocab)/if (0)/|tests/test_bpe.sh|small.bin
+# the DiT model (examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
+dit-dc-not-accumulated|examples/dit_train.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&pd, batch, eps, tgt);/sw_patchify(\&pd, batch, x0, tgt);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-noise-scale-a-not-sqrt|examples/dit_train.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
+dit-temporal-as-spatial|examples/dit_train.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
+dit-kv-grad-halved|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 0.5f, 0.0f);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-qkv-shard-k-of-head-0|examples/dit_train.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
+dit-cond-of-micro-batch-0|examples/dit_train.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
+dit-temporal-traffic-unmodelled|examples/dit_train.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
+dit-adaln-reads-c-not-silu|examples/dit_train.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-kv-grad-scaled-by-sp|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f \/ (float)(x->U * x->R), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
 EOF
 }
 

@@ -48,7 +48,7 @@ const char *sw_recompute_name(int mode);
 int sw_recompute_parse(const char *name);
 
 /** The size of a saved set. */
-enum { SW_SAVED_MAX = 32 /**< most tensors in one saved set (sw_saved) */ };
+enum { SW_SAVED_MAX = 64 /**< most tensors in one saved set (sw_saved; a DiT block of four modulated branches keeps up to 40) */ };
 /** The tensors one block keeps. */
 typedef struct sw_saved {
     char prefix[24];         /**< names: prefix.what (e.g. "h3", "m1.h3" for micro slot 1, "work0") */

@@ -1,0 +1,107 @@
+#!/bin/sh
+# The DiT model (examples/dit_train) in every layout against one rank: the
+# losses of 3 steps (weights N(0, 0.2) and adaLN weights N(0, 0.1), so that
+# attention is far from uniform and every branch counts) at relative 1e-5,
+# and the last step's reduced gradients (each parameter's sum of squares
+# and of |g| over the ranks holding distinct parts: tests/encoder_compare.sh)
+# within 1e-4 (sums of squares 2e-4), for Ulysses 2 and 4 and Ring 2 (spatial attention on a
+# frame split, temporal attention after the all-to-all), tp 2 with and
+# without sp, tp 2 + sp x Ulysses 2, dp 2 (and ZeRO-1, 2, 3; Ulysses 2 with ZeRO-3), full recomputation
+# every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
+# recomputation), offload of the saved sets (1 rank; Ulysses 2 with 2
+# micro-batches), full recomputation with offload (Open-Sora's checkpoint
+# offload: the kept inputs; 1 rank, every 2; Ulysses 2); the bytes every group sent = the traffic model on every
+# rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2 and
+# tp 2 + sp x Ulysses 2; every block's saved bytes registered = the memory
+# model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
+# sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
+# rule once): frames or patches per frame not divisible by ulysses x ring,
+# a patch size that does not divide height or width, a conditioning
+# length of 0.
+. "${top_srcdir:-.}/tests/common.sh"
+DIT="$top_builddir/examples/dit_train"
+. "$top_srcdir/tests/encoder_compare.sh" # grads, close_grads
+ARGS="--steps 3 --init-std 0.2 --adaln-std 0.1"
+losses() { # losses FILE -> the step losses, one per line
+  sed -n 's/^step *[0-9]*  loss \([0-9.e+-]*\).*/\1/p' "$1"
+}
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS > "$TMPD/ref" 2>&1 || cat "$TMPD/ref"
+losses "$TMPD/ref" > "$TMPD/ref.loss"
+grads "$TMPD/ref" > "$TMPD/ref.grads"
+check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/ref.grads") gradients" \
+  [ "$(wc -l < "$TMPD/ref.loss")" = 3 -a "$(wc -l < "$TMPD/ref.grads")" -gt 40 ]
+same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's at relative 1e-5
+  np=$1; shift
+  want "np=$np $*" || return 0
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" $ARGS "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  losses "$TMPD/out" > "$TMPD/out.loss"
+  worst=$(paste "$TMPD/ref.loss" "$TMPD/out.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > w) w = r; n++ }
+    END { if (n != 3) print "missing"; else printf "%.1e", w }')
+  grads "$TMPD/out" > "$TMPD/out.grads"
+  ok=false
+  [ "$rc" = 0 ] && [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' \
+    && close_grads "$TMPD/ref.grads" "$TMPD/out.grads" > /dev/null && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=$np $*: losses $(tr '\n' ' ' < "$TMPD/out.loss")= 1 rank's, worst relative $worst; $(wc -l < "$TMPD/out.grads") gradient \
+digests within 1e-4 of 1 rank's $(close_grads "$TMPD/ref.grads" "$TMPD/out.grads" || true) (exit $rc)" $ok
+}
+same 2 --ulysses 2
+same 4 --ulysses 4
+same 2 --ring 2
+same 2 --tp 2 --sp
+same 2 --tp 2
+same 4 --tp 2 --sp --ulysses 2
+same 2 --dp 2
+same 2 --dp 2 --zero 1
+same 2 --dp 2 --zero 2
+same 2 --dp 2 --zero 3
+same 2 --ulysses 2 --zero 3
+same 1 --recompute full
+same 1 --recompute full --recompute-every 2
+same 1 --recompute none
+same 1 --micro 2
+same 2 --ulysses 2 --micro 2 --recompute full
+same 1 --offload
+same 2 --ulysses 2 --micro 2 --offload
+same 1 --recompute full --recompute-every 2 --offload
+same 2 --ulysses 2 --recompute full --offload
+traffic() { # traffic NP ARGS...: the bytes sent = the model, every group of every rank
+  np=$1; shift
+  want "traffic np=$np $*" || return 0
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" --steps 2 --adaln-std 0.05 --counters "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  ok=false
+  [ "$rc" = 0 ] && traffic_exact "$TMPD/out" "$np" > "$TMPD/bad" && ok=true
+  $ok || cat "$TMPD/out" "$TMPD/bad"
+  check "traffic np=$np $*: bytes sent = model on every group ($(sed -n 's/^traffic: rank 0 \([a-z_]*\) group: sent \([0-9]*\) bytes .*/\1 \2/p' "$TMPD/out" | awk '$2 > 0' | tr '\n' ';')) (exit $rc)" $ok
+}
+traffic 2 --ulysses 2
+traffic 2 --tp 2 --sp
+traffic 2 --dp 2
+traffic 4 --tp 2 --sp --ulysses 2
+memory() { # memory NP ARGS...: every block's saved bytes on every rank = the memory model (sw_blocks_saved_bytes)
+  np=$1; shift
+  want "memory np=$np $*" || return 0
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" --steps 1 --memory-report "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  res=$(awk -v want="$((2 * np))" '/^memory: rank [0-9]+ block [0-9]+ saved model/ { n++; if ($8 != $11) bad++; s = s " " $8 }
+    END { printf "%d of %d blocks, %d off:%s", n, want, bad, s; exit !(n == want && !bad) }' "$TMPD/out")
+  ok=$?
+  [ "$rc" = 0 ] && [ "$ok" = 0 ] || cat "$TMPD/out"
+  check "memory np=$np $*: saved bytes registered = model per block and rank ($res) (exit $rc)" [ "$rc" = 0 -a "$ok" = 0 ]
+}
+memory 1
+memory 2 --ulysses 2
+memory 2 --tp 2 --sp
+memory 1 --recompute full --recompute-every 2
+bad() { # bad NP "message" ARGS...
+  np=$1; msg=$2; shift 2
+  want "bad input: $msg" || return 0
+  refused "$np" "$msg" "dit_train $*" "$DIT" --steps 1 "$@"
+}
+bad 2 "--frames (3) must be divisible by ulysses x ring (2)" --ulysses 2 --frames 3
+bad 2 "patches per frame ((6/2) x (6/2) = 9) must be divisible by ulysses x ring (2)" --ulysses 2 --height 6 --width 6
+bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
+bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
+finish
