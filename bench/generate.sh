@@ -1,8 +1,8 @@
 #!/bin/sh
 # Decode speed (generation with a KV cache, docs/running.md#generation):
 # W124 (GPT-2 124M, fp32) continues a 64-token prompt by N tokens, greedy,
-# batch 1 -- gpt_train --generate on 1 rank (2 CPU workers) and with tp 2
-# (2 ranks, one worker each) -- beside
+# batch 1 -- gpt_train --generate on 1 rank (2 CPU workers, no mpirun) and
+# with tp 2 (2 ranks under mpirun, one worker each) -- beside
 #   (a) the memory floor: the bytes a decode step must read (every weight
 #       once, and the KV cache of the positions so far, at the mean
 #       position) over the read bandwidth measured in the same run (a
@@ -30,12 +30,12 @@ echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d
 # weight file, not a checkpoint, loads under tp 2, whose padded vocabulary differs)
 "$BUILD/examples/gpt_train" $shape --steps 0 --save-weights "$tmp/w124.safetensors" --quiet > "$tmp/out" 2>&1 \
   || { cat "$tmp/out"; exit 1; }
-for np in 1 2; do
-  sh "$here/../tests/mpi_launch.sh" "$np" "$BUILD/examples/gpt_train" $shape --tp "$np" $( [ "$np" = 1 ] && echo --ncpus 2 ) \
-    --load-weights "$tmp/w124.safetensors" --generate "$prompt" --sample-len $((N + 1)) --sample-temperature 0 > "$tmp/gen$np" 2>&1 \
-    || { cat "$tmp/gen$np"; exit 1; }
-  echo "starweave tp $np: $(grep '^generate:' "$tmp/gen$np")"
-done
+# 1 rank without mpirun (which would bind it, its 2 workers and StarPU-MPI's thread, to one core)
+gen="--load-weights $tmp/w124.safetensors --sample-len $((N + 1)) --sample-temperature 0"
+"$BUILD/examples/gpt_train" $shape --ncpus 2 $gen --generate "$prompt" > "$tmp/gen1" 2>&1 || { cat "$tmp/gen1"; exit 1; }
+sh "$here/../tests/mpi_launch.sh" 2 "$BUILD/examples/gpt_train" $shape --tp 2 $gen --generate "$prompt" > "$tmp/gen2" 2>&1 \
+  || { cat "$tmp/gen2"; exit 1; }
+for np in 1 2; do echo "starweave tp $np: $(grep '^generate:' "$tmp/gen$np")"; done
 "$TORCH_PYTHON" "$here/torch_gpt.py" --decode "$N" --prompt "$P" --threads 2 > "$tmp/torch" 2>&1 || { cat "$tmp/torch"; exit 1; }
 sed -n 's/^\(torch_[a-z_]*\) \(.*\)/pytorch: \1 \2/p' "$tmp/torch"
 sh "$here/../tests/mpi_launch.sh" 2 "$BUILD/examples/collectives" --sizes 0.0029296875 --iters 50 --no-gather \
