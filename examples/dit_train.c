@@ -391,7 +391,7 @@ static const char usage[] =
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
     "         [--dp D] [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
-    "         [--offload] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
+    "         [--offload] [--offload-budget-mb N] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
     "    adaLN-Zero's zeros (tests);\n"
@@ -399,6 +399,7 @@ static const char usage[] =
     "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
     "  --offload: each block's saved set to the offload node after its forward, back for its backward\n"
     "    (with --recompute full: the kept block inputs, Open-Sora's checkpoint offload);\n"
+    "  --offload-budget-mb N: with --offload, the MiB of main RAM StarPU may fill (0: no limit);\n"
     "  --memory-report: per rank and block the saved activations, the memory model's and the registered\n"
     "    tensors' bytes, and the blocks' and the registry's bytes;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
@@ -428,10 +429,12 @@ int main(int argc, char **argv)
     sw_options opt;
     sw_options_default(&opt);
     opt.offload = offload; /* an offload memory node for the blocks' saved sets */
+    opt.offload_budget_mb = flag(argc, argv, "--offload-budget-mb", 0); /* main RAM StarPU may fill (0: no limit) */
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
     /* every rule before any collective, on every rank (exit 2) */
     const int recompute = sw_recompute_parse(rname), cp = U * R;
     if (recompute < 0) sw_usage_error("--recompute must be none, selective or full (%s)", rname);
+    if (opt.offload_budget_mb && !offload) sw_usage_error("--offload-budget-mb needs --offload");
     if (F < 1 || H < 1 || W < 1 || C < 1 || P < 1) sw_usage_error("--frames, --height, --width, --channels, --patch must be >= 1");
     if (H % P || W % P) sw_usage_error("--patch (%d) must divide --height (%d) and --width (%d)", P, H, W);
     if (cond_len < 1) sw_usage_error("--cond-len must be at least 1 (%d)", cond_len);
@@ -581,6 +584,7 @@ int main(int argc, char **argv)
 
     double total = 0;
     if (trace) sw_trace_enable(1);
+    if (memory) sw_memory_watch(1); /* the peak and bytes moved of StarPU's memory nodes, from the first step */
     for (int step = 1; step <= steps; step++) {
         sw_trace_mark_step(step);
         for (int b = 0; b < batch; b++) {
@@ -652,6 +656,11 @@ int main(int argc, char **argv)
         printf("memory: rank %d blocks (residual stream, saved sets, gradient) model %.0f bytes; parameter state %.0f "
                "bytes; layers' scratch %.0f bytes\n", sw_rank(), sw_pipeline_blocks_bytes(x, &bc, &ops, m, 0),
                sw_params_bytes(m->p), sw_scratch_bytes(x));
+        sw_node_memory nodes[8]; /* StarPU's memory nodes: peak use, and the bytes moved in and out */
+        for (int k = 0, n = sw_memory_nodes(nodes, 8); k < n; k++)
+            printf("memory: rank %d %s: peak %.2f MiB used (of %.0f), in %.2f MiB, out %.2f MiB\n", sw_rank(),
+                   nodes[k].name, nodes[k].peak / SW_MIB, nodes[k].total / SW_MIB, nodes[k].bytes_in / SW_MIB,
+                   nodes[k].bytes_out / SW_MIB);
     }
     if (counters) { /* the traffic model beside what the collectives counted, on every rank */
         sw_traffic tm;

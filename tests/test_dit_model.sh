@@ -10,7 +10,8 @@
 # every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
 # recomputation), offload of the saved sets (1 rank; Ulysses 2 with 2
 # micro-batches), full recomputation with offload (Open-Sora's checkpoint
-# offload: the kept inputs; 1 rank, every 2; Ulysses 2); the bytes every group sent = the traffic model on every
+# offload: the kept inputs; 1 rank, every 2; Ulysses 2; and on 1 rank under a
+# 1 MiB main-RAM budget: the same losses, bytes to the disk node and back); the bytes every group sent = the traffic model on every
 # rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2 and
 # tp 2 + sp x Ulysses 2; every block's saved bytes registered = the memory
 # model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
@@ -66,6 +67,19 @@ same 1 --offload
 same 2 --ulysses 2 --micro 2 --offload
 same 1 --recompute full --recompute-every 2 --offload
 same 2 --ulysses 2 --recompute full --offload
+# Open-Sora's checkpoint offload under a main-RAM budget below the kept inputs (4 blocks of 2048 tokens x 2
+# sequences): the same losses as without offload, StarPU's main-RAM peak within 1 MiB, bytes to the disk node and back
+if want "offload budget"; then
+  big="--steps 3 --init-std 0.2 --adaln-std 0.1 --layers 4 --frames 8 --height 32 --width 32 --batch 2 --recompute full"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $big > "$TMPD/noff" 2>&1 || cat "$TMPD/noff"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $big --offload --offload-budget-mb 1 --memory-report > "$TMPD/off" 2>&1 \
+    || cat "$TMPD/off"
+  a=$(losses "$TMPD/noff" | tr '\n' ' '); b=$(losses "$TMPD/off" | tr '\n' ' ')
+  set -- $(sed -n 's/^memory: rank 0 NUMA 0: peak \([0-9.]*\) MiB used (of \([0-9]*\)), in \([0-9.]*\) MiB, out \([0-9.]*\) MiB$/\1 \2 \3 \4/p' "$TMPD/off")
+  check "full recomputation + offload under 1 MiB: losses ($b) = without offload ($a); main RAM peak ${1:-?} MiB (of ${2:-?}), ${4:-?} MiB to the disk node, ${3:-?} MiB back" \
+    awk -v a="$a" -v b="$b" -v p="${1:-9}" -v m="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" \
+      'BEGIN { exit !(a != "" && a == b && p <= m && m == 1 && i > 0 && o > 0) }'
+fi
 traffic() { # traffic NP ARGS...: the bytes sent = the model, every group of every rank
   np=$1; shift
   want "traffic np=$np $*" || return 0
