@@ -85,8 +85,7 @@ static int64_t item(const unsigned char *p, int bytes, int is_signed)
     return (int64_t)v;
 }
 
-/* The whole file; NULL with errno set when it cannot be opened or read. */
-static unsigned char *slurp(const char *path, size_t *n)
+unsigned char *data_slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -194,7 +193,7 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
                          size_t msglen)
 {
     size_t ilen, blen;
-    unsigned char *idx = slurp(idx_path, &ilen);
+    unsigned char *idx = data_slurp(idx_path, &ilen);
     if (!idx) return fail(msg, msglen, "cannot read the Megatron index '%s': %s", idx_path, strerror(errno));
     unsigned char *bin = NULL;
     int rc = -1;
@@ -235,7 +234,7 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
              (unsigned long long)ndoc, (unsigned long long)nseq, ilen);
         goto out;
     }
-    bin = slurp(bin_path, &blen);
+    bin = data_slurp(bin_path, &blen);
     if (!bin) {
         fail(msg, msglen, "cannot open data file '%s' (the tokens of the Megatron index '%s'): %s", bin_path,
              idx_path, strerror(errno));
@@ -323,7 +322,7 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
         if (is_megatron_index(idx)) return load_megatron(idx, path, vocab, d, msg, msglen);
     }
     size_t len;
-    unsigned char *buf = slurp(path, &len);
+    unsigned char *buf = data_slurp(path, &len);
     if (!buf) return fail(msg, msglen, "cannot read data file '%s': %s", path, strerror(errno));
     int rc = 0;
     if (len >= 4 && le(buf, 4) == DATA_LLMC_MAGIC) {

@@ -27,6 +27,8 @@ typedef struct data_tokens {
  * naming the file and the rule broken in msg (nothing to free then). */
 int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msglen);
 void data_free(data_tokens *d);
+/* The whole file (malloc'd, *n bytes); NULL with errno set when it cannot be opened or read. */
+unsigned char *data_slurp(const char *path, size_t *n);
 const char *data_format_name(data_format f);
 
 /* The llm.c shard's and Megatron index's constants, for tests and tools. */

@@ -2,6 +2,7 @@
  * as llm.c's train_gpt2.py write_tokenizer writes it and llmc/tokenizer.h
  * reads it. */
 #include "tokenizer.h"
+#include "data.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -34,28 +35,10 @@ void token_table_free(token_table *t)
 int token_table_load(const char *path, token_table *t, char *msg, size_t msglen)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(msg, msglen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 20;
-            unsigned char *nb = realloc(buf, cap);
-            if (!nb) { perror("realloc"); exit(1); }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
+    size_t len = 0;
+    unsigned char *buf = data_slurp(path, &len);
+    if (!buf) return fail(msg, msglen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
     int rc = -1;
-    if (err) {
-        fail(msg, msglen, "cannot read tokenizer file '%s'", path);
-        goto out;
-    }
     if (len < 4 || le32(buf) != TOKENIZER_LLMC_MAGIC) {
         fail(msg, msglen,
              "tokenizer file '%s' is not llm.c's tokenizer table: it must begin with the int32 magic 20240328 "
