@@ -4,13 +4,12 @@
  * the next token chosen from the vocab-parallel logits, the same on every
  * tensor-parallel rank. The layers are the training model's, on a context
  * of their own whose rows are the new positions of this rank's sequences. */
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt_internal.h"
 #include "layer_util.h"
+#include "starweave/heads.h"
 #include "starweave/runtime.h"
 
 /* the tensors of one feed of L positions of the B sequences (L B rows) */
@@ -29,8 +28,6 @@ struct sw_gpt_generator {
     sw_kv_cache **kv;                        /* per layer */
     gen_pass one, many;                      /* L = 1 (decode), and the last prefill's L */
     sw_tensor *logits;                       /* [B, vocab_padded / tp]: of the last position fed */
-    sw_tensor *cand;                         /* [tp, B 2 k]: each rank's best (value, index) pairs */
-    int cand_k;
 };
 
 static void pass_free(gen_pass *p)
@@ -92,7 +89,6 @@ void sw_gpt_generator_destroy(sw_gpt_generator *g)
     pass_free(&g->one);
     pass_free(&g->many);
     sw_tensor_free(g->logits);
-    sw_tensor_free(g->cand);
     free(g);
 }
 
@@ -143,84 +139,9 @@ void sw_gpt_generator_feed(sw_gpt_generator *g, const int32_t *tok, int L)
     g->pos += L;
 }
 
-/* a uniform number in [0, 1) from (seed, position, sequence): splitmix64 */
-static double uniform(uint64_t seed, uint64_t pos, uint64_t b)
-{
-    uint64_t z = seed ^ (pos * 0x9E3779B97F4A7C15ull) ^ (b * 0xD1B54A32D192ED03ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
-}
-
-/* (value, global index) pairs: larger value first, then smaller index */
-static int by_value(const void *a, const void *b)
-{
-    const float *x = a, *y = b;
-    if (x[0] != y[0]) return x[0] < y[0] ? 1 : -1;
-    return (x[1] > y[1]) - (x[1] < y[1]);
-}
-
 void sw_gpt_generator_sample(sw_gpt_generator *g, float temperature, int top_k, uint64_t seed, int32_t *next)
 {
-    static const char *fn = "sw_gpt_generator_sample";
-    sw_check_ptr(fn, "g", g);
-    sw_check_ptr(fn, "next", next);
-    const sw_gpt_config *c = &g->m->c;
-    if (g->pos < 1) sw_usage_error("%s: nothing fed yet (sw_gpt_generator_feed)", fn);
-    if (!(temperature >= 0.0f) || top_k < 0)
-        sw_usage_error("%s: temperature (%g) and top_k (%d) must not be negative", fn, temperature, top_k);
-    const int vl = c->vocab_padded / c->tp, tp = c->tp, B = g->B;
-    const int k = temperature == 0.0f ? 1 : top_k > 0 && top_k < c->vocab ? top_k : c->vocab;
-    const int64_t v0 = (int64_t)g->m->x.tp.rank * vl;
-    float *logits = sw_xcalloc((size_t)B * (size_t)vl, sizeof *logits);
-    sw_tensor_read_host(g->logits, logits);
-    /* this rank's best k of each sequence (the padded rows of the vocabulary left out) */
-    const int kl = k < vl ? k : vl;
-    float *mine = sw_xcalloc((size_t)B * 2 * (size_t)kl, sizeof *mine), *all = mine;
-    float *pairs = sw_xcalloc((size_t)vl * 2, sizeof *pairs);
-    for (int b = 0; b < B; b++) {
-        int n = 0;
-        for (int j = 0; j < vl && v0 + j < c->vocab; j++, n++)
-            pairs[2 * n] = logits[(size_t)b * vl + j], pairs[2 * n + 1] = (float)(v0 + j);
-        qsort(pairs, (size_t)n, 2 * sizeof(float), by_value);
-        for (int j = 0; j < kl; j++) {
-            mine[((size_t)b * kl + j) * 2] = j < n ? pairs[2 * j] : -INFINITY;
-            mine[((size_t)b * kl + j) * 2 + 1] = j < n ? pairs[2 * j + 1] : -1.0f;
-        }
-    }
-    if (tp > 1) { /* every rank's, the same on every rank */
-        if (!g->cand || g->cand_k != kl) {
-            sw_tensor_free(g->cand);
-            g->cand = sw_tensor_new2d("gen.candidates", SW_F32, tp, (int64_t)B * 2 * kl);
-            g->cand_k = kl;
-        }
-        all = sw_xcalloc((size_t)tp * B * 2 * kl, sizeof *all);
-        memcpy(all + (size_t)g->m->x.tp.rank * B * 2 * kl, mine, sizeof *mine * (size_t)B * 2 * kl);
-        sw_tensor_write_host(g->cand, all);
-        sw_allgather_inplace(g->m->x.comm, SW_GROUP_TP, g->cand);
-        sw_tensor_read_host(g->cand, all);
-    }
-    float *cand = sw_xcalloc((size_t)tp * kl * 2, sizeof *cand);
-    for (int b = 0; b < B; b++) {
-        int n = 0;
-        for (int r = 0; r < tp; r++)
-            for (int j = 0; j < kl; j++) {
-                const float *e = all + (((size_t)r * B + b) * kl + j) * 2;
-                if (e[1] >= 0) cand[2 * n] = e[0], cand[2 * n + 1] = e[1], n++;
-            }
-        qsort(cand, (size_t)n, 2 * sizeof(float), by_value);
-        int pick = 0;
-        if (temperature > 0.0f) { /* softmax over the best k at the temperature, then the inverse CDF */
-            int m = k < n ? k : n;
-            double sum = 0, acc = 0, u;
-            for (int j = 0; j < m; j++) sum += exp((cand[2 * j] - cand[0]) / temperature);
-            u = uniform(seed, (uint64_t)g->pos, (uint64_t)b) * sum;
-            for (pick = 0; pick < m - 1; pick++)
-                if ((acc += exp((cand[2 * pick] - cand[0]) / temperature)) > u) break;
-        }
-        next[b] = (int32_t)cand[2 * pick + 1];
-    }
-    if (all != mine) free(all);
-    free(cand), free(pairs), free(mine), free(logits);
+    sw_check_ptr("sw_gpt_generator_sample", "g", g);
+    if (g->pos < 1) sw_usage_error("sw_gpt_generator_sample: nothing fed yet (sw_gpt_generator_feed)");
+    sw_lm_sample(&g->m->x, g->logits, g->m->c.vocab, temperature, top_k, seed, (uint64_t)g->pos, next);
 }

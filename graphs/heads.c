@@ -1,6 +1,8 @@
 /* Heads and losses on one row per sequence (see heads.h): pooling, a
  * replicated head on the pooled rows, MSE or cross-entropy over classes,
  * and the loaders of float inputs and per-sequence targets. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer_util.h"
@@ -361,4 +363,86 @@ void sw_ctx_load_seq_targets(sw_ctx *x, int k, const void *tgt, sw_tensor *targe
     const size_t row = (size_t)targets->cols * sw_dtype_size(targets->dtype);
     sw_tensor_write_host(targets, (const char *)tgt + (size_t)sw_ctx_micro_batch_first(x, k) * row);
     sw_ctx_set_micro_batch(x, k);
+}
+
+/* ------------------------------------------------------------ sampling */
+
+/* a uniform number in [0, 1) from (seed, position, sequence): splitmix64 */
+static double uniform(uint64_t seed, uint64_t pos, uint64_t b)
+{
+    uint64_t z = seed ^ (pos * 0x9E3779B97F4A7C15ull) ^ (b * 0xD1B54A32D192ED03ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* (value, global index) pairs: larger value first, then smaller index */
+static int by_value(const void *a, const void *b)
+{
+    const float *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? 1 : -1;
+    return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+void sw_lm_sample(sw_ctx *x, sw_tensor *logits_t, int vocab, float temperature, int top_k, uint64_t seed,
+                  uint64_t position, int32_t *next)
+{
+    static const char *fn = "sw_lm_sample";
+    sw_check_ptr(fn, "x", x);
+    sw_check_ptr(fn, "logits", logits_t);
+    sw_check_ptr(fn, "next", next);
+    if (!(temperature >= 0.0f) || top_k < 0 || vocab < 1)
+        sw_usage_error("%s: temperature (%g) and top_k (%d) must not be negative, vocab (%d) positive", fn, temperature,
+                       top_k, vocab);
+    const int vl = (int)logits_t->cols, tp = x->tp.t, B = (int)logits_t->rows;
+    const int k = temperature == 0.0f ? 1 : top_k > 0 && top_k < vocab ? top_k : vocab;
+    const int64_t v0 = (int64_t)x->tp.rank * vl;
+    float *logits = sw_xcalloc((size_t)B * (size_t)vl, sizeof *logits);
+    sw_tensor_read_host(logits_t, logits);
+    /* this rank's best k of each sequence (the padded rows of the vocabulary left out) */
+    const int kl = k < vl ? k : vl;
+    float *mine = sw_xcalloc((size_t)B * 2 * (size_t)kl, sizeof *mine), *all = mine;
+    float *pairs = sw_xcalloc((size_t)vl * 2, sizeof *pairs);
+    for (int b = 0; b < B; b++) {
+        int n = 0;
+        for (int j = 0; j < vl && v0 + j < vocab; j++, n++)
+            pairs[2 * n] = logits[(size_t)b * vl + j], pairs[2 * n + 1] = (float)(v0 + j);
+        qsort(pairs, (size_t)n, 2 * sizeof(float), by_value);
+        for (int j = 0; j < kl; j++) {
+            mine[((size_t)b * kl + j) * 2] = j < n ? pairs[2 * j] : -INFINITY;
+            mine[((size_t)b * kl + j) * 2 + 1] = j < n ? pairs[2 * j + 1] : -1.0f;
+        }
+    }
+    if (tp > 1) { /* every rank's, the same on every rank */
+        sw_tensor *cand = sw_tensor_new2d("candidates", SW_F32, tp, (int64_t)B * 2 * kl);
+        all = sw_xcalloc((size_t)tp * B * 2 * kl, sizeof *all);
+        memcpy(all + (size_t)x->tp.rank * B * 2 * kl, mine, sizeof *mine * (size_t)B * 2 * kl);
+        sw_tensor_write_host(cand, all);
+        sw_allgather_inplace(x->comm, SW_GROUP_TP, cand);
+        sw_tensor_read_host(cand, all);
+        sw_tensor_free(cand);
+    }
+    float *cand = sw_xcalloc((size_t)tp * kl * 2, sizeof *cand);
+    for (int b = 0; b < B; b++) {
+        int n = 0;
+        for (int r = 0; r < tp; r++)
+            for (int j = 0; j < kl; j++) {
+                const float *e = all + (((size_t)r * B + b) * kl + j) * 2;
+                if (e[1] >= 0) cand[2 * n] = e[0], cand[2 * n + 1] = e[1], n++;
+            }
+        qsort(cand, (size_t)n, 2 * sizeof(float), by_value);
+        int pick = 0;
+        if (temperature > 0.0f) { /* softmax over the best k at the temperature, then the inverse CDF */
+            int m = k < n ? k : n;
+            double sum = 0, acc = 0, u;
+            for (int j = 0; j < m; j++) sum += exp((cand[2 * j] - cand[0]) / temperature);
+            u = uniform(seed, position, (uint64_t)b) * sum;
+            for (pick = 0; pick < m - 1; pick++)
+                if ((acc += exp((cand[2 * pick] - cand[0]) / temperature)) > u) break;
+        }
+        next[b] = (int32_t)cand[2 * pick + 1];
+    }
+    if (all != mine) free(all);
+    free(cand), free(pairs), free(mine), free(logits);
 }

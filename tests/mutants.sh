@@ -128,7 +128,7 @@ custom-model-pp-ignored|examples/custom_model.c|s/pp = flag(argc, argv, "--pp", 
 gen-cache-not-appended|graphs/attention.c|s/    sw_copy_rows(part\[1\], sw_tensor_whole(kv->k, STARPU_RW), p0 \* x->B);/    (void)0;/|tests/test_generate.sh|
 gen-position-ignored|graphs/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
 gen-rope-unrotated|graphs/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
-gen-candidates-not-gathered|graphs/generate.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
+gen-candidates-not-gathered|graphs/heads.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
 # checkpoints that re-shard: a piece's place in the tensor, coverage, a collective refusal
 checkpoint-reshard-column-offset-ignored|graphs/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard
 checkpoint-reshard-block-row-offset-ignored|graphs/checkpoint.c|s/{{s->start\[b\] + lo - at, 0,/{{lo - at, 0,/|tests/test_checkpoint.sh|re-shard

@@ -330,18 +330,19 @@ typedef struct sw_gpt_generator sw_gpt_generator;
 sw_gpt_generator *sw_gpt_generator_create(sw_gpt *m, int batch, int max_len);
 /** Frees the generator. NULL: no-op. */
 void sw_gpt_generator_destroy(sw_gpt_generator *g);
-/** Submits L positions of every sequence after those fed so far: tok[i B
+/** Submits L positions of every sequence after those fed so far (the
+ * tokens written from the host first, after the previous feed's readers:
+ * sample between feeds, as decoding does, and nothing waits): tok[i B
  * + b] is sequence b's token at position pos + i (L > 1: a prompt, in one
  * pass; 1: a decode step); each layer appends their keys and values to its
  * cache and attends to every cached position up to its own. Writes the
  * logits of the last position (sw_gpt_generator_logits). Tokens outside
  * the vocabulary, or more positions than max_len: exit 2. */
 void sw_gpt_generator_feed(sw_gpt_generator *g, const int32_t *tok, int L);
-/** Blocking: next[b], the token after sequence b's last position fed --
- * the largest logit (temperature 0; ties: the smaller token), or drawn from
- * the softmax at `temperature` of the top_k largest (0: all), with a
- * uniform number from (seed, position, b) -- the same on every
- * tensor-parallel rank: each rank's best top_k are all-gathered over tp. */
+/** Blocking: next[b], the token after sequence b's last position fed
+ * (sw_lm_sample of the logits at the position fed so far: greedy at
+ * temperature 0, else top_k/temperature; the same on every tensor-parallel
+ * rank). */
 void sw_gpt_generator_sample(sw_gpt_generator *g, float temperature, int top_k, uint64_t seed, int32_t *next);
 /** [batch, vocab_padded / tp] this rank's vocabulary rows of the logits of the last position fed. */
 sw_tensor *sw_gpt_generator_logits(sw_gpt_generator *g);

@@ -126,6 +126,18 @@ void sw_ctx_load_floats(sw_ctx *x, int k, const float *in, int64_t f, sw_tensor 
  * targets [B, n], and makes k the current micro-batch. */
 void sw_ctx_load_seq_targets(sw_ctx *x, int k, const void *tgt, sw_tensor *targets);
 
+/** Blocking, for programs (generation of any model with a vocab-parallel
+ * head): next[b], the token after row b of logits [B, vocab_padded / tp]
+ * (this tensor-parallel rank's vocabulary rows, from tp rank r's first
+ * row r (vocab_padded / tp); rows at or past `vocab` are padding) -- the
+ * largest logit (temperature 0; ties: the smaller token), or drawn from the
+ * softmax at `temperature` of the top_k largest (0: all) with a uniform
+ * number from (seed, position, b). The same on every tensor-parallel rank:
+ * each rank's best top_k (one at temperature 0) are all-gathered over tp.
+ * Collective over the tp group. */
+void sw_lm_sample(sw_ctx *x, sw_tensor *logits, int vocab, float temperature, int top_k, uint64_t seed,
+                  uint64_t position, int32_t *next);
+
 #ifdef __cplusplus
 }
 #endif
