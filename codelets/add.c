@@ -3,7 +3,8 @@
  *   bias_add: x[r,c] += bias[c];     colsum: y[c] = beta y + alpha sum_r x[r,c]
  *   copy_flat: y (+)= x element by element in row-major order, shapes may
  *   differ (a gradient into its slice of a flat bucket and back)
- *   copy_rows: y[row0 + r, c] = x[r, c] (new keys and values into a KV cache) */
+ *   copy_rows: y[row0 + r, c] = x[r, c] (new keys and values into a KV cache)
+ *   zero: x[r,c] = 0 (a gradient that several tasks then add into) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,40 @@ void sw_copy_rows(starpu_data_handle_t x, starpu_data_handle_t y, int64_t row0)
                        (long long)starpu_matrix_get_nx(y));
     SW_INSERT(&copy_rows_cl, STARPU_R, x, STARPU_RW, y, STARPU_VALUE, &row0, sizeof row0);
 }
+
+/* buffers: x (W); the padding past the columns is left alone */
+static void zero_cpu(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const int64_t R = SW_ROWS_OF(buffers[0]), C = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
+    float *x = SW_F32_OF(buffers[0]);
+    for (int64_t r = 0; r < R; r++) memset(x + r * ld, 0, sizeof(float) * (size_t)C);
+}
+#ifdef STARWEAVE_USE_CUDA
+static void zero_cuda(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    const size_t ld = sizeof(float) * (size_t)SW_LD_OF(buffers[0]), width = sizeof(float) * (size_t)SW_COLS_OF(buffers[0]);
+    SW_CUDA_CHECK(cudaMemset2DAsync(SW_F32_OF(buffers[0]), ld, 0, width, (size_t)SW_ROWS_OF(buffers[0]),
+                                    starpu_cuda_get_local_stream()));
+}
+#endif
+
+SW_PERFMODEL(zero_model, "sw_zero");
+static struct starpu_codelet zero_cl = {
+    .cpu_funcs = {zero_cpu},
+    .cpu_funcs_name = {"zero_cpu"},
+#ifdef STARWEAVE_USE_CUDA
+    .cuda_funcs = {zero_cuda},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .model = &zero_model,
+    .name = "zero",
+};
+
+void sw_zero(starpu_data_handle_t x) { SW_INSERT(&zero_cl, STARPU_W, x); }
 
 SW_PERFMODEL(axpy_model, "sw_axpy");
 SW_PERFMODEL(bias_add_model, "sw_bias_add");

@@ -133,7 +133,7 @@ static void head_traffic(void *mp, sw_traffic *t)
     sw_norm_traffic(&m->x, &m->final_norm, t);
     sw_lm_head_traffic(&m->x, m->head, t);
 }
-static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
+static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
 static int flag(int argc, char **argv, const char *name, int dflt)
 {

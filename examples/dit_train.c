@@ -26,6 +26,9 @@
  *   mpirun -np 2 dit_train --ulysses 2     (spatial blocks on a frame split,
  *                                           temporal ones after the all-to-all)
  *   mpirun -np 4 dit_train --tp 2 --sp --ulysses 2 --micro 2 --recompute full
+ *   mpirun -np 2 dit_train --pp 2 --micro 4  (pipeline stages: the driver sends
+ *                                           sc from the first stage to the others
+ *                                           and their parts of its gradient back)
  * Flags: --help. --export DIR (1 rank): the initial parameters, the batch,
  * the losses and the step-1 gradients for tests/torch_dit.py. */
 #include <errno.h>
@@ -81,15 +84,17 @@ typedef struct model {
 } model;
 
 /* How the model carries c and its gradient: the block interface passes only the
- * residual stream x, so the conditioning lives in the model. embed_forward makes
- * c and sc = silu(c) of the micro-batch (sc[k], kept until its backward: a
- * forward again under full recomputation reads it too); every block reads
- * sc[k] for its modulation. In backward, head_backward *writes* dsc[k] with the
- * final modulation's gradient, each block's backward *adds* its adaLN's
- * gradient into dsc[k] (sw_copy_flat, accumulate 1), and embed_backward, after
- * every block, takes dsc[k] through silu and the timestep embedder. StarPU
- * orders these by their access to dsc[k]; one tensor per micro-batch keeps
- * micro-batches in flight apart. */
+ * residual stream x, so the conditioning lives in the model and the step driver
+ * moves it (sw_model_ops.conditioning). embed_forward makes c and sc = silu(c) of
+ * the micro-batch (sc[k], kept until its backward: a forward again under full
+ * recomputation reads it too); every block reads sc[k] for its modulation, and
+ * with pipeline stages the driver sends sc[k] from the first stage to the
+ * others. In backward the driver zeroes dsc[k], head_backward and each block's
+ * backward *add* their adaLN's gradient into it (sw_copy_flat, accumulate 1),
+ * the driver sums the stages' dsc[k] into the first stage's, and
+ * embed_backward, after every block, takes dsc[k] through silu and the
+ * timestep embedder. StarPU orders these by their access to dsc[k]; one
+ * tensor per micro-batch keeps micro-batches in flight apart. */
 
 static void keep(void *mp, sw_saved *s)
 {
@@ -282,9 +287,9 @@ static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
     sw_tensor *dfm = sw_linear_backward(x, &m->final_lin, sw_row_mse_backward(x, m->mse, m->pred, m->target[k]), m->fm, m->fm);
     sw_tensor *dn = sw_scratch(x, "dit_dn", x->Tl, m->h), *dfmod = sw_scratch(x, "dit_dfmod", x->B, 2 * m->h);
     sw_modulate_backward(x, dfm, m->nf, m->fmod[k], 0, 1, dn, dfmod);
-    /* the first term of dsc[k]: written here, the blocks add theirs */
+    /* the final adaLN's part of dsc[k] (zeroed by the driver; the blocks add theirs) */
     sw_copy_flat(sw_tensor_whole(sw_adaln_backward(x, &m->final_ada, dfmod, m->sc[k]), STARPU_R),
-                 sw_tensor_whole(m->dsc[k], STARPU_W), 0);
+                 sw_tensor_whole(m->dsc[k], STARPU_RW), 1);
     sw_norm_backward(x, &m->final_norm, dn, xL, NULL, m->nf_rstd, dxL, 0);
 }
 static sw_tensor *loss(void *mp) { return sw_row_mse_loss(((model *)mp)->mse); }
@@ -302,7 +307,10 @@ static void head_traffic(void *mp, sw_traffic *t)
     sw_linear_traffic(&m->x, &m->final_lin, t);
     sw_row_mse_traffic(&m->x, m->mse, t);
 }
-static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
+/* sc[k] and its gradient, which the driver moves between pipeline stages */
+static sw_tensor *conditioning(void *mp, int k, int grad) { return grad ? ((model *)mp)->dsc[k] : ((model *)mp)->sc[k]; }
+static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic,
+                                       conditioning};
 
 /* ---- flags ---- */
 static const char *sflag(int argc, char **argv, const char *name, const char *dflt)
@@ -390,9 +398,12 @@ static const char usage[] =
     "usage: [mpirun -np N] dit_train [--frames F] [--height H] [--width W] [--channels C] [--patch P]\n"
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
-    "         [--dp D] [--micro K] [--recompute none|selective|full] [--recompute-every K] [--zero N]\n"
+    "         [--dp D] [--pp P [--pp-virtual V]] [--micro K] [--recompute none|selective|full]\n"
+    "         [--recompute-every K] [--zero N]\n"
     "         [--offload] [--offload-budget-mb N] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
+    "  --pp P: pipeline stages of layers / P blocks (--pp-virtual V: V interleaved chunks per stage),\n"
+    "    1F1B's in-flight quota over the --micro K micro-batches;\n"
     "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
     "    adaLN-Zero's zeros (tests);\n"
     "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
@@ -417,6 +428,7 @@ int main(int argc, char **argv)
     const int steps = flag(argc, argv, "--steps", 10), micro = flag(argc, argv, "--micro", 1);
     const int tp = flag(argc, argv, "--tp", 1), U = flag(argc, argv, "--ulysses", 1), R = flag(argc, argv, "--ring", 1);
     const int dp = flag(argc, argv, "--dp", 1), every = flag(argc, argv, "--recompute-every", 1);
+    const int pp = flag(argc, argv, "--pp", 1), pp_virtual = flag(argc, argv, "--pp-virtual", 1);
     const float lr = (float)atof(sflag(argc, argv, "--lr", "1e-3"));
     const float adaln_std = (float)atof(sflag(argc, argv, "--adaln-std", "0"));
     const float std = (float)atof(sflag(argc, argv, "--init-std", "0.02")); /* every other weight's N(0, std) */
@@ -453,12 +465,12 @@ int main(int argc, char **argv)
     sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = flag(argc, argv, "--sp", 0), .ulysses = U, .ring = R,
                         .zigzag = 0 /* grid attention: whole frames */, .dp = dp, .grad_accum = micro, .tiles = 2,
                         .seed = seed, .dropout = 0.0f};
-    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = dp, .pp = 1});
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
                            .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .weight_decay = 0.01f,
-                           .clip_grad = 1.0f};
+                           .clip_grad = 1.0f, .pp_chunks = pp_virtual};
     model *m = calloc(1, sizeof *m);
     if (!m) sw_usage_error("out of memory");
     m->h = hidden, m->ppc = ppc, m->cond_dim = cond_dim, m->heads = heads, m->layers = layers, m->cond_len = cond_len;
@@ -631,6 +643,7 @@ int main(int argc, char **argv)
      * rank of the gradient group, or with ZeRO each rank its rows where it holds part of them */
     for (int i = 0; i < sw_params_count(m->p); i++) {
         int64_t first, rows, cols;
+        if (!sw_params_held(m->p, i)) continue; /* another pipeline stage's */
         sw_tensor *g = sw_params_reduced_grad(m->p, i, &first);
         sw_shard_shape(sw_params_desc(m->p, i), &rows, &cols);
         if (g->rows == rows && (x->ur || x->rr || x->dp_rank)) continue; /* the whole of it: the first rank's */

@@ -103,7 +103,7 @@ static void head_traffic(void *mp, sw_traffic *t)
     model *m = mp; sw_norm_traffic(&m->x, &m->final_norm, t);
     m->rows ? sw_linear_traffic(&m->x, &m->tok_head, t), sw_row_mse_traffic(&m->x, m->rows, t) : sw_seq_head_traffic(&m->x, m->head, t);
 }
-static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic};
+static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
 static int flag(int argc, char **argv, const char *name, int dflt)
 {

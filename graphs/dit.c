@@ -154,7 +154,9 @@ struct sw_timestep_embedder {
     sw_linear fc1, fc2;      /* [h, freq_dim], [h, h]: SAME_ROWS */
     int freq_dim;
     float max_period;
-    sw_tensor *freq, *u, *a, *da; /* [B, freq_dim] features, [B, h] fc1's output, silu of it, its gradient */
+    int micro;               /* micro-batches of a step: each keeps its own features, u and a until its backward */
+    sw_tensor **freq, **u, **a, *da; /* per micro-batch [B, freq_dim] features, [B, h] fc1's output, silu of it;
+                                      * the gradient of a (the backward's working tensor) */
 };
 
 sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, int freq_dim, int64_t h,
@@ -171,9 +173,15 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
     snprintf(n, sizeof n, "%s_fc2", name);
     te->fc2 = sw_linear_add(x, n, SW_LINEAR_REPLICATED_SAME_ROWS, h, h, 1, std, NULL, 0, NULL);
     te->freq_dim = freq_dim, te->max_period = max_period;
-    te->freq = sw_tensor_new2d("ts_freq", SW_F32, x->B, freq_dim);
-    te->u = sw_tensor_new2d("ts_fc1", SW_F32, x->B, h);
-    te->a = sw_tensor_new2d("ts_act", SW_F32, x->B, h);
+    te->micro = x->c.grad_accum > 1 ? x->c.grad_accum : 1;
+    te->freq = sw_xcalloc((size_t)te->micro, sizeof *te->freq);
+    te->u = sw_xcalloc((size_t)te->micro, sizeof *te->u);
+    te->a = sw_xcalloc((size_t)te->micro, sizeof *te->a);
+    for (int k = 0; k < te->micro; k++) {
+        te->freq[k] = sw_tensor_new2d("ts_freq", SW_F32, x->B, freq_dim);
+        te->u[k] = sw_tensor_new2d("ts_fc1", SW_F32, x->B, h);
+        te->a[k] = sw_tensor_new2d("ts_act", SW_F32, x->B, h);
+    }
     te->da = sw_tensor_new2d("ts_dact", SW_F32, x->B, h);
     return te;
 }
@@ -181,8 +189,9 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
 void sw_timestep_embedder_destroy(sw_timestep_embedder *te)
 {
     if (!te) return;
-    sw_tensor_free(te->freq), sw_tensor_free(te->u), sw_tensor_free(te->a), sw_tensor_free(te->da);
-    free(te);
+    for (int k = 0; k < te->micro; k++) sw_tensor_free(te->freq[k]), sw_tensor_free(te->u[k]), sw_tensor_free(te->a[k]);
+    sw_tensor_free(te->da);
+    free(te->freq), free(te->u), free(te->a), free(te);
 }
 
 const sw_linear *sw_timestep_embedder_linear(const sw_timestep_embedder *te, int which)
@@ -196,10 +205,11 @@ void sw_timestep_embedder_forward(sw_ctx *x, sw_timestep_embedder *te, sw_tensor
     sw_check_ptr(fn, "te", te);
     sw_check_tensor(fn, "t", t, x->B, 1);
     sw_check_tensor(fn, "out", out, x->B, te->fc2.out);
-    sw_timestep_fwd(whole_r(t), whole_w(te->freq), te->max_period);
-    sw_linear_forward(x, &te->fc1, te->freq, te->freq, te->u);
-    sw_silu_forward(x, te->u, te->a);
-    sw_linear_forward(x, &te->fc2, te->a, te->a, out);
+    const int k = x->micro;
+    sw_timestep_fwd(whole_r(t), whole_w(te->freq[k]), te->max_period);
+    sw_linear_forward(x, &te->fc1, te->freq[k], te->freq[k], te->u[k]);
+    sw_silu_forward(x, te->u[k], te->a[k]);
+    sw_linear_forward(x, &te->fc2, te->a[k], te->a[k], out);
 }
 
 void sw_timestep_embedder_backward(sw_ctx *x, sw_timestep_embedder *te, sw_tensor *dout)
@@ -208,9 +218,10 @@ void sw_timestep_embedder_backward(sw_ctx *x, sw_timestep_embedder *te, sw_tenso
     sw_check_ptr(fn, "te", te);
     sw_check_tensor(fn, "dout", dout, x->B, te->fc2.out);
     /* fc2's dx is a scratch that fc1's backward may reuse for its own dx: a copy of our own */
-    sw_copy_flat(whole_r(sw_linear_backward(x, &te->fc2, dout, te->a, te->a)), whole_w(te->da), 0);
-    sw_silu_backward(x, te->u, te->da);
-    sw_linear_backward(x, &te->fc1, te->da, te->freq, te->freq); /* no gradient to t: dx unused */
+    const int k = x->micro;
+    sw_copy_flat(whole_r(sw_linear_backward(x, &te->fc2, dout, te->a[k], te->a[k])), whole_w(te->da), 0);
+    sw_silu_backward(x, te->u[k], te->da);
+    sw_linear_backward(x, &te->fc1, te->da, te->freq[k], te->freq[k]); /* no gradient to t: dx unused */
 }
 
 /* -------------------------------------------- patch embedding (host side) */

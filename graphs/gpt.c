@@ -236,7 +236,7 @@ static void head_traffic(void *model, sw_traffic *t)
 }
 
 static const sw_model_ops model_ops = {embed_forward, embed_backward, head_forward, head_backward,
-                                       model_loss, embed_traffic, head_traffic};
+                                       model_loss, embed_traffic, head_traffic, NULL};
 
 /* --------------------------------------------------------------- model */
 

@@ -233,7 +233,14 @@ int sw_pipeline_stage(const sw_pipeline *s, int *stages)
  * on its own (both ends submit a chunk's micro-batches in order), so the
  * order across boundaries may differ between the two ends. */
 static int channel(int j, int backward) { return 2 * j + backward; }
-enum { LOSS_CHANNEL = SW_P2P_CHANNELS - 1 };
+/* past every boundary's (pp V <= SW_P2P_CHANNELS / 2 - 1: plan) */
+enum { COND_CHANNEL = SW_P2P_CHANNELS - 3, DCOND_CHANNEL = SW_P2P_CHANNELS - 2, LOSS_CHANNEL = SW_P2P_CHANNELS - 1 };
+
+/* The model's conditioning of micro-batch k (its value, or gradient), or NULL */
+static sw_tensor *conditioning(sw_pipeline *s, int k, int grad)
+{
+    return s->mops.conditioning ? s->mops.conditioning(s->model, k, grad) : NULL;
+}
 
 /* micro-batch k's forward through chunk c: its input (the embedding, or
  * the previous virtual stage's output), its blocks into micro slot k mod
@@ -250,7 +257,12 @@ static void forward(sw_pipeline *s, int step, int c, int k)
         sw_params_gather_unit(s->x->params, SW_UNIT_BEFORE, 0); /* ZeRO-3 */
         s->mops.embed_forward(s->model, step, sw_blocks_input(b));
         sw_params_release_unit(s->x->params, SW_UNIT_BEFORE, 0);
-    } else sw_recv_on(s->x->comm, SW_GROUP_PP, channel(j - 1, 0), sw_blocks_input(b), (s->stage + s->pp - 1) % s->pp);
+        sw_tensor *cond = conditioning(s, k, 0); /* to every other stage */
+        for (int r = 1; r < s->pp && cond; r++) sw_send_on(s->x->comm, SW_GROUP_PP, COND_CHANNEL, cond, r);
+    } else {
+        sw_recv_on(s->x->comm, SW_GROUP_PP, channel(j - 1, 0), sw_blocks_input(b), (s->stage + s->pp - 1) % s->pp);
+        if (c == 0 && conditioning(s, k, 0)) sw_recv_on(s->x->comm, SW_GROUP_PP, COND_CHANNEL, conditioning(s, k, 0), 0);
+    }
     sw_blocks_forward(b, step);
     if (j < J - 1) sw_send_on(s->x->comm, SW_GROUP_PP, channel(j, 0), sw_blocks_output(b), (s->stage + 1) % s->pp);
 }
@@ -268,6 +280,8 @@ static void backward(sw_pipeline *s, int step, int c, int k)
     sw_tensor *dx = sw_blocks_grad(b);
     sw_ctx_set_micro_batch(x, k);
     sw_blocks_set_micro_slot(b, k % s->slots[c]);
+    sw_tensor *dcond = conditioning(s, k, 1);
+    if (c == s->V - 1 && dcond) sw_zero(sw_tensor_whole(dcond, STARPU_W)); /* this stage's first backward of k */
     if (j == J - 1) {
         sw_params_gather_unit(x->params, SW_UNIT_AFTER, 1); /* ZeRO-2/3: for the head's forward and backward */
         sw_trace_set_phase(SW_PHASE_FORWARD, -1);
@@ -279,10 +293,18 @@ static void backward(sw_pipeline *s, int step, int c, int k)
     sw_blocks_backward(b, step);
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     if (j == 0) {
+        for (int r = 1; r < s->pp && dcond; r++) { /* every other stage's part of the conditioning's gradient */
+            sw_tensor *part = sw_scratch(x, "pipeline_dcond", dcond->rows, dcond->cols);
+            sw_recv_on(x->comm, SW_GROUP_PP, DCOND_CHANNEL, part, r);
+            sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);
+        }
         sw_params_gather_unit(x->params, SW_UNIT_BEFORE, 1);
         s->mops.embed_backward(s->model, step, dx);
         sw_params_release_unit(x->params, SW_UNIT_BEFORE, 1);
-    } else sw_send_on(x->comm, SW_GROUP_PP, channel(j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
+    } else {
+        sw_send_on(x->comm, SW_GROUP_PP, channel(j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
+        if (c == 0 && dcond) sw_send_on(x->comm, SW_GROUP_PP, DCOND_CHANNEL, dcond, 0); /* this stage's last backward of k */
+    }
     sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);
 }
 
@@ -328,5 +350,12 @@ void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)
     }
     if (last && s->mops.head_traffic) s->mops.head_traffic(s->model, t);
     if (last) t->backward[SW_GROUP_PP] += (s->pp - 1) * sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, 1, 1);
+    for (int k = 0; k < K && s->pp > 1; k++) { /* the conditioning to every other stage, its gradients back */
+        sw_tensor *cond = conditioning(s, k, 0);
+        if (!cond) break;
+        double bytes = sw_comm_bytes(c, SW_GROUP_PP, SW_COLL_SEND, cond->rows, cond->cols);
+        if (first) t->forward[SW_GROUP_PP] += (s->pp - 1) * bytes;
+        else t->backward[SW_GROUP_PP] += bytes;
+    }
     sw_params_traffic(s->x->params, t);
 }

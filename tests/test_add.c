@@ -1,7 +1,7 @@
 /* sw_add, sw_axpy, sw_bias_add, sw_colsum against double references: whole,
  * row tiles and strided column tiles; colsum with beta 0 (y write-only, NaN
  * contents ignored) and beta 1, accumulated over row tiles, and into a
- * strided [C,1] vector. These ops are linear: no backward codelets. */
+ * strided [C,1] vector; sw_zero on a column tile. These ops are linear: no backward codelets. */
 #include <string.h>
 
 #include "testutil.h"
@@ -98,6 +98,19 @@ int main(int argc, char **argv)
             sw_tensor_free(X);
             sw_tensor_free(Y);
         }
+    }
+    /* zero: column tile 1 of 2 of a NaN-filled tensor; the other tile left alone */
+    {
+        sw_tensor *X = tu_tensor("zeroed", R, C, x);
+        starpu_data_handle_t *xt = sw_tensor_tiles(X, SW_COLS, 2, STARPU_W);
+        sw_zero(xt[1]);
+        float *got = tu_read(X);
+        int64_t c0 = C - C / 2, zeros = 0, kept = 0; /* tile 1: columns c0 .. C - 1 */
+        for (int i = 0; i < N; i++) i % C >= c0 ? (zeros += got[i] == 0.0f) : (kept += got[i] == x[i]);
+        tu_true("zero: a column tile's every element 0", zeros == (int64_t)R * (C - c0));
+        tu_true("zero: the other column tile untouched", kept == (int64_t)R * c0);
+        free(got);
+        sw_tensor_free(X);
     }
     /* colsum wider than one block of accumulated columns */
     {

@@ -11,14 +11,16 @@
 # recomputation), offload of the saved sets (1 rank; Ulysses 2 with 2
 # micro-batches), full recomputation with offload (Open-Sora's checkpoint
 # offload: the kept inputs; 1 rank, every 2; Ulysses 2; and on 1 rank under a
-# 1 MiB main-RAM budget: the same losses, bytes to the disk node and back); the bytes every group sent = the traffic model on every
-# rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2 and
-# tp 2 + sp x Ulysses 2; every block's saved bytes registered = the memory
+# 1 MiB main-RAM budget: the same losses, bytes to the disk node and back); pipeline stages (pp 2 with 2
+# micro-batches, pp 2 x Ulysses 2 with full recomputation, pp 2 x 2 interleaved chunks of a 4-block model
+# against one rank's 4 blocks: the driver moves the timestep embedding between stages); the bytes every
+# group sent = the traffic model on every rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2,
+# tp 2 + sp x Ulysses 2 and pp 2; every block's saved bytes registered = the memory
 # model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
 # sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
-# length of 0.
+# length of 0, blocks not divisible by the pipeline stages.
 . "${top_srcdir:-.}/tests/common.sh"
 DIT="$top_builddir/examples/dit_train"
 . "$top_srcdir/tests/encoder_compare.sh" # grads, close_grads
@@ -31,21 +33,22 @@ losses "$TMPD/ref" > "$TMPD/ref.loss"
 grads "$TMPD/ref" > "$TMPD/ref.grads"
 check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/ref.grads") gradients" \
   [ "$(wc -l < "$TMPD/ref.loss")" = 3 -a "$(wc -l < "$TMPD/ref.grads")" -gt 40 ]
-same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's at relative 1e-5
+same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's ($TMPD/$REF, default ref) at relative 1e-5
   np=$1; shift
   want "np=$np $*" || return 0
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" $ARGS "$@" > "$TMPD/out" 2>&1
   rc=$?
   losses "$TMPD/out" > "$TMPD/out.loss"
-  worst=$(paste "$TMPD/ref.loss" "$TMPD/out.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > w) w = r; n++ }
+  ref="$TMPD/${REF:-ref}"
+  worst=$(paste "$ref.loss" "$TMPD/out.loss" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > w) w = r; n++ }
     END { if (n != 3) print "missing"; else printf "%.1e", w }')
   grads "$TMPD/out" > "$TMPD/out.grads"
   ok=false
   [ "$rc" = 0 ] && [ "$worst" != missing ] && awk -v w="$worst" 'BEGIN { exit !(w <= 1e-5) }' \
-    && close_grads "$TMPD/ref.grads" "$TMPD/out.grads" > /dev/null && ok=true
+    && close_grads "$ref.grads" "$TMPD/out.grads" > /dev/null && ok=true
   $ok || cat "$TMPD/out"
   check "np=$np $*: losses $(tr '\n' ' ' < "$TMPD/out.loss")= 1 rank's, worst relative $worst; $(wc -l < "$TMPD/out.grads") gradient \
-digests within 1e-4 of 1 rank's $(close_grads "$TMPD/ref.grads" "$TMPD/out.grads" || true) (exit $rc)" $ok
+digests within 1e-4 of 1 rank's $(close_grads "$ref.grads" "$TMPD/out.grads" || true) (exit $rc)" $ok
 }
 same 2 --ulysses 2
 same 4 --ulysses 4
@@ -67,6 +70,14 @@ same 1 --offload
 same 2 --ulysses 2 --micro 2 --offload
 same 1 --recompute full --recompute-every 2 --offload
 same 2 --ulysses 2 --recompute full --offload
+# pipeline stages: the timestep embedding sc from the first stage to the other, its gradient back
+same 2 --pp 2 --micro 2
+same 4 --pp 2 --ulysses 2 --micro 2 --recompute full
+# interleaved chunks: 2 stages x 2 chunks of a 4-block model against one rank's 4 blocks
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS --layers 4 > "$TMPD/ref4" 2>&1 || cat "$TMPD/ref4"
+losses "$TMPD/ref4" > "$TMPD/ref4.loss"
+grads "$TMPD/ref4" > "$TMPD/ref4.grads"
+REF=ref4 same 2 --layers 4 --pp 2 --pp-virtual 2 --micro 2
 # Open-Sora's checkpoint offload under a main-RAM budget below the kept inputs (4 blocks of 2048 tokens x 2
 # sequences): the same losses as without offload, StarPU's main-RAM peak within 1 MiB, bytes to the disk node and back
 if want "offload budget"; then
@@ -94,6 +105,7 @@ traffic 2 --ulysses 2
 traffic 2 --tp 2 --sp
 traffic 2 --dp 2
 traffic 4 --tp 2 --sp --ulysses 2
+traffic 2 --pp 2 --micro 2
 memory() { # memory NP ARGS...: every block's saved bytes on every rank = the memory model (sw_blocks_saved_bytes)
   np=$1; shift
   want "memory np=$np $*" || return 0
@@ -118,4 +130,5 @@ bad 2 "--frames (3) must be divisible by ulysses x ring (2)" --ulysses 2 --frame
 bad 2 "patches per frame ((6/2) x (6/2) = 9) must be divisible by ulysses x ring (2)" --ulysses 2 --height 6 --width 6
 bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
 bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
+bad 2 "the blocks (3) must be divisible by the pipeline stages times their chunks (pp 2 x 1)" --pp 2 --layers 3
 finish

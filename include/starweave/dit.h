@@ -101,7 +101,9 @@ void sw_timestep_embedder_destroy(sw_timestep_embedder *te);
 /** The two linears (their parameter indices). */
 const sw_linear *sw_timestep_embedder_linear(const sw_timestep_embedder *te, int which);
 /** out [B, h] from t [B, 1] fp32 (sw_ctx_load_seq_targets loads it); the
- * intermediate tensors stay until the backward */
+ * intermediate tensors stay until the backward, one set per micro-batch of
+ * the step (the context's micro: several may be in flight, as on a
+ * pipeline stage) */
 void sw_timestep_embedder_forward(sw_ctx *x, sw_timestep_embedder *te, sw_tensor *t, sw_tensor *out);
 /** The weight gradients from dout [B, h] (the same on every rank sharing the sequences) */
 void sw_timestep_embedder_backward(sw_ctx *x, sw_timestep_embedder *te, sw_tensor *dout);

@@ -189,6 +189,9 @@ void sw_copy_flat(starpu_data_handle_t x, starpu_data_handle_t y, int accumulate
  * kept; the same columns): new keys and values into a KV cache. Rows past
  * y's are refused at submission (exit 2). */
 void sw_copy_rows(starpu_data_handle_t x, starpu_data_handle_t y, int64_t row0);
+/** x = 0 (W; a view's padding columns are left alone): a gradient that
+ * several tasks then add into. */
+void sw_zero(starpu_data_handle_t x);
 /** y[1,c] = beta * y + alpha * sum_r x[r,c]; beta == 0: y accessed W. */
 void sw_colsum(starpu_data_handle_t x, starpu_data_handle_t y, float alpha, float beta);
 

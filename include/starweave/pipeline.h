@@ -69,6 +69,16 @@ typedef struct sw_model_ops {
     void (*embed_traffic)(void *model, sw_traffic *t);
     /** optional, for the traffic model: adds what head_forward and head_backward send for one step */
     void (*head_traffic)(void *model, sw_traffic *t);
+    /** optional (NULL: none): a per-micro-batch conditioning that blocks (and the head) read besides
+     * the residual stream -- a DiT's timestep embedding, made by embed_forward -- and its gradient,
+     * which they add into: micro-batch k's value (grad 0) or gradient (grad 1), fp32 tensors of
+     * the same shape on every stage. The driver zeroes the gradient on each stage before that
+     * stage's first backward of k (so head_backward and every block's backward add into it).
+     * With pipeline stages the first stage sends the value to every other stage after
+     * embed_forward, before their first forward of k, and every other stage sends its gradient
+     * back after its last backward of k; the first stage adds them into its own before
+     * embed_backward, which then holds the sum over every block and the head. */
+    sw_tensor *(*conditioning)(void *model, int k, int grad);
 } sw_model_ops;
 
 /** A model's step driver (opaque): sw_pipeline_create. */
