@@ -399,11 +399,12 @@ static const char usage[] =
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
     "         [--dp D] [--pp P [--pp-virtual V]] [--micro K] [--recompute none|selective|full]\n"
-    "         [--recompute-every K] [--zero N]\n"
+    "         [--recompute-every K] [--zero N] [--dtype fp32|bf16]\n"
     "         [--offload] [--offload-budget-mb N] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --pp P: pipeline stages of layers / P blocks (--pp-virtual V: V interleaved chunks per stage),\n"
     "    1F1B's in-flight quota over the --micro K micro-batches;\n"
+    "  --dtype bf16: the linears' GEMMs on bf16 operands (fp32 accumulation, fp32 master weights);\n"
     "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
     "    adaLN-Zero's zeros (tests);\n"
     "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
@@ -433,7 +434,7 @@ int main(int argc, char **argv)
     const float adaln_std = (float)atof(sflag(argc, argv, "--adaln-std", "0"));
     const float std = (float)atof(sflag(argc, argv, "--init-std", "0.02")); /* every other weight's N(0, std) */
     const uint64_t seed = (uint64_t)atoll(sflag(argc, argv, "--seed", "1234"));
-    const char *rname = sflag(argc, argv, "--recompute", "selective");
+    const char *rname = sflag(argc, argv, "--recompute", "selective"), *dtype = sflag(argc, argv, "--dtype", "fp32");
     const int counters = flag(argc, argv, "--counters", 0), memory = flag(argc, argv, "--memory-report", 0);
     const char *trace = sflag(argc, argv, "--trace", NULL);
     xdir = sflag(argc, argv, "--export", NULL);
@@ -446,6 +447,7 @@ int main(int argc, char **argv)
     /* every rule before any collective, on every rank (exit 2) */
     const int recompute = sw_recompute_parse(rname), cp = U * R;
     if (recompute < 0) sw_usage_error("--recompute must be none, selective or full (%s)", rname);
+    if (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) sw_usage_error("--dtype must be fp32 or bf16 (%s)", dtype);
     if (opt.offload_budget_mb && !offload) sw_usage_error("--offload-budget-mb needs --offload");
     if (F < 1 || H < 1 || W < 1 || C < 1 || P < 1) sw_usage_error("--frames, --height, --width, --channels, --patch must be >= 1");
     if (H % P || W % P) sw_usage_error("--patch (%d) must divide --height (%d) and --width (%d)", P, H, W);
@@ -467,7 +469,7 @@ int main(int argc, char **argv)
                         .seed = seed, .dropout = 0.0f};
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
-    sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
+    sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = strcmp(dtype, "bf16") ? SW_F32 : SW_BF16, .grad_accum = micro, .bucket_mb = 25.0f,
                            .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .weight_decay = 0.01f,
                            .clip_grad = 1.0f, .pp_chunks = pp_virtual};

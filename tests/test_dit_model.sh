@@ -20,7 +20,8 @@
 # sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
-# length of 0, blocks not divisible by the pipeline stages.
+# length of 0, blocks not divisible by the pipeline stages. --dtype bf16 on
+# one rank: losses within 2^-7 of fp32's, GEMMs on bf16 operands counted.
 . "${top_srcdir:-.}/tests/common.sh"
 DIT="$top_builddir/examples/dit_train"
 . "$top_srcdir/tests/encoder_compare.sh" # grads, close_grads
@@ -91,6 +92,15 @@ if want "offload budget"; then
     awk -v a="$a" -v b="$b" -v p="${1:-9}" -v m="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" \
       'BEGIN { exit !(a != "" && a == b && p <= m && m == 1 && i > 0 && o > 0) }'
 fi
+# bf16 GEMM operands on one rank: the losses within bf16's precision (2^-7 relative) of fp32's, not identical,
+# and the GEMMs that read bf16 operands counted
+if want "bf16"; then
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS --dtype bf16 --counters > "$TMPD/bf16" 2>&1 || cat "$TMPD/bf16"
+  n16=$(sed -n 's/^counters: rank 0:.* gemm_bf16=\([0-9]*\).*/\1/p' "$TMPD/bf16")
+  out=$(losses "$TMPD/bf16" | paste "$TMPD/ref.loss" - | awk '{ n++; r = ($2 - $1) / $1; if (r < 0) r = -r; if (r > w) w = r; if ($1 != $2) d++ }
+    END { printf "%d steps, worst relative difference %.3g, %d differ", n, w, d; exit !(n == 3 && w <= 1 / 128 && d > 0) }')
+  check "--dtype bf16 vs fp32 losses: $out; ${n16:-no} GEMMs on bf16 operands" [ $? = 0 -a "${n16:-0}" -gt 0 ]
+fi
 traffic() { # traffic NP ARGS...: the bytes sent = the model, every group of every rank
   np=$1; shift
   want "traffic np=$np $*" || return 0
@@ -131,4 +141,5 @@ bad 2 "patches per frame ((6/2) x (6/2) = 9) must be divisible by ulysses x ring
 bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
 bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
 bad 2 "the blocks (3) must be divisible by the pipeline stages times their chunks (pp 2 x 1)" --pp 2 --layers 3
+bad 1 "--dtype must be fp32 or bf16 (fp16)" --dtype fp16
 finish
