@@ -3,8 +3,9 @@
 # of the all-to-all time runs beside compute.
 # Layouts: one rank (1 and 2 CPU workers), Ulysses 2 and 4 (spatial attention
 # on a frame split, temporal attention after the all-to-all of its Q/K/V and
-# back), tp 2 + sp, dp 2 -- every rank with one CPU worker (tests/mpi_launch.sh)
-# unless said. Step time: the mean of steps 2..N as dit_train prints it.
+# back), tp 2 + sp, dp 2, pipeline stages (pp 2: one block a stage, the
+# timestep embedding sent from the first stage), and bf16 GEMM operands on one
+# rank -- every rank with one CPU worker (tests/mpi_launch.sh) unless said. Step time: the mean of steps 2..N as dit_train prints it.
 # All-to-all: from a trace of the same run (dit_train --trace; last step,
 # rank 0): "a2a ms" is the union of the intervals in which an all-to-all
 # message of that rank is in flight (the trace's transfer records, from the
@@ -81,3 +82,5 @@ run "tp 2 + sp (2 ranks)" 2 --tp 2 --sp
 run "dp 2 (2 ranks)" 2 --dp 2
 run "ulysses 4 (4 ranks)" 4 --ulysses 4
 run "tp 2 + sp x ulysses 2 (4)" 4 --tp 2 --sp --ulysses 2
+run "pp 2, 2 micro-batches (2)" 2 --pp 2 --micro 2
+STARPU_NCPU=2 run "1 rank, 2 workers, bf16" 1 --dtype bf16
