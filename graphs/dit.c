@@ -178,6 +178,12 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
     return te;
 }
 
+double sw_timestep_embedder_bytes(const sw_ctx *x, int freq_dim, int64_t h)
+{
+    sw_check_ptr("sw_timestep_embedder_bytes", "x", x);
+    return 4.0 * (double)x->B * ((double)freq_dim + 3.0 * (double)h); /* freq, u, a, da (create's) */
+}
+
 void sw_timestep_embedder_destroy(sw_timestep_embedder *te)
 {
     if (!te) return;
