@@ -198,6 +198,13 @@ dit-cond-of-micro-batch-0|examples/dit_train.c|s/m->cond\[x->micro\]/m->cond[0]/
 dit-temporal-traffic-unmodelled|examples/dit_train.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
 dit-adaln-reads-c-not-silu|examples/dit_train.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
 dit-kv-grad-scaled-by-sp|examples/dit_train.c|s/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);/sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f \/ (float)(x->U * x->R), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
+# the DiT's whole memory (dit_train --memory-report): the model's bytes from the shapes = StarPU's main-RAM count
+row-mse-bytes-step-sum-missed|graphs/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
+timestep-embedder-bytes-dact-missed|graphs/dit.c|s/((double)freq_dim + 3\.0 \* (double)h)/((double)freq_dim + 2.0 * (double)h)/|tests/test_dit_model.sh|^memory np=1 $
+dit-own-bytes-cond-missed|examples/dit_train.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
+dit-own-bytes-one-micro-batch|examples/dit_train.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+zero-pool-token-unmodelled|graphs/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
+scratch-bytes-first-skipped|graphs/layers.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
 EOF
 }
 

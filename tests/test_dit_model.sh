@@ -39,9 +39,9 @@ check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/re
   [ "$(wc -l < "$TMPD/ref.loss")" = 3 -a "$(wc -l < "$TMPD/ref.grads")" -gt 40 ]
 whole() { # whole "what" NP FILE: on every rank StarPU's main-RAM bytes (dit_train --memory-report) = the model's
   # to the byte: at creation, and what the steps added (but where the line names what it does not model: offload)
-  res=$(awk -v np="$2" '/^memory: rank [0-9]+ created: allocator/ { c++; if ($6 != $9) bad++; s = s " " $6 }
+  res=$(awk -v np="$2" '/^memory: rank [0-9]+ created: allocator/ { c++; if ($6 != $9) bad++; s = s " " $6 ($6 != $9 ? " (model " $9 ")" : "") }
     /^memory: rank [0-9]+ after [0-9]+ steps: allocator grew/ { a++; u = /not modelled/; if ($9 != $12 && !u) bad++
-      g = g " " $9 (u ? " (offloaded copies not modelled: model " $12 ")" : "") }
+      g = g " " $9 (u ? " (offloaded copies not modelled: model " $12 ")" : $9 != $12 ? " (model " $12 ")" : "") }
     END { printf "%d of %d ranks, %d off: created%s, grown%s", c, np, bad, s, g; exit !(c == np && a == np && !bad) }' "$3")
   ok=$?
   [ "$ok" = 0 ] || grep '^memory: rank [0-9]* \(created\|after\)' "$3"
