@@ -360,6 +360,26 @@ static void sincos_add(float *dst, int64_t h, double pos)
     }
 }
 
+/* ---- the memory report: the model's bytes beside StarPU's allocator ---- */
+/* Main-RAM bytes StarPU's allocator counts once every submitted task has run:
+ * the home buffer of every tensor is starpu_malloc'ed with STARPU_MALLOC_COUNT
+ * (sw_init sets a main-RAM limit, under which StarPU counts; an offload budget
+ * leaves the home buffers out), and StarPU's own buffers are counted too. */
+static double ram_used(void)
+{
+    sw_node_memory ram;
+    starpu_task_wait_for_all();
+    return sw_memory_nodes(&ram, 1) == 1 ? ram.used : 0; /* node 0: main RAM */
+}
+/* the model's own tensors of main() (fp32), from their shapes: pos, emb, nf, fm [l, h], nf_rstd [l, 1],
+ * pred [l, ppc]; per micro-batch tokens, target [l, ppc], t [B, 1], cond [cond_len B, cond_dim],
+ * c, sc, dsc [B, h], fmod [B, 2 h] */
+static double own_bytes(const sw_ctx *x, int64_t h, int64_t ppc, int64_t cond_len, int64_t cond_dim, int micro)
+{
+    const double l = (double)x->Tl, B = (double)x->B;
+    return 4.0 * (l * (4.0 * h + 1 + ppc) + micro * (2.0 * l * ppc + B + cond_len * B * cond_dim + 5.0 * B * h));
+}
+
 /* ---- --export DIR (one rank): raw little-endian row-major files and an index ---- */
 static FILE *xindex;
 static const char *xdir;
@@ -412,8 +432,10 @@ static const char usage[] =
     "  --offload: each block's saved set to the offload node after its forward, back for its backward\n"
     "    (with --recompute full: the kept block inputs, Open-Sora's checkpoint offload);\n"
     "  --offload-budget-mb N: with --offload, the MiB of main RAM StarPU may fill (0: no limit);\n"
-    "  --memory-report: per rank and block the saved activations, the memory model's and the registered\n"
-    "    tensors' bytes, and the blocks' and the registry's bytes;\n"
+    "  --memory-report: per rank the whole model's bytes from the shapes beside what StarPU's allocator\n"
+    "    counts in main RAM, at creation and what the steps added (the layers' scratch); per rank and block\n"
+    "    the saved activations, the memory model's and the registered tensors' bytes; the blocks', the\n"
+    "    registry's and the scratch's bytes; per StarPU memory node the peak and the bytes moved;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
     "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
     "  --export DIR (1 rank): what tests/torch_dit.py checks.\n";
@@ -473,6 +495,7 @@ int main(int argc, char **argv)
                            .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .weight_decay = 0.01f,
                            .clip_grad = 1.0f, .pp_chunks = pp_virtual};
+    const double ram_before = memory ? ram_used() : 0; /* what StarPU counts before the model */
     model *m = calloc(1, sizeof *m);
     if (!m) sw_usage_error("out of memory");
     m->h = hidden, m->ppc = ppc, m->cond_dim = cond_dim, m->heads = heads, m->layers = layers, m->cond_len = cond_len;
@@ -596,6 +619,13 @@ int main(int argc, char **argv)
         export_raw("data", "cond", (int64_t)cond_len * batch, cond_dim, cond);
     }
 
+    /* the whole model at creation: its bytes from the shapes alone, and what StarPU's allocator counts */
+    const double model_created = sw_params_bytes(m->p) + sw_pipeline_blocks_bytes(x, &bc, &ops, m, 0) +
+                                 own_bytes(x, hidden, ppc, cond_len, cond_dim, micro) +
+                                 sw_timestep_embedder_bytes(x, FREQ, hidden) + sw_row_mse_bytes(x, ppc) +
+                                 (sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0); /* the loss the last stage sends */
+    const double ram_created = memory ? ram_used() - ram_before : 0;
+
     double total = 0;
     if (trace) sw_trace_enable(1);
     if (memory) sw_memory_watch(1); /* the peak and bytes moved of StarPU's memory nodes, from the first step */
@@ -662,9 +692,20 @@ int main(int argc, char **argv)
         if (fclose(xindex)) return fprintf(stderr, "dit_train: --export: index.txt\n"), 1;
     }
     if (trace) write_trace(trace);
-    if (memory) { /* on every rank: each block's saved bytes, the library's model beside what it registered */
+    if (memory) { /* on every rank: the whole model's bytes beside StarPU's allocator, at creation and after the steps */
+        /* What a step adds that creation did not: the layers' scratch (sw_scratch_bytes, made on first use; the
+         * ZeRO pools and buckets, the gradients and AdamW moments are the registry's, made at creation). The
+         * collectives' temporaries are StarPU's, freed by the step's end. Not modelled: with offload, the
+         * main-RAM copies StarPU still holds of the offload node's tensors (its cache, evicted on demand). */
+        const double ram_after = ram_used() - ram_before, lazy = sw_scratch_bytes(x);
+        printf("memory: rank %d created: allocator %.0f bytes, model %.0f bytes%s\n", sw_rank(), ram_created, model_created,
+               opt.offload_budget_mb ? " (under an offload budget StarPU does not count the home buffers)" : "");
+        printf("memory: rank %d after %d steps: allocator grew %.0f bytes, model %.0f bytes (the layers' scratch%s)\n",
+               sw_rank(), steps, ram_after - ram_created, lazy,
+               offload ? "; not modelled: the main-RAM copies StarPU keeps of the offloaded tensors" : "");
+        /* each block's saved bytes, the library's model beside what it registered (0 and 0 on another stage) */
         for (int l = 0; l < layers; l++) {
-            sw_block_memory r = sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l);
+            sw_block_memory r = sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l);
             printf("memory: rank %d block %d saved model %.0f bytes registered %.0f bytes\n", sw_rank(), l, r.model_bytes,
                    r.registered_bytes);
         }

@@ -186,6 +186,13 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
     return te;
 }
 
+double sw_timestep_embedder_bytes(const sw_ctx *x, int freq_dim, int64_t h)
+{
+    sw_check_ptr("sw_timestep_embedder_bytes", "x", x);
+    const double micro = x->c.grad_accum > 1 ? x->c.grad_accum : 1;
+    return 4.0 * (double)x->B * (micro * ((double)freq_dim + 2.0 * (double)h) + (double)h); /* freq, u, a per micro-batch; da */
+}
+
 void sw_timestep_embedder_destroy(sw_timestep_embedder *te)
 {
     if (!te) return;

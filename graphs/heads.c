@@ -263,6 +263,14 @@ static int row_loss_groups(const sw_ctx *x, sw_group g[2])
     return k;
 }
 
+/* whether the step's loss is a sum of partial ones (loss_sum): several
+ * micro-batches, or rows of the sequences on other ranks */
+static int row_mse_summed(const sw_ctx *x)
+{
+    sw_group g[2];
+    return x->c.grad_accum > 1 || row_loss_groups(x, g);
+}
+
 /* the elements of the global batch the mean is over */
 static double row_mse_count(const sw_ctx *x, const sw_row_mse *r) { return (double)x->c.seq * x->c.batch * r->n; }
 
@@ -271,12 +279,17 @@ sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs)
     if (!x) sw_usage_error("sw_row_mse_create: x: must not be NULL");
     if (outputs < 1) sw_usage_error("sw_row_mse_create: outputs: must be at least 1 (%ld)", (long)outputs);
     sw_row_mse *r = sw_xcalloc(1, sizeof *r);
-    sw_group g[2];
     r->n = outputs;
     r->dpred = sw_tensor_new2d("row_mse_dpred", SW_F32, x->Tl, outputs);
     r->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
-    if (x->c.grad_accum > 1 || row_loss_groups(x, g)) r->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    if (row_mse_summed(x)) r->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
     return r;
+}
+
+double sw_row_mse_bytes(const sw_ctx *x, int64_t outputs)
+{
+    if (!x) sw_usage_error("sw_row_mse_bytes: x: must not be NULL");
+    return 4.0 * ((double)x->Tl * (double)outputs + 1.0 + row_mse_summed(x)); /* dpred, loss, loss_sum */
 }
 
 void sw_row_mse_destroy(sw_row_mse *r)

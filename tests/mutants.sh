@@ -208,6 +208,16 @@ zero-op-writes-nothing|codelets/add.c|s/memset(x + r \* ld, 0, sizeof(float) \* 
 timestep-embedder-one-set|graphs/dit.c|s/const int k = x->micro;/const int k = 0;/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-pp-ignored|examples/dit_train.c|s/.pp = pp});/.pp = 1});/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-dtype-ignored|examples/dit_train.c|s/.dtype = strcmp(dtype, "bf16") ? SW_F32 : SW_BF16,/.dtype = SW_F32,/|tests/test_dit_model.sh|bf16
+# the DiT's whole memory (dit_train --memory-report): the model's bytes from the shapes = StarPU's main-RAM count
+row-mse-bytes-step-sum-missed|graphs/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
+timestep-embedder-bytes-dact-missed|graphs/dit.c|s/ + (double)h); \/\* freq, u, a per micro-batch; da \*\//); \/* da missed *\//|tests/test_dit_model.sh|^memory np=1 $
+timestep-embedder-bytes-one-micro-batch|graphs/dit.c|s/return 4.0 \* (double)x->B \* (micro \* (/return 4.0 * (double)x->B * ((/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+dit-memory-blocks-of-chunk-0|examples/dit_train.c|s/sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l)/sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l)/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-memory-loss-copy-missed|examples/dit_train.c|s/(sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0);/0.0;/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-own-bytes-cond-missed|examples/dit_train.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
+dit-own-bytes-one-micro-batch|examples/dit_train.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+zero-pool-token-unmodelled|graphs/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
+scratch-bytes-first-skipped|graphs/layers.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
 EOF
 }
 

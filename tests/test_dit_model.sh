@@ -17,7 +17,13 @@
 # group sent = the traffic model on every rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2,
 # tp 2 + sp x Ulysses 2 and pp 2; every block's saved bytes registered = the memory
 # model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
-# sp, full recomputation every 2); the bad input refused (exit 2 on every rank, the
+# sp, full recomputation every 2, pp 2 x 2 chunks); in those runs and in dp 2 with ZeRO-3,
+# 2 micro-batches and offload (their loss runs with --memory-report), the
+# whole model's bytes from the shapes (parameter state, blocks, the model's
+# own tensors, the layers' sw_*_bytes) = what StarPU's allocator counts in
+# main RAM on every rank, to the byte, at creation, and the growth over
+# the steps = the layers' scratch (with offload StarPU's main-RAM copies
+# of the offloaded tensors are not modelled: creation only); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
 # length of 0, blocks not divisible by the pipeline stages. --dtype bf16 on
@@ -34,7 +40,17 @@ losses "$TMPD/ref" > "$TMPD/ref.loss"
 grads "$TMPD/ref" > "$TMPD/ref.grads"
 check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/ref.grads") gradients" \
   [ "$(wc -l < "$TMPD/ref.loss")" = 3 -a "$(wc -l < "$TMPD/ref.grads")" -gt 40 ]
-same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's ($TMPD/$REF, default ref) at relative 1e-5
+whole() { # whole "what" NP FILE: on every rank StarPU's main-RAM bytes (dit_train --memory-report) = the model's
+  # to the byte: at creation, and what the steps added (but where the line names what it does not model: offload)
+  res=$(awk -v np="$2" '/^memory: rank [0-9]+ created: allocator/ { c++; if ($6 != $9) bad++; s = s " " $6 ($6 != $9 ? " (model " $9 ")" : "") }
+    /^memory: rank [0-9]+ after [0-9]+ steps: allocator grew/ { a++; u = /not modelled/; if ($9 != $12 && !u) bad++
+      g = g " " $9 (u ? " (offloaded copies not modelled: model " $12 ")" : $9 != $12 ? " (model " $12 ")" : "") }
+    END { printf "%d of %d ranks, %d off: created%s, grown%s", c, np, bad, s, g; exit !(c == np && a == np && !bad) }' "$3")
+  ok=$?
+  [ "$ok" = 0 ] || grep '^memory: rank [0-9]* \(created\|after\)' "$3"
+  check "$1: the whole model's bytes = StarPU's main-RAM count per rank, at creation and after the steps ($res)" [ "$ok" = 0 ]
+}
+same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's ($TMPD/$REF, default ref) at relative 1e-5 (with --memory-report: and whole)
   np=$1; shift
   want "np=$np $*" || return 0
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" $ARGS "$@" > "$TMPD/out" 2>&1
@@ -50,6 +66,7 @@ same() { # same NP ARGS...: dit_train on NP ranks, its 3 losses = one rank's ($T
   $ok || cat "$TMPD/out"
   check "np=$np $*: losses $(tr '\n' ' ' < "$TMPD/out.loss")= 1 rank's, worst relative $worst; $(wc -l < "$TMPD/out.grads") gradient \
 digests within 1e-4 of 1 rank's $(close_grads "$ref.grads" "$TMPD/out.grads" || true) (exit $rc)" $ok
+  case " $* " in *" --memory-report "*) whole "np=$np $*" "$np" "$TMPD/out" ;; esac
 }
 same 2 --ulysses 2
 same 4 --ulysses 4
@@ -60,14 +77,14 @@ same 4 --tp 2 --sp --ulysses 2
 same 2 --dp 2
 same 2 --dp 2 --zero 1
 same 2 --dp 2 --zero 2
-same 2 --dp 2 --zero 3
+same 2 --dp 2 --zero 3 --memory-report
 same 2 --ulysses 2 --zero 3
 same 1 --recompute full
 same 1 --recompute full --recompute-every 2
 same 1 --recompute none
-same 1 --micro 2
+same 1 --micro 2 --memory-report
 same 2 --ulysses 2 --micro 2 --recompute full
-same 1 --offload
+same 1 --offload --memory-report
 same 2 --ulysses 2 --micro 2 --offload
 same 1 --recompute full --recompute-every 2 --offload
 same 2 --ulysses 2 --recompute full --offload
@@ -116,21 +133,25 @@ traffic 2 --tp 2 --sp
 traffic 2 --dp 2
 traffic 4 --tp 2 --sp --ulysses 2
 traffic 2 --pp 2 --micro 2
-memory() { # memory NP ARGS...: every block's saved bytes on every rank = the memory model (sw_blocks_saved_bytes)
+memory() { # memory NP ARGS...: every block's saved bytes on every rank = the memory model (sw_blocks_saved_bytes),
+  # and the whole model's bytes = StarPU's main-RAM count (whole)
   np=$1; shift
   want "memory np=$np $*" || return 0
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$DIT" --steps 1 --memory-report "$@" > "$TMPD/out" 2>&1
   rc=$?
-  res=$(awk -v want="$((2 * np))" '/^memory: rank [0-9]+ block [0-9]+ saved model/ { n++; if ($8 != $11) bad++; s = s " " $8 }
+  blocks=$(echo " $* " | sed -n 's/.* --layers \([0-9]*\) .*/\1/p')
+  res=$(awk -v want="$((${blocks:-2} * np))" '/^memory: rank [0-9]+ block [0-9]+ saved model/ { n++; if ($8 != $11) bad++; s = s " " $8 }
     END { printf "%d of %d blocks, %d off:%s", n, want, bad, s; exit !(n == want && !bad) }' "$TMPD/out")
   ok=$?
   [ "$rc" = 0 ] && [ "$ok" = 0 ] || cat "$TMPD/out"
   check "memory np=$np $*: saved bytes registered = model per block and rank ($res) (exit $rc)" [ "$rc" = 0 -a "$ok" = 0 ]
+  whole "memory np=$np $*" "$np" "$TMPD/out"
 }
 memory 1
 memory 2 --ulysses 2
 memory 2 --tp 2 --sp
 memory 1 --recompute full --recompute-every 2
+memory 2 --pp 2 --pp-virtual 2 --layers 4 --micro 2
 bad() { # bad NP "message" ARGS...
   np=$1; msg=$2; shift 2
   want "bad input: $msg" || return 0

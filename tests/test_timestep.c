@@ -6,8 +6,9 @@
  * an odd dim's zero column. SiLU against a reference and its backward
  * against finite differences, saturating for large |x|. Then the layer on
  * one rank: out = fc2(silu(fc1(features(t)))) and the gradients of the four
- * parameters against finite differences of sum(dout * out); shapes refused
- * at submission. */
+ * parameters against finite differences of sum(dout * out), and its bytes
+ * at creation (sw_timestep_embedder_bytes) = what StarPU's allocator
+ * counts; shapes refused at submission. */
 #include <string.h>
 
 #include "testutil.h"
@@ -135,6 +136,13 @@ static void silu_op(void)
     sw_tensor_free(X), sw_tensor_free(Y), sw_tensor_free(G);
 }
 
+/* bytes StarPU counts as allocated in main RAM (every tensor's home buffer is counted: tu_init) */
+static double ram_used(void)
+{
+    starpu_task_wait_for_all();
+    return (double)(starpu_memory_get_total(STARPU_MAIN_RAM) - starpu_memory_get_available(STARPU_MAIN_RAM));
+}
+
 static void layer(void)
 {
     sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
@@ -142,7 +150,13 @@ static void layer(void)
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = 4, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
                                      .grad_accum = 1, .tiles = 2, .seed = 1}, NULL, p);
+    const double before = ram_used();
     sw_timestep_embedder *te = sw_timestep_embedder_create(&x, "t_emb", FD, H, 10000.0f, 0.3f);
+    const double made = ram_used() - before, model = sw_timestep_embedder_bytes(&x, FD, H);
+    char line[200];
+    snprintf(line, sizeof line, "timestep embedder at creation: StarPU's main-RAM bytes %.0f = sw_timestep_embedder_bytes "
+             "%.0f", made, model);
+    tu_true(line, made == model);
     sw_params_allocate(p);
     const sw_linear *l1 = sw_timestep_embedder_linear(te, 0), *l2 = sw_timestep_embedder_linear(te, 1);
     static float w1[H * FD], b1[H], w2[H * H], b2[H], dout[B * H];

@@ -98,6 +98,12 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
                                                   float max_period, float std);
 /** Frees its tensors (blocking). NULL: no-op. */
 void sw_timestep_embedder_destroy(sw_timestep_embedder *te);
+/** Bytes sw_timestep_embedder_create(x, ., freq_dim, h, ...) allocates in
+ * context x, from the shapes alone (its parameters are the registry's,
+ * sw_params_bytes): per micro-batch of the step the features [B, freq_dim],
+ * fc1's output and its SiLU [B, h] each, and once the SiLU's gradient
+ * [B, h], fp32. */
+double sw_timestep_embedder_bytes(const sw_ctx *x, int freq_dim, int64_t h);
 /** The two linears (their parameter indices). */
 const sw_linear *sw_timestep_embedder_linear(const sw_timestep_embedder *te, int which);
 /** out [B, h] from t [B, 1] fp32 (sw_ctx_load_seq_targets loads it); the
@@ -155,7 +161,9 @@ typedef struct sw_cross_saved {
 } sw_cross_saved;
 /** heads (divisible by tp), head_dim, cond_len >= 1 (exit 2 otherwise) */
 sw_cross_attention *sw_cross_attention_create(sw_ctx *x, int heads, int head_dim, int cond_len);
-/** Frees the layer. */
+/** Frees the layer. It allocates no tensor at creation: what it keeps is
+ * in the block's saved sets (sw_cross_attention_keep, counted by the memory
+ * model of the blocks), its gradients are the caller's. */
 void sw_cross_attention_destroy(sw_cross_attention *a);
 /** Allocates the kept tensors into s. */
 void sw_cross_attention_keep(sw_cross_attention *a, sw_saved *s, sw_cross_saved *k);
@@ -201,7 +209,10 @@ typedef struct sw_grid_saved {
  * split rules above (exit 2 otherwise) */
 sw_grid_attention *sw_grid_attention_create(sw_ctx *x, sw_attn_axis axis, int frames, int patches, int heads,
                                             int head_dim);
-/** Frees the layer. */
+/** Frees the layer. Like cross-attention it allocates no tensor at
+ * creation: the saved sets hold what it keeps, and its working tensors
+ * (the all-to-all buffers, the gradients in the grouping's order) are the
+ * context's scratch (sw_scratch_bytes). */
 void sw_grid_attention_destroy(sw_grid_attention *a);
 /** Allocates the kept tensors into s. */
 void sw_grid_attention_keep(sw_grid_attention *a, sw_saved *s, sw_grid_saved *k);

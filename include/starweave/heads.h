@@ -106,6 +106,11 @@ typedef struct sw_row_mse sw_row_mse;
 sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs);
 /** Frees its tensors (blocking). NULL: no-op. */
 void sw_row_mse_destroy(sw_row_mse *r);
+/** Bytes sw_row_mse_create(x, outputs) allocates in context x, from the
+ * shapes alone: dpred [l, outputs], the micro-batch's loss [1,1], and the
+ * step's sum [1,1] where there is one (several micro-batches, or rows of
+ * the sequences on other ranks: sp, Ulysses, Ring, dp). */
+double sw_row_mse_bytes(const sw_ctx *x, int64_t outputs);
 /** The loss against targets: pred, targets [l, n] fp32. */
 void sw_row_mse_forward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets);
 /** dpred [l, n] (its own tensor, valid until the next backward). */
