@@ -11,7 +11,9 @@
  * kv = cond W^T + b against double precision, dW, db and dcond against
  * finite differences of sum(dkv * kv); over two micro-batches the
  * registry's gradient (sw_params_reduce_grads) is the sum of both (the
- * layer writes each micro-batch's, it does not add); cond_dim 0 refused. */
+ * layer writes each micro-batch's, it does not add); with dtype bf16 the
+ * GEMMs' operands bf16 (the reference rounds them alike), the bias and db
+ * fp32; cond_dim 0 refused. */
 #include <string.h>
 
 #include "testutil.h"
@@ -103,20 +105,42 @@ static void refuse_kv_dim(void *arg)
     sw_cross_kv_add(&x, "kv", 0, AD, 1, 0.1f);
 }
 
-/* the K/V projection on one rank: with bias or not, `tiles` tiles, two micro-batches */
-static void kv_case(int bias, int tiles)
+/* x rounded to bfloat16 (to nearest, ties to even), as the GEMMs' operands are with dtype bf16 */
+static double bf16(double x)
+{
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static void round_all(double *v, int n, int on)
+{
+    for (int i = 0; on && i < n; i++) v[i] = bf16(v[i]);
+}
+
+/* the K/V projection on one rank: with bias or not, `tiles` tiles, two micro-batches; with dtype
+ * bf16 (b16) the GEMMs read bf16 cond, W and dkv (rounded alike in the reference), the bias and db
+ * stay fp32 */
+static void kv_case(int bias, int tiles, int b16)
 {
     static float cond[2][NK * CF], w[KV * CF], b[KV], dkv[2][NK * KV];
     tu_rand(w, KV * CF, 141, 0.5f), tu_rand(b, KV, 142, 0.5f);
     for (int m = 0; m < 2; m++) tu_rand(cond[m], NK * CF, 143 + m, 1.5f), tu_rand(dkv[m], NK * KV, 145 + m, 1.0f);
     sw_ctx x;
     sw_params *p;
-    make_ctx(&x, &p, tiles, 2);
+    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = b16 ? SW_BF16 : SW_F32, .grad_accum = 2, .bucket_mb = 25.0f};
+    p = sw_params_new(&pc, NULL);
+    sw_ctx_init(&x, &(sw_ctx_config){.seq = S, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
+                                     .grad_accum = 2, .tiles = tiles, .seed = 1}, NULL, p);
     sw_cross_kv l = sw_cross_kv_add(&x, "kv", CF, AD, bias, 0.1f);
     sw_params_allocate(p);
     sw_tensor_write_host(sw_params_value(p, l.lin.w), w);
     if (bias) sw_tensor_write_host(sw_params_value(p, l.lin.b), b);
-    tu_to_double(g_w, w, KV * CF);
+    if (b16) sw_params_cast_bf16(p);
+    const char *dt = b16 ? ", bf16" : "";
     for (int o = 0; o < KV; o++) g_b[o] = bias ? b[o] : 0.0;
     sw_tensor *C = tu_tensor("cond", NK, CF, NULL), *KVt = tu_tensor("kv", NK, KV, NULL);
     sw_tensor *DKV = tu_tensor("dkv", NK, KV, NULL), *DC = tu_tensor("dcond", NK, CF, NULL);
@@ -129,50 +153,52 @@ static void kv_case(int bias, int tiles)
         sw_ctx_set_micro_batch(&x, m);
         sw_cross_kv_forward(&x, &l, C, KVt);
         sw_cross_kv_backward(&x, &l, C, DKV, DC);
-        tu_to_double(g_cond, cond[m], NK * CF), tu_to_double(g_dkv, dkv[m], NK * KV);
+        /* kv and dW, dcond from the GEMMs' operands (bf16-rounded with b16); db from dkv itself */
         static double kv_ref[NK * KV], dw_ref[KV * CF], db_ref[KV], dc_ref[NK * CF];
+        tu_to_double(g_w, w, KV * CF), tu_to_double(g_cond, cond[m], NK * CF), tu_to_double(g_dkv, dkv[m], NK * KV);
+        tu_fd_grad(kv_loss, NULL, g_b, KV, db_ref);
+        round_all(g_w, KV * CF, b16), round_all(g_cond, NK * CF, b16), round_all(g_dkv, NK * KV, b16);
         ref_kv(kv_ref);
         tu_fd_grad(kv_loss, NULL, g_w, KV * CF, dw_ref);
-        tu_fd_grad(kv_loss, NULL, g_b, KV, db_ref);
         tu_fd_grad(kv_loss, NULL, g_cond, NK * CF, dc_ref);
         for (int i = 0; i < KV * CF; i++) sum_dw[i] += dw_ref[i];
         for (int i = 0; i < KV; i++) sum_db[i] += db_ref[i];
         float *got = tu_read(KVt);
-        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s), micro-batch %d: kv = cond W^T%s", bias ? "with" : "without",
-                 tiles, m, bias ? " + b" : "");
+        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s)%s, micro-batch %d: kv = cond W^T%s",
+                 bias ? "with" : "without", tiles, dt, m, bias ? " + b" : "");
         tu_close(what, got, kv_ref, NK * KV, 1e-5, 1e-6);
         free(got), got = tu_read(sw_params_grad(p, l.lin.w));
-        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s), micro-batch %d: dW vs finite differences",
-                 bias ? "with" : "without", tiles, m);
+        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s)%s, micro-batch %d: dW vs finite differences",
+                 bias ? "with" : "without", tiles, dt, m);
         tu_close(what, got, dw_ref, KV * CF, 1e-5, 1e-5);
         free(got);
         if (bias) {
             got = tu_read(sw_params_grad(p, l.lin.b));
-            snprintf(what, sizeof what, "K/V projection with bias, %d tile(s), micro-batch %d: db vs finite differences",
-                     tiles, m);
+            snprintf(what, sizeof what, "K/V projection with bias, %d tile(s)%s, micro-batch %d: db vs finite differences",
+                     tiles, dt, m);
             tu_close(what, got, db_ref, KV, 1e-5, 1e-5);
             free(got);
         }
         got = tu_read(DC);
-        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s), micro-batch %d: dcond vs finite differences",
-                 bias ? "with" : "without", tiles, m);
+        snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s)%s, micro-batch %d: dcond vs finite differences",
+                 bias ? "with" : "without", tiles, dt, m);
         tu_close(what, got, dc_ref, NK * CF, 1e-5, 1e-5);
         free(got);
         sw_params_reduce_grads(p, m);
     }
     float *got = tu_read(sw_params_grad(p, l.lin.w));
-    snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s): the registry's dW = the sum of the 2 micro-batches'",
-             bias ? "with" : "without", tiles);
+    snprintf(what, sizeof what, "K/V projection %s bias, %d tile(s)%s: the registry's dW = the sum of the 2 micro-batches'",
+             bias ? "with" : "without", tiles, dt);
     tu_close(what, got, sum_dw, KV * CF, 1e-5, 1e-5);
     free(got);
     if (bias) {
         got = tu_read(sw_params_grad(p, l.lin.b));
-        snprintf(what, sizeof what, "K/V projection with bias, %d tile(s): the registry's db = the sum of the 2 micro-batches'",
-                 tiles);
+        snprintf(what, sizeof what, "K/V projection with bias, %d tile(s)%s: the registry's db = the sum of the 2 micro-batches'",
+                 tiles, dt);
         tu_close(what, got, sum_db, KV, 1e-5, 1e-5);
         free(got);
     }
-    if (!bias) tu_true("K/V projection without bias: no bias parameter registered", l.lin.b < 0 && sw_params_count(p) == 1);
+    if (!bias && !b16) tu_true("K/V projection without bias: no bias parameter registered", l.lin.b < 0 && sw_params_count(p) == 1);
     sw_tensor_free(C), sw_tensor_free(KVt), sw_tensor_free(DKV), sw_tensor_free(DC);
     sw_ctx_destroy(&x);
     sw_params_destroy(p);
@@ -186,7 +212,8 @@ int main(int argc, char **argv)
                       "sw_cross_kv_add: cond_dim (0) must be at least 1");
     tu_init(&argc, &argv);
     for (int bias = 0; bias <= 1; bias++)
-        for (int tiles = 1; tiles <= 2; tiles++) kv_case(bias, tiles);
+        for (int tiles = 1; tiles <= 2; tiles++) kv_case(bias, tiles, 0);
+    kv_case(1, 2, 1);
     static float q[NQ * AD], kv[NK * 2 * AD], dout[NQ * AD];
     tu_rand(q, NQ * AD, 131, 1.5f), tu_rand(kv, NK * 2 * AD, 132, 1.5f), tu_rand(dout, NQ * AD, 133, 1.0f);
     tu_to_double(g_q, q, NQ * AD), tu_to_double(g_kv, kv, NK * 2 * AD), tu_to_double(g_dout, dout, NQ * AD);
