@@ -13,7 +13,7 @@
  * registry's gradient (sw_params_reduce_grads) is the sum of both (the
  * layer writes each micro-batch's, it does not add); with dtype bf16 the
  * GEMMs' operands bf16 (the reference rounds them alike), the bias and db
- * fp32; cond_dim 0 refused. */
+ * fp32; cond_dim 0 and a kv of the wrong shape refused. */
 #include <string.h>
 
 #include "testutil.h"
@@ -121,6 +121,19 @@ static void round_all(double *v, int n, int on)
     for (int i = 0; on && i < n; i++) v[i] = bf16(v[i]);
 }
 
+static void refuse_kv_shape(void *arg)
+{
+    (void)arg;
+    tu_init_child();
+    sw_ctx x;
+    sw_params *p;
+    make_ctx(&x, &p, 1, 1);
+    sw_cross_kv l = sw_cross_kv_add(&x, "kv", CF, AD, 1, 0.1f);
+    sw_params_allocate(p);
+    sw_tensor *C = tu_tensor("cond", NK, CF, NULL), *KVt = tu_tensor("kv", NK, AD, NULL);
+    sw_cross_kv_forward(&x, &l, C, KVt); /* K only: half the columns */
+}
+
 /* the K/V projection on one rank: with bias or not, `tiles` tiles, two micro-batches; with dtype
  * bf16 (b16) the GEMMs read bf16 cond, W and dkv (rounded alike in the reference), the bias and db
  * stay fp32 */
@@ -210,6 +223,8 @@ int main(int argc, char **argv)
                       "sw_cross_attention_create: the conditioning length must be at least 1 (0)");
     tu_expect_refusal("sw_cross_kv_add with no conditioning features", refuse_kv_dim, NULL,
                       "sw_cross_kv_add: cond_dim (0) must be at least 1");
+    tu_expect_refusal("sw_cross_kv_forward into a kv of half the columns", refuse_kv_shape, NULL,
+                      "sw_cross_kv_forward: kv: must be a tensor [6, 16] ([6, 8] given)");
     tu_init(&argc, &argv);
     for (int bias = 0; bias <= 1; bias++)
         for (int tiles = 1; tiles <= 2; tiles++) kv_case(bias, tiles, 0);
