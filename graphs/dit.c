@@ -1,7 +1,7 @@
 /* Layers of a diffusion transformer (see dit.h): SiLU, adaLN-Zero
  * modulation and the gated residual, the timestep embedding, patchify and
- * un-patchify (host side), the conditioning loader, cross-attention, and
- * spatial / temporal attention over a video's tokens. */
+ * un-patchify (host side), the conditioning loader, cross-attention and its
+ * K/V projection, and spatial / temporal attention over a video's tokens. */
 #include <math.h>
 #include <string.h>
 
