@@ -48,7 +48,8 @@ enum { SPATIAL, TEMPORAL, CROSS, MLP };
 typedef struct {
     sw_norm norm[BRANCHES];  /* RMSNorm before each branch */
     sw_adaln ada;            /* [12 h, h]: shift, scale, gate of each branch */
-    sw_linear sqkv, sproj, tqkv, tproj, q, kv, cproj, fc1, fc2;
+    sw_linear sqkv, sproj, tqkv, tproj, q, cproj, fc1, fc2;
+    sw_cross_kv kv;          /* [2h, cond_dim]: K | V of the conditioning */
 } block_params;
 /* what a block keeps: the modulation, per branch the norm's output and rstd,
  * the modulated input (and its all-gather with sp) and the branch's output
@@ -135,10 +136,9 @@ static void branch_forward(model *m, block_params *b, block_saved *k, int i)
         y = sw_linear_row_forward(x, i == SPATIAL ? &b->sproj : &b->tproj, g->att);
         break;
     }
-    case CROSS: /* K/V: this TP rank's K and V heads of the conditioning rows (see kv_forward) */
+    case CROSS: /* K/V: this TP rank's K and V heads of the conditioning rows */
         sw_linear_forward(x, &b->q, k->m[i], k->mg[i], k->ca.q);
-        sw_gemm(sw_tensor_whole(m->cond[x->micro], STARPU_R), 0, sw_tensor_whole(sw_params_value(m->p, b->kv.w), STARPU_R),
-                1, sw_tensor_whole(k->ca.kv, STARPU_W), 1.0f, 0.0f);
+        sw_cross_kv_forward(x, &b->kv, m->cond[x->micro], k->ca.kv);
         sw_cross_attention_forward(x, m->cross, &k->ca);
         y = sw_linear_row_forward(x, &b->cproj, k->ca.att);
         break;
@@ -189,9 +189,8 @@ static sw_tensor *branch_backward(model *m, block_params *b, block_saved *k, int
         sw_tensor *dq = sw_scratch(x, "dit_dq", x->T, ad), *dkv = sw_scratch(x, "dit_dkv", k->ca.kv->rows, 2 * ad);
         sw_linear_row_backward(x, &b->cproj, dout, k->ca.att, datt);
         sw_cross_attention_backward(x, m->cross, &k->ca, datt, dq, dkv);
-        /* dWkv = dkv^T cond: this rank's queries' part; the registry sums it over the gradient group */
-        sw_gemm(sw_tensor_whole(dkv, STARPU_R), 1, sw_tensor_whole(m->cond[x->micro], STARPU_R), 0,
-                sw_tensor_whole(sw_params_grad(m->p, b->kv.w), STARPU_W), 1.0f, 0.0f);
+        /* dWkv: this rank's queries' part, summed by the registry; the conditioning is data (no dcond) */
+        sw_cross_kv_backward(x, &b->kv, m->cond[x->micro], dkv, NULL);
         return sw_linear_backward(x, &b->q, dq, k->m[i], k->mg[i]);
     }
     default: {
@@ -226,8 +225,8 @@ static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_t
 }
 
 /* what a block sends (the traffic model); the same with or without output: the
- * last gate sends nothing. The K/V GEMMs send nothing (their gradient's sum
- * over the gradient group is the registry's). */
+ * last gate sends nothing. The K/V projection sends nothing (its gradient's
+ * sum over the gradient group is the registry's). */
 static void traffic(void *mp, int l, int output, sw_traffic *t)
 {
     model *m = mp;
@@ -527,10 +526,8 @@ int main(int argc, char **argv)
         b->tqkv = sw_linear_add(x, n[7], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_shard, 0, NULL);
         b->tproj = sw_linear_add(x, n[8], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
         b->q = sw_linear_add(x, n[9], SW_LINEAR_COLUMN, hidden, hidden, 0, std, NULL, 0, NULL);
-        /* K | V of the conditioning [2h, cond_dim]: each TP rank its 1/t of K and of V (its heads).
-         * The linear layer reads the token rows only, so the model applies this weight to the
-         * conditioning rows with two GEMMs (branch_forward, branch_backward). */
-        b->kv = sw_linear_add_gated(x, n[10], cond_dim, hidden, std);
+        /* K | V of the conditioning [2h, cond_dim]: each TP rank its 1/t of K and of V (its heads) */
+        b->kv = sw_cross_kv_add(x, n[10], cond_dim, hidden, 0, std);
         b->cproj = sw_linear_add(x, n[11], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
         b->fc1 = sw_linear_add(x, n[12], SW_LINEAR_COLUMN, hidden, 4 * hidden, 1, std, NULL, 0, NULL);
         b->fc2 = sw_linear_add(x, n[13], SW_LINEAR_ROW, 4 * hidden, hidden, 1, std, NULL, 0, NULL);

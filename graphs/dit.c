@@ -1,7 +1,7 @@
 /* Layers of a diffusion transformer (see dit.h): SiLU, adaLN-Zero
  * modulation and the gated residual, the timestep embedding, patchify and
- * un-patchify (host side), the conditioning loader, cross-attention, and
- * spatial / temporal attention over a video's tokens. */
+ * un-patchify (host side), the conditioning loader, cross-attention and its
+ * K/V projection, and spatial / temporal attention over a video's tokens. */
 #include <math.h>
 #include <string.h>
 
@@ -395,6 +395,100 @@ void sw_cross_attention_backward(sw_ctx *x, sw_cross_attention *a, const sw_cros
                     sw_tensor_tiles(datt, SW_COLS, G, STARPU_R)[j], sw_tensor_tiles(dq, SW_COLS, G, STARPU_W)[j], dk[j],
                     dk[G + j], &r);
     }
+}
+
+/* ------------------------------------------- cross-attention's K/V projection */
+
+sw_cross_kv sw_cross_kv_add(sw_ctx *x, const char *name, int64_t cond_dim, int64_t h, int bias, float std)
+{
+    const int t = x->tp.t, r = x->tp.rank;
+    if (cond_dim < 1 || h < 1 || h % t)
+        sw_usage_error("sw_cross_kv_add: cond_dim (%lld) must be at least 1, h (%lld) a positive multiple of tp (%d)",
+                       (long long)cond_dim, (long long)h, t);
+    /* this TP rank's K rows and V rows (its heads), stacked: its kv is k heads | v heads */
+    sw_shard s = {0, 0, {0}, {0}, {0}};
+    if (t > 1) s = (sw_shard){2, 0, {r * (h / t), h + r * (h / t)}, {h / t, h / t}, {1, 1}};
+    sw_cross_kv l;
+    memset(&l, 0, sizeof l);
+    l.lin = sw_linear_add(x, name, SW_LINEAR_COLUMN, cond_dim, 2 * h, bias, std, &s, 0, NULL);
+    l.h = h;
+    return l;
+}
+
+/* the layer's weight (and bias) allocated, cond [n, cond_dim] and t [n, 2 h/t] */
+static void check_cross_kv(const char *fn, const sw_ctx *x, const sw_cross_kv *l, const sw_tensor *cond,
+                           const char *what, const sw_tensor *t)
+{
+    sw_check_ptr(fn, "l", l);
+    sw_check_param(fn, x, l->lin.w);
+    if (l->lin.b >= 0) sw_check_param(fn, x, l->lin.b);
+    sw_check_ptr(fn, "cond", cond);
+    sw_check_tensor(fn, "cond", cond, cond->rows, l->lin.in);
+    sw_check_tensor(fn, what, t, cond->rows, 2 * l->h / x->tp.t);
+}
+
+/* kv's column tiles, W's row tiles: the linear's n, at most one a column */
+static int kv_tiles(const sw_ctx *x, const sw_cross_kv *l)
+{
+    const int64_t c = 2 * l->h / x->tp.t;
+    return l->lin.n < c ? l->lin.n : (int)c;
+}
+
+/* as sw_linear_forward on rows of its own: one task per column tile of kv (row tile of W) */
+void sw_cross_kv_forward(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_tensor *kv)
+{
+    check_cross_kv("sw_cross_kv_forward", x, l, cond, "kv", kv);
+    const int n = kv_tiles(x, l);
+    starpu_data_handle_t *W = sw_tensor_tiles(gemm_w(x, l->lin.w), SW_ROWS, n, STARPU_R);
+    starpu_data_handle_t *b = l->lin.b >= 0 ? sw_tensor_tiles(param(x, l->lin.b), SW_COLS, n, STARPU_R) : NULL;
+    starpu_data_handle_t in = op16(x, whole_r(cond));
+    for (int j = 0; j < n; j++) {
+        starpu_data_handle_t kj = sw_tensor_tiles(kv, SW_COLS, n, STARPU_W)[j];
+        if (b) sw_gemm_bias(in, 0, W[j], 1, b[j], kj);
+        else sw_gemm(in, 0, W[j], 1, kj, 1.0f, 0.0f);
+    }
+    op_done(x, in);
+}
+
+/* dW = dkv^T cond, one task per row tile of dW (column tile of dkv); db = colsum(dkv) (one task, as
+ * the linear's). Written, not added: the registry sums the micro-batches and the gradient group. */
+static void cross_kv_dw(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_tensor *dkv)
+{
+    const int n = kv_tiles(x, l);
+    starpu_data_handle_t c16 = op16(x, whole_r(cond));
+    for (int j = 0; j < n; j++) {
+        starpu_data_handle_t dj = op16(x, sw_tensor_tiles(dkv, SW_COLS, n, STARPU_R)[j]);
+        sw_gemm(dj, 1, c16, 0, sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(x, dj);
+    }
+    op_done(x, c16);
+    if (l->lin.b >= 0) sw_colsum(whole_r(dkv), whole_w(grad(x, l->lin.b)), 1.0f, 0.0f);
+}
+
+/* the order and priorities of sw_linear_backward's GEMMs: dcond (the chain the rest of the backward
+ * may wait on) first at priority 1, unless the gradients are all-reduced (dW first, for its bucket to
+ * be reduced meanwhile); with dw_last dW at -1 */
+void sw_cross_kv_backward(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_tensor *dkv, sw_tensor *dcond)
+{
+    static const char *fn = "sw_cross_kv_backward";
+    check_cross_kv(fn, x, l, cond, "dkv", dkv);
+    if (dcond) sw_check_tensor(fn, "dcond", dcond, cond->rows, cond->cols);
+    const int dx_first = x->gn == 1;
+    const int prio = sw_set_task_priority(dx_first);
+    if (!dx_first) cross_kv_dw(x, l, cond, dkv);
+    if (dcond) { /* dcond [n, cond_dim] = dkv W, over its column tiles (W's) */
+        const int nc = x->Pc < cond->cols ? x->Pc : (int)cond->cols;
+        starpu_data_handle_t d16 = op16(x, whole_r(dkv));
+        for (int j = 0; j < nc; j++)
+            sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, l->lin.w), SW_COLS, nc, STARPU_R)[j], 0,
+                    sw_tensor_tiles(dcond, SW_COLS, nc, STARPU_W)[j], 1.0f, 0.0f);
+        op_done(x, d16);
+    }
+    if (dx_first) {
+        sw_set_task_priority(x->c.dw_last ? -1 : prio);
+        cross_kv_dw(x, l, cond, dkv);
+    }
+    sw_set_task_priority(prio);
 }
 
 /* ------------------------------------- spatial and temporal attention */

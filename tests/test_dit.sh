@@ -5,7 +5,9 @@
 # Ulysses 2, Ring 2 (zigzag and not), Ulysses 2 x Ring 2, tp 2 + sp x
 # Ulysses 2 (adaLN's sums over the sequence-parallel group,
 # cross-attention's queries split and its K/V gradients in parts, temporal
-# attention's all-to-all and its traffic model); grid attention over a
+# attention's all-to-all and its traffic model); in every layout the K/V
+# projection (sw_cross_kv) into cross-attention: its heads' kv, dW and db
+# summed by the registry, dcond's parts, nothing sent; grid attention over a
 # zigzag split refused (exit 2 on every rank, the message once).
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_dit_layers"

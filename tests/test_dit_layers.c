@@ -11,6 +11,12 @@
  *  - cross-attention (tp 1): each rank's queries (its positions) against
  *    the whole conditioning: out and dq on its rows, dk | dv summed over the
  *    ranks equal to the whole batch's;
+ *  - the K/V projection (sw_cross_kv, with bias) into cross-attention, every
+ *    layout: kv of this TP rank's heads, the output on its positions and
+ *    heads; dW and db, each rank's part, summed by the registry over the
+ *    gradient group (sw_params_reduce_grads) = the whole batch's rows of
+ *    this TP rank's heads; dcond summed over every rank (its heads, its
+ *    queries) = the whole batch's; no byte sent by the layers;
  *  - spatial and temporal attention: this rank's positions and TP rank's
  *    heads, the temporal all-to-all over a split sequence and its bytes
  *    against the traffic model; with --refuse, its refusal of a zigzag
@@ -196,6 +202,121 @@ static void cross_case(sw_ctx *x, sw_params *p)
     free(qg), free(kvg), free(dg);
 }
 
+/* this TP rank's heads r0 .. r0 + aq - 1 of the K | V columns of a [rows, 2 AD] array */
+static void kv_heads(const double *g, double *l, int64_t rows, int r0, int aq)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int part = 0; part < 2; part++)
+            for (int c = 0; c < aq * D; c++) l[r * 2 * aq * D + part * aq * D + c] = g[r * 2 * AD + part * AD + r0 * D + c];
+}
+
+static void cross_kv_case(sw_ctx *x, sw_params *p)
+{
+    const int t = x->tp.t, aq = A / t, r0 = x->tp.rank * aq;
+    const int64_t T = SEQ * NB, NK = L * NB, lc = 2 * aq * D;
+    float *qg = rnd(T * AD, 31, 1.5f), *cg = rnd(NK * CD, 32, 1.5f), *w = rnd(2 * AD * CD, 33, 0.7f);
+    float *bias = rnd(2 * AD, 34, 0.5f), *dg = rnd(T * AD, 35, 1.0f);
+    /* reference: kv = cond W^T + b, the attention of every query, dkv, then dW, db, dcond of the whole batch */
+    static double kv[L * NB * 2 * AD], out[SEQ * NB * AD], dq[SEQ * NB * AD], dkv[L * NB * 2 * AD];
+    static double dw[2 * AD * CD], db[2 * AD], dc[L * NB * CD];
+    static float kvf[L * NB * 2 * AD];
+    memset(dkv, 0, sizeof dkv), memset(dw, 0, sizeof dw), memset(db, 0, sizeof db), memset(dc, 0, sizeof dc);
+    for (int64_t r = 0; r < NK; r++)
+        for (int o = 0; o < 2 * AD; o++) {
+            double v = bias[o];
+            for (int i = 0; i < CD; i++) v += (double)cg[r * CD + i] * w[o * CD + i];
+            kvf[r * 2 * AD + o] = (float)(kv[r * 2 * AD + o] = v);
+        }
+    for (int64_t r = 0; r < T; r++)
+        for (int h = 0; h < A; h++) {
+            int64_t keys[L];
+            double dout[D];
+            for (int j = 0; j < L; j++) keys[j] = j * NB + r % NB;
+            for (int c = 0; c < D; c++) dout[c] = dg[r * AD + h * D + c];
+            attend(qg, AD, r, kvf, 2 * AD, keys, L, h, 0, AD, dout, out + r * AD + h * D, dq + r * AD + h * D, dkv);
+        }
+    for (int64_t r = 0; r < NK; r++)
+        for (int o = 0; o < 2 * AD; o++) {
+            db[o] += dkv[r * 2 * AD + o];
+            for (int i = 0; i < CD; i++)
+                dw[o * CD + i] += dkv[r * 2 * AD + o] * cg[r * CD + i], dc[r * CD + i] += dkv[r * 2 * AD + o] * w[o * CD + i];
+        }
+    sw_cross_kv l = sw_cross_kv_add(x, "c_kv", CD, AD, 1, 0.1f);
+    sw_params_allocate(p);
+    /* this TP rank's shard of W and b, its heads' columns of q, dout, the output and kv */
+    float *lw = malloc(sizeof(float) * 2 * AD * CD), *lb = malloc(sizeof(float) * 2 * AD);
+    sw_shard_extract(sw_params_desc(p, l.lin.w), w, lw), sw_shard_extract(sw_params_desc(p, l.lin.b), bias, lb);
+    sw_tensor_write_host(sw_params_value(p, l.lin.w), lw), sw_tensor_write_host(sw_params_value(p, l.lin.b), lb);
+    float *lq = malloc(sizeof(float) * (size_t)(T * aq * D)), *ld = malloc(sizeof(float) * (size_t)(T * aq * D));
+    double *rout = malloc(sizeof(double) * (size_t)(T * aq * D)), *rkv = malloc(sizeof(double) * (size_t)(NK * lc));
+    for (int64_t r = 0; r < T; r++)
+        for (int c = 0; c < aq * D; c++)
+            lq[r * aq * D + c] = qg[r * AD + r0 * D + c], ld[r * aq * D + c] = dg[r * AD + r0 * D + c],
+                          rout[r * aq * D + c] = out[r * AD + r0 * D + c];
+    kv_heads(kv, rkv, NK, r0, aq);
+    /* dW, db: the rows of this rank's shard (k rows of its heads, then v rows) */
+    int64_t wr, wc;
+    sw_shard_shape(sw_params_desc(p, l.lin.w), &wr, &wc);
+    double *rdw = malloc(sizeof(double) * (size_t)(wr * CD)), *rdb = malloc(sizeof(double) * (size_t)wr);
+    for (int64_t i = 0; i < wr; i++) {
+        const int64_t g = i < wr / 2 ? r0 * D + i : AD + r0 * D + (i - wr / 2);
+        rdb[i] = db[g];
+        for (int c = 0; c < CD; c++) rdw[i * CD + c] = dw[g * CD + c];
+    }
+    sw_cross_attention *a = sw_cross_attention_create(x, A, D, L);
+    sw_saved s;
+    memset(&s, 0, sizeof s);
+    strcpy(s.prefix, "x");
+    sw_cross_saved k;
+    sw_cross_attention_keep(a, &s, &k);
+    sw_tensor *C = tu_tensor("cond", NK, CD, NULL), *DO = tu_tensor("dout", x->T, aq * D, NULL);
+    sw_tensor *DQ = tu_tensor("dq", x->T, aq * D, NULL), *DKV = tu_tensor("dkv", NK, lc, NULL);
+    sw_tensor *DC = tu_tensor("dcond", NK, CD, NULL);
+    sw_ctx_load_floats(x, 0, lq, aq * D, k.q), sw_ctx_load_floats(x, 0, ld, aq * D, DO);
+    sw_ctx_load_cond(x, 0, cg, L, CD, C);
+    static const sw_group groups[] = {SW_GROUP_TP, SW_GROUP_SP, SW_GROUP_TP_SP, SW_GROUP_SP_DP};
+    double sent0 = 0, sent1 = 0, v;
+    long calls;
+    starpu_task_wait_for_all();
+    for (size_t i = 0; x->comm && i < sizeof groups / sizeof groups[0]; i++)
+        sw_comm_traffic(x->comm, groups[i], &v, &calls), sent0 += v;
+    sw_cross_kv_forward(x, &l, C, k.kv);
+    sw_cross_attention_forward(x, a, &k);
+    sw_cross_attention_backward(x, a, &k, DO, DQ, DKV);
+    sw_cross_kv_backward(x, &l, C, DKV, DC);
+    starpu_task_wait_for_all();
+    for (size_t i = 0; x->comm && i < sizeof groups / sizeof groups[0]; i++)
+        sw_comm_traffic(x->comm, groups[i], &v, &calls), sent1 += v;
+    sw_params_reduce_grads(p, 0);
+    char what[200];
+    float *got = tu_read(k.kv);
+    snprintf(what, sizeof what, "rank %d: K/V projection kv = cond W^T + b, TP rank's %d head(s)", sw_rank(), aq);
+    tu_close(what, got, rkv, NK * lc, 1e-5, 1e-6);
+    free(got), got = tu_read(k.att);
+    close_rows(x, "K/V projection into cross-attention: out on its positions and heads", got, rout, x->T, aq * D, 0,
+               1e-5, 1e-6);
+    free(got), got = tu_read(sw_params_grad(p, l.lin.w));
+    snprintf(what, sizeof what, "rank %d: K/V projection dW, the registry's sum over the gradient group = the whole batch's (its heads' rows)", sw_rank());
+    tu_close(what, got, rdw, wr * CD, 1e-5, 1e-5);
+    free(got), got = tu_read(sw_params_grad(p, l.lin.b));
+    snprintf(what, sizeof what, "rank %d: K/V projection db, the registry's sum = the whole batch's (its heads')", sw_rank());
+    tu_close(what, got, rdb, wr, 1e-5, 1e-5);
+    free(got), got = tu_read(DC);
+    SW_CHECK(MPI_Allreduce(MPI_IN_PLACE, got, (int)(NK * CD), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    snprintf(what, sizeof what, "rank %d: K/V projection dcond summed over the ranks (heads, queries) = the whole batch's", sw_rank());
+    tu_close(what, got, dc, NK * CD, 1e-5, 1e-5);
+    free(got);
+    snprintf(what, sizeof what, "rank %d: the K/V projection and cross-attention sent nothing (%.0f bytes)", sw_rank(),
+             sent1 - sent0);
+    tu_true(what, sent1 == sent0);
+    sw_tensor *all[] = {C, DO, DQ, DKV, DC};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sw_tensor_free(all[i]);
+    for (int i = 0; i < s.n; i++) sw_tensor_free(s.t[i]);
+    sw_cross_attention_destroy(a);
+    free(qg), free(cg), free(w), free(bias), free(dg), free(lw), free(lb), free(lq), free(ld), free(rout), free(rkv);
+    free(rdw), free(rdb);
+}
+
 static void grid_case(sw_ctx *x, sw_params *p, sw_attn_axis axis)
 {
     const int t = x->tp.t, aq = A / t, r0 = x->tp.rank * aq; /* this TP rank's heads r0 .. r0 + aq - 1 */
@@ -277,9 +398,9 @@ int main(int argc, char **argv)
         sw_ctx_init(&x, &xc, comm, sw_params_new(&pc, comm));
         sw_grid_attention_create(&x, SW_AXIS_TEMPORAL, FR, PA, A, D);
     }
-    for (int which = 0; which < 4; which++) {
+    for (int which = 0; which < 5; which++) {
         if (which == 1 && tp > 1) continue;     /* cross-attention: with tp the heads' columns, not tested here */
-        if (which >= 2 && xc.zigzag && R > 1) continue; /* grid attention refuses a zigzag split (--refuse) */
+        if ((which == 2 || which == 3) && xc.zigzag && R > 1) continue; /* grid attention refuses a zigzag split (--refuse) */
         sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f,
                                .grad_group = U * R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP};
         sw_params *p = sw_params_new(&pc, comm);
@@ -287,6 +408,7 @@ int main(int argc, char **argv)
         sw_ctx_init(&x, &xc, comm, p);
         if (which == 0) adaln_case(&x, p);
         else if (which == 1) cross_case(&x, p);
+        else if (which == 4) cross_kv_case(&x, p);
         else grid_case(&x, p, which == 2 ? SW_AXIS_SPATIAL : SW_AXIS_TEMPORAL);
         starpu_task_wait_for_all();
         sw_scratch_invalidate(&x);

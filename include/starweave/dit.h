@@ -2,7 +2,7 @@
  * Layers of a diffusion transformer (DiT, Open-Sora's STDiT), each usable by
  * any model: adaLN-Zero modulation, a timestep embedding, SiLU, patch
  * embedding and un-patchify of latents, cross-attention to a conditioning
- * sequence, and attention over another grouping of the same tokens
+ * sequence and the conditioning's K/V projection, and attention over another grouping of the same tokens
  * (spatial / temporal).
  *
  * Rows follow the layers' layout (layers.h): the residual stream's l rows
@@ -146,11 +146,12 @@ void sw_ctx_load_cond(sw_ctx *x, int k, const float *in, int64_t len, int64_t f,
  * a conditioning sequence of cond_len positions per sequence, non-causal,
  * multi-head. Inputs: q [T, aq d], the column-parallel query projection of
  * the tokens (aq = heads / tp); kv [cond_len B, 2 aq d] = k heads | v heads,
- * the column-parallel projection of the conditioning rows (sw_ctx_load_cond).
- * Output [T, aq d]. No communication: with Ulysses or Ring each rank's
- * queries see the whole conditioning, and the K/V gradients are each
- * rank's part (the registry sums the K/V linear's weight gradient over the
- * gradient group; a conditioning input's gradient is partial likewise). */
+ * the column-parallel projection of the conditioning rows (sw_ctx_load_cond)
+ * by sw_cross_kv_forward (below). Output [T, aq d]. No communication: with
+ * Ulysses or Ring each rank's queries see the whole conditioning, and the
+ * K/V gradients are each rank's part (sw_cross_kv_backward: the registry
+ * sums the K/V weight gradient over the gradient group; the conditioning's
+ * gradient is partial likewise). */
 typedef struct sw_cross_attention sw_cross_attention;
 /** What cross-attention keeps for its backward. */
 typedef struct sw_cross_saved {
@@ -172,6 +173,44 @@ void sw_cross_attention_forward(sw_ctx *x, sw_cross_attention *a, const sw_cross
 /** datt [T, aq d] -> dq [T, aq d], dkv [cond_len B, 2 aq d] (written) */
 void sw_cross_attention_backward(sw_ctx *x, sw_cross_attention *a, const sw_cross_saved *k, sw_tensor *datt,
                                  sw_tensor *dq, sw_tensor *dkv);
+
+/** Cross-attention's K/V projection of the conditioning (sw_cross_kv_add;
+ * Megatron's linear_kv of its cross-attention): kv [n, 2 h/t] = cond
+ * [n, cond_dim] W^T (+ b), W = [Wk; Wv] [2h, cond_dim], h = heads x
+ * head_dim, column-parallel over TP: each rank holds its heads' rows of Wk
+ * and of Wv, so its kv is k heads | v heads of its aq = heads / tp heads,
+ * as sw_cross_attention reads it. The rows are the conditioning's, any n
+ * (cond_len B for sw_cross_attention, sw_ctx_load_cond), the same on every
+ * rank. No communication, so no traffic function:
+ *  - the weight gradient (and the bias's) is written (not added) once per
+ *    micro-batch, as sw_linear_backward's: this rank's part from its
+ *    dkv, i.e. from its own queries with Ulysses or Ring (TP with sp: the
+ *    gathered queries, the whole of its heads'); the registry sums the
+ *    micro-batches and the gradient group (which must hold the sequence
+ *    ranks: grad_group SW_GROUP_SP_DP with ulysses x ring > 1);
+ *  - dcond is this rank's part likewise: its heads' and its queries'. A
+ *    conditioning made by the model's own layers (an encoder's output,
+ *    replicated over TP) takes the sum over TP first (sw_allreduce over
+ *    SW_GROUP_TP: Megatron's f backward); over the sequence ranks it stays
+ *    partial, as the gradients of that encoder's weights may (the
+ *    registry's sum over the gradient group completes them).
+ * With dtype bf16 the GEMMs read the bf16 weight copy and bf16 operands,
+ * as sw_linear_forward/backward do; with ZeRO-3 the weight is the unit's
+ * gathered value: call these in its unit's forward / backward. */
+typedef struct sw_cross_kv {
+    sw_linear lin;           /**< SW_LINEAR_COLUMN [2h, cond_dim], k | v heads of each rank (name_w, name_b) */
+    int64_t h;               /**< heads x head_dim: K's (V's) global features */
+} sw_cross_kv;
+/** Registers name_w [2h, cond_dim] (N(0, std)) and, with bias, name_b [2h]
+ * (0): rows 0 .. h - 1 the keys', h .. 2h - 1 the values'; h divisible by
+ * tp (exit 2 otherwise). */
+sw_cross_kv sw_cross_kv_add(sw_ctx *x, const char *name, int64_t cond_dim, int64_t h, int bias, float std);
+/** kv [n, 2 h/t] (W) = cond [n, cond_dim] W^T + b */
+void sw_cross_kv_forward(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_tensor *kv);
+/** From dkv [n, 2 h/t]: dW = dkv^T cond and db = the column sums of dkv
+ * (this rank's parts, written; see above); dcond [n, cond_dim] (W) = dkv W,
+ * this rank's part, or NULL when not needed (a conditioning of data). */
+void sw_cross_kv_backward(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_tensor *dkv, sw_tensor *dcond);
 
 /* ------------------------------------- spatial and temporal attention */
 
