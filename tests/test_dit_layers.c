@@ -160,20 +160,27 @@ static void attend(const float *qs, int64_t qc, int64_t q, const float *kvs, int
     }
 }
 
-static void cross_case(sw_ctx *x, sw_params *p)
+/* cross-attention of every query row (q [SEQ NB, AD]) to its sequence's L conditioning rows (kv
+ * [L NB, 2 AD], k | v), the output's gradient dg: out, dq, dkv (added) */
+static void cross_ref(const float *q, const float *kv, const float *dg, double *out, double *dq, double *dkv)
 {
-    sw_params_allocate(p);
-    float *qg = rnd(SEQ * NB * AD, 11, 1.5f), *kvg = rnd(L * NB * 2 * AD, 12, 1.5f), *dg = rnd(SEQ * NB * AD, 13, 1.0f);
-    static double out[SEQ * NB * AD], dq[SEQ * NB * AD], dkv[L * NB * 2 * AD];
-    memset(dq, 0, sizeof dq), memset(dkv, 0, sizeof dkv);
     for (int64_t r = 0; r < SEQ * NB; r++)
         for (int h = 0; h < A; h++) {
             int64_t keys[L];
             double dout[D];
             for (int j = 0; j < L; j++) keys[j] = j * NB + r % NB;
             for (int c = 0; c < D; c++) dout[c] = dg[r * AD + h * D + c];
-            attend(qg, AD, r, kvg, 2 * AD, keys, L, h, 0, AD, dout, out + r * AD + h * D, dq + r * AD + h * D, dkv);
+            attend(q, AD, r, kv, 2 * AD, keys, L, h, 0, AD, dout, out + r * AD + h * D, dq + r * AD + h * D, dkv);
         }
+}
+
+static void cross_case(sw_ctx *x, sw_params *p)
+{
+    sw_params_allocate(p);
+    float *qg = rnd(SEQ * NB * AD, 11, 1.5f), *kvg = rnd(L * NB * 2 * AD, 12, 1.5f), *dg = rnd(SEQ * NB * AD, 13, 1.0f);
+    static double out[SEQ * NB * AD], dq[SEQ * NB * AD], dkv[L * NB * 2 * AD];
+    memset(dq, 0, sizeof dq), memset(dkv, 0, sizeof dkv);
+    cross_ref(qg, kvg, dg, out, dq, dkv);
     sw_cross_attention *a = sw_cross_attention_create(x, A, D, L);
     sw_saved s;
     memset(&s, 0, sizeof s);
@@ -227,14 +234,7 @@ static void cross_kv_case(sw_ctx *x, sw_params *p)
             for (int i = 0; i < CD; i++) v += (double)cg[r * CD + i] * w[o * CD + i];
             kvf[r * 2 * AD + o] = (float)(kv[r * 2 * AD + o] = v);
         }
-    for (int64_t r = 0; r < T; r++)
-        for (int h = 0; h < A; h++) {
-            int64_t keys[L];
-            double dout[D];
-            for (int j = 0; j < L; j++) keys[j] = j * NB + r % NB;
-            for (int c = 0; c < D; c++) dout[c] = dg[r * AD + h * D + c];
-            attend(qg, AD, r, kvf, 2 * AD, keys, L, h, 0, AD, dout, out + r * AD + h * D, dq + r * AD + h * D, dkv);
-        }
+    cross_ref(qg, kvf, dg, out, dq, dkv);
     for (int64_t r = 0; r < NK; r++)
         for (int o = 0; o < 2 * AD; o++) {
             db[o] += dkv[r * 2 * AD + o];
