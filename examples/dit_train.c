@@ -483,6 +483,7 @@ int main(int argc, char **argv)
     if (micro < 1 || micro > MAX_MICRO || dp < 1 || batch % (dp * micro))
         sw_usage_error("--micro (%d, at most %d) times --dp (%d) must divide --batch (%d)", micro, MAX_MICRO, dp, batch);
     if (every < 1) sw_usage_error("--recompute-every must be at least 1 (%d)", every);
+    if (pp_virtual < 1) sw_usage_error("--pp-virtual must be at least 1 (%d)", pp_virtual);
     if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
     const int seq = F * S, ppc = P * P * C;
     sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = flag(argc, argv, "--sp", 0), .ulysses = U, .ring = R,

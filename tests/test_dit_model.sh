@@ -165,4 +165,5 @@ bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
 bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
 bad 2 "the blocks (3) must be divisible by the pipeline stages times their chunks (pp 2 x 1)" --pp 2 --layers 3
 bad 1 "--dtype must be fp32 or bf16 (fp16)" --dtype fp16
+bad 2 "--pp-virtual must be at least 1 (0)" --pp 2 --pp-virtual 0
 finish
