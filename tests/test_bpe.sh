@@ -19,8 +19,9 @@
 # the last token, fewer tokens than --vocab, a missing file. The tool: a missing input, an unwritable output,
 # text that is not UTF-8 (exit 2); node or the package missing (exit 3,
 # saying how to install).
-# SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "prompt text"
-# (with "train": its weights), "bad input".
+# SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "train: prompt
+# text" (the text prompts, with train's weights), "prompt text: refused",
+# "bad input".
 . "${top_srcdir:-.}/tests/common.sh"
 PREP="$top_srcdir/tools/prepare-data"
 if ! command -v "${SW_NODE:-node}" > /dev/null 2>&1; then
@@ -144,7 +145,7 @@ gen() { # gen NP OUT ARGS...: gpt_train --generate on NP ranks from the checkpoi
 sample() { # sample FILE: the sample's lines (from its first " | " to the timing line)
   awk '/ \| / { on = 1 } /^generate: prefill/ { on = 0 } on' "$1"
 }
-if [ -f "$TMPD/w.safetensors" ] && want "prompt text"; then
+if want "train: prompt text"; then
   ids=$(sh "$PREP" --encode "$P")
   for np in 1 2; do
     tp=; [ "$np" = 2 ] && tp="--tp 2"
