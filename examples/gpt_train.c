@@ -34,6 +34,7 @@ typedef struct train_opts {
     int sample_every, sample_len; /* --sample-every, --sample-len */
     float sample_temperature;
     const char *generate;         /* --generate PROMPT: continue it and stop, no training */
+    int prompt_text;              /* --prompt-text: PROMPT is text, encoded by GPT-2's BPE on rank 0 */
     const char *tokenizer;        /* --tokenizer FILE: llm.c's token-to-bytes table, samples as text */
     int offload_budget_mb;
     int ncuda;
@@ -157,11 +158,16 @@ static void usage(FILE *f)
             "  --sample-len L    tokens generated per sample (64)\n"
             "  --sample-temperature T  softmax temperature (1; 0: the most likely token)\n"
             "  --generate TEXT   no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
-            "                    ids separated by spaces) by --sample-len tokens, with the parameters\n"
-            "                    of --resume DIR or --load-weights FILE, and stop\n"
+            "                    ids separated by spaces, or text with --prompt-text) by --sample-len\n"
+            "                    tokens, with the parameters of --resume DIR or --load-weights FILE,\n"
+            "                    and stop\n"
+            "  --prompt-text     --generate's TEXT is text (a vocabulary above 256): rank 0 encodes it\n"
+            "                    with GPT-2's BPE, running starweave-prepare-data --encode TEXT (no\n"
+            "                    shell), and every rank gets the ids. The encoder: $SW_PREPARE_DATA,\n"
+            "                    else from the build tree the source tree's tools/prepare-data, else\n"
+            "                    the one beside gpt_train, else starweave-prepare-data from PATH\n"
             "  --tokenizer FILE  llm.c's token-to-bytes table (gpt2_tokenizer.bin, from\n"
-            "                    starweave-prepare-data): samples print as text, a --generate prompt\n"
-            "                    stays token ids (starweave-prepare-data --encode TEXT gives them)\n"
+            "                    starweave-prepare-data): samples print as text\n"
             "weights (docs/weights.md):\n"
             "  --load-weights FILE  start from the weights of FILE, its format told by its header: Hugging\n"
             "                    Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
@@ -228,6 +234,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->save = o->resume = o->trace = o->dag = NULL;
     o->save_every = 0;
     o->sample_every = 0, o->sample_len = 64, o->sample_temperature = 1.0f, o->generate = NULL, o->tokenizer = NULL;
+    o->prompt_text = 0;
     o->load_weights = o->save_weights = NULL;
     o->weights_format = -1;
     o->offload_budget_mb = 0;
@@ -260,6 +267,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
         }
         if (!strcmp(a, "--no-zigzag")) {
             o->cfg.zigzag = 0;
+            continue;
+        }
+        if (!strcmp(a, "--prompt-text")) {
+            o->prompt_text = 1;
             continue;
         }
         if (!strcmp(a, "--offload") || !strcmp(a, "--dw-last")) {
@@ -369,6 +380,10 @@ static void parse_args(int argc, char **argv, train_opts *o)
                        o->sample_temperature);
     if (o->generate && !o->resume && !o->load_weights)
         sw_usage_error("--generate needs trained parameters: --resume DIR or --load-weights FILE");
+    if (o->prompt_text && !o->generate) sw_usage_error("--prompt-text needs --generate TEXT");
+    if (o->prompt_text && o->cfg.vocab <= 256)
+        sw_usage_error("--prompt-text encodes TEXT with GPT-2's BPE: it needs a vocabulary above 256 (vocab = %d; "
+                       "with a byte vocabulary --generate's TEXT is bytes already)", o->cfg.vocab);
     if (o->offload_budget_mb < 0)
         sw_usage_error("offload-budget-mb must not be negative (offload-budget-mb = %d)", o->offload_budget_mb);
     if (o->offload_budget_mb > 0 && !o->cfg.offload) sw_usage_error("offload-budget-mb needs --offload");
@@ -578,12 +593,40 @@ static int prompt_tokens(const char *text, int vocab, int32_t *out, int max)
         long v = strtol(s, &end, 10);
         if (end == s || v < 0 || v >= vocab)
             sw_usage_error("--generate: with a vocabulary of %d the prompt is token ids in [0, %d) separated by spaces "
-                           "('%s')", vocab, vocab, text);
+                           "('%s'; text needs --prompt-text)", vocab, vocab, text);
         out[n++] = (int32_t)v;
         for (s = end; *s == ' '; s++) {}
     }
     if (n == 0) sw_usage_error("--generate: the prompt is empty");
     return n;
+}
+
+/* --generate TEXT --prompt-text: rank 0 runs the encoder (tokenizer.h),
+ * every rank receives the ids, so that all continue the same prompt; a
+ * failure is known to every rank and exits 2 everywhere, the rule printed
+ * once (by rank 0, which alone has the message). */
+static int32_t *text_prompt(const char *text, int vocab, int *n, int quiet)
+{
+    const int me = sw_rank();
+    int32_t *ids = NULL;
+    int head[2] = {0, 0}; /* status, count */
+    char msg[1024] = "", path[4096];
+    const char *how = "", *encoder = "";
+    if (me == 0) {
+        encoder = prompt_encoder_find(path, sizeof path, &how);
+        head[0] = prompt_encode(encoder, how, text, vocab, &ids, &head[1], msg, sizeof msg);
+    }
+    MPI_Bcast(head, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (head[0] != 0) sw_usage_error("%s", msg);
+    if (me != 0 && !(ids = calloc((size_t)head[1], sizeof(int32_t)))) { perror("calloc"); exit(1); }
+    MPI_Bcast(ids, head[1], MPI_INT32_T, 0, MPI_COMM_WORLD);
+    *n = head[1];
+    if (me == 0 && !quiet) {
+        printf("gpt_train: --prompt-text: %d token(s) from the encoder '%s' (%s):", head[1], encoder, how);
+        for (int i = 0; i < head[1]; i++) printf(" %d", ids[i]);
+        printf("\n");
+    }
+    return ids;
 }
 
 /* Pipeline stages: per stage, the share of each step (after the first)
@@ -782,6 +825,14 @@ int main(int argc, char **argv)
         sw_usage_error("cannot write log '%s': %s", o.log, strerror(log_errno)); /* printed by rank 0 */
     if (log) fprintf(log, "step,loss,ms,tokens_per_s\n");
 
+    int32_t *prompt = NULL; /* --generate's tokens, checked before the model is made */
+    int prompt_len = 0;
+    if (o.generate && o.prompt_text) prompt = text_prompt(o.generate, o.cfg.vocab, &prompt_len, o.quiet);
+    else if (o.generate) {
+        if (!(prompt = malloc(sizeof(int32_t) * 256))) { perror("malloc"); return 1; }
+        prompt_len = prompt_tokens(o.generate, o.cfg.vocab, prompt, 256);
+    }
+
     const double t_create = now_ms();
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     sw_ckpt_field fields[8];
@@ -835,9 +886,8 @@ int main(int argc, char **argv)
                    sw_weights_format_name(sw_weights_detect(o.load_weights, NULL, 0)));
     }
     if (o.generate) { /* no training: the prompt continued */
-        int32_t prompt[256];
-        int p = prompt_tokens(o.generate, c->vocab, prompt, 256);
-        print_sample(m, prompt, p, o.sample_len, o.sample_temperature, c->seed, "");
+        print_sample(m, prompt, prompt_len, o.sample_len, o.sample_temperature, c->seed, "");
+        free(prompt);
     } else if (o.steps == 0) { /* --save-weights with --steps 0: a conversion, no training */
         sw_weights_save(m, o.save_weights, o.weights_format);
         if (me == 0)

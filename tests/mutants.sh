@@ -198,6 +198,12 @@ tokenizer-version-unchecked|examples/tokenizer.c|s/if (version != 1 \&\& version
 tokenizer-empty-token-accepted|examples/tokenizer.c|s/        if (k == 0) {/        if (0) {/|tests/test_bpe.sh|zero.bin
 tokenizer-trailing-bytes-accepted|examples/tokenizer.c|s/    if (at != len) {/    if (0) {/|tests/test_bpe.sh|tail.bin
 tokenizer-vocab-unchecked|examples/gpt_train.c|s/if (sample_tokens.vocab < o.cfg.vocab)/if (0)/|tests/test_bpe.sh|small.bin
+# --prompt-text: the encoder run without a shell, its ids checked and sent to every rank
+prompt-text-not-broadcast|examples/gpt_train.c|s/MPI_Bcast(ids, head\[1\], MPI_INT32_T, 0, MPI_COMM_WORLD);/if (me == 0) MPI_Bcast(ids, head[1], MPI_INT32_T, 0, MPI_COMM_SELF);/|tests/test_bpe.sh|^train
+prompt-text-through-a-shell|examples/tokenizer.c|s/char \*argv\[\] = {(char \*)encoder, (char \*)"--encode", (char \*)text, NULL};/char cmd[8192]; snprintf(cmd, sizeof cmd, "%s --encode \\"%s\\"", encoder, text); char *argv[] = {(char *)"\/bin\/sh", (char *)"-c", cmd, NULL};/;s/posix_spawnp(\&pid, encoder,/posix_spawnp(\&pid, argv[0],/|tests/test_bpe.sh|^train
+prompt-text-vocab-unchecked|examples/tokenizer.c|s/ v >= vocab) {/ 0) {/|tests/test_bpe.sh|not below vocab
+prompt-text-exit-status-ignored|examples/tokenizer.c|s/ WEXITSTATUS(status) != 0) {/ 0) {/|tests/test_bpe.sh|node not found
+prompt-text-encoder-not-beside|examples/tokenizer.c|s/if (access(buf, X_OK) == 0) {/if (0) {/|tests/test_install.sh|
 # the DiT model (examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
 dit-dc-not-accumulated|examples/dit_train.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
 dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&pd, batch, eps, tgt);/sw_patchify(\&pd, batch, x0, tgt);/|tests/test_dit_torch.sh|dit 2 blocks

@@ -12,13 +12,16 @@
 # ids ("Hello world" = 15496 995, "<|endoftext|>" as text); gpt_train
 # --data on the shard with --vocab 50257: the loss falls, and --tokenizer
 # prints the sample's prompt as text of the corpus; --generate with ids
-# from --encode prints text. Refused, exit 2 on every rank of 2, the rule
+# from --encode prints text, and --generate TEXT --prompt-text (1 rank and
+# tp 2) the same tokens as those ids. Refused, exit 2 on every rank of 2, the rule
 # once: a tokenizer table of another magic, version 3, a truncated header,
 # a table cut in a token and after one, a token of length 0, bytes after
 # the last token, fewer tokens than --vocab, a missing file. The tool: a missing input, an unwritable output,
 # text that is not UTF-8 (exit 2); node or the package missing (exit 3,
 # saying how to install).
-# SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "bad input".
+# SW_TEST_ONLY (tests/mutants.sh) selects: "prepare", "train", "train: prompt
+# text" (the text prompts, with train's weights), "prompt text: refused",
+# "bad input".
 . "${top_srcdir:-.}/tests/common.sh"
 PREP="$top_srcdir/tools/prepare-data"
 if ! command -v "${SW_NODE:-node}" > /dev/null 2>&1; then
@@ -107,7 +110,7 @@ tool_bad 3 "cannot be loaded from $D/empty: Cannot find module 'gpt-tokenizer/en
 M="--vocab 50257 --layers 2 --hidden 64 --heads 2 --seq 32 --batch 4"
 if want "train"; then
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" $M --steps 6 --lr 3e-3 --data "$D/out/tiny_train.bin" \
-    --tokenizer "$D/out/gpt2_tokenizer.bin" --sample-every 6 --sample-len 8 --save "$TMPD/ck" \
+    --tokenizer "$D/out/gpt2_tokenizer.bin" --sample-every 6 --sample-len 8 --save "$TMPD/ck" --save-weights "$TMPD/w.safetensors" \
     --log "$TMPD/train.csv" > "$TMPD/train.out" 2>&1
   rc=$?
   [ "$rc" = 0 ] || cat "$TMPD/train.out"
@@ -123,6 +126,60 @@ if want "train"; then
   check "--generate \"\$(starweave-prepare-data --encode 'Hello world')\" --tokenizer: exit $rc, '$(grep ' | ' "$TMPD/gen.out" | head -n 1)'" \
     grep -q '^Hello world | ' "$TMPD/gen.out"
 fi
+
+# --generate TEXT --prompt-text with the train section's weights: rank 0
+# runs the encoder (here the source tree's: gpt_train runs from the build
+# tree), every rank gets the ids. The text (quotes, $(...), backquotes: one
+# argument, no shell: expanded, its ids would differ from those of
+# --encode "$P") continues as its ids from --encode do, token for
+# token, on 1 rank and on 2 (tp 2); the sample starts with
+# the text itself (decoded by --tokenizer). Refused on 2 ranks, exit 2 on
+# both, the rule once: no encoder, node missing (the encoder exits 3), no
+# ids printed, an id not below --vocab.
+P="Hello \"world\", it's \$(id) \`id\` | ;"
+gen() { # gen NP OUT ARGS...: gpt_train --generate on NP ranks from the checkpoint, the output in OUT
+  np=$1; out=$2; shift 2
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" "$np" "$GPT_TRAIN" $M --load-weights "$TMPD/w.safetensors" --tokenizer "$D/out/gpt2_tokenizer.bin" \
+    --sample-len 6 "$@" > "$out" 2>&1
+}
+sample() { # sample FILE: the sample's lines (from its first " | " to the timing line)
+  awk '/ \| / { on = 1 } /^generate: prefill/ { on = 0 } on' "$1"
+}
+if want "train: prompt text"; then
+  ids=$(sh "$PREP" --encode "$P")
+  for np in 1 2; do
+    tp=; [ "$np" = 2 ] && tp="--tp 2"
+    gen "$np" "$TMPD/pids.$np" $tp --generate "$ids"
+    rc1=$?
+    gen "$np" "$TMPD/ptext.$np" $tp --generate "$P" --prompt-text
+    rc2=$?
+    [ "$rc1$rc2" = 00 ] || cat "$TMPD/pids.$np" "$TMPD/ptext.$np"
+    got=$(sed -n 's/^gpt_train: --prompt-text: [0-9]* token(s) from the encoder .*: //p' "$TMPD/ptext.$np")
+    line=$(sample "$TMPD/ptext.$np" | head -n 1)
+    ok=false
+    case "$line" in "$P | "*) ok=true ;; esac
+    [ "$rc1$rc2" = 00 ] && [ "$got" = "$ids" ] && [ -n "$(sample "$TMPD/pids.$np")" ] &&
+      [ "$(sample "$TMPD/pids.$np")" = "$(sample "$TMPD/ptext.$np")" ] || ok=false
+    check "prompt text: np=$np${tp:+ $tp} --generate TEXT --prompt-text (exit $rc2) = --generate \"\$(--encode TEXT)\" (exit $rc1): ids $got (--encode: $ids), '$line'" $ok
+  done
+fi
+prompt_bad() { # prompt_bad "message" VAR=VALUE... [-- ARGS...]: --generate "$P" --prompt-text refused on 2 ranks
+  msg=$1; shift
+  want "prompt text: refused: $msg" || return 0
+  vars=
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do vars="$vars $1"; shift; done
+  [ $# -gt 0 ] && shift
+  refused 2 "$msg" "--prompt-text$vars $*" env $vars "$GPT_TRAIN" $M --tp 2 --load-weights "$TMPD/w.safetensors" --generate "Hello world" \
+    --prompt-text --sample-len 2 "$@"
+}
+prompt_bad "--prompt-text: cannot run the encoder '$D/no-encoder' (\$SW_PREPARE_DATA): No such file or directory" \
+  SW_PREPARE_DATA="$D/no-encoder"
+prompt_bad "(the source tree's, gpt_train running from the build tree) exited 3 (it must exit 0): starweave-prepare-data: node not found ('$D/no-node')" \
+  SW_NODE="$D/no-node"
+prompt_bad "--prompt-text: the encoder 'true' (\$SW_PREPARE_DATA) printed no token ids for the prompt 'Hello world'" \
+  SW_PREPARE_DATA=true
+prompt_bad "--prompt-text: token 0 of the encoded prompt is 15496, not below vocab (1000): every id must be in [0, 1000)" \
+  -- --vocab 1000
 
 # bad tokenizer tables, written from the good one
 T="$D/out/gpt2_tokenizer.bin"

@@ -7,7 +7,8 @@
 # 1 rank's. gpt_train: samples while training, --generate from a
 # checkpoint (tp 2 = 1 rank). Misuse: a token outside the vocabulary, more
 # positions than max_len, --generate without a checkpoint, generation with
-# pp: exit 2 on every rank, the message once.
+# pp, --prompt-text without --generate or with the byte vocabulary, a text
+# prompt without it: exit 2 on every rank, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_generate"
 for model in "gpt2" "llama --kv-heads 2"; do
@@ -35,6 +36,12 @@ g1=$(grep '^The cat | ' "$TMPD/gen1"); g2=$(grep '^The cat | ' "$TMPD/gen2")
 check "gpt_train --resume --generate, greedy: tp 2's continuation = 1 rank's ('$g1')" [ -n "$g1" -a "$g1" = "$g2" ]
 refused 1 "--generate needs trained parameters: --resume DIR or --load-weights FILE" "gpt_train --generate without --resume" \
   "$GPT_TRAIN" --generate "x"
+# --prompt-text's rules on the flags (the encoder itself: tests/test_bpe.sh, which needs node)
+refused 1 "--prompt-text needs --generate TEXT" "gpt_train --prompt-text without --generate" "$GPT_TRAIN" --prompt-text
+refused 1 "--prompt-text encodes TEXT with GPT-2's BPE: it needs a vocabulary above 256 (vocab = 256;" \
+  "gpt_train --prompt-text with the byte vocabulary" "$GPT_TRAIN" --resume "$TMPD/ck" --generate "x" --prompt-text
+refused 1 "--generate: with a vocabulary of 1000 the prompt is token ids in [0, 1000) separated by spaces ('The cat'; text needs --prompt-text)" \
+  "gpt_train --generate text with a vocabulary above 256" "$GPT_TRAIN" --vocab 1000 --resume "$TMPD/ck" --generate "The cat"
 refused 2 "generation needs every layer and whole parameter values on each rank, and whole sequences: not pp (2)" \
   "gpt_train --pp 2 --sample-every 1" "$GPT_TRAIN" --pp 2 --steps 1 --sample-every 1 --log "$TMPD/log.csv"
 refused 2 "sw_gpt_generator_feed: token 1 is 1048576, outside the vocabulary [0, 96)" "test_generate --misuse token" \

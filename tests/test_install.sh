@@ -9,7 +9,8 @@
 #   make installcheck: (and distcheck) the real installation:
 #                      tests/test_install.sh --installed, with $DESTDIR if any
 # The programs are installed under the project's prefix (starweave-gpt_train,
-# starweave-collectives: configure's default --program-prefix) and run.
+# starweave-collectives: configure's default --program-prefix) and run;
+# gpt_train --prompt-text finds starweave-prepare-data beside it.
 # The install directories and the name transform come from the Makefile
 # (sw_prefix, sw_bindir, sw_libdir, sw_pkgconfigdir, sw_transform).
 . "${top_srcdir:-.}/tests/common.sh"
@@ -107,4 +108,15 @@ if command -v node > /dev/null 2>&1; then
   [ "$rc" = 0 ] || cat "$TMPD/help"
   check "$sw_bindir/$name --help (exit $rc, $(wc -l < "$TMPD/help") lines)" [ "$rc" = 0 ]
 fi
+# gpt_train --prompt-text runs the encoder installed beside it (node pointed
+# nowhere: the wrapper runs and exits 3, without node or its package)
+name=$(echo gpt_train | sed "${sw_transform:-s,x,x,}")
+enc=$(echo prepare-data | sed "${sw_transform:-s,x,x,}")
+env -u SW_PREPARE_DATA SW_NODE="$TMPD/no-node" LD_LIBRARY_PATH="$root$sw_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  "$root$sw_bindir/$name" --vocab 1000 --load-weights "$TMPD/none" --generate "x" --prompt-text > "$TMPD/encoder" 2>&1
+rc=$?
+ok=false
+[ "$rc" = 2 ] && grep -q -F "$enc' (beside gpt_train) exited 3" "$TMPD/encoder" && ok=true
+$ok || cat "$TMPD/encoder"
+check "$sw_bindir/$name --prompt-text runs $sw_bindir/$enc (exit $rc): $(grep -o "the encoder '[^']*' ([^)]*)" "$TMPD/encoder")" $ok
 finish
