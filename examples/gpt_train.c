@@ -580,11 +580,13 @@ static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float t
     free(seq);
 }
 
-/* --generate: the prompt's tokens (bytes, or ids separated by spaces) */
-static int prompt_tokens(const char *text, int vocab, int32_t *out, int max)
+/* --generate: the prompt's tokens (bytes, or ids separated by spaces), at
+ * most strlen(text) of them: out holds that many (the generator refuses a
+ * prompt longer than its positions) */
+static int prompt_tokens(const char *text, int vocab, int32_t *out)
 {
     int n = 0;
-    for (const char *s = text; *s && n < max;) {
+    for (const char *s = text; *s;) {
         if (vocab <= 256) {
             out[n++] = (unsigned char)*s++;
             continue;
@@ -829,8 +831,8 @@ int main(int argc, char **argv)
     int prompt_len = 0;
     if (o.generate && o.prompt_text) prompt = text_prompt(o.generate, o.cfg.vocab, &prompt_len, o.quiet);
     else if (o.generate) {
-        if (!(prompt = malloc(sizeof(int32_t) * 256))) { perror("malloc"); return 1; }
-        prompt_len = prompt_tokens(o.generate, o.cfg.vocab, prompt, 256);
+        if (!(prompt = malloc(sizeof(int32_t) * (strlen(o.generate) + 1)))) { perror("malloc"); return 1; }
+        prompt_len = prompt_tokens(o.generate, o.cfg.vocab, prompt);
     }
 
     const double t_create = now_ms();

@@ -36,6 +36,10 @@ g1=$(grep '^The cat | ' "$TMPD/gen1"); g2=$(grep '^The cat | ' "$TMPD/gen2")
 check "gpt_train --resume --generate, greedy: tp 2's continuation = 1 rank's ('$g1')" [ -n "$g1" -a "$g1" = "$g2" ]
 refused 1 "--generate needs trained parameters: --resume DIR or --load-weights FILE" "gpt_train --generate without --resume" \
   "$GPT_TRAIN" --generate "x"
+# a prompt of 300 bytes is 300 positions, never cut: beyond the model's 64 learned ones, refused
+refused 1 "sw_gpt_generator_create: batch (1) and max_len (324) must be positive, max_len at most the learned positions (max-pos 64)" \
+  "gpt_train --generate with a prompt longer than the positions" "$GPT_TRAIN" --layers 2 --resume "$TMPD/ck" \
+  --generate "$(printf '%0300d' 0)" --sample-len 24
 # --prompt-text's rules on the flags (the encoder itself: tests/test_bpe.sh, which needs node)
 refused 1 "--prompt-text needs --generate TEXT" "gpt_train --prompt-text without --generate" "$GPT_TRAIN" --prompt-text
 refused 1 "--prompt-text encodes TEXT with GPT-2's BPE: it needs a vocabulary above 256 (vocab = 256;" \
