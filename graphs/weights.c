@@ -668,13 +668,15 @@ static void place(const sw_param_desc *d, const float *local, int64_t first, int
 /* Parameter i's global values on rank 0 (into out, [rows, cols]): every
  * rank's part summed over MPI, each element divided by the ranks holding
  * it (sums of up to 2^29 equal fp32 values are exact in double, and so is
- * the division). Collective. */
+ * the division; the sums start from -0.0 so that a -0 stays one, and a NaN
+ * stays the NaN it was). Collective. */
 static void assemble(sw_params *p, int i, float *out)
 {
     const sw_param_desc *d = sw_params_desc(p, i);
     const int64_t numel = d->rows * d->cols;
-    double *g = calloc((size_t)numel, sizeof *g), *cnt = calloc((size_t)numel, sizeof *cnt);
+    double *g = malloc(sizeof *g * (size_t)numel), *cnt = calloc((size_t)numel, sizeof *cnt);
     if (!g || !cnt) sw_fail(__FILE__, __LINE__, "calloc(weights)", -ENOMEM);
+    for (int64_t k = 0; k < numel; k++) g[k] = -0.0; /* the additive identity: -0 + -0 stays -0, unlike 0 + -0 */
     sw_tensor *t = sw_params_value(p, i);
     if (t) {
         float *local = malloc(sw_tensor_bytes(t));
