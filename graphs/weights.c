@@ -675,7 +675,7 @@ static void assemble(sw_params *p, int i, float *out)
     const sw_param_desc *d = sw_params_desc(p, i);
     const int64_t numel = d->rows * d->cols;
     double *g = malloc(sizeof *g * (size_t)numel), *cnt = calloc((size_t)numel, sizeof *cnt);
-    if (!g || !cnt) sw_fail(__FILE__, __LINE__, "calloc(weights)", -ENOMEM);
+    if (!g || !cnt) sw_fail(__FILE__, __LINE__, "malloc(weights)", -ENOMEM);
     for (int64_t k = 0; k < numel; k++) g[k] = -0.0; /* the additive identity: -0 + -0 stays -0, unlike 0 + -0 */
     sw_tensor *t = sw_params_value(p, i);
     if (t) {
