@@ -174,7 +174,9 @@ static void usage(FILE *f)
             "                    llm.c GPT-2 checkpoint (magic 20240326); the flags must describe its model\n"
             "  --save-weights FILE  write the weights after the last step (with --steps 0: right after\n"
             "                    creating or loading them, no training: a conversion)\n"
-            "  --weights-format F  of --save-weights: safetensors or llmc (safetensors)\n"
+            "  --weights-format F  of --save-weights: safetensors (F32), llmc (llm.c's version 3, fp32) or\n"
+            "                    llmc-bf16 (llm.c's version 5, gpt2_124M_bf16.bin: bf16, rounded to nearest\n"
+            "                    even) (safetensors)\n"
             "  --quiet           only the final line\n"
             "  --help            this text\n");
 }
@@ -329,7 +331,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
         else if (!strcmp(a, "--save-weights")) o->save_weights = v;
         else if (!strcmp(a, "--weights-format")) {
             if ((o->weights_format = sw_weights_format_parse(v)) < 0)
-                sw_usage_error("--weights-format expects safetensors or llmc, got '%s'", v);
+                sw_usage_error("--weights-format expects safetensors, llmc or llmc-bf16, got '%s'", v);
         }
         else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
         else if (!strcmp(a, "--sample-every")) parse_int(a, v, &o->sample_every);

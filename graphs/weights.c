@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bf16.h"
 #include "layer_util.h"
 #include "starweave/runtime.h"
 
@@ -76,10 +77,16 @@ static void to_f32(int dt, const unsigned char *src, float *dst, int64_t n)
     }
 }
 
-/* fp32 to little endian bytes */
-static void from_f32(const float *src, unsigned char *dst, int64_t n)
+/* fp32 to little endian bytes of dtype dt: F32 as it is, BF16 rounded to
+ * nearest, ties to even, NaN kept a NaN (codelets/bf16.h) */
+static void from_f32(int dt, const float *src, unsigned char *dst, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
+        if (dt == DT_BF16) {
+            const uint16_t b = sw_bf16_from_f32(src[i]);
+            dst[2 * i] = (unsigned char)b, dst[2 * i + 1] = (unsigned char)(b >> 8);
+            continue;
+        }
         uint32_t bits;
         memcpy(&bits, &src[i], 4);
         for (int k = 0; k < 4; k++) dst[4 * i + k] = (unsigned char)(bits >> (8 * k));
@@ -98,6 +105,11 @@ static int32_t le32(const unsigned char *b)
 }
 
 /* ------------------------------------------- the table of the formats */
+
+/* llm.c's checkpoint, fp32 (version 3) or bf16 (version 5): the same names and layout */
+static int is_llmc(int format) { return format == SW_WEIGHTS_LLMC || format == SW_WEIGHTS_LLMC_BF16; }
+/* the dtype a format writes its tensors in */
+static int written_dtype(int format) { return format == SW_WEIGHTS_LLMC_BF16 ? DT_BF16 : DT_F32; }
 
 /* A file tensor filling rows [row0, row0 + its rows) of a parameter's
  * global [rows, cols]: file shape [rows_k, cols], or [cols, rows_k] when
@@ -157,7 +169,7 @@ static int parts_of(const sw_gpt_config *c, int format, int i, int64_t rows, int
         }
 #undef LNAME
     }
-    const int llmc = format == SW_WEIGHTS_LLMC;
+    const int llmc = is_llmc(format);
     if (i == 0) return out[0] = mat(llmc ? "wte" : "wte.weight", V, h, 0, 0), 1;
     if (i == 1) return out[0] = mat(llmc ? "wpe" : "wpe.weight", rows, h, 0, 0), 1;
     if (i >= 2 + SW_GPT_LAYER_PARAMS * L) {
@@ -369,7 +381,7 @@ static int detect(const char *path, int fd, uint64_t size, char *err)
     if (size < 9 || read_at(fd, b, 9, 0) != 0)
         FAIL("%s: truncated: %llu bytes, too short for any weight file", path, (unsigned long long)size);
     int32_t magic = le32(b);
-    if (magic == LLMC_MAGIC) return SW_WEIGHTS_LLMC;
+    if (magic == LLMC_MAGIC) return le32(b + 4) == LLMC_BF16 ? SW_WEIGHTS_LLMC_BF16 : SW_WEIGHTS_LLMC;
     if (b[8] == '{' && le64(b) >= 2) return SW_WEIGHTS_SAFETENSORS;
     if (magic == LLMC_TOKENS_MAGIC) FAIL("%s: an llm.c token shard (magic %d), not weights", path, LLMC_TOKENS_MAGIC);
     FAIL("%s: wrong magic: neither safetensors (an 8-byte header length, then '{') nor an llm.c GPT-2 checkpoint "
@@ -384,18 +396,22 @@ static int file_open(weight_file *f, const char *path, char *err)
     if (f->fd < 0 || fstat(f->fd, &st) != 0) FAIL("%s: cannot open: %s", path, strerror(errno));
     f->size = (uint64_t)st.st_size;
     if ((f->format = detect(path, f->fd, f->size, err)) < 0) return -1;
-    return f->format == SW_WEIGHTS_LLMC ? read_llmc(f, err) : read_safetensors(f, err);
+    return is_llmc(f->format) ? read_llmc(f, err) : read_safetensors(f, err);
 }
 
 const char *sw_weights_format_name(int format)
 {
-    return format == SW_WEIGHTS_SAFETENSORS ? "safetensors" : format == SW_WEIGHTS_LLMC ? "llmc" : "?";
+    return format == SW_WEIGHTS_SAFETENSORS ? "safetensors"
+           : format == SW_WEIGHTS_LLMC      ? "llmc"
+           : format == SW_WEIGHTS_LLMC_BF16 ? "llmc-bf16"
+                                            : "?";
 }
 
 int sw_weights_format_parse(const char *name)
 {
     if (!strcmp(name, "safetensors")) return SW_WEIGHTS_SAFETENSORS;
     if (!strcmp(name, "llmc")) return SW_WEIGHTS_LLMC;
+    if (!strcmp(name, "llmc-bf16")) return SW_WEIGHTS_LLMC_BF16;
     return -1;
 }
 
@@ -466,7 +482,7 @@ static int count_layers(const weight_file *f, const char *prefix)
 static int check_model(weight_file *f, const sw_gpt_config *c, char *err)
 {
     const int llama = c->model == SW_MODEL_LLAMA;
-    if (f->format == SW_WEIGHTS_LLMC) {
+    if (is_llmc(f->format)) {
         const int32_t *hd = f->llmc;
         if (llama) FAIL("%s: an llm.c GPT-2 checkpoint, but the model is llama (--model): llm.c's format holds GPT-2 only", f->path);
         MISMATCH("layers", "--layers", c->layers, hd[4]);
@@ -652,13 +668,15 @@ static void place(const sw_param_desc *d, const float *local, int64_t first, int
 /* Parameter i's global values on rank 0 (into out, [rows, cols]): every
  * rank's part summed over MPI, each element divided by the ranks holding
  * it (sums of up to 2^29 equal fp32 values are exact in double, and so is
- * the division). Collective. */
+ * the division; the sums start from -0.0 so that a -0 stays one, and a NaN
+ * stays the NaN it was). Collective. */
 static void assemble(sw_params *p, int i, float *out)
 {
     const sw_param_desc *d = sw_params_desc(p, i);
     const int64_t numel = d->rows * d->cols;
-    double *g = calloc((size_t)numel, sizeof *g), *cnt = calloc((size_t)numel, sizeof *cnt);
-    if (!g || !cnt) sw_fail(__FILE__, __LINE__, "calloc(weights)", -ENOMEM);
+    double *g = malloc(sizeof *g * (size_t)numel), *cnt = calloc((size_t)numel, sizeof *cnt);
+    if (!g || !cnt) sw_fail(__FILE__, __LINE__, "malloc(weights)", -ENOMEM);
+    for (int64_t k = 0; k < numel; k++) g[k] = -0.0; /* the additive identity: -0 + -0 stays -0, unlike 0 + -0 */
     sw_tensor *t = sw_params_value(p, i);
     if (t) {
         float *local = malloc(sw_tensor_bytes(t));
@@ -702,23 +720,25 @@ static int write_at(int fd, const void *src, size_t n, uint64_t at)
 static size_t layout(const sw_gpt_config *c, int format, unsigned char **header, uint64_t *offsets)
 {
     const int np = sw_gpt_num_params(c);
-    if (format == SW_WEIGHTS_LLMC) {
+    const uint64_t es = dtype_size(written_dtype(format));
+    if (is_llmc(format)) {
         const int64_t C = c->hidden, L = c->layers, Vp = (c->vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD;
         unsigned char *h = calloc(4 * LLMC_HEADER_INTS, 1);
         if (!h) sw_fail(__FILE__, __LINE__, "calloc(weights)", -ENOMEM);
-        const int32_t v[8] = {LLMC_MAGIC, LLMC_F32, c->max_pos, c->vocab, c->layers, c->heads, c->hidden, (int32_t)Vp};
+        const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;
+        const int32_t v[8] = {LLMC_MAGIC, version, c->max_pos, c->vocab, c->layers, c->heads, c->hidden, (int32_t)Vp};
         for (int k = 0; k < 8; k++)
             for (int b = 0; b < 4; b++) h[4 * k + b] = (unsigned char)((uint32_t)v[k] >> (8 * b));
         /* the stacked tensors' starts, as read_llmc lays them out */
         const int64_t lsize[SW_GPT_LAYER_PARAMS] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
         uint64_t base[SW_GPT_LAYER_PARAMS], at = 4 * LLMC_HEADER_INTS;
-        offsets[0] = at, at += 4 * (uint64_t)(Vp * C);
-        offsets[1] = at, at += 4 * (uint64_t)(c->max_pos * C);
-        for (int k = 0; k < SW_GPT_LAYER_PARAMS; k++) base[k] = at, at += 4 * (uint64_t)(L * lsize[k]);
+        offsets[0] = at, at += es * (uint64_t)(Vp * C);
+        offsets[1] = at, at += es * (uint64_t)(c->max_pos * C);
+        for (int k = 0; k < SW_GPT_LAYER_PARAMS; k++) base[k] = at, at += es * (uint64_t)(L * lsize[k]);
         for (int l = 0; l < L; l++)
             for (int k = 0; k < SW_GPT_LAYER_PARAMS; k++)
-                offsets[2 + SW_GPT_LAYER_PARAMS * l + k] = base[k] + 4 * (uint64_t)(l * lsize[k]);
-        offsets[np - 2] = at, at += 4 * (uint64_t)C;
+                offsets[2 + SW_GPT_LAYER_PARAMS * l + k] = base[k] + es * (uint64_t)(l * lsize[k]);
+        offsets[np - 2] = at, at += es * (uint64_t)C;
         offsets[np - 1] = at;
         *header = h;
         return 4 * LLMC_HEADER_INTS;
@@ -765,17 +785,17 @@ static size_t layout(const sw_gpt_config *c, int format, unsigned char **header,
 /* a model the format cannot hold: refused on every rank alike */
 static void check_saveable(const sw_gpt_config *c, int format)
 {
-    if (format != SW_WEIGHTS_SAFETENSORS && format != SW_WEIGHTS_LLMC)
-        sw_usage_error("sw_weights_save: format %d is neither safetensors (%d) nor llmc (%d)", format,
-                       SW_WEIGHTS_SAFETENSORS, SW_WEIGHTS_LLMC);
-    if (format == SW_WEIGHTS_LLMC && c->model != SW_MODEL_GPT2)
+    if (format != SW_WEIGHTS_SAFETENSORS && !is_llmc(format))
+        sw_usage_error("sw_weights_save: format %d is neither safetensors (%d), llmc (%d) nor llmc-bf16 (%d)", format,
+                       SW_WEIGHTS_SAFETENSORS, SW_WEIGHTS_LLMC, SW_WEIGHTS_LLMC_BF16);
+    if (is_llmc(format) && c->model != SW_MODEL_GPT2)
         sw_usage_error("weights: llm.c's checkpoint format holds GPT-2 only, not %s (--weights-format safetensors)",
                        sw_model_name(c->model));
-    if (format == SW_WEIGHTS_LLMC && c->ffn != 4 * c->hidden)
+    if (is_llmc(format) && c->ffn != 4 * c->hidden)
         sw_usage_error("weights: llm.c's GPT-2 has ffn = 4 hidden (%d), not %d", 4 * c->hidden, c->ffn);
     if (c->model == SW_MODEL_GPT2 && c->kv_heads != c->heads)
         sw_usage_error("weights: %s GPT-2 has no grouped-query attention: kv-heads (%d) must equal heads (%d)",
-                       format == SW_WEIGHTS_LLMC ? "llm.c's" : "Hugging Face", c->kv_heads, c->heads);
+                       is_llmc(format) ? "llm.c's" : "Hugging Face", c->kv_heads, c->heads);
 }
 
 void sw_weights_save(sw_gpt *m, const char *path, int format)
@@ -783,7 +803,8 @@ void sw_weights_save(sw_gpt *m, const char *path, int format)
     const sw_gpt_config *c = sw_gpt_get_config(m);
     sw_params *p = sw_gpt_params(m);
     check_saveable(c, format);
-    const int np = sw_gpt_num_params(c), me = sw_rank();
+    const int np = sw_gpt_num_params(c), me = sw_rank(), dt = written_dtype(format);
+    const size_t es = dtype_size(dt);
     char err[ERR_LEN] = "", tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = -1;
@@ -810,17 +831,17 @@ void sw_weights_save(sw_gpt *m, const char *path, int format)
             const part *pt = &parts[k];
             const int64_t numel = part_numel(pt), r = part_rows(pt), cols = d->cols;
             /* llm.c's wte: Vp rows, the padding ones 0 */
-            const int64_t pad = format == SW_WEIGHTS_LLMC && i == 0 ? ((c->vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD - c->vocab) * cols : 0;
+            const int64_t pad = is_llmc(format) && i == 0 ? ((c->vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD - c->vocab) * cols : 0;
             float *v = calloc((size_t)(numel + pad), sizeof *v);
-            unsigned char *raw = malloc(4 * (size_t)(numel + pad));
+            unsigned char *raw = malloc(es * (size_t)(numel + pad));
             if (!v || !raw) sw_fail(__FILE__, __LINE__, "malloc(weights)", -ENOMEM);
             const float *src = g + pt->row0 * cols;
             if (!pt->transpose) memcpy(v, src, sizeof(float) * (size_t)numel);
             else
                 for (int64_t a = 0; a < cols; a++)
                     for (int64_t b = 0; b < r; b++) v[a * r + b] = src[b * cols + a];
-            from_f32(v, raw, numel + pad);
-            if (write_at(fd, raw, 4 * (size_t)(numel + pad), offsets[o]) != 0)
+            from_f32(dt, v, raw, numel + pad);
+            if (write_at(fd, raw, es * (size_t)(numel + pad), offsets[o]) != 0)
                 snprintf(err, sizeof err, "%s: cannot write: %s", tmp, strerror(errno));
             free(v);
             free(raw);

@@ -147,7 +147,7 @@ zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p-
 weights-conv1d-untransposed|graphs/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
-weights-llmc-export-unstacked|graphs/weights.c|s/= base\[k\] + 4 \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
+weights-llmc-export-unstacked|graphs/weights.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
 weights-llmc-padded-vocab-ignored|graphs/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
 weights-llama-kv-rows-misplaced|graphs/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
 weights-tp-shard-unextracted|graphs/weights.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
@@ -156,6 +156,14 @@ weights-export-replicas-summed|graphs/weights.c|s/out\[k\] = (float)(g\[k\] \/ c
 weights-bf16-read-as-f16|graphs/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
 weights-truncation-unchecked|graphs/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
 weights-shape-unchecked|graphs/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
+# llm.c's bf16 written (version 5): the rounding, the header, the layout, the hard values, the detection
+weights-llmc-bf16-truncated|graphs/weights.c|s/const uint16_t b = sw_bf16_from_f32(src\[i\]);/uint32_t u; memcpy(\&u, \&src[i], 4); const uint16_t b = (uint16_t)(u >> 16);/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-version-3|graphs/weights.c|s/const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;/const int32_t version = LLMC_F32;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-offsets-fp32|graphs/weights.c|s/const uint64_t es = dtype_size(written_dtype(format));/const uint64_t es = 4;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-ties-up|codelets/bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0x8000u;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-nan-rounded|codelets/bf16.h|s/if ((u \& 0x7fffffffu) > 0x7f800000u) return/if (0) return/|tests/test_weights.sh|^bf16 export
+weights-export-negative-zero-lost|graphs/weights.c|s/g\[k\] = -0\.0;/g[k] = 0.0;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-detected-as-fp32|graphs/weights.c|s/return le32(b + 4) == LLMC_BF16 ? SW_WEIGHTS_LLMC_BF16 : SW_WEIGHTS_LLMC;/return SW_WEIGHTS_LLMC;/|tests/test_weights.sh|^bf16 export
 rope-interleaved-pairs|codelets/rope.c|s/float \*u = xr + h \* a.d, \*v = u + half;/float *u = xr + h * a.d, *v = u + 1;/;s/const float s = u\[i\], t = v\[i\];/const float s = u[2 * i], t = v[2 * i];/;s/                u\[i\] = s \* cs\[i\] - t \* sn\[i\];/                u[2 * i] = s * cs[i] - t * sn[i];/;s/                v\[i\] = s \* sn\[i\] + t \* cs\[i\];/                v[2 * i] = s * sn[i] + t * cs[i];/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
 # DiT layers (dit.h): adaLN-Zero, timestep embedding, patchify, cross-attention, spatial/temporal attention
 modulate-scale-not-one-plus|codelets/modulate.c|s/y\[r \* ldy + c\] = x\[r \* ldx + c\] \* (1.0f + sc\[b \* ldsc + c\]) + sh/y[r * ldy + c] = x[r * ldx + c] * sc[b * ldsc + c] + sh/|tests/test_modulate|

@@ -17,6 +17,15 @@
 #     trained model too; safetensors -> llm.c -> safetensors as well;
 #   - BF16 and F16 safetensors and llm.c's bf16 (version 5) load as the
 #     exactly widened values;
+# llm.c's bf16 written (--weights-format llmc-bf16):
+#   - its header is the fp32 file's with version 5, and every value is the
+#     fp32 export's rounded to nearest even (numpy, from the bits), also for
+#     ties, subnormals, overflow to inf, NaNs and -0 (whose fp32 export
+#     keeps their bits); it is weights_files.py's bf16 file (PyTorch's
+#     rounding) byte for byte, the same from tp 2, and bf16 -> import ->
+#     bf16 export is the same file;
+#   - loaded back, its step-1 loss is PyTorch's on the bf16 values (1e-5)
+#     and within bf16's precision (2^-8) of the fp32 model's;
 # and broken files are refused (exit 2 on every rank, the message once):
 # wrong magic, truncated (both formats), malformed header, missing tensor,
 # shape mismatch, unknown dtype, model mismatch (layers, hidden, kind),
@@ -45,6 +54,7 @@ make llama $W/tied.st $SHAPE --kv-heads 2 --ffn 128 --max-pos 32 --drop lm_head.
 make gpt2 $W/bf16.st $SHAPE --max-pos 32 --dtype BF16
 make gpt2 $W/f16.st $SHAPE --max-pos 32 --dtype F16
 make gpt2 $W/g16.bin $SHAPE --max-pos 32 --format llmc --dtype BF16
+make gpt2 $W/sp.bin $SHAPE --max-pos 32 --format llmc --specials
 make gpt2 $W/missing.st $SHAPE --max-pos 32 --drop ln_f.bias
 make gpt2 $W/shape.st $SHAPE --max-pos 32 --bad-shape h.1.mlp.c_fc.bias
 make gpt2 $W/conv.st $SHAPE --max-pos 32 --bad-shape h.1.mlp.c_fc.weight
@@ -56,6 +66,7 @@ loss $W/g.st gpt2 $REF --out $W/g.st.loss
 loss $W/g.bin gpt2 $REF --out $W/g.bin.loss
 loss $W/l.st llama $REF --out $W/l.st.loss
 loss $W/tied.st llama $REF --out $W/tied.st.loss
+loss $W/g16.bin gpt2 $REF --out $W/g16.bin.loss
 EOF
 check "weights_files.py wrote the files and PyTorch's losses" [ -z "$(grep -v '^0 ' "$TMPD/setup")" ] || cat "$TMPD/setup"
 # comparisons of files queued, run at the end by one batch
@@ -79,6 +90,9 @@ close() { # close A B: |A - B| <= 1e-5 |B|
   awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && d <= 1e-5 * m) }'
 }
 rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.2g", b ? d / (b < 0 ? -b : b) : d }'; }
+within() { # within A B TOL: |A - B| <= TOL |B|
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b; exit !(a != "" && d <= t * m) }'
+}
 
 # ---- losses against PyTorch
 loss_case() { # loss_case WHAT FILE MODEL NP ARGS...
@@ -154,6 +168,32 @@ if want "dtypes"; then
   queue "dtypes: llm.c bf16 (version 5) file loads as its values widened exactly" widened "$W/g16.f32.st" "$W/g16.bin"
 fi
 
+# ---- llm.c bf16 written (version 5): rounded to nearest even, read back
+if want "bf16 export"; then
+  gt 1 $GPT --steps 0 --load-weights "$W/g.bin" --save-weights "$W/b1.bin" --weights-format llmc-bf16
+  queue "bf16 export: version 5, the fp32 file's header, every value its fp32 one rounded to nearest even" \
+    rounded "$W/b1.bin" "$W/g.bin"
+  ident "bf16 export = weights_files.py's bf16 file (PyTorch's rounding)" "$W/g16.bin" "$W/b1.bin"
+  gt 1 $GPT --steps 0 --load-weights "$W/sp.bin" --save-weights "$W/sp32.bin" --weights-format llmc
+  ident "bf16 export: the fp32 export of hard values (NaN payloads, subnormals, -0, inf) keeps their bits" \
+    "$W/sp.bin" "$W/sp32.bin"
+  gt 1 $GPT --steps 0 --load-weights "$W/sp.bin" --save-weights "$W/sp16.bin" --weights-format llmc-bf16
+  queue "bf16 export of hard values (ties, subnormals, overflow, NaNs, -0): rounded to nearest even" \
+    rounded "$W/sp16.bin" "$W/sp32.bin"
+  gt 1 $GPT --steps 0 --load-weights "$W/b1.bin" --save-weights "$W/b2.bin" --weights-format llmc-bf16
+  ident "bf16 export: bf16 -> import -> bf16 export" "$W/b1.bin" "$W/b2.bin"
+  gt 2 $GPT --tp 2 --steps 0 --load-weights "$W/g.bin" --save-weights "$W/b3.bin" --weights-format llmc-bf16
+  ident "bf16 export np=2 tp 2 = np=1" "$W/b1.bin" "$W/b3.bin"
+  gt 1 $GPT --steps 1 --load-weights "$W/b1.bin"
+  rc=$?
+  sw=$(first_loss) ref=$(cat "$W/g16.bin.loss") f32=$(cat "$W/g.bin.loss")
+  check "bf16 export loaded back: told llmc-bf16 (exit $rc)" grep -q "weights loaded from $W/b1.bin (llmc-bf16)" "$TMPD/out"
+  check "bf16 export loaded back: loss $sw, PyTorch on the bf16 values $ref (relative $(rel "$sw" "$ref") <= 1e-5)" \
+    close "$sw" "$ref"
+  check "bf16 export loaded back: loss $sw, the fp32 model's $f32 (relative $(rel "$sw" "$f32") <= 2^-8)" \
+    within "$sw" "$f32" 0.00390625
+fi
+
 # ---- refused
 bad() { # bad NP "message" FILE ARGS...: exit 2 on every rank, the message once
   np=$1 msg=$2 file=$3; shift 3
@@ -197,6 +237,8 @@ bad 1 "holds neither GPT-2's wte.weight" "$W/extra.st" $GPT
 bad 1 "an llm.c GPT-2 checkpoint, but the model is llama" "$W/g.bin" $LLAMA
 want "bad: flags" && direct "weights-format needs --save-weights" --weights-format llmc
 want "bad: flags" && direct "llm.c's checkpoint format holds GPT-2 only" $LLAMA --steps 0 --save-weights "$W/x.bin" --weights-format llmc
+want "bad: flags" && direct "llm.c's checkpoint format holds GPT-2 only, not llama" $LLAMA --steps 0 --save-weights "$W/x.bin" --weights-format llmc-bf16
+want "bad: flags" && direct "--weights-format expects safetensors, llmc or llmc-bf16, got 'bf16'" --save-weights "$W/x.bin" --weights-format bf16
 want "bad: flags" && direct "--load-weights and --resume both set the parameters" --load-weights "$W/g.st" --resume "$W"
 # the queued comparisons
 if [ -s "$TMPD/cmp" ]; then

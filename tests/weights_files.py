@@ -7,10 +7,11 @@ PyTorch forward of GPT-2 and LLaMA under Hugging Face's conventions (Conv1D
   make MODEL OUT --layers L --hidden H --heads A [--kv-heads K] [--ffn F] --vocab V
        --max-pos P [--seed S] [--format safetensors|llmc] [--dtype F32|BF16|F16]
        [--prefix transformer.] [--extra] [--drop NAME] [--bad-shape NAME] [--bad-dtype NAME]
-       [--add NAME] [--version N]
+       [--add NAME] [--version N] [--specials]
       random parameters (std 0.2: attention far from uniform), written as
       MODEL (gpt2, llama) in FORMAT; --extra adds GPT-2's causal-mask buffers;
-      the --drop/--bad-* options make broken files
+      the --drop/--bad-* options make broken files; --specials (llm.c, F32)
+      puts SPECIALS, fp32 values hard to round to bf16, at the start of wte
   data OUT --n N --vocab V [--seed S]       an llm.c token shard of N random tokens
   loss FILE MODEL --data D --seq T --batch B --heads A [--seed S] [--rope-theta X] [--out F]
       the mean cross-entropy of gpt_train's step-1 batch (its fill_batch) under
@@ -18,6 +19,10 @@ PyTorch forward of GPT-2 and LLaMA under Hugging Face's conventions (Conv1D
   same A B        every tensor of A equals B's of the same name (prefix
                   'transformer.' and skippable buffers ignored), bit for bit
   widened A B     A (F32) holds B's (BF16/F16) values widened exactly
+  rounded A B     A, an llm.c bf16 checkpoint (version 5), is B, an fp32 one
+                  (version 3), rounded: the same header but the version, and
+                  each value B's rounded to nearest, ties to even (a NaN: a
+                  NaN of the same sign), from the bits with numpy
   batch           the commands of stdin's lines, torch imported once; prints
                   "STATUS OUTPUT" per command
 """
@@ -36,6 +41,14 @@ GPT2_LAYER = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bia
 LLMC_NAMES = ["ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw",
               "fcprojb"]
 CONV1D = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}
+# fp32 bit patterns whose bf16 rounding is easy to get wrong: ties to even
+# (down, up, negative), just above and below a tie, subnormals (a tie to 0,
+# a tie up, the largest rounding to the smallest normal), past the largest
+# bf16 to +-inf, infinities, -0, NaNs (one whose rounding without the NaN
+# case would carry into the sign: 0x7fffffff -> -0, 0xffffffff -> +0)
+SPECIALS = [0x3f808000, 0x3f818000, 0xbf818000, 0x3f808001, 0x3f807fff, 0x00008000, 0x00018000, 0x007fffff,
+            0x7f7fffff, 0xff7fffff, 0x7f7f7fff, 0x7f800000, 0xff800000, 0x80000000, 0x7fc00000, 0x7fffffff,
+            0xffffffff, 0x7fc0ffff, 0xffc08000]
 
 
 def opts(argv):
@@ -43,7 +56,7 @@ def opts(argv):
     while i < len(argv):
         a = argv[i]
         if a.startswith("--"):
-            if a in ("--extra",):
+            if a in ("--extra", "--specials"):
                 o[a[2:]] = True
             else:
                 o[a[2:]] = argv[i + 1]
@@ -305,6 +318,11 @@ def main(argv):
         dtype = o.get("dtype", "F32")
         if o.get("format", "safetensors") == "llmc":
             write_llmc(out, p, L, a, P, V, dtype, int(o["version"]) if "version" in o else None)
+            if o.get("specials"):  # over wte's first values (the data starts after the 1024-byte header)
+                assert dtype == "F32"
+                with open(out, "r+b") as f:
+                    f.seek(1024)
+                    f.write(struct.pack("<%dI" % len(SPECIALS), *SPECIALS))
             return
         if "bad-shape" in o:  # a vector as [1, n], a matrix transposed
             t = p[o["bad-shape"]]
@@ -361,6 +379,33 @@ def main(argv):
         print("widened: %d tensors of %s, %d differ%s" % (len(b), "/".join(kinds), len(bad),
                                                           (": " + ", ".join(bad[:5])) if bad else ""))
         sys.exit(1 if bad or not all(v == "F32" for v in ea.get("dtypes", {}).values()) else 0)
+    elif cmd == "rounded":
+        import numpy as np
+        a, b = open(pos[0], "rb").read(), open(pos[1], "rb").read()
+        ha, hb = struct.unpack("<256i", a[:1024]), struct.unpack("<256i", b[:1024])
+        if ha[0] != LLMC_MAGIC or ha[1] != 5 or hb[0] != LLMC_MAGIC or hb[1] != 3:
+            sys.exit("rounded: magic, version %d, %d: not 5 (bf16) and 3 (fp32)" % (ha[1], hb[1]))
+        if ha[2:] != hb[2:]:
+            sys.exit("rounded: headers differ: maxT V L NH C Vp %s, %s" % (ha[2:8], hb[2:8]))
+        P, V, L, NH, C, Vp = ha[2:8]
+        n = Vp * C + P * C + L * (12 * C * C + 13 * C) + 2 * C  # llm.c's GPT-2 parameters
+        if len(a) != 1024 + 2 * n or len(b) != 1024 + 4 * n:
+            sys.exit("rounded: %d and %d bytes, not 1024 + %d values of 2 and of 4 bytes" % (len(a), len(b), n))
+        u = np.frombuffer(b, "<u4", offset=1024).astype(np.uint64)
+        h = np.frombuffer(a, "<u2", offset=1024).astype(np.uint64)
+        nan = (u & 0x7fffffff) > 0x7f800000
+        hi, rem = u >> 16, u & 0xffff
+        up = (rem > 0x8000) | ((rem == 0x8000) & (hi & 1 == 1))  # past half, or a tie with an odd upper half
+        want = hi + up
+        nan_ok = ((h & 0x7f80) == 0x7f80) & ((h & 0x7f) != 0) & ((h >> 15) == (u >> 31))
+        bad = np.where(nan, ~nan_ok, h != want)
+        ties = int(((rem == 0x8000) & ~nan).sum())
+        inf = int(((want & 0x7fff) == 0x7f80).sum())
+        print("rounded: version 5, maxT %d V %d L %d NH %d C %d Vp %d, %d values (%d ties, %d NaN, %d inf, %d rounded "
+              "up), %d differ%s" % (P, V, L, NH, C, Vp, n, ties, int(nan.sum()), inf, int((up & ~nan).sum()),
+                                    int(bad.sum()), "" if not bad.any() else ": first at value %d: %08x -> %04x" % (
+                                        int(np.argmax(bad)), int(u[np.argmax(bad)]), int(h[np.argmax(bad)]))))
+        sys.exit(1 if bad.any() else 0)
     else:
         sys.exit("unknown command " + cmd)
 

@@ -33,12 +33,13 @@
  *   starweave's, so q_proj and k_proj rows are taken as they are (Meta's
  *   original checkpoints pair columns 2i and 2i + 1: convert_llama_weights_to_hf
  *   permutes those, not these).
- * - llm.c: header ints magic 20240326, version 3 (fp32) or 5 (bf16, read
- *   only), maxT, V, L, NH, C, Vp; then wte [Vp, C], wpe [maxT, C], ln1w
- *   [L, C], ln1b, qkvw [L, 3C, C], qkvb [L, 3C], attprojw [L, C, C],
- *   attprojb, ln2w, ln2b, fcw [L, 4C, C], fcb [L, 4C], fcprojw [L, C, 4C],
- *   fcprojb [L, C], lnfw [C], lnfb [C], fp32 little endian. llm.c's
- *   weights are [out, in] like starweave's: no transposition. GPT-2 only.
+ * - llm.c: header ints magic 20240326, version 3 (fp32) or 5 (bf16:
+ *   gpt2_124M_bf16.bin), maxT, V, L, NH, C, Vp; then wte [Vp, C], wpe
+ *   [maxT, C], ln1w [L, C], ln1b, qkvw [L, 3C, C], qkvb [L, 3C], attprojw
+ *   [L, C, C], attprojb, ln2w, ln2b, fcw [L, 4C, C], fcb [L, 4C], fcprojw
+ *   [L, C, 4C], fcprojb [L, C], lnfw [C], lnfb [C], little endian fp32
+ *   (version 3) or bf16 (version 5). llm.c's weights are [out, in] like
+ *   starweave's: no transposition. GPT-2 only.
  *
  * Vocabulary: a file holds V real rows (safetensors) or Vp >= V rows
  * (llm.c: V padded to a multiple of 128). starweave pads V to a multiple of
@@ -62,15 +63,18 @@ extern "C" {
 /** Weight file formats. */
 typedef enum sw_weights_format {
     SW_WEIGHTS_SAFETENSORS = 0, /**< Hugging Face safetensors (GPT-2 or LLaMA names) */
-    SW_WEIGHTS_LLMC = 1         /**< llm.c's GPT-2 checkpoint (magic 20240326) */
+    SW_WEIGHTS_LLMC = 1,        /**< llm.c's GPT-2 checkpoint (magic 20240326), fp32 (version 3) */
+    SW_WEIGHTS_LLMC_BF16 = 2    /**< the same, bf16 (version 5: llm.c's gpt2_124M_bf16.bin) */
 } sw_weights_format;
 
-/** "safetensors", "llmc". */
+/** "safetensors", "llmc", "llmc-bf16". */
 const char *sw_weights_format_name(int format);
 /** The format of a name of sw_weights_format_name; -1 for anything else. */
 int sw_weights_format_parse(const char *name);
-/** The format of the file at path from its first bytes; -1 with the reason
- * in msg (unreadable, too short, neither header). Reads only. */
+/** The format of the file at path from its first bytes (an llm.c file of
+ * version 5 is SW_WEIGHTS_LLMC_BF16, of any other version SW_WEIGHTS_LLMC);
+ * -1 with the reason in msg (unreadable, too short, neither header). Reads
+ * only. */
 int sw_weights_detect(const char *path, char *msg, size_t msglen);
 
 /** Loads the weights of the file at path into the model's parameters (its
@@ -85,7 +89,11 @@ int sw_weights_detect(const char *path, char *msg, size_t msglen);
  * tensor and both shapes), a model mismatch (see above). */
 void sw_weights_load(sw_gpt *m, const char *path);
 
-/** Writes the model's parameters to path in `format` (fp32). Collective
+/** Writes the model's parameters to path in `format`: safetensors and
+ * llmc as fp32 (F32, version 3), llmc-bf16 as bf16 (version 5), each fp32
+ * parameter rounded to nearest, ties to even, NaN kept a NaN and values
+ * past the largest bf16 rounded to infinity (codelets/bf16.h's
+ * sw_bf16_from_f32, PyTorch's and llm.c's train_gpt2.py's rounding). Collective
  * over MPI_COMM_WORLD: each parameter is assembled on rank 0 from the parts
  * the ranks hold (a sum of every rank's part over MPI, each element
  * divided by the number of ranks holding it: exact for the replicas), and
