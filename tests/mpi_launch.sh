@@ -22,14 +22,17 @@ STARPU_NCPU=${STARPU_NCPU:-1}
 STARPU_WORKERS_NOBIND=${STARPU_WORKERS_NOBIND:-1}
 STARPU_MPI_NOBIND=${STARPU_MPI_NOBIND:-1}
 export STARPU_NCPU STARPU_WORKERS_NOBIND STARPU_MPI_NOBIND
-# A rank that exits non-zero (every refusal: exit 2) made Open MPI's
-# mpirun wait 2 s before it returned (odls_base_sigkill_timeout 1 s, spent
-# twice, even on one rank and when every rank has exited); 0 returns at
-# once, with the same exit status. Measured 2026-11-27: an MPI program
-# exiting 2 took 2.34 s under mpirun -np 1, 0.34 s with it (0.33 s exiting
-# 0); tests/test_misuse.sh alone spent 110 s of the suite there.
-OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
-export OMPI_MCA_odls_base_sigkill_timeout
+# A rank that exits non-zero (every refusal: exit 2) makes Open MPI's
+# mpirun wait 2 s before it returns (odls_base_sigkill_timeout 1 s, spent
+# twice); on one rank there is no other rank to wait for, and 0 returns at
+# once with the same exit status (measured 2026-11-27: an MPI program
+# exiting 2 took 2.34 s under mpirun -np 1, 0.34 s with it). With more ranks
+# it would kill the others at once: rank 0, which prints the rule, before
+# it printed it -- so there the default stays.
+if [ "$np" = 1 ]; then
+  OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
+  export OMPI_MCA_odls_base_sigkill_timeout
+fi
 if [ "$(id -u)" = 0 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
