@@ -418,7 +418,8 @@ static const char usage[] =
     "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
     "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
     "         [--dp D] [--pp P [--pp-virtual V]] [--micro K] [--recompute none|selective|full]\n"
-    "         [--recompute-every K] [--zero N] [--dtype fp32|bf16]\n"
+    "         [--recompute-every K] [--zero N] [--dtype fp32|bf16] [--save DIR [--save-every N]]\n"
+    "         [--resume DIR]\n"
     "         [--offload] [--offload-budget-mb N] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
     "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
     "  --pp P: pipeline stages of layers / P blocks (--pp-virtual V: V interleaved chunks per stage),\n"
@@ -437,6 +438,9 @@ static const char usage[] =
     "    registry's and the scratch's bytes; per StarPU memory node the peak and the bytes moved;\n"
     "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
     "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
+    "  --save DIR: a checkpoint after the last step (and every --save-every N steps); --resume DIR:\n"
+    "    continue after DIR's latest (the same model; another layout is re-sharded; bit for bit under\n"
+    "    the same one: the data are functions of the seed and the step);\n"
     "  --export DIR (1 rank): what tests/torch_dit.py checks.\n";
 
 int main(int argc, char **argv)
@@ -459,6 +463,8 @@ int main(int argc, char **argv)
     const int counters = flag(argc, argv, "--counters", 0), memory = flag(argc, argv, "--memory-report", 0);
     const char *trace = sflag(argc, argv, "--trace", NULL);
     xdir = sflag(argc, argv, "--export", NULL);
+    const char *save = sflag(argc, argv, "--save", NULL), *resume = sflag(argc, argv, "--resume", NULL);
+    const int save_every = flag(argc, argv, "--save-every", 0);
     const int offload = flag(argc, argv, "--offload", 0);
     sw_options opt;
     sw_options_default(&opt);
@@ -485,6 +491,8 @@ int main(int argc, char **argv)
     if (every < 1) sw_usage_error("--recompute-every must be at least 1 (%d)", every);
     if (pp_virtual < 1) sw_usage_error("--pp-virtual must be at least 1 (%d)", pp_virtual);
     if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
+    if (save_every < 0 || (save_every && !save)) sw_usage_error("--save-every N needs --save DIR and N >= 0 (%d)", save_every);
+    if (xdir && resume) sw_usage_error("--export starts from the initial parameters: not with --resume");
     const int seq = F * S, ppc = P * P * C;
     sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = flag(argc, argv, "--sp", 0), .ulysses = U, .ring = R,
                         .zigzag = 0 /* grid attention: whole frames */, .dp = dp, .grad_accum = micro, .tiles = 2,
@@ -624,10 +632,23 @@ int main(int argc, char **argv)
                                  (sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0); /* the loss the last stage sends */
     const double ram_created = memory ? ram_used() - ram_before : 0;
 
+    /* checkpoints (checkpoint.h): the registry's parameters and AdamW moments, re-sharded when the
+     * layout differs; the fields below must match (the tensors' global shapes are checked too) */
+    const sw_ckpt_field fields[] = {{"frames", F}, {"height", H}, {"width", W}, {"patch", P}, {"channels", C},
+                                    {"heads", heads}, {"layers", layers}, {"cond-len", cond_len}};
+    const int nfields = (int)(sizeof fields / sizeof fields[0]);
+    int step0 = 0; /* the last step already done */
+    if (resume) {
+        step0 = sw_checkpoint_load(m->p, fields, nfields, resume);
+        if (step0 >= steps) sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, steps);
+        if (sw_rank() == 0) printf("dit_train: resumed from %s after step %d\n", resume, step0);
+    }
+
     double total = 0;
+    int timed = 0;
     if (trace) sw_trace_enable(1);
     if (memory) sw_memory_watch(1); /* the peak and bytes moved of StarPU's memory nodes, from the first step */
-    for (int step = 1; step <= steps; step++) {
+    for (int step = step0 + 1; step <= steps; step++) {
         sw_trace_mark_step(step);
         for (int b = 0; b < batch; b++) {
             int ti = (int)((mix(mix(seed ^ 0x7473ULL) ^ (uint64_t)step) ^ mix((uint64_t)b)) % 1000); /* t in 0 .. 999 */
@@ -656,7 +677,7 @@ int main(int argc, char **argv)
         sw_tensor_read_host(sw_pipeline_loss(m->pipe), &losses[step - 1]);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double ms = 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (step > 1) total += ms;
+        if (step > step0 + 1) total += ms, timed++;
         if (sw_rank() == 0) printf("step %2d  loss %.7f  %.1f ms\n", step, losses[step - 1], ms);
         if (xdir && step == 1) /* the step's gradients (clipped: clip_grad 1) */
             for (int i = 0; i < sw_params_count(m->p); i++) {
@@ -667,6 +688,8 @@ int main(int argc, char **argv)
                 export_raw("grad", sw_params_desc(m->p, i)->name, g->rows, g->cols, v);
                 free(v);
             }
+        if (save && (step == steps || (save_every && step % save_every == 0)))
+            sw_checkpoint_save(m->p, fields, nfields, save, step);
     }
     /* the last step's reduced, clipped gradients, from the ranks holding distinct parts (the digests
      * of test_dit_model.sh, as encoder_regress prints them): TP rank 0 for a replicated one; the first
@@ -684,7 +707,7 @@ int main(int argc, char **argv)
         if (sw_params_desc(m->p, i)->shard.n || x->tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
         free(v);
     }
-    if (sw_rank() == 0 && steps > 1) printf("mean step time (steps 2 .. %d): %.1f ms\n", steps, total / (steps - 1));
+    if (sw_rank() == 0 && timed) printf("mean step time (steps %d .. %d): %.1f ms\n", step0 + 2, steps, total / timed);
     if (xdir) {
         export_raw("loss", "losses", steps, 1, losses);
         if (fclose(xindex)) return fprintf(stderr, "dit_train: --export: index.txt\n"), 1;

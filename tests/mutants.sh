@@ -231,6 +231,8 @@ zero-op-writes-nothing|codelets/add.c|s/memset(x + r \* ld, 0, sizeof(float) \* 
 timestep-embedder-one-set|graphs/dit.c|s/const int k = x->micro;/const int k = 0;/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-pp-ignored|examples/dit_train.c|s/.pp = pp});/.pp = 1});/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-dtype-ignored|examples/dit_train.c|s/.dtype = strcmp(dtype, "bf16") ? SW_F32 : SW_BF16,/.dtype = SW_F32,/|tests/test_dit_model.sh|bf16
+dit-resume-step-ignored|examples/dit_train.c|s/        step0 = sw_checkpoint_load(m->p, fields, nfields, resume);/        sw_checkpoint_load(m->p, fields, nfields, resume);/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
+dit-save-at-the-end-only-every|examples/dit_train.c|s/(step == steps [^ ]* (save_every/((save_every/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
 # the DiT's whole memory (dit_train --memory-report): the model's bytes from the shapes = StarPU's main-RAM count
 row-mse-bytes-step-sum-missed|graphs/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
 timestep-embedder-bytes-dact-missed|graphs/dit.c|s/ + (double)h); \/\* freq, u, a per micro-batch; da \*\//); \/* da missed *\//|tests/test_dit_model.sh|^memory np=1 $

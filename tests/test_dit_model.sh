@@ -26,7 +26,10 @@
 # of the offloaded tensors are not modelled: creation only); the bad input refused (exit 2 on every rank, the
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
-# length of 0, blocks not divisible by the pipeline stages. --dtype bf16 on
+# length of 0, blocks not divisible by the pipeline stages, a checkpoint of
+# another model, --save-every without --save. Checkpoints: 3 steps saved and
+# resumed to 6 = 6 at once bit for bit on one rank; dp 2 ZeRO-3's re-sharded
+# into pp 2 within 1e-5. --dtype bf16 on
 # one rank: losses within 2^-7 of fp32's, GEMMs on bf16 operands counted.
 . "${top_srcdir:-.}/tests/common.sh"
 DIT="$top_builddir/examples/dit_train"
@@ -35,7 +38,7 @@ ARGS="--steps 3 --init-std 0.2 --adaln-std 0.1"
 losses() { # losses FILE -> the step losses, one per line
   sed -n 's/^step *[0-9]*  loss \([0-9.e+-]*\).*/\1/p' "$1"
 }
-SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS > "$TMPD/ref" 2>&1 || cat "$TMPD/ref"
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS --save "$TMPD/ck1" > "$TMPD/ref" 2>&1 || cat "$TMPD/ref"
 losses "$TMPD/ref" > "$TMPD/ref.loss"
 grads "$TMPD/ref" > "$TMPD/ref.grads"
 check "1 rank: 3 losses ($(tr '\n' ' ' < "$TMPD/ref.loss")), $(wc -l < "$TMPD/ref.grads") gradients" \
@@ -77,7 +80,7 @@ same 4 --tp 2 --sp --ulysses 2
 same 2 --dp 2
 same 2 --dp 2 --zero 1
 same 2 --dp 2 --zero 2
-same 2 --dp 2 --zero 3 --memory-report
+same 2 --dp 2 --zero 3 --memory-report --save "$TMPD/ckz"
 same 2 --ulysses 2 --zero 3
 same 1 --recompute full
 same 1 --recompute full --recompute-every 2
@@ -108,6 +111,20 @@ if want "offload budget"; then
   check "full recomputation + offload under 1 MiB: losses ($b) = without offload ($a); main RAM peak ${1:-?} MiB (of ${2:-?}), ${4:-?} MiB to the disk node, ${3:-?} MiB back" \
     awk -v a="$a" -v b="$b" -v p="${1:-9}" -v m="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" \
       'BEGIN { exit !(a != "" && a == b && p <= m && m == 1 && i > 0 && o > 0) }'
+fi
+# checkpoints (the registry's, checkpoint.h): 3 steps saved then resumed to 6 = 6 steps at once, bit for bit
+# on one rank; the dp 2 ZeRO-3 run's checkpoint re-sharded into pp 2 x 2 micro-batches within 1e-5
+if want "checkpoint"; then
+  ARGS6="--steps 6 --init-std 0.2 --adaln-std 0.1"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS6 > "$TMPD/six" 2>&1 || cat "$TMPD/six"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS6 --resume "$TMPD/ck1" > "$TMPD/res1" 2>&1 || cat "$TMPD/res1"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$DIT" $ARGS6 --resume "$TMPD/ckz" --pp 2 --micro 2 > "$TMPD/resz" 2>&1 || cat "$TMPD/resz"
+  last3() { sed -n 's/^step *\([456]\)  loss \([0-9.e+-]*\).*/\2/p' "$1" | tr '\n' ' '; }
+  a=$(last3 "$TMPD/six"); b=$(last3 "$TMPD/res1"); z=$(last3 "$TMPD/resz")
+  check "checkpoint: 3 steps + resume to 6 = 6 steps, bit for bit (steps 4-6: $b; at once: $a)" [ -n "$a" -a "$a" = "$b" ]
+  check "checkpoint: dp 2 ZeRO-3's re-sharded into pp 2 (steps 4-6: $z) = 6 steps at once within 1e-5" \
+    awk -v a="$a" -v b="$z" 'BEGIN { n = split(a, x); m = split(b, y); if (n != 3 || m != 3) exit 1
+      for (i = 1; i <= 3; i++) { d = (x[i] - y[i]) / x[i]; if (d < 0) d = -d; if (d > 1e-5) exit 1 } }'
 fi
 # bf16 GEMM operands on one rank: the losses within bf16's precision (2^-7 relative) of fp32's, not identical,
 # and the GEMMs that read bf16 operands counted
@@ -166,4 +183,7 @@ bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
 bad 2 "the blocks (3) must be divisible by the pipeline stages times their chunks (pp 2 x 1)" --pp 2 --layers 3
 bad 1 "--dtype must be fp32 or bf16 (fp16)" --dtype fp16
 bad 2 "--pp-virtual must be at least 1 (0)" --pp 2 --pp-virtual 0
+bad 1 "checkpoint $TMPD/ck1/step-00000003 does not match this run: layers 2 in the checkpoint, 3 here" --steps 6 \
+  --layers 3 --resume "$TMPD/ck1"
+bad 1 "--save-every N needs --save DIR and N >= 0 (2)" --save-every 2
 finish
