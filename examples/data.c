@@ -61,7 +61,7 @@ void data_free(data_tokens *d)
     d->n = 0;
 }
 
-static int fail(char *msg, size_t msglen, const char *fmt, ...)
+int data_fail(char *msg, size_t msglen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -147,9 +147,9 @@ static int32_t *alloc_tokens(size_t n)
 static int bad_token(int64_t v, size_t pos, const char *what, int vocab, char *msg, size_t msglen)
 {
     if (v < 0)
-        return fail(msg, msglen, "token %lld at position %zu of the data %s must not be negative", (long long)v, pos,
+        return data_fail(msg, msglen, "token %lld at position %zu of the data %s must not be negative", (long long)v, pos,
                     what);
-    return fail(msg, msglen, "token %lld at position %zu of the data %s must be below vocab (%d)", (long long)v, pos,
+    return data_fail(msg, msglen, "token %lld at position %zu of the data %s must be below vocab (%d)", (long long)v, pos,
                 what, vocab);
 }
 
@@ -157,19 +157,19 @@ static int load_llmc(const char *path, const unsigned char *buf, size_t len, int
                      size_t msglen)
 {
     if (len < LLMC_HEADER_BYTES)
-        return fail(msg, msglen,
+        return data_fail(msg, msglen,
                     "data file '%s' begins with llm.c's magic 20240520 but its header is truncated: %zu bytes, an "
                     "llm.c token shard's header is 256 int32 (1024 bytes)",
                     path, len);
     int32_t version = (int32_t)le(buf + 4, 4), count = (int32_t)le(buf + 8, 4);
     if (version != 1)
-        return fail(msg, msglen,
+        return data_fail(msg, msglen,
                     "data file '%s' is an llm.c token shard (magic 20240520) of version %d: only version 1 (uint16 "
                     "tokens) is read",
                     path, version);
     size_t body = len - LLMC_HEADER_BYTES;
     if (count < 0 || body != 2 * (size_t)count)
-        return fail(msg, msglen,
+        return data_fail(msg, msglen,
                     "data file '%s' is an llm.c token shard whose header counts %d tokens (1024 + 2 x %d bytes) but it "
                     "has %zu bytes: the file size must be 1024 + 2 x the header's token count",
                     path, count, count, len);
@@ -194,11 +194,11 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
 {
     size_t ilen, blen;
     unsigned char *idx = data_slurp(idx_path, &ilen);
-    if (!idx) return fail(msg, msglen, "cannot read the Megatron index '%s': %s", idx_path, strerror(errno));
+    if (!idx) return data_fail(msg, msglen, "cannot read the Megatron index '%s': %s", idx_path, strerror(errno));
     unsigned char *bin = NULL;
     int rc = -1;
     if (ilen < MEGATRON_HEADER_BYTES || memcmp(idx, megatron_magic, sizeof megatron_magic)) {
-        fail(msg, msglen,
+        data_fail(msg, msglen,
              "Megatron index '%s' is truncated or not an index: %zu bytes, its header is 34 (the magic "
              "\"MMIDIDX\\x00\\x00\", version, dtype code, sequence and document counts)",
              idx_path, ilen);
@@ -208,16 +208,16 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
     unsigned code = idx[17];
     uint64_t nseq = le(idx + 18, 8), ndoc = le(idx + 26, 8);
     if (version != 1) {
-        fail(msg, msglen, "Megatron index '%s' has version %llu: only version 1 is read", idx_path,
+        data_fail(msg, msglen, "Megatron index '%s' has version %llu: only version 1 is read", idx_path,
              (unsigned long long)version);
         goto out;
     }
     if (code < 1 || code > 8) {
-        fail(msg, msglen, "Megatron index '%s' has dtype code %u: Megatron's codes are 1 to 8", idx_path, code);
+        data_fail(msg, msglen, "Megatron index '%s' has dtype code %u: Megatron's codes are 1 to 8", idx_path, code);
         goto out;
     }
     if (megatron_dtype[code].is_signed < 0) {
-        fail(msg, msglen,
+        data_fail(msg, msglen,
              "Megatron index '%s' has dtype code %u (%s): tokens must be integers (codes 1-5 and 8: uint8, int8, "
              "int16, int32, int64, uint16)",
              idx_path, code, megatron_dtype[code].name);
@@ -227,7 +227,7 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
     const uint64_t limit = (uint64_t)1 << 48;
     uint64_t need = nseq < limit && ndoc < limit ? MEGATRON_HEADER_BYTES + 12 * nseq + 8 * ndoc : UINT64_MAX;
     if (need == UINT64_MAX || (ilen != need && ilen != need + nseq)) {
-        fail(msg, msglen,
+        data_fail(msg, msglen,
              "Megatron index '%s' counts %llu sequences and %llu documents, so it must have 34 + 12 x %llu + 8 x "
              "%llu bytes (+ %llu for sequence modes), but it has %zu",
              idx_path, (unsigned long long)nseq, (unsigned long long)ndoc, (unsigned long long)nseq,
@@ -236,7 +236,7 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
     }
     bin = data_slurp(bin_path, &blen);
     if (!bin) {
-        fail(msg, msglen, "cannot open data file '%s' (the tokens of the Megatron index '%s'): %s", bin_path,
+        data_fail(msg, msglen, "cannot open data file '%s' (the tokens of the Megatron index '%s'): %s", bin_path,
              idx_path, strerror(errno));
         goto out;
     }
@@ -246,7 +246,7 @@ static int load_megatron(const char *idx_path, const char *bin_path, int vocab, 
     for (uint64_t s = 0; s < nseq; s++) {
         int64_t size = item(sizes + 4 * s, 4, 1), ptr = item(pointers + 8 * s, 8, 1);
         if (size < 0 || ptr < 0 || (uint64_t)ptr > blen || (uint64_t)size > (blen - (uint64_t)ptr) / (uint64_t)isz) {
-            fail(msg, msglen,
+            data_fail(msg, msglen,
                  "Megatron dataset '%s': sequence %llu (%lld tokens of %d bytes at byte %lld) must lie inside the "
                  "%zu bytes of '%s'",
                  idx_path, (unsigned long long)s, (long long)size, isz, (long long)ptr, blen, bin_path);
@@ -288,7 +288,7 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
 {
     memset(d, 0, sizeof *d);
     size_t plen = strlen(path);
-    if (plen > 1000) return fail(msg, msglen, "data path too long (%zu characters, at most 1000)", plen);
+    if (plen > 1000) return data_fail(msg, msglen, "data path too long (%zu characters, at most 1000)", plen);
     char idx[1008], bin[1008];
     unsigned char h[sizeof megatron_magic];
     long got = head(path, h, sizeof h);
@@ -299,16 +299,16 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
         with_suffix(bin, sizeof bin, path, plen, ".bin");
         if (is_megatron_index(idx)) return load_megatron(idx, bin, vocab, d, msg, msglen);
         if (head(idx, h, 1) >= 0)
-            return fail(msg, msglen,
+            return data_fail(msg, msglen,
                         "cannot open data file '%s', and '%s' beside it is not a Megatron index (it must begin with "
                         "\"MMIDIDX\\x00\\x00\")",
                         path, idx);
         if (head(bin, h, 1) >= 0)
-            return fail(msg, msglen,
+            return data_fail(msg, msglen,
                         "Megatron dataset '%s': '%s' has no index '%s' beside it (the .idx, beginning with "
                         "\"MMIDIDX\\x00\\x00\", describes the sequences of the .bin)",
                         path, bin, idx);
-        return fail(msg, msglen, "cannot open data file '%s': %s", path, strerror(err));
+        return data_fail(msg, msglen, "cannot open data file '%s': %s", path, strerror(err));
     }
     /* --data PREFIX.idx: the index itself */
     if (got == (long)sizeof h && !memcmp(h, megatron_magic, sizeof h)) {
@@ -323,19 +323,19 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
     }
     size_t len;
     unsigned char *buf = data_slurp(path, &len);
-    if (!buf) return fail(msg, msglen, "cannot read data file '%s': %s", path, strerror(errno));
+    if (!buf) return data_fail(msg, msglen, "cannot read data file '%s': %s", path, strerror(errno));
     int rc = 0;
     if (len >= 4 && le(buf, 4) == DATA_LLMC_MAGIC) {
         rc = load_llmc(path, buf, len, vocab, d, msg, msglen);
     } else if (len == 0) {
-        rc = fail(msg, msglen, "data file '%s' is empty", path);
+        rc = data_fail(msg, msglen, "data file '%s' is empty", path);
     } else {
         d->tok = alloc_tokens(len);
         d->n = len;
         d->format = DATA_RAW_BYTES;
         for (size_t i = 0; i < len; i++) {
             if (buf[i] >= vocab) {
-                rc = fail(msg, msglen, "byte %u at offset %zu of the data must be below vocab (%d)", buf[i], i, vocab);
+                rc = data_fail(msg, msglen, "byte %u at offset %zu of the data must be below vocab (%d)", buf[i], i, vocab);
                 data_free(d);
                 break;
             }

@@ -29,6 +29,9 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
 void data_free(data_tokens *d);
 /* The whole file (malloc'd, *n bytes); NULL with errno set when it cannot be opened or read. */
 unsigned char *data_slurp(const char *path, size_t *n);
+/* Writes the message (printf's format) into msg and returns -1: the loaders' and the tokenizer's
+ * refusals. */
+int data_fail(char *msg, size_t msglen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *data_format_name(data_format f);
 
 /* The llm.c shard's and Megatron index's constants, for tests and tools. */

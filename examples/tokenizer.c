@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -17,15 +16,6 @@
 #include <unistd.h>
 
 #define HEADER_BYTES (256 * 4)
-
-static int fail(char *msg, size_t msglen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, msglen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int32_t le32(const unsigned char *p)
 {
@@ -44,27 +34,27 @@ int token_table_load(const char *path, token_table *t, char *msg, size_t msglen)
     memset(t, 0, sizeof *t);
     size_t len = 0;
     unsigned char *buf = data_slurp(path, &len);
-    if (!buf) return fail(msg, msglen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
+    if (!buf) return data_fail(msg, msglen, "cannot open tokenizer file '%s': %s", path, strerror(errno));
     int rc = -1;
     if (len < 4 || le32(buf) != TOKENIZER_LLMC_MAGIC) {
-        fail(msg, msglen,
+        data_fail(msg, msglen,
              "tokenizer file '%s' is not llm.c's tokenizer table: it must begin with the int32 magic 20240328 "
              "(starweave-prepare-data and llm.c's train_gpt2.py write gpt2_tokenizer.bin)",
              path);
         goto out;
     }
     if (len < HEADER_BYTES) {
-        fail(msg, msglen, "tokenizer file '%s' is truncated: %zu bytes, its header is 256 int32 (1024 bytes)", path,
+        data_fail(msg, msglen, "tokenizer file '%s' is truncated: %zu bytes, its header is 256 int32 (1024 bytes)", path,
              len);
         goto out;
     }
     int32_t version = le32(buf + 4), vocab = le32(buf + 8);
     if (version != 1 && version != 2) {
-        fail(msg, msglen, "tokenizer file '%s' has version %d: versions 1 and 2 are read", path, version);
+        data_fail(msg, msglen, "tokenizer file '%s' has version %d: versions 1 and 2 are read", path, version);
         goto out;
     }
     if (vocab < 1) {
-        fail(msg, msglen, "tokenizer file '%s' holds %d tokens: at least 1", path, vocab);
+        data_fail(msg, msglen, "tokenizer file '%s' holds %d tokens: at least 1", path, vocab);
         goto out;
     }
     t->vocab = vocab;
@@ -75,18 +65,18 @@ int token_table_load(const char *path, token_table *t, char *msg, size_t msglen)
     size_t at = HEADER_BYTES, n = 0;
     for (int32_t i = 0; i < vocab; i++) {
         if (at >= len) {
-            fail(msg, msglen,
+            data_fail(msg, msglen,
                  "tokenizer file '%s' is truncated: its header counts %d tokens, the file ends after %d (%zu bytes)",
                  path, vocab, i, len);
             goto out;
         }
         size_t k = buf[at++];
         if (k == 0) {
-            fail(msg, msglen, "tokenizer file '%s': token %d has length 0 (every token has 1 to 255 bytes)", path, i);
+            data_fail(msg, msglen, "tokenizer file '%s': token %d has length 0 (every token has 1 to 255 bytes)", path, i);
             goto out;
         }
         if (k > len - at) {
-            fail(msg, msglen,
+            data_fail(msg, msglen,
                  "tokenizer file '%s' is truncated: token %d of %d has %zu bytes, the file ends %zu bytes after "
                  "its length",
                  path, i, vocab, k, len - at);
@@ -99,7 +89,7 @@ int token_table_load(const char *path, token_table *t, char *msg, size_t msglen)
     }
     t->start[vocab] = n;
     if (at != len) {
-        fail(msg, msglen, "tokenizer file '%s' has %zu bytes after its %d tokens: not a tokenizer table of %d tokens",
+        data_fail(msg, msglen, "tokenizer file '%s' has %zu bytes after its %d tokens: not a tokenizer table of %d tokens",
              path, len - at, vocab, vocab);
         goto out;
     }
@@ -180,10 +170,10 @@ int prompt_encode(const char *encoder, const char *how, const char *text, int vo
     *ids = NULL;
     *n = 0;
     int out[2], err[2];
-    if (pipe(out) != 0) return fail(msg, msglen, "--prompt-text: pipe: %s", strerror(errno));
+    if (pipe(out) != 0) return data_fail(msg, msglen, "--prompt-text: pipe: %s", strerror(errno));
     if (pipe(err) != 0) {
         close(out[0]), close(out[1]);
-        return fail(msg, msglen, "--prompt-text: pipe: %s", strerror(errno));
+        return data_fail(msg, msglen, "--prompt-text: pipe: %s", strerror(errno));
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -203,7 +193,7 @@ int prompt_encode(const char *encoder, const char *how, const char *text, int vo
     close(out[1]), close(err[1]);
     if (rc != 0) {
         close(out[0]), close(err[0]);
-        return fail(msg, msglen,
+        return data_fail(msg, msglen,
                     "--prompt-text: cannot run the encoder '%s' (%s): %s; install starweave-prepare-data "
                     "(its --encode TEXT prints the token ids) or name it with SW_PREPARE_DATA=PROGRAM",
                     encoder, how, strerror(rc));
@@ -243,12 +233,12 @@ int prompt_encode(const char *encoder, const char *how, const char *text, int vo
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     rc = -1;
     if (timed_out)
-        fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) did not finish in 120 s (killed)", encoder, how);
+        data_fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) did not finish in 120 s (killed)", encoder, how);
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char what[64];
         if (WIFEXITED(status)) snprintf(what, sizeof what, "exited %d", WEXITSTATUS(status));
         else snprintf(what, sizeof what, "was killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-        fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) %s (it must exit 0): %s", encoder, how, what,
+        data_fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) %s (it must exit 0): %s", encoder, how, what,
              len[1] ? first_line(buf[1]) : "nothing on stderr");
     } else {
         /* its output: token ids separated by spaces, one line */
@@ -264,12 +254,12 @@ int prompt_encode(const char *encoder, const char *how, const char *text, int vo
             errno = 0;
             long v = strtol(s, &end, 10);
             if (end == s || errno || (*end && !strchr(" \t\r\n", *end))) {
-                fail(msg, msglen, "--prompt-text: the output of the encoder '%s' (%s) is not token ids separated "
+                data_fail(msg, msglen, "--prompt-text: the output of the encoder '%s' (%s) is not token ids separated "
                      "by spaces: '%s'", encoder, how, first_line(buf[0]));
                 goto out;
             }
             if (v < 0 || v >= vocab) {
-                fail(msg, msglen, "--prompt-text: token %d of the encoded prompt is %ld, not below vocab (%d): "
+                data_fail(msg, msglen, "--prompt-text: token %d of the encoded prompt is %ld, not below vocab (%d): "
                      "every id must be in [0, %d) (the encoder '%s' (%s) is GPT-2's BPE, ids below 50257)",
                      *n, v, vocab, vocab, encoder, how);
                 goto out;
@@ -278,7 +268,7 @@ int prompt_encode(const char *encoder, const char *how, const char *text, int vo
             s = end;
         }
         if (*n == 0)
-            fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) printed no token ids for the prompt '%s' "
+            data_fail(msg, msglen, "--prompt-text: the encoder '%s' (%s) printed no token ids for the prompt '%s' "
                  "(it must print at least one)", encoder, how, text);
         else
             rc = 0;

@@ -23,12 +23,11 @@ STARPU_WORKERS_NOBIND=${STARPU_WORKERS_NOBIND:-1}
 STARPU_MPI_NOBIND=${STARPU_MPI_NOBIND:-1}
 export STARPU_NCPU STARPU_WORKERS_NOBIND STARPU_MPI_NOBIND
 # A rank that exits non-zero (every refusal: exit 2) makes Open MPI's
-# mpirun wait 2 s before it returns (odls_base_sigkill_timeout 1 s, spent
-# twice); on one rank there is no other rank to wait for, and 0 returns at
-# once with the same exit status (measured 2026-11-27: an MPI program
-# exiting 2 took 2.34 s under mpirun -np 1, 0.34 s with it). With more ranks
-# it would kill the others at once: rank 0, which prints the rule, before
-# it printed it -- so there the default stays.
+# mpirun wait before it returns (odls_base_sigkill_timeout, spent twice);
+# on one rank there is no other rank to wait for, and 0 returns at once
+# with the same exit status. With more ranks it would kill the others at
+# once: rank 0, which prints the rule, before it printed it -- so there the
+# default stays.
 if [ "$np" = 1 ]; then
   OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-0}
   export OMPI_MCA_odls_base_sigkill_timeout
