@@ -261,28 +261,33 @@ void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const
 {
     STARPU_ASSERT_MSG(dtype == SW_F32 || dtype == SW_BF16, "sw_gemm_cpu: operands must be fp32 or bf16");
     const int bf16 = dtype == SW_BF16;
+    /* bf16 operands the chosen backend cannot multiply as bf16 (OpenBLAS;
+     * oneDNN on a CPU without AVX512-BF16) are widened, exactly, to fp32
+     * copies: the backend the user chose computes the product either way */
+    const int widen = bf16 && !sw_gemm_bf16_native();
+    float *ta = NULL, *tb = NULL;
+    if (widen) {
+        A = ta = widened(A, transA ? k : m, transA ? m : k, &lda);
+        B = tb = widened(B, transB ? n : k, transB ? k : n, &ldb);
+        sw_counter_add(SW_COUNT_GEMM_WIDENED, 1);
+    }
 #ifdef STARWEAVE_HAVE_ONEDNN
     /* empty products (a zero dimension) stay with BLAS's C = beta C */
-    if (backend == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native()) && m > 0 && n > 0 && k > 0) {
+    if (backend == SW_GEMM_ONEDNN && m > 0 && n > 0 && k > 0) {
         /* a key's padding bytes are compared: zero them */
         mm_key key;
         memset(&key, 0, sizeof key);
         key.m = m, key.n = n, key.k = k, key.lda = lda, key.ldb = ldb, key.ldc = ldc;
-        key.transA = !!transA, key.transB = !!transB, key.bf16 = bf16, key.alpha = alpha, key.beta = beta;
+        key.transA = !!transA, key.transB = !!transB, key.bf16 = bf16 && !widen, key.alpha = alpha, key.beta = beta;
         onednn_matmul(&key, A, B, C);
         sw_counter_add(SW_COUNT_GEMM_ONEDNN, 1);
-        if (bf16) sw_counter_add(SW_COUNT_GEMM_BF16, 1);
-        return;
-    }
+    } else
 #endif
-    float *ta = NULL, *tb = NULL;
-    if (bf16) {
-        A = ta = widened(A, transA ? k : m, transA ? m : k, &lda);
-        B = tb = widened(B, transB ? n : k, transB ? k : n, &ldb);
+    {
+        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k,
+                    alpha, A, lda, B, ldb, beta, C, ldc);
+        sw_counter_add(SW_COUNT_GEMM_OPENBLAS, 1);
     }
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-                A, lda, B, ldb, beta, C, ldc);
-    sw_counter_add(SW_COUNT_GEMM_OPENBLAS, 1);
     if (bf16) sw_counter_add(SW_COUNT_GEMM_BF16, 1);
     free(ta);
     free(tb);

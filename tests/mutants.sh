@@ -51,8 +51,10 @@ dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g =
 # CPU GEMM backends
 sw-gemm-env-ignored|src/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
 gemm-backend-unset|codelets/gemm.c|s/^    backend = b;$/    (void)b;/|tests/test_gemm|
-onednn-calls-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && (!bf16/if (0 \&\& backend == SW_GEMM_ONEDNN \&\& (!bf16/|tests/test_gemm|
-onednn-openblas-without-avx512|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && (!bf16/if (backend == SW_GEMM_ONEDNN \&\& onednn_has(dnnl_cpu_isa_avx512_core) \&\& (!bf16/|tests/test_gemm_isa.sh|
+onednn-calls-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && m > 0/if (0 \&\& backend == SW_GEMM_ONEDNN \&\& m > 0/|tests/test_gemm|
+onednn-openblas-without-avx512|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && m > 0/if (backend == SW_GEMM_ONEDNN \&\& onednn_has(dnnl_cpu_isa_avx512_core) \&\& m > 0/|tests/test_gemm_isa.sh|
+onednn-widened-bf16-to-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && m > 0/if (backend == SW_GEMM_ONEDNN \&\& !widen \&\& m > 0/|tests/test_gemm_isa.sh|
+bf16-always-widened|codelets/gemm.c|s/const int widen = bf16 \&\& !sw_gemm_bf16_native();/const int widen = bf16;/|tests/test_bf16|
 onednn-cache-key-without-ld|codelets/gemm.c|s/if (!memcmp(&c->e\[i\].key, k, sizeof \*k)) e = &c->e\[i\];/if (!memcmp(\&c->e[i].key, k, 3 * sizeof(int)) \&\& !memcmp(\&c->e[i].key.transA, \&k->transA, sizeof *k - 6 * sizeof(int))) e = \&c->e[i];/|tests/test_gemm|
 # the registry: data-parallel buckets, ZeRO-1
 dp-buckets-unreduced|graphs/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout

@@ -6,10 +6,10 @@
  * sw_gemm_bias with bf16 operands against a double-precision product of the
  * rounded operands (fp32 accumulation: the tolerance of test_gemm), every
  * transpose combination, strided column tiles, with every CPU GEMM backend
- * of the build (oneDNN runs bf16 products where sw_gemm_bf16_native(), and
- * widens elsewhere; each check names which). The event counters must show
- * every GEMM of a backend's round as bf16, computed by oneDNN where it runs
- * bf16 products, by OpenBLAS (widened) elsewhere, and none by the other. */
+ * of the build (oneDNN multiplies bf16 where sw_gemm_bf16_native(); elsewhere,
+ * and always with OpenBLAS, the operands are widened to fp32; each check
+ * names which). The event counters must show every GEMM of a backend's round
+ * as bf16, computed by the backend of the round, and none by the other. */
 #include <string.h>
 
 #include "bf16.h"

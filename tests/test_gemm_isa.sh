@@ -8,8 +8,9 @@
 # banner and its --dtype bf16 line say so. The event counters show what
 # computed the GEMMs: in test_gemm's oneDNN round and gpt_train --gemm
 # onednn, oneDNN all of them and OpenBLAS none; in test_bf16's oneDNN round
-# and gpt_train --gemm onednn --dtype bf16, OpenBLAS every (widened) bf16
-# GEMM and oneDNN none; with --gemm auto, OpenBLAS all and oneDNN none.
+# and gpt_train --gemm onednn --dtype bf16 too (every bf16 GEMM widened to
+# fp32 for oneDNN's fp32 matmul); with --gemm auto, OpenBLAS all and oneDNN
+# none.
 # Skips where oneDNN is not built.
 . "${top_srcdir:-.}/tests/common.sh"
 if ! "$top_builddir/tests/test_gemm" > "$TMPD/plain" 2>&1 || ! grep -q '\[onednn ' "$TMPD/plain"; then
@@ -33,22 +34,18 @@ for t in test_gemm test_bf16; do
   line=$(grep -m 1 -E '^(PASS|FAIL) (bf16 )?gemm with onednn: counters ' "$TMPD/$t")
   blas=$(echo "$line" | sed -n 's/.*counters gemm_openblas=\([0-9]*\) .*/\1/p')
   dnn=$(echo "$line" | sed -n 's/.*counters .* gemm_onednn=\([0-9]*\) .*/\1/p')
-  if [ $t = test_gemm ]; then # fp32: oneDNN computed them
-    check "$t, oneDNN round: gemm_openblas=$blas gemm_onednn=$dnn (oneDNN all, OpenBLAS none)" \
-      sh -c "[ -n '$dnn' ] && [ '$dnn' -gt 0 ] && [ '$blas' = 0 ]"
-  else # bf16 without AVX512-BF16: widened for OpenBLAS
-    check "$t, oneDNN round: gemm_openblas=$blas gemm_onednn=$dnn (OpenBLAS all, widened; oneDNN none)" \
-      sh -c "[ -n '$blas' ] && [ '$blas' -gt 0 ] && [ '$dnn' = 0 ]"
-  fi
+  # fp32, and bf16 without AVX512-BF16 widened to fp32: oneDNN computed them
+  check "$t, oneDNN round: gemm_openblas=$blas gemm_onednn=$dnn (oneDNN all, OpenBLAS none)" \
+    sh -c "[ -n '$dnn' ] && [ '$dnn' -gt 0 ] && [ '$blas' = 0 ]"
 done
 args="--layers 1 --hidden 32 --heads 2 --vocab 300 --seq 8 --batch 2 --steps 1 --log $TMPD/log.csv --counters"
 train() { # train NAME ARGS...: gpt_train on one rank, its output in $TMPD/NAME
   name=$1; shift
   SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" $args "$@" > "$TMPD/$name" 2>&1
 }
-gemms() { # gemms NAME -> "gemm_openblas=N gemm_onednn=N gemm_bf16=N" of that run
+gemms() { # gemms NAME -> "gemm_openblas=N gemm_onednn=N gemm_bf16=N gemm_widened=N" of that run
   echo "gemm_openblas=$(counter_max "$TMPD/$1" gemm_openblas) gemm_onednn=$(counter_max "$TMPD/$1" gemm_onednn)" \
-       "gemm_bf16=$(counter_max "$TMPD/$1" gemm_bf16)"
+       "gemm_bf16=$(counter_max "$TMPD/$1" gemm_bf16) gemm_widened=$(counter_max "$TMPD/$1" gemm_widened)"
 }
 computed() { # computed NAME BACKEND: in that run BACKEND computed GEMMs, the other backend none
   other=onednn; [ "$2" = onednn ] && other=openblas
@@ -75,10 +72,11 @@ banner=$(grep -m 1 'CPU GEMM' "$TMPD/bf16")
 check "gpt_train --gemm onednn --dtype bf16, capped: exit $rc, banner '$banner' without AVX-512, bf16 said to widen" \
   sh -c "[ $rc = 0 ] && echo '$banner' | grep -q 'CPU GEMM onednn' && ! echo '$banner' | grep -q avx512 &&
          grep -q 'widen' '$TMPD/bf16'"
-widened() { # every GEMM of the bf16 run was bf16, and OpenBLAS computed them all (widened), oneDNN none
+widened() { # every GEMM of the bf16 run was bf16, and oneDNN computed them all (widened), OpenBLAS none
   bf=$(counter_max "$TMPD/bf16" gemm_bf16)
-  [ -n "$bf" ] && [ "$bf" -gt 0 ] && [ "$(counter_max "$TMPD/bf16" gemm_openblas)" = "$bf" ] && computed bf16 openblas
+  [ -n "$bf" ] && [ "$bf" -gt 0 ] && [ "$(counter_max "$TMPD/bf16" gemm_onednn)" = "$bf" ] &&
+    [ "$(counter_max "$TMPD/bf16" gemm_widened)" = "$bf" ] && computed bf16 onednn
 }
-check "gpt_train --gemm onednn --dtype bf16, capped: counters $(gemms bf16) (all bf16; OpenBLAS all, widened; \
-oneDNN none)" widened
+check "gpt_train --gemm onednn --dtype bf16, capped: counters $(gemms bf16) (all bf16, all widened; oneDNN all, \
+OpenBLAS none)" widened
 finish

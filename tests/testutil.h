@@ -229,9 +229,9 @@ static inline void tu_gemm_bias(starpu_data_handle_t A, int ta, starpu_data_hand
  * one it lacks; the backend is restored afterwards), then a check from the
  * event counters that the round's GEMMs all ran where they should: on the
  * backend asked for and none on the other, and with bf16 operands (bf16 !=
- * 0) every one a bf16 GEMM, oneDNN computing them only where it multiplies
- * bf16 natively and OpenBLAS, after widening, otherwise; and that
- * sw_gemm_describe names the backend. */
+ * 0) every one a bf16 GEMM, computed by the backend asked for (on operands
+ * widened to fp32 where it cannot multiply bf16: OpenBLAS always, oneDNN
+ * without AVX512-BF16); and that sw_gemm_describe names the backend. */
 static inline void tu_each_gemm_backend(const char *what, void (*fn)(void *), void *arg, int bf16)
 {
     const sw_gemm_backend saved = sw_gemm_get_backend();
@@ -248,17 +248,19 @@ static inline void tu_each_gemm_backend(const char *what, void (*fn)(void *), vo
         fn(arg);
         starpu_task_wait_for_all();
         const int64_t n = *tu_gemm_count();
-        const int dnn_runs = be == SW_GEMM_ONEDNN && (!bf16 || sw_gemm_bf16_native());
+        const int dnn_runs = be == SW_GEMM_ONEDNN, widened = bf16 && !sw_gemm_bf16_native();
         const int64_t blas = sw_counter_get(SW_COUNT_GEMM_OPENBLAS), dnn = sw_counter_get(SW_COUNT_GEMM_ONEDNN),
-                      b16 = sw_counter_get(SW_COUNT_GEMM_BF16);
+                      b16 = sw_counter_get(SW_COUNT_GEMM_BF16), wide = sw_counter_get(SW_COUNT_GEMM_WIDENED);
         snprintf(line, sizeof line,
-                 "%s with %s: counters gemm_openblas=%lld gemm_onednn=%lld gemm_bf16=%lld (expected %lld, %lld, "
-                 "%lld: %s computed all %lld GEMMs), described as [%s]",
-                 what, name, (long long)blas, (long long)dnn, (long long)b16, (long long)(dnn_runs ? 0 : n),
-                 (long long)(dnn_runs ? n : 0), (long long)(bf16 ? n : 0),
-                 dnn_runs ? "onednn" : bf16 ? "openblas (widened)" : "openblas", (long long)n, desc);
+                 "%s with %s: counters gemm_openblas=%lld gemm_onednn=%lld gemm_bf16=%lld gemm_widened=%lld "
+                 "(expected %lld, %lld, %lld, %lld: %s computed all %lld GEMMs%s), described as [%s]",
+                 what, name, (long long)blas, (long long)dnn, (long long)b16, (long long)wide,
+                 (long long)(dnn_runs ? 0 : n), (long long)(dnn_runs ? n : 0), (long long)(bf16 ? n : 0),
+                 (long long)(widened ? n : 0), name, (long long)n,
+                 widened ? ", widened" : bf16 ? ", bf16 natively" : "", desc);
         tu_true(line, n > 0 && blas == (dnn_runs ? 0 : n) && dnn == (dnn_runs ? n : 0) && b16 == (bf16 ? n : 0) &&
-                          !strncmp(desc, name, strlen(name)) && desc[strlen(name)] == ' ');
+                          wide == (widened ? n : 0) && !strncmp(desc, name, strlen(name)) &&
+                          desc[strlen(name)] == ' ');
     }
     sw_gemm_set_backend(saved, NULL, 0);
 }

@@ -92,7 +92,7 @@ void sw_gemm_cpu(int transA, int transB, int m, int n, int k, float alpha, const
  * size 2, see sw_cast); products accumulate in fp32 (cuBLAS GemmEx with
  * fp32 compute on GPUs; on CPUs oneDNN's bf16 matmul where
  * sw_gemm_bf16_native(), else the bf16 tiles are widened, exactly, and go
- * through the fp32 kernel); C and bias are fp32. */
+ * through the chosen backend's fp32 kernel); C and bias are fp32. */
 void sw_gemm(starpu_data_handle_t A, int transA, starpu_data_handle_t B, int transB,
              starpu_data_handle_t C, float alpha, float beta);
 /** C[m,n] = op(A) * op(B) + bias[1,n] (bias broadcast over rows; C accessed W).
