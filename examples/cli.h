@@ -77,6 +77,8 @@ typedef struct cli_flag {
 #define CLI_BOOL(name, dest, help) {name, CLI_BOOL, (void *)(1 ? (dest) : (int *)0), NULL, 0, 0, 0, NULL, NULL, NULL, help}
 #define CLI_CHOICE(name, dest, def, choices, help) \
     {name, CLI_CHOICE, (void *)(1 ? (dest) : (int *)0), def, 0, 0, 0, choices, NULL, NULL, help}
+#define CLI_CHOICE_META(name, dest, choices, meta, help) \
+    {name, CLI_CHOICE, (void *)(1 ? (dest) : (int *)0), NULL, 0, 0, 0, choices, NULL, meta, help}
 #define CLI_HEADING(title) {title, CLI_SECTION, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL}
 #define CLI_END {NULL, CLI_SECTION, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, NULL}
 

@@ -53,6 +53,10 @@ bad "encoder_mlm: --sp takes no value (got '1'); see --help" encoder_mlm --sp=1
 bad "--steps expects an integer, got 'abc'" encoder_mlm --steps=abc
 bad "--pad must be in [0, 255] (got 300)" encoder_mlm --pad 300
 bad "--pad must be in [0, 255] (got -1)" encoder_regress --pad -1
+bad "gpt_train: unknown option --zer (did you mean --zero?); see --help" gpt_train --zer 3
+bad "gpt_train: unknown option --ste (did you mean --steps?); see --help" gpt_train --ste 3
+bad "--lr expects a number, got 'abc'" gpt_train --lr abc
+bad "--dtype expects fp32 or bf16, got 'fp16'" gpt_train --dtype=fp16
 bad "collectives: unknown option --iter (did you mean --iters?); see --help" collectives --iter 3
 bad "--iters must be in [1, 100000] (got 0)" collectives --iters 0
 bad "--size-mib must be in (0, 4096] (got 0)" collectives --size-mib 0
@@ -63,6 +67,8 @@ if want "np=2"; then
   refused 2 "--steps must be at least 1 (got -1)" "encoder_mlm --steps -1" "$B/encoder_mlm" --steps -1
 fi
 
+help gpt_train --model --layers --dtype --steps --data --tp --sp --zero --recompute --offload-budget-mb --ncpus --gemm \
+  --trace --save --resume --sample-every --generate --prompt-text --load-weights --weights-format --quiet
 help dit_train --frames --zero --dtype --recompute --offload-budget-mb --save --resume --export
 help custom_model --steps --layers --bidirectional --tp --sp --zero --pp --pp-virtual --micro --recompute-full
 help encoder_mlm --steps --tp --sp --dp --ulysses --ring --micro --no-mask-ignore --mask-weights --pad
