@@ -6,8 +6,8 @@
  * and tensor + sequence + data parallelism apply with no line of it
  * changed (so do --ulysses, --ring, --pp (pipeline stages), --pp-virtual V
  * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
- * --zero 1; --layers N: blocks, 2 by default;
- * --bidirectional makes attention non-causal). */
+ * --zero 1-3; --layers N: blocks, 2 by default;
+ * --bidirectional makes attention non-causal; --help: the flag table). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
