@@ -153,15 +153,14 @@ void cli_help(FILE *out, const char *synopsis, const char *about, const cli_flag
 
 void cli_parse(const char *prog, const char *synopsis, const char *about, const cli_flag *flags, int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            if (launch_rank() == 0) cli_help(stdout, synopsis, about, flags), fflush(stdout);
-            exit(0);
-        }
     for (const cli_flag *f = flags; f->name; f++)
         if (f->def && f->type != CLI_SECTION) set_value(f, f->def);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { /* where a flag may stand (not as a value) */
+            if (launch_rank() == 0) cli_help(stdout, synopsis, about, flags), fflush(stdout);
+            exit(0);
+        }
         if (a[0] != '-') sw_usage_error("%s: unexpected argument '%s'; see --help", prog, a);
         const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL; /* --name=value */
         size_t len = eq ? (size_t)(eq - a) : strlen(a);

@@ -16,8 +16,8 @@
  * unknown flag (the nearest valid one named: "unknown option --zer (did you
  * mean --zero?)"), a positional argument, a value that is not a number of
  * the flag's type or lies outside its range, a choice not among its values,
- * a missing value. --help (or -h), anywhere: the text generated from the
- * same table, on rank 0, exit 0.
+ * a missing value -- the first of them in argv. --help (or -h) where a flag
+ * may stand: the text generated from the same table, on rank 0, exit 0.
  *
  * Why not getopt_long: it accepts any unique prefix of a flag, so `--zer 3`
  * would silently mean `--zero 3` (and a prefix that is unique today becomes
