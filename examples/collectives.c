@@ -17,6 +17,7 @@
 
 #include "starweave.h"
 #include "starweave/comm_mpi.h"
+#include "cli.h"
 
 #define MAX_SIZES 32
 
@@ -31,45 +32,6 @@ typedef struct opts {
     int algo;            /* -1: library default, else sw_comm_algo */
     double small_kib;    /* < 0: library default */
 } opts;
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: mpirun -np N collectives [options]\n"
-            "Times starweave's collectives (task graphs of StarPU-MPI detached requests\n"
-            "and reduction tasks) against plain MPI on the same data in the same run:\n"
-            "  all-reduce:     sw_allreduce, sw_allreduce_mpi (one task calling\n"
-            "                  MPI_Allreduce), MPI_Allreduce from the main thread\n"
-            "  all-gather:     sw_allgather vs MPI_Allgather\n"
-            "  reduce-scatter: sw_reduce_scatter vs MPI_Reduce_scatter_block\n"
-            "  all-to-all:     sw_alltoall (row blocks) vs MPI_Alltoall\n"
-            "checks starweave's results against MPI's (relative 1e-6 of sum |x|), and\n"
-            "prints the median time per call and the bus bandwidth: 2(p-1)/p * bytes / time\n"
-            "for all-reduce, (p-1)/p * bytes / time for the others (bytes: the full\n"
-            "buffer). Each measured call is preceded by MPI_Barrier and timed with\n"
-            "MPI_Wtime around submission until the result is readable on the host.\n\n"
-            "  --size-mib X     one message size in MiB (default 64)\n"
-            "  --sizes LIST     comma-separated sizes in MiB, e.g. 0.001,1,64\n"
-            "  --iters K        measured calls per size and method (5); one warm-up\n"
-            "  --tp N           mesh: tensor-parallel degree N, dp = ranks / N (1)\n"
-            "  --group G        world, tp or dp: the group the collectives run on (world)\n"
-            "  --no-gather      all-reduce only\n"
-            "  --algo A         all-reduce algorithm: auto (default), ring or direct\n"
-            "  --small-kib X    AUTO's threshold in KiB (default: the library's)\n"
-            "  --ncpus N        CPU workers per rank (default: StarPU's / $STARPU_NCPU)\n"
-            "  --help           this text\n"
-            "Oversubscribed launches: see tests/mpi_launch.sh (one unbound worker per rank).\n");
-}
-
-static void parse_int(const char *flag, const char *v, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < -2147483647L || x > 2147483647L)
-        sw_usage_error("%s expects an integer, got '%s'", flag, v);
-    *out = (int)x;
-}
 
 static double parse_mib(const char *flag, const char *v)
 {
@@ -98,62 +60,43 @@ static void parse_sizes(const char *flag, const char *v, opts *o)
 
 static void parse_args(int argc, char **argv, opts *o)
 {
-    o->sizes_mib[0] = 64;
-    o->nsizes = 1;
-    o->iters = 5;
-    o->tp = 1;
-    o->group = SW_GROUP_WORLD;
+    const char *sizes = NULL;
+    double size_mib;
+    int algo, group;
+    const cli_flag flags[] = {
+        CLI_DOUBLE_ABOVE("--size-mib", &size_mib, "64", 0, 4096, "X", "one message size in MiB"),
+        CLI_STRING("--sizes", &sizes, NULL, "LIST", "comma-separated sizes in MiB, e.g. 0.001,1,64 (each in (0, 4096])"),
+        CLI_INT("--iters", &o->iters, "5", 1, 100000, "K", "measured calls per size and method; one warm-up"),
+        CLI_INT("--tp", &o->tp, "1", 1, CLI_INT_MAX, "N", "mesh: tensor-parallel degree N, dp = ranks / N"),
+        CLI_CHOICE("--group", &group, "world", "world|tp|dp", "the group the collectives run on"),
+        CLI_BOOL("--no-gather", &o->no_gather, "all-reduce only"),
+        CLI_CHOICE("--algo", &algo, "auto", "auto|ring|direct", "all-reduce algorithm"),
+        CLI_DOUBLE("--small-kib", &o->small_kib, NULL, 0, 4194304, "X", "AUTO's threshold in KiB (default: the library's)"),
+        CLI_INT("--ncpus", &o->ncpus, NULL, 1, CLI_INT_MAX, "N", "CPU workers per rank (default: StarPU's / $STARPU_NCPU)"),
+        CLI_END};
     o->ncpus = -1;
     o->no_gather = 0;
-    o->algo = -1;
     o->small_kib = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "--no-gather")) {
-            o->no_gather = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0) sw_usage_error("unexpected argument '%s' (see --help)", a);
-        static const char *const with_value[] = {"--size-mib", "--sizes", "--iters", "--tp", "--group", "--ncpus",
-                                                   "--algo", "--small-kib"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(a, with_value[k]);
-        if (!known) sw_usage_error("unknown flag '%s' (see --help)", a);
-        if (i + 1 >= argc) sw_usage_error("%s needs a value (see --help)", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--size-mib")) {
-            o->sizes_mib[0] = parse_mib(a, v);
-            o->nsizes = 1;
-        } else if (!strcmp(a, "--sizes")) parse_sizes(a, v, o);
-        else if (!strcmp(a, "--iters")) parse_int(a, v, &o->iters);
-        else if (!strcmp(a, "--tp")) parse_int(a, v, &o->tp);
-        else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);
-        else if (!strcmp(a, "--algo")) {
-            if (!strcmp(v, "auto")) o->algo = SW_ALGO_AUTO;
-            else if (!strcmp(v, "ring")) o->algo = SW_ALGO_RING;
-            else if (!strcmp(v, "direct")) o->algo = SW_ALGO_DIRECT;
-            else sw_usage_error("--algo expects auto, ring or direct, got '%s'", v);
-        } else if (!strcmp(a, "--small-kib")) {
-            char *end;
-            errno = 0;
-            double x = strtod(v, &end);
-            if (errno || *end || end == v || !isfinite(x) || x < 0 || x > 4194304)
-                sw_usage_error("--small-kib expects a size in KiB in [0, 4194304], got '%s'", v);
-            o->small_kib = x;
-        } else if (!strcmp(a, "--group")) {
-            if (!strcmp(v, "world")) o->group = SW_GROUP_WORLD;
-            else if (!strcmp(v, "tp")) o->group = SW_GROUP_TP;
-            else if (!strcmp(v, "dp")) o->group = SW_GROUP_DP;
-            else sw_usage_error("--group expects world, tp or dp, got '%s'", v);
-        } else sw_usage_error("unknown flag '%s' (see --help)", a);
-    }
-    if (o->iters < 1 || o->iters > 100000) sw_usage_error("iters must be in [1, 100000] (iters = %d)", o->iters);
-    if (o->tp < 1) sw_usage_error("tp must be positive (tp = %d)", o->tp);
-    if (o->ncpus == 0 || o->ncpus < -1) sw_usage_error("ncpus must be positive (ncpus = %d)", o->ncpus);
+    cli_parse("collectives", "mpirun -np N collectives [options]",
+              "Times starweave's collectives (task graphs of StarPU-MPI detached requests\n"
+              "and reduction tasks) against plain MPI on the same data in the same run:\n"
+              "  all-reduce:     sw_allreduce, sw_allreduce_mpi (one task calling\n"
+              "                  MPI_Allreduce), MPI_Allreduce from the main thread\n"
+              "  all-gather:     sw_allgather vs MPI_Allgather\n"
+              "  reduce-scatter: sw_reduce_scatter vs MPI_Reduce_scatter_block\n"
+              "  all-to-all:     sw_alltoall (row blocks) vs MPI_Alltoall\n"
+              "checks starweave's results against MPI's (relative 1e-6 of sum |x|), and\n"
+              "prints the median time per call and the bus bandwidth: 2(p-1)/p * bytes / time\n"
+              "for all-reduce, (p-1)/p * bytes / time for the others (bytes: the full\n"
+              "buffer). Each measured call is preceded by MPI_Barrier and timed with\n"
+              "MPI_Wtime around submission until the result is readable on the host.\n"
+              "Oversubscribed launches: see tests/mpi_launch.sh (one unbound worker per rank).\n\n",
+              flags, argc, argv);
+    o->sizes_mib[0] = size_mib;
+    o->nsizes = 1;
+    if (sizes) parse_sizes("--sizes", sizes, o); /* the list wins over --size-mib, whichever came last */
+    o->algo = (int[]){SW_ALGO_AUTO, SW_ALGO_RING, SW_ALGO_DIRECT}[algo];
+    o->group = (sw_group[]){SW_GROUP_WORLD, SW_GROUP_TP, SW_GROUP_DP}[group];
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -6,13 +6,14 @@
  * and tensor + sequence + data parallelism apply with no line of it
  * changed (so do --ulysses, --ring, --pp (pipeline stages), --pp-virtual V
  * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
- * --zero 1; --layers N: blocks, 2 by default;
- * --bidirectional makes attention non-causal). */
+ * --zero 1-3; --layers N: blocks, 2 by default;
+ * --bidirectional makes attention non-causal; --help: the flag table). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <starweave.h>
+#include "cli.h"
 
 enum { MAX_LAYERS = 8, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
 
@@ -135,39 +136,46 @@ static void head_traffic(void *mp, sw_traffic *t)
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
-static int flag(int argc, char **argv, const char *name, int dflt)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
-    return dflt;
-}
-
 int main(int argc, char **argv)
 {
-    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), pp = flag(argc, argv, "--pp", 1);
-    int steps = flag(argc, argv, "--steps", 20), micro = flag(argc, argv, "--micro", 1);
-    int layers = flag(argc, argv, "--layers", 2);
-    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
-                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
+    int tp, sp = 0, dp, pp, pp_virtual, ulysses, ring, zero, steps, micro, layers, bidirectional = 0, recompute_full = 0;
+    const cli_flag flags[] = {
+        CLI_INT("--steps", &steps, "20", 1, CLI_INT_MAX, "N", "training steps"),
+        CLI_INT("--layers", &layers, "2", 1, MAX_LAYERS, "N", "blocks"),
+        CLI_BOOL("--bidirectional", &bidirectional, "attention not causal: every token sees the whole sequence"),
+        CLI_INT("--tp", &tp, "1", 1, CLI_INT_MAX, "T", "tensor-parallel degree"),
+        CLI_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
+        CLI_INT("--dp", &dp, "1", 1, CLI_INT_MAX, "D", "data-parallel degree"),
+        CLI_INT("--zero", &zero, "0", 0, 3, "N", "ZeRO stage over dp (and ulysses x ring)"),
+        CLI_INT("--ulysses", &ulysses, "1", 1, CLI_INT_MAX, "U", "DeepSpeed-Ulysses degree"),
+        CLI_INT("--ring", &ring, "1", 1, CLI_INT_MAX, "R", "Ring attention degree"),
+        CLI_INT("--pp", &pp, "1", 1, CLI_INT_MAX, "P", "pipeline stages"),
+        CLI_INT("--pp-virtual", &pp_virtual, "1", 1, CLI_INT_MAX, "V", "chunks per pipeline stage"),
+        CLI_INT("--micro", &micro, "1", 1, CLI_INT_MAX, "K", "micro-batches per step; K x dp must divide the batch of 8"),
+        CLI_BOOL("--recompute-full", &recompute_full, "keep only each block's input, redo its forward in backward"),
+        CLI_END};
+    cli_parse("custom_model", "[mpirun -np N] custom_model [options]",
+              "A parallel-block transformer written from the public layers alone; every strategy applies\n"
+              "to it unchanged: mpirun -np 4 custom_model --tp 2 --sp --dp 2.\n", flags, argc, argv);
+    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = sp, .ulysses = ulysses, .ring = ring, .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     sw_options opt;
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
-    if (layers < 1 || layers > MAX_LAYERS) sw_usage_error("--layers must be in 1 .. %d (%d)", MAX_LAYERS, layers);
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     int cp = xc.ulysses * xc.ring;
     sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
-                           .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
+                           .zero = zero, .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f,
-                           .pp_chunks = flag(argc, argv, "--pp-virtual", 1)};
+                           .pp_chunks = pp_virtual};
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     /* causal (--bidirectional: every token sees the whole sequence), rotary positions */
     sw_attention_config ac = {.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
-                              .causal = !flag(argc, argv, "--bidirectional", 0), .dropout = 0.1f, .rope_theta = 10000.0f};
+                              .causal = !bidirectional, .dropout = 0.1f, .rope_theta = 10000.0f};
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
     const int64_t *qkv_tiles;
@@ -190,7 +198,7 @@ int main(int argc, char **argv)
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
     sw_params_allocate(m->p); /* this rank's stage's parameters */
     sw_blocks_config bc = {.layers = layers, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
-                           .recompute = flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
+                           .recompute = recompute_full ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
         m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);

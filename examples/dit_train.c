@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include <starweave.h>
+#include "cli.h"
 
 enum { MAX_LAYERS = 16, MAX_MICRO = 64, FREQ = 256, CHUNKS = 12, BRANCHES = 4 };
 enum { SPATIAL, TEMPORAL, CROSS, MLP };
@@ -311,20 +312,6 @@ static sw_tensor *conditioning(void *mp, int k, int grad) { return grad ? ((mode
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic,
                                        conditioning};
 
-/* ---- flags ---- */
-static const char *sflag(int argc, char **argv, const char *name, const char *dflt)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name)) return i + 1 < argc ? argv[i + 1] : "";
-    return dflt;
-}
-static int flag(int argc, char **argv, const char *name, int dflt)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
-    return dflt;
-}
-
 /* ---- deterministic data: a counter-based normal generator (splitmix64, Box-Muller) ---- */
 static uint64_t mix(uint64_t z)
 {
@@ -413,94 +400,103 @@ static void write_trace(const char *path)
     if (sw_rank() == 0) printf("dit_train: trace in %s (Chrome/Perfetto JSON), %s, %s\n", path, paje, overlap);
 }
 
-static const char usage[] =
-    "usage: [mpirun -np N] dit_train [--frames F] [--height H] [--width W] [--channels C] [--patch P]\n"
-    "         [--hidden h] [--heads A] [--layers L] [--cond-len L] [--cond-dim D] [--batch B] [--steps N]\n"
-    "         [--lr LR] [--seed S] [--init-std S] [--adaln-std S] [--tp T [--sp]] [--ulysses U] [--ring R]\n"
-    "         [--dp D] [--pp P [--pp-virtual V]] [--micro K] [--recompute none|selective|full]\n"
-    "         [--recompute-every K] [--zero N] [--dtype fp32|bf16] [--save DIR [--save-every N]]\n"
-    "         [--resume DIR]\n"
-    "         [--offload] [--offload-budget-mb N] [--counters] [--memory-report] [--trace FILE] [--export DIR]\n"
-    "  the sequence (frames x patches) is split over ulysses x ring ranks in whole frames;\n"
-    "  --pp P: pipeline stages of layers / P blocks (--pp-virtual V: V interleaved chunks per stage),\n"
-    "    1F1B's in-flight quota over the --micro K micro-batches;\n"
-    "  --dtype bf16: the linears' GEMMs on bf16 operands (fp32 accumulation, fp32 master weights);\n"
-    "  --init-std S: the weights' N(0, S) (0.02); --adaln-std S: the adaLN weights N(0, S) instead of\n"
-    "    adaLN-Zero's zeros (tests);\n"
-    "  prints the loss per step, then the last step's gradients (grad NAME sumsq abssum);\n"
-    "  --counters: the traffic model beside the bytes sent, and the counters of what ran;\n"
-    "  --offload: each block's saved set to the offload node after its forward, back for its backward\n"
-    "    (with --recompute full: the kept block inputs, Open-Sora's checkpoint offload);\n"
-    "  --offload-budget-mb N: with --offload, the MiB of main RAM StarPU may fill (0: no limit);\n"
-    "  --memory-report: per rank the whole model's bytes from the shapes beside what StarPU's allocator\n"
-    "    counts in main RAM, at creation and what the steps added (the layers' scratch); per rank and block\n"
-    "    the saved activations, the memory model's and the registered tensors' bytes; the blocks', the\n"
-    "    registry's and the scratch's bytes; per StarPU memory node the peak and the bytes moved;\n"
-    "  --trace FILE: every task and request of every rank, FILE (Chrome/Perfetto JSON), FILE.paje,\n"
-    "    FILE.overlap.json; prints the overlap of communication with compute per rank and step;\n"
-    "  --save DIR: a checkpoint after the last step (and every --save-every N steps); --resume DIR:\n"
-    "    continue after DIR's latest (the same model; another layout is re-sharded; bit for bit under\n"
-    "    the same one: the data are functions of the seed and the step);\n"
-    "  --export DIR (1 rank): what tests/torch_dit.py checks.\n";
-
 int main(int argc, char **argv)
 {
-    if (flag(argc, argv, "--help", 0)) return printf("%s", usage) < 0;
-    const int F = flag(argc, argv, "--frames", 4), H = flag(argc, argv, "--height", 8), W = flag(argc, argv, "--width", 8);
-    const int C = flag(argc, argv, "--channels", 4), P = flag(argc, argv, "--patch", 2);
-    const int hidden = flag(argc, argv, "--hidden", 32), heads = flag(argc, argv, "--heads", 4);
-    const int layers = flag(argc, argv, "--layers", 2), cond_len = flag(argc, argv, "--cond-len", 6);
-    const int cond_dim = flag(argc, argv, "--cond-dim", 16), batch = flag(argc, argv, "--batch", 4);
-    const int steps = flag(argc, argv, "--steps", 10), micro = flag(argc, argv, "--micro", 1);
-    const int tp = flag(argc, argv, "--tp", 1), U = flag(argc, argv, "--ulysses", 1), R = flag(argc, argv, "--ring", 1);
-    const int dp = flag(argc, argv, "--dp", 1), every = flag(argc, argv, "--recompute-every", 1);
-    const int pp = flag(argc, argv, "--pp", 1), pp_virtual = flag(argc, argv, "--pp-virtual", 1);
-    const float lr = (float)atof(sflag(argc, argv, "--lr", "1e-3"));
-    const float adaln_std = (float)atof(sflag(argc, argv, "--adaln-std", "0"));
-    const float std = (float)atof(sflag(argc, argv, "--init-std", "0.02")); /* every other weight's N(0, std) */
-    const uint64_t seed = (uint64_t)atoll(sflag(argc, argv, "--seed", "1234"));
-    const char *rname = sflag(argc, argv, "--recompute", "selective"), *dtype = sflag(argc, argv, "--dtype", "fp32");
-    const int counters = flag(argc, argv, "--counters", 0), memory = flag(argc, argv, "--memory-report", 0);
-    const char *trace = sflag(argc, argv, "--trace", NULL);
-    xdir = sflag(argc, argv, "--export", NULL);
-    const char *save = sflag(argc, argv, "--save", NULL), *resume = sflag(argc, argv, "--resume", NULL);
-    const int save_every = flag(argc, argv, "--save-every", 0);
-    const int offload = flag(argc, argv, "--offload", 0);
+    int F, H, W, C, P, hidden, heads, layers, cond_len, cond_dim, batch, steps, micro, tp, sp = 0, U, R, dp, every, pp, pp_virtual;
+    int zero, rec, bf16, seed_flag, counters = 0, memory = 0, save_every, offload = 0, budget;
+    float lr, adaln_std, std;
+    const char *trace = NULL, *save = NULL, *resume = NULL;
+    const cli_flag flags[] = {
+        CLI_HEADING("model (the sequence: frames x patches, split over ulysses x ring ranks in whole frames)"),
+        CLI_INT("--frames", &F, "4", 1, CLI_INT_MAX, "F", "latent frames"),
+        CLI_INT("--height", &H, "8", 1, CLI_INT_MAX, "H", "latent height"),
+        CLI_INT("--width", &W, "8", 1, CLI_INT_MAX, "W", "latent width"),
+        CLI_INT("--channels", &C, "4", 1, CLI_INT_MAX, "C", "latent channels"),
+        CLI_INT("--patch", &P, "2", 1, CLI_INT_MAX, "P", "patch size, must divide --height and --width"),
+        CLI_INT("--hidden", &hidden, "32", 2, CLI_INT_MAX, "h", "hidden size, even, divisible by --heads"),
+        CLI_INT("--heads", &heads, "4", 1, CLI_INT_MAX, "A", "attention heads"),
+        CLI_INT("--layers", &layers, "2", 1, MAX_LAYERS, "L", "blocks"),
+        CLI_INT("--cond-len", &cond_len, "6", 1, CLI_INT_MAX, "L", "conditioning positions (cross-attention's keys)"),
+        CLI_INT("--cond-dim", &cond_dim, "16", 1, CLI_INT_MAX, "D", "conditioning features"),
+        CLI_FLOAT("--init-std", &std, "0.02", 0, CLI_NO_MAX, "S", "the weights' N(0, S)"),
+        CLI_FLOAT("--adaln-std", &adaln_std, "0", 0, CLI_NO_MAX, "S", "the adaLN weights N(0, S) instead of adaLN-Zero's zeros\n"
+                  "(tests)"),
+        CLI_CHOICE("--dtype", &bf16, "fp32", "fp32|bf16",
+                   "bf16: the linears' GEMMs on bf16 operands (fp32 accumulation,\n"
+                   "fp32 master weights)"),
+        CLI_HEADING("training"),
+        CLI_INT("--batch", &batch, "4", 1, CLI_INT_MAX, "B", "samples per step"),
+        CLI_INT("--steps", &steps, "10", 1, CLI_INT_MAX, "N", "training steps; prints the loss per step, then the last\n"
+                "step's gradients (grad NAME sumsq abssum)"),
+        CLI_FLOAT("--lr", &lr, "1e-3", 0, CLI_NO_MAX, "LR", "AdamW learning rate"),
+        CLI_INT("--seed", &seed_flag, "1234", 0, CLI_INT_MAX, "S", "seed of the init and the data"),
+        CLI_HEADING("parallelism (launch with mpirun -np the product of the degrees)"),
+        CLI_INT("--tp", &tp, "1", 1, CLI_INT_MAX, "T", "tensor-parallel degree, must divide --heads"),
+        CLI_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
+        CLI_INT("--ulysses", &U, "1", 1, CLI_INT_MAX, "U", "DeepSpeed-Ulysses degree"),
+        CLI_INT("--ring", &R, "1", 1, CLI_INT_MAX, "R", "Ring attention degree"),
+        CLI_INT("--dp", &dp, "1", 1, CLI_INT_MAX, "D", "data-parallel degree"),
+        CLI_INT("--zero", &zero, "0", 0, 3, "N", "ZeRO stage over dp (and ulysses x ring)"),
+        CLI_INT("--pp", &pp, "1", 1, CLI_INT_MAX, "P", "pipeline stages of layers / P blocks, 1F1B's in-flight quota over\n"
+                "the --micro K micro-batches"),
+        CLI_INT("--pp-virtual", &pp_virtual, "1", 1, CLI_INT_MAX, "V", "interleaved chunks per stage"),
+        CLI_INT("--micro", &micro, "1", 1, CLI_INT_MAX, "K", "micro-batches per step; K x dp must divide --batch"),
+        CLI_HEADING("activation memory"),
+        CLI_CHOICE("--recompute", &rec, "selective", "none|selective|full", "what backward recomputes"),
+        CLI_INT("--recompute-every", &every, "1", 1, CLI_INT_MAX, "K", "full: keep the input of every K-th block"),
+        CLI_BOOL("--offload", &offload, "each block's saved set to the offload node after its forward, back\n"
+                 "for its backward (with --recompute full: the kept block inputs,\n"
+                 "Open-Sora's checkpoint offload)"),
+        CLI_INT("--offload-budget-mb", &budget, "0", 0, CLI_INT_MAX, "N", "with --offload, the MiB of main RAM StarPU may fill\n"
+                "(0: no limit)"),
+        CLI_HEADING("reports, checkpoints"),
+        CLI_BOOL("--counters", &counters, "the traffic model beside the bytes sent, and the counters of what ran"),
+        CLI_BOOL("--memory-report", &memory, "per rank the whole model's bytes from the shapes beside what\n"
+                 "StarPU's allocator counts in main RAM, at creation and what the steps\n"
+                 "added (the layers' scratch); per rank and block the saved activations,\n"
+                 "the memory model's and the registered tensors' bytes; the blocks', the\n"
+                 "registry's and the scratch's bytes; per StarPU memory node the peak and\n"
+                 "the bytes moved"),
+        CLI_STRING("--trace", &trace, NULL, "FILE", "every task and request of every rank, FILE (Chrome/Perfetto\n"
+                   "JSON), FILE.paje, FILE.overlap.json; prints the overlap of\n"
+                   "communication with compute per rank and step"),
+        CLI_STRING("--save", &save, NULL, "DIR", "a checkpoint after the last step (and every --save-every N steps)"),
+        CLI_INT("--save-every", &save_every, "0", 0, CLI_INT_MAX, "N", "also every N steps (0: only at the end)"),
+        CLI_STRING("--resume", &resume, NULL, "DIR", "continue after DIR's latest checkpoint (the same model; another\n"
+                   "layout is re-sharded; bit for bit under the same one: the data are\n"
+                   "functions of the seed and the step)"),
+        CLI_STRING("--export", &xdir, NULL, "DIR", "(1 rank) what tests/torch_dit.py checks"),
+        CLI_END};
+    cli_parse("dit_train", "[mpirun -np N] dit_train [options]",
+              "A spatial-temporal video diffusion transformer (Open-Sora's STDiT) on synthetic latents.\n", flags, argc, argv);
+    const uint64_t seed = (uint64_t)seed_flag;
     sw_options opt;
     sw_options_default(&opt);
     opt.offload = offload; /* an offload memory node for the blocks' saved sets */
-    opt.offload_budget_mb = flag(argc, argv, "--offload-budget-mb", 0); /* main RAM StarPU may fill (0: no limit) */
+    opt.offload_budget_mb = budget; /* main RAM StarPU may fill (0: no limit) */
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
     /* every rule before any collective, on every rank (exit 2) */
-    const int recompute = sw_recompute_parse(rname), cp = U * R;
-    if (recompute < 0) sw_usage_error("--recompute must be none, selective or full (%s)", rname);
-    if (strcmp(dtype, "fp32") && strcmp(dtype, "bf16")) sw_usage_error("--dtype must be fp32 or bf16 (%s)", dtype);
+    const int recompute = sw_recompute_parse((const char *[]){"none", "selective", "full"}[rec]), cp = U * R;
     if (opt.offload_budget_mb && !offload) sw_usage_error("--offload-budget-mb needs --offload");
-    if (F < 1 || H < 1 || W < 1 || C < 1 || P < 1) sw_usage_error("--frames, --height, --width, --channels, --patch must be >= 1");
     if (H % P || W % P) sw_usage_error("--patch (%d) must divide --height (%d) and --width (%d)", P, H, W);
-    if (cond_len < 1) sw_usage_error("--cond-len must be at least 1 (%d)", cond_len);
-    if (cond_dim < 1) sw_usage_error("--cond-dim must be at least 1 (%d)", cond_dim);
     const int S = (H / P) * (W / P); /* patches per frame */
-    if (U < 1 || R < 1 || F % cp) sw_usage_error("--frames (%d) must be divisible by ulysses x ring (%d)", F, cp);
+    if (F % cp) sw_usage_error("--frames (%d) must be divisible by ulysses x ring (%d)", F, cp);
     if (S % cp) sw_usage_error("patches per frame ((%d/%d) x (%d/%d) = %d) must be divisible by ulysses x ring (%d)", H, P, W, P, S, cp);
-    if (layers < 1 || layers > MAX_LAYERS) sw_usage_error("--layers must be in 1 .. %d (%d)", MAX_LAYERS, layers);
-    if (heads < 1 || hidden % heads || hidden % 2) sw_usage_error("--heads (%d) must divide --hidden (%d), and --hidden be even", heads, hidden);
-    if (tp < 1 || heads % tp) sw_usage_error("--heads (%d) must be divisible by --tp (%d)", heads, tp);
-    if (micro < 1 || micro > MAX_MICRO || dp < 1 || batch % (dp * micro))
+    if (hidden % heads || hidden % 2) sw_usage_error("--heads (%d) must divide --hidden (%d), and --hidden be even", heads, hidden);
+    if (heads % tp) sw_usage_error("--heads (%d) must be divisible by --tp (%d)", heads, tp);
+    if (micro > MAX_MICRO || batch % (dp * micro))
         sw_usage_error("--micro (%d, at most %d) times --dp (%d) must divide --batch (%d)", micro, MAX_MICRO, dp, batch);
-    if (every < 1) sw_usage_error("--recompute-every must be at least 1 (%d)", every);
-    if (pp_virtual < 1) sw_usage_error("--pp-virtual must be at least 1 (%d)", pp_virtual);
     if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
-    if (save_every < 0 || (save_every && !save)) sw_usage_error("--save-every N needs --save DIR and N >= 0 (%d)", save_every);
+    if (save_every && !save) sw_usage_error("--save-every N needs --save DIR and N >= 0 (%d)", save_every);
     if (xdir && resume) sw_usage_error("--export starts from the initial parameters: not with --resume");
     const int seq = F * S, ppc = P * P * C;
-    sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = flag(argc, argv, "--sp", 0), .ulysses = U, .ring = R,
+    sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = tp, .sp = sp, .ulysses = U, .ring = R,
                         .zigzag = 0 /* grid attention: whole frames */, .dp = dp, .grad_accum = micro, .tiles = 2,
                         .seed = seed, .dropout = 0.0f};
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
-    sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = strcmp(dtype, "bf16") ? SW_F32 : SW_BF16, .grad_accum = micro, .bucket_mb = 25.0f,
-                           .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
+    sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = bf16 ? SW_BF16 : SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
+                           .zero = zero, .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = lr, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .weight_decay = 0.01f,
                            .clip_grad = 1.0f, .pp_chunks = pp_virtual};
     const double ram_before = memory ? ram_used() : 0; /* what StarPU counts before the model */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <starweave.h>
+#include "cli.h"
 enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, MASK = VOCAB - 1, SEQ = 32, BATCH = 8, IGNORE = -100 };
 typedef struct { sw_norm ln1, ln2; sw_linear qkv, proj, fc, fc2; } block_params;
 typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *a; sw_attn_saved attn; } block_saved;
@@ -106,23 +107,28 @@ static void head_traffic(void *mp, sw_traffic *t)
 static const sw_model_ops model_ops = {.embed_forward = embed, .embed_backward = embed_backward, .head_forward = head,
     .head_backward = head_backward, .loss = loss, .embed_traffic = embed_traffic, .head_traffic = head_traffic};
 
-static int flag(int argc, char **argv, const char *name, int dflt)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
-    return dflt;
-}
-
 int main(int argc, char **argv)
 {
-    if (flag(argc, argv, "--help", 0)) /* --no-mask-ignore: every target counted; --mask-weights: row weights 1 masked, 0 else */
-        return printf("usage: [mpirun -np N] encoder_mlm [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
-                      "                   [--micro K] [--no-mask-ignore | --mask-weights] [--pad [ID]]\n") < 0;
-    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
-    int steps = flag(argc, argv, "--steps", 20), wts = flag(argc, argv, "--mask-weights", 0), pad = flag(argc, argv, "--pad", 0);
-    int all = wts || flag(argc, argv, "--no-mask-ignore", 0);
-    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
-                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
+    int steps, tp, sp = 0, dp, ulysses, ring, micro, all = 0, wts = 0, pad = 0;
+    const cli_flag flags[] = {
+        CLI_INT("--steps", &steps, "20", 1, CLI_INT_MAX, "N", "training steps"),
+        CLI_INT("--tp", &tp, "1", 1, CLI_INT_MAX, "T", "tensor-parallel degree"),
+        CLI_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
+        CLI_INT("--dp", &dp, "1", 1, CLI_INT_MAX, "D", "data-parallel degree"),
+        CLI_INT("--ulysses", &ulysses, "1", 1, CLI_INT_MAX, "U", "DeepSpeed-Ulysses degree"),
+        CLI_INT("--ring", &ring, "1", 1, CLI_INT_MAX, "R", "Ring attention degree"),
+        CLI_INT("--micro", &micro, "1", 1, CLI_INT_MAX, "K", "micro-batches per step; K x dp must divide the batch of 8"),
+        CLI_BOOL("--no-mask-ignore", &all, "every target counted (not only the masked positions)"),
+        CLI_BOOL("--mask-weights", &wts, "row weights 1 on the masked positions, 0 elsewhere, every target real"),
+        CLI_INT_OPT("--pad", &pad, "1", 0, VOCAB - 1, "ID",
+                    "sequences of different lengths: sequence b's tokens from position\n"
+                    "32 - (b*7 mod 16) on are the token ID (1 when not given; 0: none), keys masked"),
+        CLI_END};
+    cli_parse("encoder_mlm", "[mpirun -np N] encoder_mlm [options]",
+              "A BERT-style masked LM (token types, bidirectional attention, loss on the masked positions).\n"
+              "Every strategy comes from the layers: mpirun -np 4 encoder_mlm --tp 2 --sp --dp 2.\n", flags, argc, argv);
+    all |= wts;
+    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = sp, .ulysses = ulysses, .ring = ring, .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);

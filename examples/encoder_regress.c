@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <starweave.h>
+#include "cli.h"
 
 enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8, OUT = 4 /* --per-token */ };
 
@@ -105,23 +106,28 @@ static void head_traffic(void *mp, sw_traffic *t)
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
-static int flag(int argc, char **argv, const char *name, int dflt)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name)) return i + 1 < argc && argv[i + 1][0] != '-' ? atoi(argv[i + 1]) : 1;
-    return dflt;
-}
-
 int main(int argc, char **argv)
 {
-    if (flag(argc, argv, "--help", 0))
-        return printf("usage: [mpirun -np N] encoder_regress [--steps N] [--tp T [--sp]] [--dp D] [--ulysses U] [--ring R]\n"
-                      "                       [--micro K] [--classes C] [--pool-first] [--per-token] [--pad [ID]]\n") < 0;
-    int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), micro = flag(argc, argv, "--micro", 1);
-    int steps = flag(argc, argv, "--steps", 20), classes = flag(argc, argv, "--classes", 0), pad = flag(argc, argv, "--pad", 0);
-    int per_token = flag(argc, argv, "--per-token", 0);
-    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
-                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
+    int steps, tp, sp = 0, dp, ulysses, ring, micro, classes, pool_first = 0, per_token = 0, pad = 0;
+    const cli_flag flags[] = {
+        CLI_INT("--steps", &steps, "20", 1, CLI_INT_MAX, "N", "training steps"),
+        CLI_INT("--tp", &tp, "1", 1, CLI_INT_MAX, "T", "tensor-parallel degree"),
+        CLI_BOOL("--sp", &sp, "sequence parallelism (with --tp)"),
+        CLI_INT("--dp", &dp, "1", 1, CLI_INT_MAX, "D", "data-parallel degree"),
+        CLI_INT("--ulysses", &ulysses, "1", 1, CLI_INT_MAX, "U", "DeepSpeed-Ulysses degree"),
+        CLI_INT("--ring", &ring, "1", 1, CLI_INT_MAX, "R", "Ring attention degree"),
+        CLI_INT("--micro", &micro, "1", 1, CLI_INT_MAX, "K", "micro-batches per step; K x dp must divide the batch of 8"),
+        CLI_INT("--classes", &classes, "0", 0, CLI_INT_MAX, "C", "cross-entropy over C >= 2 classes (0: MSE on a float target)"),
+        CLI_BOOL("--pool-first", &pool_first, "pool the first token, not the mean"),
+        CLI_BOOL("--per-token", &per_token, "a linear on every row, MSE per token (not with --classes)"),
+        CLI_INT_OPT("--pad", &pad, "1", 0, VOCAB - 1, "ID",
+                    "padded sequences: sequence b's tokens from position 32 - (b*7 mod 16)\n"
+                    "on are the token ID (1 when not given; 0: none), keys masked"),
+        CLI_END};
+    cli_parse("encoder_regress", "[mpirun -np N] encoder_regress [options]",
+              "A BERT-style encoder with a pooled head (MSE, or cross-entropy over classes).\n"
+              "Every strategy comes from the layers: mpirun -np 4 encoder_regress --tp 2 --sp --dp 2.\n", flags, argc, argv);
+    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = sp, .ulysses = ulysses, .ring = ring, .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
     if (micro < 1 || BATCH % (dp * micro)) sw_usage_error("--micro (%d) times --dp (%d) must divide the batch (%d)", micro, dp, BATCH);
@@ -153,7 +159,7 @@ int main(int argc, char **argv)
     if (per_token) /* rows that differ per rank under sp: SW_LINEAR_REPLICATED */
         m->tok_head = sw_linear_add(&m->x, "tok_head", SW_LINEAR_REPLICATED, HIDDEN, OUT, 1, 0.1f, NULL, 0, NULL), m->rows = sw_row_mse_create(&m->x, OUT);
     else m->head = sw_seq_head_create(&m->x, &(sw_seq_head_config){.name = "head", .hidden = HIDDEN, .bias = 1, .std = 0.1f,
-        .pool = flag(argc, argv, "--pool-first", 0) ? SW_POOL_FIRST : SW_POOL_MEAN, .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
+        .pool = pool_first ? SW_POOL_FIRST : SW_POOL_MEAN, .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
     sw_params_allocate(m->p);
     sw_blocks_config bc = {.layers = LAYERS, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1, .recompute = SW_RECOMPUTE_SELECTIVE};
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "starweave.h"
+#include "cli.h"
 #include "data.h"
 #include "tokenizer.h"
 
@@ -42,183 +43,6 @@ typedef struct train_opts {
     sw_comm_backend backend;
 } train_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: gpt_train [options]\n"
-            "Trains a GPT-2 shaped model (pre-LN, learned positions, tied LM head) whose\n"
-            "training step is a StarPU task graph. Tokens come from --data (raw bytes, an\n"
-            "llm.c token shard or a Megatron indexed dataset), or are the bytes of a built-in\n"
-            "deterministic synthetic corpus.\n\n"
-            "model:\n"
-            "  --model M         gpt2 (LayerNorm, learned positions, GeLU, biases, tied head) or llama\n"
-            "                    (RMSNorm, rotary positions, SwiGLU, no biases, untied head) (gpt2)\n"
-            "  --layers N        transformer blocks (2)\n"
-            "  --hidden N        hidden size (128)\n"
-            "  --heads N         attention heads, must divide hidden (4)\n"
-            "  --kv-heads N      K/V heads (grouped-query attention), must divide heads (= heads)\n"
-            "  --vocab N         vocabulary, padded to a multiple of 128*tp (256)\n"
-            "  --ffn N           MLP features (gpt2: 4*hidden; llama: 8/3*hidden rounded up to 64)\n"
-            "  --rope-theta X    llama: rotary position base (10000)\n"
-            "  --max-pos N       learned positions (default: seq)\n"
-            "  --dropout P       dropout probability (0)\n"
-            "  --dtype T         fp32, or bf16: GEMMs on bf16 operands with fp32 accumulation, fp32\n"
-            "                    master weights, gradients, optimizer and the other ops (fp32)\n"
-            "training:\n"
-            "  --seq N           sequence length (64)\n"
-            "  --batch N         sequences per step (8)\n"
-            "  --steps N         training steps (60)\n"
-            "  --lr X            AdamW learning rate (1e-3)\n"
-            "  --weight-decay X  AdamW weight decay (0)\n"
-            "  --clip-grad X     scale the gradients to a global L2 norm of at most X before AdamW (0: off)\n"
-            "  --ignore-index N  targets equal to N count for nothing in the loss (PyTorch's -100; outside\n"
-            "                    [0, vocab)); the data's targets never are: the head's count runs (default: none)\n"
-            "  --seed N          seed of the init, the data order and dropout (1234)\n"
-            "  --data FILE       train on the tokens of FILE, its format told by its header, never its name:\n"
-            "                    an llm.c token shard (int32 header: magic 20240520, version 1, count;\n"
-            "                    uint16 tokens), a Megatron indexed dataset (FILE, FILE.bin or FILE.idx:\n"
-            "                    the .idx begins with MMIDIDX; integer dtypes), else the bytes of FILE\n"
-            "                    (default: synthetic corpus)\n"
-            "parallelism (launch with mpirun -np <product of the degrees>):\n"
-            "  --tp N            tensor-parallel degree (1): heads, MLP and vocabulary split\n"
-            "  --sp              sequence parallelism: norms, dropout, residuals on seq/tp rows\n"
-            "  --tp-recompute-allgather  with --sp, gather the norm outputs again in backward\n"
-            "                    instead of keeping them\n"
-            "  --dp N            data-parallel degree (1): each dp rank takes batch/dp sequences\n"
-            "  --grad-accum K    micro-batches per step and rank (1), gradients summed; with --pp\n"
-            "                    they flow through the stages one after another\n"
-            "  --pp N            pipeline stages (1): each runs layers/N blocks (the first also the\n"
-            "                    embedding, the last the head); ranks: tp x ulysses x ring x dp x pp\n"
-            "  --pp-inflight Q   micro-batches whose activations a stage holds at once: 0 = 1F1B\n"
-            "                    (pp - stage; default), grad-accum = GPipe\n"
-            "  --pp-virtual V    chunks per stage (1): stage s runs chunks s, s + pp, ... of\n"
-            "                    layers/(pp V) blocks (Megatron's interleaved schedule)\n"
-            "  --dw-last         weight-gradient GEMMs at the lowest task priority, below forward\n"
-            "                    work (Zero Bubble's split; without dp, ulysses and ring)\n"
-            "  --bucket-mb X     gradient bucket size of the dp all-reduce in MiB (25)\n"
-            "  --zero N          ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
-            "                    sharded; 2 also gradients (reduce-scattered per block as its backward\n"
-            "                    ends); 3 also parameters (sharded at rest, each block gathered into a\n"
-            "                    pool before its forward and its backward)\n"
-            "  --zero-prefetch K ZeRO-3: blocks gathered ahead of the one computing; the pool holds\n"
-            "                    K + 1 blocks' parameters (1)\n"
-            "  --ulysses N       DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
-            "                    all-to-all around attention\n"
-            "  --ring N          Ring attention degree (1): sequence split, K/V blocks passed around\n"
-            "                    the ring; with --ulysses: USP (ranks: tp x ulysses x ring x dp)\n"
-            "  --no-zigzag       ring: contiguous sequence blocks instead of chunks r and 2R-1-r\n"
-            "activation memory:\n"
-            "  --recompute MODE  none: keep the attention probabilities (s^2 per head; ring 1 only);\n"
-            "                    selective: recompute scores, softmax and dropout in backward;\n"
-            "                    full: keep only block inputs, redo each block's forward in backward\n"
-            "                    (selective)\n"
-            "  --recompute-every K  full: keep the input of every K-th block, redo groups of K (1)\n"
-            "  --offload         saved activations leave the memory that computes after their forward\n"
-            "                    and come back (prefetched, last block first) for backward: to a StarPU\n"
-            "                    disk node in $TMPDIR, or with CUDA workers to pinned main RAM\n"
-            "  --offload-budget-mb N  with --offload, memory (MiB) StarPU may allocate in main RAM (disk\n"
-            "                    node) or on each GPU (CUDA); the rest is evicted (0: no limit)\n"
-            "runtime:\n"
-            "  --ncpus N         CPU workers per rank (default: cores / ranks per node)\n"
-            "  --ncuda N         CUDA workers per rank, GPU builds (default: every GPU with one rank\n"
-            "                    per node, else one GPU per rank; 0: none)\n"
-            "  --device D        where ops run: any (the scheduler chooses; the default), cuda (every\n"
-            "                    op with a CUDA implementation on a GPU) or cpu\n"
-            "  --comm B          collectives: auto (NCCL when every rank has a GPU of its own and there\n"
-            "                    are 2 ranks or more, else StarPU-MPI), mpi or nccl (auto)\n"
-            "  --sched NAME      StarPU scheduler (default: $STARPU_SCHED or lws)\n"
-            "  --gemm B          CPU GEMM kernel: auto ($SW_GEMM, else oneDNN on CPUs with AVX-512 where\n"
-            "                    built with it, else OpenBLAS), openblas or onednn\n"
-            "  --tiles N         row/column tiles per op (4)\n"
-            "  --log FILE        CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)\n"
-            "  --profile         print per-codelet time (steps 2..N) and the GEMM share\n"
-            "  --memory-report   saved activation bytes per layer and rank: model and registered; per rank\n"
-            "                    the memory model beside StarPU's peak\n"
-            "  --memory-plan     print each rank's memory model (parameter state, saved activations,\n"
-            "                    logits) and stop, nothing allocated (exit 2 where it does not fit)\n"
-            "  --memory-budget-mb N  MiB of main RAM each rank may count on: a model that needs more is\n"
-            "                    refused before any allocation (default: the node's MemAvailable / ranks)\n"
-            "  --counters        at the end, on every rank: what ran (GEMMs per backend, bf16 GEMMs and\n"
-            "                    casts, collectives per kind, MPI-run ones) and the exact bytes sent on\n"
-            "                    each group beside the traffic model\n"
-            "  --trace FILE      trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
-            "                    FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step\n"
-            "  --dag FILE        task graph of the first step run (step 1, or the one after --resume),\n"
-            "                    all ranks, as Graphviz dot: tasks and MPI requests, their dependencies\n"
-            "checkpoints:\n"
-            "  --save DIR        write a checkpoint into DIR after the last step (and every --save-every)\n"
-            "  --save-every N    also every N steps (0: only at the end)\n"
-            "  --resume DIR      continue from DIR's latest checkpoint: the same model (its shape and\n"
-            "                    --seed), any parallel layout (tp, ulysses, ring, dp, --zero): a\n"
-            "                    checkpoint saved under another one is re-sharded into this run's\n"
-            "                    (a line names both layouts)\n"
-            "generation (a KV cache; not with pp, ulysses, ring or ZeRO-3):\n"
-            "  --sample-every N  every N steps rank 0 prints a continuation of the first 8 tokens of\n"
-            "                    the batch's first sequence (0: never)\n"
-            "  --sample-len L    tokens generated per sample (64)\n"
-            "  --sample-temperature T  softmax temperature (1; 0: the most likely token)\n"
-            "  --generate TEXT   no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
-            "                    ids separated by spaces, or text with --prompt-text) by --sample-len\n"
-            "                    tokens, with the parameters of --resume DIR or --load-weights FILE,\n"
-            "                    and stop\n"
-            "  --prompt-text     --generate's TEXT is text (a vocabulary above 256): rank 0 encodes it\n"
-            "                    with GPT-2's BPE, running starweave-prepare-data --encode TEXT (no\n"
-            "                    shell), and every rank gets the ids. The encoder: $SW_PREPARE_DATA,\n"
-            "                    else from the build tree the source tree's tools/prepare-data, else\n"
-            "                    the one beside gpt_train, else starweave-prepare-data from PATH\n"
-            "  --tokenizer FILE  llm.c's token-to-bytes table (gpt2_tokenizer.bin, from\n"
-            "                    starweave-prepare-data): samples print as text\n"
-            "weights (docs/weights.md):\n"
-            "  --load-weights FILE  start from the weights of FILE, its format told by its header: Hugging\n"
-            "                    Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
-            "                    llm.c GPT-2 checkpoint (magic 20240326); the flags must describe its model\n"
-            "  --save-weights FILE  write the weights after the last step (with --steps 0: right after\n"
-            "                    creating or loading them, no training: a conversion)\n"
-            "  --weights-format F  of --save-weights: safetensors (F32), llmc (llm.c's version 3, fp32) or\n"
-            "                    llmc-bf16 (llm.c's version 5, gpt2_124M_bf16.bin: bf16, rounded to nearest\n"
-            "                    even) (safetensors)\n"
-            "  --quiet           only the final line\n"
-            "  --help            this text\n");
-}
-
-static int parse_int(const char *flag, const char *v, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < -2147483647L || x > 2147483647L)
-        sw_usage_error("%s expects an integer, got '%s'", flag, v);
-    *out = (int)x;
-    return 0;
-}
-
-static void parse_float(const char *flag, const char *v, float *out)
-{
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !isfinite(x)) sw_usage_error("%s expects a number, got '%s'", flag, v);
-    *out = (float)x;
-}
-
-/* The flags followed by a value (parse_args's second chain). */
-static const char *const value_flags[] = {
-    "--layers", "--hidden", "--heads", "--kv-heads", "--tp", "--dp", "--ulysses", "--ring", "--grad-accum", "--pp",
-    "--pp-inflight", "--pp-virtual",
-    "--zero", "--zero-prefetch", "--bucket-mb", "--vocab", "--max-pos", "--dropout", "--seq", "--batch", "--steps", "--lr",
-    "--weight-decay", "--seed", "--data", "--ncpus", "--sched", "--tiles", "--log", "--save", "--trace", "--dag",
-    "--resume", "--save-every", "--sample-every", "--sample-len", "--sample-temperature", "--generate", "--tokenizer",
-    "--recompute-every", "--offload-budget-mb", "--memory-budget-mb", "--ncuda", "--dtype",
-    "--device", "--comm", "--recompute", "--model", "--ffn", "--rope-theta", "--clip-grad", "--gemm", "--ignore-index",
-    "--load-weights", "--save-weights", "--weights-format"};
-
-static int takes_value(const char *flag)
-{
-    for (size_t i = 0; i < sizeof value_flags / sizeof value_flags[0]; i++)
-        if (!strcmp(flag, value_flags[i])) return 1;
-    return 0;
-}
-
 static void parse_args(int argc, char **argv, train_opts *o)
 {
     sw_gpt_config_default(&o->cfg);
@@ -244,128 +68,158 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->ncuda = -1;
     o->where = 0;
     o->backend = SW_BACKEND_AUTO;
-    int seed = (int)o->cfg.seed;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "--quiet") || !strcmp(a, "--profile")) {
-            *(a[2] == 'q' ? &o->quiet : &o->profile) = 1;
-            continue;
-        }
-        if (!strcmp(a, "--memory-plan")) {
-            o->memory_plan = 1;
-            continue;
-        }
-        if (!strcmp(a, "--memory-report") || !strcmp(a, "--counters")) {
-            *(a[2] == 'm' ? &o->memory_report : &o->counters) = 1;
-            continue;
-        }
-        if (!strcmp(a, "--sp") || !strcmp(a, "--tp-recompute-allgather")) {
-            *(!strcmp(a, "--sp") ? &o->cfg.sp : &o->cfg.tp_recompute_allgather) = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-zigzag")) {
-            o->cfg.zigzag = 0;
-            continue;
-        }
-        if (!strcmp(a, "--prompt-text")) {
-            o->prompt_text = 1;
-            continue;
-        }
-        if (!strcmp(a, "--offload") || !strcmp(a, "--dw-last")) {
-            *(a[2] == 'o' ? &o->cfg.offload : &o->cfg.dw_last) = 1;
-            continue;
-        }
-        if (a[0] != '-') sw_usage_error("unexpected argument '%s' (see --help)", a);
-        if (!takes_value(a)) sw_usage_error("gpt_train: unknown option %s; see --help", a);
-        /* no value: the end, or the next flag (values never start with --) */
-        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2)) sw_usage_error("gpt_train: %s needs a value; see --help", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--layers")) parse_int(a, v, &o->cfg.layers);
-        else if (!strcmp(a, "--model")) {
-            if ((o->cfg.model = sw_model_parse(v)) < 0) sw_usage_error("model must be gpt2 or llama (model = %s)", v);
-        }
-        else if (!strcmp(a, "--ffn")) parse_int(a, v, &o->cfg.ffn);
-        else if (!strcmp(a, "--rope-theta")) parse_float(a, v, &o->cfg.rope_theta);
-        else if (!strcmp(a, "--hidden")) parse_int(a, v, &o->cfg.hidden);
-        else if (!strcmp(a, "--heads")) parse_int(a, v, &o->cfg.heads);
-        else if (!strcmp(a, "--kv-heads")) parse_int(a, v, &o->cfg.kv_heads);
-        else if (!strcmp(a, "--tp")) parse_int(a, v, &o->cfg.tp);
-        else if (!strcmp(a, "--dp")) parse_int(a, v, &o->cfg.dp);
-        else if (!strcmp(a, "--ulysses")) parse_int(a, v, &o->cfg.ulysses);
-        else if (!strcmp(a, "--ring")) parse_int(a, v, &o->cfg.ring);
-        else if (!strcmp(a, "--grad-accum")) parse_int(a, v, &o->cfg.grad_accum);
-        else if (!strcmp(a, "--pp")) parse_int(a, v, &o->cfg.pp);
-        else if (!strcmp(a, "--pp-inflight")) parse_int(a, v, &o->cfg.pp_inflight);
-        else if (!strcmp(a, "--pp-virtual")) parse_int(a, v, &o->cfg.pp_virtual);
-        else if (!strcmp(a, "--zero")) parse_int(a, v, &o->cfg.zero);
-        else if (!strcmp(a, "--zero-prefetch")) parse_int(a, v, &o->cfg.zero_prefetch);
-        else if (!strcmp(a, "--bucket-mb")) parse_float(a, v, &o->cfg.bucket_mb);
-        else if (!strcmp(a, "--vocab")) parse_int(a, v, &o->cfg.vocab);
-        else if (!strcmp(a, "--max-pos")) parse_int(a, v, &o->cfg.max_pos);
-        else if (!strcmp(a, "--dropout")) parse_float(a, v, &o->cfg.dropout);
-        else if (!strcmp(a, "--seq")) parse_int(a, v, &o->cfg.seq);
-        else if (!strcmp(a, "--batch")) parse_int(a, v, &o->cfg.batch);
-        else if (!strcmp(a, "--steps")) parse_int(a, v, &o->steps);
-        else if (!strcmp(a, "--lr")) parse_float(a, v, &o->cfg.lr);
-        else if (!strcmp(a, "--weight-decay")) parse_float(a, v, &o->cfg.weight_decay);
-        else if (!strcmp(a, "--clip-grad")) parse_float(a, v, &o->cfg.clip_grad);
-        else if (!strcmp(a, "--ignore-index")) parse_int(a, v, &o->cfg.ignore_index);
-        else if (!strcmp(a, "--seed")) parse_int(a, v, &seed);
-        else if (!strcmp(a, "--data")) o->data = v;
-        else if (!strcmp(a, "--ncpus")) parse_int(a, v, &o->ncpus);
-        else if (!strcmp(a, "--sched")) o->sched = v;
-        else if (!strcmp(a, "--gemm")) {
-            if ((o->gemm = sw_gemm_backend_parse(v)) < 0) sw_usage_error("--gemm must be auto, openblas or onednn (got %s)", v);
-        }
-        else if (!strcmp(a, "--tiles")) parse_int(a, v, &o->cfg.tiles);
-        else if (!strcmp(a, "--log")) o->log = v;
-        else if (!strcmp(a, "--save")) o->save = v;
-        else if (!strcmp(a, "--trace")) o->trace = v;
-        else if (!strcmp(a, "--dag")) o->dag = v;
-        else if (!strcmp(a, "--resume")) o->resume = v;
-        else if (!strcmp(a, "--load-weights")) o->load_weights = v;
-        else if (!strcmp(a, "--save-weights")) o->save_weights = v;
-        else if (!strcmp(a, "--weights-format")) {
-            if ((o->weights_format = sw_weights_format_parse(v)) < 0)
-                sw_usage_error("--weights-format expects safetensors, llmc or llmc-bf16, got '%s'", v);
-        }
-        else if (!strcmp(a, "--save-every")) parse_int(a, v, &o->save_every);
-        else if (!strcmp(a, "--sample-every")) parse_int(a, v, &o->sample_every);
-        else if (!strcmp(a, "--sample-len")) parse_int(a, v, &o->sample_len);
-        else if (!strcmp(a, "--sample-temperature")) parse_float(a, v, &o->sample_temperature);
-        else if (!strcmp(a, "--generate")) o->generate = v;
-        else if (!strcmp(a, "--tokenizer")) o->tokenizer = v;
-        else if (!strcmp(a, "--recompute-every")) parse_int(a, v, &o->cfg.recompute_every);
-        else if (!strcmp(a, "--offload-budget-mb")) parse_int(a, v, &o->offload_budget_mb);
-        else if (!strcmp(a, "--memory-budget-mb")) parse_int(a, v, &o->memory_budget_mb);
-        else if (!strcmp(a, "--ncuda")) parse_int(a, v, &o->ncuda);
-        else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "fp32")) o->cfg.dtype = SW_F32;
-            else if (!strcmp(v, "bf16")) o->cfg.dtype = SW_BF16;
-            else sw_usage_error("--dtype expects fp32 or bf16, got '%s'", v);
-        }
-        else if (!strcmp(a, "--device")) {
-            if (!strcmp(v, "any")) o->where = 0;
-            else if (!strcmp(v, "cuda")) o->where = STARPU_CUDA;
-            else if (!strcmp(v, "cpu")) o->where = STARPU_CPU;
-            else sw_usage_error("--device expects any, cuda or cpu, got '%s'", v);
-        }
-        else if (!strcmp(a, "--comm")) {
-            if (!strcmp(v, "auto")) o->backend = SW_BACKEND_AUTO;
-            else if (!strcmp(v, "mpi")) o->backend = SW_BACKEND_MPI;
-            else if (!strcmp(v, "nccl")) o->backend = SW_BACKEND_NCCL;
-            else sw_usage_error("--comm expects auto, mpi or nccl, got '%s'", v);
-        }
-        else if (!strcmp(a, "--recompute")) {
-            o->cfg.recompute = sw_recompute_parse(v);
-            if (o->cfg.recompute < 0) sw_usage_error("--recompute expects none, selective or full, got '%s'", v);
-        }
-        else sw_usage_error("gpt_train: unknown option %s; see --help", a); /* missing from the chain */
-    }
+    int seed = (int)o->cfg.seed, no_zigzag = 0, dtype = -1, device = -1, comm = -1, recompute = -1, weights_format = -1;
+    const char *model = NULL, *gemm = NULL;
+    /* The flags, their values and their help. The rules on the values (ranges, what goes with what) are
+     * checked below and by sw_gpt_config_check, with messages naming the rule; the table's ranges are the
+     * int's and float's, so what it refuses is what is not a number, an unknown flag or a missing value. */
+    const double I0 = CLI_INT_MIN, I1 = CLI_INT_MAX, F0 = -CLI_NO_MAX, F1 = CLI_NO_MAX;
+    const cli_flag flags[] = {
+        CLI_HEADING("model"),
+        CLI_STRING("--model", &model, NULL, "M", "gpt2 (LayerNorm, learned positions, GeLU, biases, tied head) or llama\n"
+                   "(RMSNorm, rotary positions, SwiGLU, no biases, untied head) (gpt2)"),
+        CLI_INT("--layers", &o->cfg.layers, NULL, I0, I1, "N", "transformer blocks (2)"),
+        CLI_INT("--hidden", &o->cfg.hidden, NULL, I0, I1, "N", "hidden size (128)"),
+        CLI_INT("--heads", &o->cfg.heads, NULL, I0, I1, "N", "attention heads, must divide hidden (4)"),
+        CLI_INT("--kv-heads", &o->cfg.kv_heads, NULL, I0, I1, "N", "K/V heads (grouped-query attention), must divide heads (= heads)"),
+        CLI_INT("--vocab", &o->cfg.vocab, NULL, I0, I1, "N", "vocabulary, padded to a multiple of 128*tp (256)"),
+        CLI_INT("--ffn", &o->cfg.ffn, NULL, I0, I1, "N", "MLP features (gpt2: 4*hidden; llama: 8/3*hidden rounded up to 64)"),
+        CLI_FLOAT("--rope-theta", &o->cfg.rope_theta, NULL, F0, F1, "X", "llama: rotary position base (10000)"),
+        CLI_INT("--max-pos", &o->cfg.max_pos, NULL, I0, I1, "N", "learned positions (default: seq)"),
+        CLI_FLOAT("--dropout", &o->cfg.dropout, NULL, F0, F1, "P", "dropout probability (0)"),
+        CLI_CHOICE_META("--dtype", &dtype, "fp32|bf16", "T", "fp32, or bf16: GEMMs on bf16 operands with fp32 accumulation, fp32\n"
+                        "master weights, gradients, optimizer and the other ops (fp32)"),
+        CLI_HEADING("training"),
+        CLI_INT("--seq", &o->cfg.seq, NULL, I0, I1, "N", "sequence length (64)"),
+        CLI_INT("--batch", &o->cfg.batch, NULL, I0, I1, "N", "sequences per step (8)"),
+        CLI_INT("--steps", &o->steps, NULL, I0, I1, "N", "training steps (60)"),
+        CLI_FLOAT("--lr", &o->cfg.lr, NULL, F0, F1, "X", "AdamW learning rate (1e-3)"),
+        CLI_FLOAT("--weight-decay", &o->cfg.weight_decay, NULL, F0, F1, "X", "AdamW weight decay (0)"),
+        CLI_FLOAT("--clip-grad", &o->cfg.clip_grad, NULL, F0, F1, "X", "scale the gradients to a global L2 norm of at most X before AdamW (0: off)"),
+        CLI_INT("--ignore-index", &o->cfg.ignore_index, NULL, I0, I1, "N", "targets equal to N count for nothing in the loss (PyTorch's -100; outside\n"
+                "[0, vocab)); the data's targets never are: the head's count runs (default: none)"),
+        CLI_INT("--seed", &seed, NULL, I0, I1, "N", "seed of the init, the data order and dropout (1234)"),
+        CLI_STRING("--data", &o->data, NULL, "FILE", "train on the tokens of FILE, its format told by its header, never its name:\n"
+                   "an llm.c token shard (int32 header: magic 20240520, version 1, count;\n"
+                   "uint16 tokens), a Megatron indexed dataset (FILE, FILE.bin or FILE.idx:\n"
+                   "the .idx begins with MMIDIDX; integer dtypes), else the bytes of FILE\n"
+                   "(default: synthetic corpus)"),
+        CLI_HEADING("parallelism (launch with mpirun -np <product of the degrees>)"),
+        CLI_INT("--tp", &o->cfg.tp, NULL, I0, I1, "N", "tensor-parallel degree (1): heads, MLP and vocabulary split"),
+        CLI_BOOL("--sp", &o->cfg.sp, "sequence parallelism: norms, dropout, residuals on seq/tp rows"),
+        CLI_BOOL("--tp-recompute-allgather", &o->cfg.tp_recompute_allgather, "with --sp, gather the norm outputs again in backward\n"
+                 "instead of keeping them"),
+        CLI_INT("--dp", &o->cfg.dp, NULL, I0, I1, "N", "data-parallel degree (1): each dp rank takes batch/dp sequences"),
+        CLI_INT("--grad-accum", &o->cfg.grad_accum, NULL, I0, I1, "K", "micro-batches per step and rank (1), gradients summed; with --pp\n"
+                "they flow through the stages one after another"),
+        CLI_INT("--pp", &o->cfg.pp, NULL, I0, I1, "N", "pipeline stages (1): each runs layers/N blocks (the first also the\n"
+                "embedding, the last the head); ranks: tp x ulysses x ring x dp x pp"),
+        CLI_INT("--pp-inflight", &o->cfg.pp_inflight, NULL, I0, I1, "Q", "micro-batches whose activations a stage holds at once: 0 = 1F1B\n"
+                "(pp - stage; default), grad-accum = GPipe"),
+        CLI_INT("--pp-virtual", &o->cfg.pp_virtual, NULL, I0, I1, "V", "chunks per stage (1): stage s runs chunks s, s + pp, ... of\n"
+                "layers/(pp V) blocks (Megatron's interleaved schedule)"),
+        CLI_BOOL("--dw-last", &o->cfg.dw_last, "weight-gradient GEMMs at the lowest task priority, below forward\n"
+                 "work (Zero Bubble's split; without dp, ulysses and ring)"),
+        CLI_FLOAT("--bucket-mb", &o->cfg.bucket_mb, NULL, F0, F1, "X", "gradient bucket size of the dp all-reduce in MiB (25)"),
+        CLI_INT("--zero", &o->cfg.zero, NULL, I0, I1, "N", "ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
+                "sharded; 2 also gradients (reduce-scattered per block as its backward\n"
+                "ends); 3 also parameters (sharded at rest, each block gathered into a\n"
+                "pool before its forward and its backward)"),
+        CLI_INT("--zero-prefetch", &o->cfg.zero_prefetch, NULL, I0, I1, "K", "ZeRO-3: blocks gathered ahead of the one computing; the pool holds\n"
+                "K + 1 blocks' parameters (1)"),
+        CLI_INT("--ulysses", &o->cfg.ulysses, NULL, I0, I1, "N", "DeepSpeed-Ulysses degree (1): sequence split, heads exchanged by\n"
+                "all-to-all around attention"),
+        CLI_INT("--ring", &o->cfg.ring, NULL, I0, I1, "N", "Ring attention degree (1): sequence split, K/V blocks passed around\n"
+                "the ring; with --ulysses: USP (ranks: tp x ulysses x ring x dp)"),
+        CLI_BOOL("--no-zigzag", &no_zigzag, "ring: contiguous sequence blocks instead of chunks r and 2R-1-r"),
+        CLI_HEADING("activation memory"),
+        CLI_CHOICE_META("--recompute", &recompute, "none|selective|full", "MODE",
+                        "none: keep the attention probabilities (s^2 per head; ring 1 only);\n"
+                        "selective: recompute scores, softmax and dropout in backward;\n"
+                        "full: keep only block inputs, redo each block's forward in backward\n"
+                        "(selective)"),
+        CLI_INT("--recompute-every", &o->cfg.recompute_every, NULL, I0, I1, "K", "full: keep the input of every K-th block, redo groups of K (1)"),
+        CLI_BOOL("--offload", &o->cfg.offload, "saved activations leave the memory that computes after their forward\n"
+                 "and come back (prefetched, last block first) for backward: to a StarPU\n"
+                 "disk node in $TMPDIR, or with CUDA workers to pinned main RAM"),
+        CLI_INT("--offload-budget-mb", &o->offload_budget_mb, NULL, I0, I1, "N", "with --offload, memory (MiB) StarPU may allocate in main RAM (disk\n"
+                "node) or on each GPU (CUDA); the rest is evicted (0: no limit)"),
+        CLI_HEADING("runtime"),
+        CLI_INT("--ncpus", &o->ncpus, NULL, I0, I1, "N", "CPU workers per rank (default: cores / ranks per node)"),
+        CLI_INT("--ncuda", &o->ncuda, NULL, I0, I1, "N", "CUDA workers per rank, GPU builds (default: every GPU with one rank\n"
+                "per node, else one GPU per rank; 0: none)"),
+        CLI_CHOICE_META("--device", &device, "any|cuda|cpu", "D", "where ops run: any (the scheduler chooses; the default), cuda (every\n"
+                        "op with a CUDA implementation on a GPU) or cpu"),
+        CLI_CHOICE_META("--comm", &comm, "auto|mpi|nccl", "B", "collectives: auto (NCCL when every rank has a GPU of its own and there\n"
+                        "are 2 ranks or more, else StarPU-MPI), mpi or nccl (auto)"),
+        CLI_STRING("--sched", &o->sched, NULL, "NAME", "StarPU scheduler (default: $STARPU_SCHED or lws)"),
+        CLI_STRING("--gemm", &gemm, NULL, "B", "CPU GEMM kernel: auto ($SW_GEMM, else oneDNN on CPUs with AVX-512 where\n"
+                   "built with it, else OpenBLAS), openblas or onednn"),
+        CLI_INT("--tiles", &o->cfg.tiles, NULL, I0, I1, "N", "row/column tiles per op (4)"),
+        CLI_STRING("--log", &o->log, NULL, "FILE", "CSV log of step,loss,ms,tokens_per_s (gpt_train.csv)"),
+        CLI_BOOL("--profile", &o->profile, "print per-codelet time (steps 2..N) and the GEMM share"),
+        CLI_BOOL("--memory-report", &o->memory_report, "saved activation bytes per layer and rank: model and registered; per rank\n"
+                 "the memory model beside StarPU's peak"),
+        CLI_BOOL("--memory-plan", &o->memory_plan, "print each rank's memory model (parameter state, saved activations,\n"
+                 "logits) and stop, nothing allocated (exit 2 where it does not fit)"),
+        CLI_INT("--memory-budget-mb", &o->memory_budget_mb, NULL, I0, I1, "N", "MiB of main RAM each rank may count on: a model that needs more is\n"
+                "refused before any allocation (default: the node's MemAvailable / ranks)"),
+        CLI_BOOL("--counters", &o->counters, "at the end, on every rank: what ran (GEMMs per backend, bf16 GEMMs and\n"
+                 "casts, collectives per kind, MPI-run ones) and the exact bytes sent on\n"
+                 "each group beside the traffic model"),
+        CLI_STRING("--trace", &o->trace, NULL, "FILE", "trace of every task and request, all ranks: FILE (Chrome/Perfetto JSON),\n"
+                   "FILE.paje (ViTE), FILE.overlap.json; prints the overlap per step"),
+        CLI_STRING("--dag", &o->dag, NULL, "FILE", "task graph of the first step run (step 1, or the one after --resume),\n"
+                   "all ranks, as Graphviz dot: tasks and MPI requests, their dependencies"),
+        CLI_HEADING("checkpoints"),
+        CLI_STRING("--save", &o->save, NULL, "DIR", "write a checkpoint into DIR after the last step (and every --save-every)"),
+        CLI_INT("--save-every", &o->save_every, NULL, I0, I1, "N", "also every N steps (0: only at the end)"),
+        CLI_STRING("--resume", &o->resume, NULL, "DIR", "continue from DIR's latest checkpoint: the same model (its shape and\n"
+                   "--seed), any parallel layout (tp, ulysses, ring, dp, --zero): a\n"
+                   "checkpoint saved under another one is re-sharded into this run's\n"
+                   "(a line names both layouts)"),
+        CLI_HEADING("generation (a KV cache; not with pp, ulysses, ring or ZeRO-3)"),
+        CLI_INT("--sample-every", &o->sample_every, NULL, I0, I1, "N", "every N steps rank 0 prints a continuation of the first 8 tokens of\n"
+                "the batch's first sequence (0: never)"),
+        CLI_INT("--sample-len", &o->sample_len, NULL, I0, I1, "L", "tokens generated per sample (64)"),
+        CLI_FLOAT("--sample-temperature", &o->sample_temperature, NULL, F0, F1, "T", "softmax temperature (1; 0: the most likely token)"),
+        CLI_STRING("--generate", &o->generate, NULL, "TEXT", "no training: continue TEXT (bytes; with a vocabulary above 256, token\n"
+                   "ids separated by spaces, or text with --prompt-text) by --sample-len\n"
+                   "tokens, with the parameters of --resume DIR or --load-weights FILE,\n"
+                   "and stop"),
+        CLI_BOOL("--prompt-text", &o->prompt_text, "--generate's TEXT is text (a vocabulary above 256): rank 0 encodes it\n"
+                 "with GPT-2's BPE, running starweave-prepare-data --encode TEXT (no\n"
+                 "shell), and every rank gets the ids. The encoder: $SW_PREPARE_DATA,\n"
+                 "else from the build tree the source tree's tools/prepare-data, else\n"
+                 "the one beside gpt_train, else starweave-prepare-data from PATH"),
+        CLI_STRING("--tokenizer", &o->tokenizer, NULL, "FILE", "llm.c's token-to-bytes table (gpt2_tokenizer.bin, from\n"
+                   "starweave-prepare-data): samples print as text"),
+        CLI_HEADING("weights (docs/weights.md)"),
+        CLI_STRING("--load-weights", &o->load_weights, NULL, "FILE", "start from the weights of FILE, its format told by its header: Hugging\n"
+                   "Face safetensors (GPT-2 or LLaMA transformers names; F32, BF16, F16) or an\n"
+                   "llm.c GPT-2 checkpoint (magic 20240326); the flags must describe its model"),
+        CLI_STRING("--save-weights", &o->save_weights, NULL, "FILE", "write the weights after the last step (with --steps 0: right after\n"
+                   "creating or loading them, no training: a conversion)"),
+        CLI_CHOICE_META("--weights-format", &weights_format, "safetensors|llmc|llmc-bf16", "F",
+                        "of --save-weights: safetensors (F32), llmc (llm.c's version 3, fp32) or\n"
+                        "llmc-bf16 (llm.c's version 5, gpt2_124M_bf16.bin: bf16, rounded to nearest\n"
+                        "even) (safetensors)"),
+        CLI_BOOL("--quiet", &o->quiet, "only the final line"),
+        CLI_END};
+    cli_parse("gpt_train", "gpt_train [options]",
+              "Trains a GPT-2 shaped model (pre-LN, learned positions, tied LM head) whose\n"
+              "training step is a StarPU task graph. Tokens come from --data (raw bytes, an\n"
+              "llm.c token shard or a Megatron indexed dataset), or are the bytes of a built-in\n"
+              "deterministic synthetic corpus.\n", flags, argc, argv);
+    /* the values named by words, into the library's enums */
+    if (model && (o->cfg.model = sw_model_parse(model)) < 0) sw_usage_error("model must be gpt2 or llama (model = %s)", model);
+    if (gemm && (o->gemm = sw_gemm_backend_parse(gemm)) < 0) sw_usage_error("--gemm must be auto, openblas or onednn (got %s)", gemm);
+    if (dtype >= 0) o->cfg.dtype = dtype ? SW_BF16 : SW_F32;
+    if (device >= 0) o->where = (unsigned[]){0, STARPU_CUDA, STARPU_CPU}[device];
+    if (comm >= 0) o->backend = (sw_comm_backend[]){SW_BACKEND_AUTO, SW_BACKEND_MPI, SW_BACKEND_NCCL}[comm];
+    if (recompute >= 0) o->cfg.recompute = sw_recompute_parse((const char *[]){"none", "selective", "full"}[recompute]);
+    if (weights_format >= 0) o->weights_format = sw_weights_format_parse((const char *[]){"safetensors", "llmc", "llmc-bf16"}[weights_format]);
+    if (no_zigzag) o->cfg.zigzag = 0;
     o->cfg.seed = (uint64_t)(uint32_t)seed;
     if (o->cfg.max_pos == 0) o->cfg.max_pos = o->cfg.seq;
     if (o->steps < 0 || (o->steps == 0 && !o->save_weights))

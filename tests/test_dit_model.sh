@@ -179,10 +179,10 @@ bad() { # bad NP "message" ARGS...
 bad 2 "--frames (3) must be divisible by ulysses x ring (2)" --ulysses 2 --frames 3
 bad 2 "patches per frame ((6/2) x (6/2) = 9) must be divisible by ulysses x ring (2)" --ulysses 2 --height 6 --width 6
 bad 2 "--patch (3) must divide --height (8) and --width (8)" --patch 3
-bad 2 "--cond-len must be at least 1 (0)" --cond-len 0
+bad 2 "--cond-len must be at least 1 (got 0)" --cond-len 0
 bad 2 "the blocks (3) must be divisible by the pipeline stages times their chunks (pp 2 x 1)" --pp 2 --layers 3
-bad 1 "--dtype must be fp32 or bf16 (fp16)" --dtype fp16
-bad 2 "--pp-virtual must be at least 1 (0)" --pp 2 --pp-virtual 0
+bad 1 "--dtype expects fp32 or bf16, got 'fp16'" --dtype fp16
+bad 2 "--pp-virtual must be at least 1 (got 0)" --pp 2 --pp-virtual 0
 bad 1 "checkpoint $TMPD/ck1/step-00000003 does not match this run: layers 2 in the checkpoint, 3 here" --steps 6 \
   --layers 3 --resume "$TMPD/ck1"
 bad 1 "--save-every N needs --save DIR and N >= 0 (2)" --save-every 2
