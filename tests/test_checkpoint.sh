@@ -33,7 +33,7 @@
 # were, into a new step and over a step latest names.
 # Every run must exit 0 and write what it should (fresh files per case).
 # SW_TEST_ONLY (tests/mutants.sh) selects sections: "bit for bit",
-# "re-shard", "refused", "kill -9 one rank", "injected", "kill during saves".
+# "re-shard", "refused", "kill -9 1 rank", "injected", "kill during saves".
 . "${top_srcdir:-.}/tests/common.sh"
 ARGS="--dropout 0.1 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 4"
 QUIET=--quiet # gpt_train prints only its last line (the re-shard runs print all)
@@ -207,7 +207,7 @@ latest_at_least() { l=$(latest_step "$1"); [ -n "$l" ] && [ "$l" -ge "$2" ]; }
 # before the last committed one (flushed each step: a killed run keeps what
 # it printed)
 for try in 1 2 3; do
-  want "kill -9 one rank, try $try" || continue
+  want "kill -9 1 rank, try $try" || continue
   ck="$TMPD/kill$try"
   "$GPT_TRAIN" $ARGS $QUIET --steps 100000 --save "$ck" --save-every 1 --log "$TMPD/kill$try.csv" > /dev/null 2>&1 &
   pid=$!
