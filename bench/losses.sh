@@ -19,7 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 base="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 8 --dropout 0.1 --steps 4 --quiet"
 # the tensor bytes of each checkpoint file named on stdin: between the
 # header (format 02: 80 bytes; 03: 672 bytes + 64 per parameter; 04: 672
-# bytes + 3 x 192 per parameter held, the count in the header field
+# bytes + 3 x 192 per parameter held; 05: the same with an 680-byte header
+# (the save id), the count in the header field
 # "parameters") and the 8-byte checksum
 tensors='
 import struct, sys
@@ -30,7 +31,7 @@ for path in sys.stdin.read().split():
     else:
         n = struct.unpack_from("<i", d, 8)[0]
         fields = {d[24 + 40 * i:56 + 40 * i].split(b"\0")[0]: struct.unpack_from("<q", d, 56 + 40 * i)[0] for i in range(n)}
-        off = 672 + (3 * 192 if d[:8] == b"SWCKPT04" else 64) * fields[b"parameters"]
+        off = (680 if d[:8] == b"SWCKPT05" else 672) + (64 if d[:8] == b"SWCKPT03" else 3 * 192) * fields[b"parameters"]
     sys.stdout.buffer.write(d[off:-8])
 '
 status=0

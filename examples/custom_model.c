@@ -221,6 +221,7 @@ int main(int argc, char **argv)
         float l;
         sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
         if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
+        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }
     /* the traffic model (layers, blocks, stages, registry) beside what the collectives counted */
     sw_traffic model;

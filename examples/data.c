@@ -1,4 +1,4 @@
-/* gpt_train's data: raw bytes, llm.c token shards and Megatron-LM indexed
+/* gpt_train's data: text as raw bytes, llm.c token shards and Megatron-LM indexed
  * datasets, loaded into one int32 token stream (see data.h). Every value
  * in the files is little-endian and decoded byte by byte. */
 #include "data.h"
@@ -329,6 +329,21 @@ int data_load(const char *path, int vocab, data_tokens *d, char *msg, size_t msg
         rc = load_llmc(path, buf, len, vocab, d, msg, msglen);
     } else if (len == 0) {
         rc = data_fail(msg, msglen, "data file '%s' is empty", path);
+    } else if (ends_with(path, ".bin") || ends_with(path, ".idx")) {
+        /* a token file (llm.c's or Megatron's name) whose header is not
+         * known: a corrupt header, not text to read byte by byte */
+        rc = data_fail(msg, msglen,
+                       "data file '%s' is named %s but has no known header (its first 4 bytes as int32: %lld; an "
+                       "llm.c token shard begins with 20240520, a Megatron .bin needs its .idx beside it, an .idx "
+                       "begins with \"MMIDIDX\\x00\\x00\"): raw bytes are read only from text files",
+                       path, path + plen - 4, len >= 4 ? (long long)(int32_t)le(buf, 4) : -1LL);
+    } else if (memchr(buf, 0, len) != NULL) {
+        /* a NUL byte: a binary file (token ids, a corrupt header), not text */
+        rc = data_fail(msg, msglen,
+                       "data file '%s' has no known header and is not text (a NUL byte at offset %zu): raw bytes are "
+                       "read only from text files (an llm.c token shard begins with 20240520, a Megatron index with "
+                       "\"MMIDIDX\\x00\\x00\")",
+                       path, (size_t)((const unsigned char *)memchr(buf, 0, len) - buf));
     } else {
         d->tok = alloc_tokens(len);
         d->n = len;

@@ -6,7 +6,9 @@
  *   - Megatron-LM indexed dataset: PREFIX.idx (magic "MMIDIDX\0\0") beside
  *     PREFIX.bin; --data names PREFIX, PREFIX.bin or PREFIX.idx; the
  *     sequences are concatenated in index order;
- *   - anything else: raw bytes, each byte a token. */
+ *   - a text file: raw bytes, each byte a token. A file without a known
+ *     header that is named .bin or .idx, or holds a NUL byte (binary: token
+ *     ids, a corrupt header), is refused, not read as bytes. */
 #ifndef GPT_TRAIN_DATA_H
 #define GPT_TRAIN_DATA_H
 

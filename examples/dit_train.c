@@ -675,6 +675,7 @@ int main(int argc, char **argv)
         double ms = 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (step > step0 + 1) total += ms, timed++;
         if (sw_rank() == 0) printf("step %2d  loss %.7f  %.1f ms\n", step, losses[step - 1], ms);
+        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
         if (xdir && step == 1) /* the step's gradients (clipped: clip_grad 1) */
             for (int i = 0; i < sw_params_count(m->p); i++) {
                 int64_t first;

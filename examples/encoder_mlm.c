@@ -185,6 +185,7 @@ int main(int argc, char **argv)
         sw_pipeline_step(m->pipe, step);
         float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
         if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
+        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }
     /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
     for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {

@@ -783,7 +783,10 @@ int main(int argc, char **argv)
             if (o.profile) sw_stats_enable(1); /* step 1 warms up allocations and perf models */
         }
         if (step > step0 + 1) total_ms += ms;
-        if (log) fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
+        if (log) { /* flushed every step: a killed run keeps the steps it logged */
+            fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
+            fflush(log);
+        }
         if (!o.quiet)
             printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
                    T / (ms / 1e3));

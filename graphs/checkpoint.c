@@ -2,10 +2,14 @@
  * tensors it holds with their global rectangles; a loading rank reads the
  * overlapping pieces of whichever files cover what it holds (see
  * checkpoint.h for the file format). */
+#define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE) */
 #include "starweave/checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <ftw.h>
+#include <time.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +21,7 @@
 #include "starweave/mesh.h"
 #include "starweave/runtime.h"
 
-#define MAGIC "SWCKPT04"
+#define MAGIC "SWCKPT05"
 #define MAGIC_FAMILY "SWCKPT" /* every format version's magic starts so */
 
 enum {
@@ -32,7 +36,7 @@ enum {
 static const char *const layout_names[LAYOUT_FIELDS] = {"number of ranks", "tp", "ulysses", "ring", "dp", "pp", "zero"};
 static const char *const kind_names[KINDS] = {"value", "AdamW m", "AdamW v"};
 
-/* the file's header: 672 bytes */
+/* the file's header: 680 bytes */
 typedef struct ckpt_field {
     char name[32];
     int64_t value;
@@ -43,6 +47,10 @@ typedef struct ckpt_header {
     /* the model's nmodel fields, the layout's LAYOUT_FIELDS, then "parameters": how many this file holds */
     ckpt_field field[MAX_FIELDS];
     uint64_t seed;
+    /* the save's id, the same in every file of one save and drawn anew for
+     * each: a step's files from two saves (two runs into one directory)
+     * are refused together, not loaded as a mix */
+    uint64_t save_id;
 } ckpt_header;
 
 /* a rectangle of a tensor's global [rows, cols]; in the file, with the
@@ -58,7 +66,7 @@ typedef struct ckpt_entry {
     int64_t rows, cols; /* global shape */
     ckpt_piece piece[MAX_PIECES];
 } ckpt_entry;
-_Static_assert(sizeof(ckpt_header) == 672 && sizeof(ckpt_entry) == 192, "the file format's record sizes");
+_Static_assert(sizeof(ckpt_header) == 680 && sizeof(ckpt_entry) == 192, "the file format's record sizes");
 
 /* a piece this rank holds: its global rectangle and where it starts in the held tensor */
 typedef struct held_piece {
@@ -239,21 +247,113 @@ static size_t piece_bytes(const ckpt_piece *c) { return sizeof(float) * (size_t)
 
 /* ---- save ---- */
 
+/* the step's staging directory: every rank writes its file there; it
+ * becomes DIR/step-NNNNNNNN only when every file is in place */
+static void staging_dir(char *out, size_t n, const char *dir, int step)
+{
+    snprintf(out, n, "%s/step-%08d.tmp", dir, step);
+}
+
+/* what an interrupted save left in the staging directory: its regular
+ * files (another save's rank files and temporaries) unlinked; anything
+ * else (a directory) stays, and the rank whose file it blocks fails */
+static void clear_staging(const char *sdir)
+{
+    DIR *d = opendir(sdir);
+    if (!d) return;
+    char path[PATH_MAX + 300];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", sdir, e->d_name);
+        unlink(path); /* fails on a directory: left */
+    }
+    closedir(d);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path) != 0 ? -1 : 0;
+}
+
+/* a replaced step directory removed with what it holds */
+static int remove_tree(const char *path) { return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* DIR/latest names DIR/step-NNNNNNNN (whose name is `name`) */
+static int latest_names(const char *dir, const char *name)
+{
+    char path[PATH_MAX + 16], line[64] = "";
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int named = fgets(line, sizeof line, f) && (line[strcspn(line, "\n")] = 0, !strcmp(line, name));
+    fclose(f);
+    return named;
+}
+
+/* Rank 0 commits the save: the staging directory, complete, takes the
+ * step's name in one rename. In a directory that already holds the step
+ * (a used directory, an earlier run's save of the same step), the two are
+ * exchanged atomically (renameat2's RENAME_EXCHANGE), so the name always
+ * holds one complete save, and the earlier one is then removed; where the
+ * file system cannot exchange, an earlier save that `latest` does not name
+ * is removed first, and one that it names is kept and the save refused. */
+static int commit_step(const char *dir, const char *stage, const char *sdir, int step, char *err, size_t errn)
+{
+    if (rename(stage, sdir) == 0) return 0;
+    if (errno != EEXIST && errno != ENOTEMPTY)
+        return snprintf(err, errn, "checkpoint: cannot rename %s to %s: %s", stage, sdir, strerror(errno)), -1;
+#ifdef RENAME_EXCHANGE
+    if (renameat2(AT_FDCWD, stage, AT_FDCWD, sdir, RENAME_EXCHANGE) == 0) {
+        remove_tree(stage); /* the earlier save, now under the staging name */
+        return 0;
+    }
+#endif
+    char name[32];
+    snprintf(name, sizeof name, "step-%08d", step);
+    if (latest_names(dir, name))
+        return snprintf(err, errn, "checkpoint: %s, which %s/latest names, cannot be replaced atomically on this "
+                        "file system (%s): save into another directory", sdir, dir, strerror(errno)), -1;
+    if (remove_tree(sdir) != 0 || rename(stage, sdir) != 0)
+        return snprintf(err, errn, "checkpoint: cannot replace %s: %s", sdir, strerror(errno)), -1;
+    return 0;
+}
+
+/* A number every rank of this save shares, drawn by rank 0 (time, process,
+ * step): two 31-bit halves, each agreed as the minimum over the ranks of
+ * rank 0's value and INT_MAX elsewhere. */
+static uint64_t new_save_id(int step)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t seed[3] = {(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, (uint64_t)getpid(),
+                        (uint64_t)step};
+    uint64_t r = fnv1a(FNV_START, seed, sizeof seed);
+    int mine0 = sw_rank() == 0, half[2];
+    for (int i = 0; i < 2; i++)
+        half[i] = sw_world_min(mine0 ? (int)((r >> (32 * i)) % (uint64_t)INT_MAX) : INT_MAX);
+    return (uint64_t)half[0] | (uint64_t)half[1] << 31;
+}
+
 int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir, int step)
 {
-    char err[PATH_MAX + 128] = "", sdir[PATH_MAX], path[PATH_MAX + 32];
+    char err[2 * PATH_MAX + 128] = "", sdir[PATH_MAX], stage[PATH_MAX], path[PATH_MAX + 32];
     step_dir(sdir, sizeof sdir, dir, step);
+    staging_dir(stage, sizeof stage, dir, step);
     if (sw_rank() == 0) {
         if (mkdir(dir, 0755) != 0 && errno != EEXIST)
             snprintf(err, sizeof err, "checkpoint: cannot create %s: %s", dir, strerror(errno));
-        else if (mkdir(sdir, 0755) != 0 && errno != EEXIST)
-            snprintf(err, sizeof err, "checkpoint: cannot create %s: %s", sdir, strerror(errno));
+        else if (mkdir(stage, 0755) != 0 && errno != EEXIST)
+            snprintf(err, sizeof err, "checkpoint: cannot create %s: %s", stage, strerror(errno));
+        else
+            clear_staging(stage);
     }
     agree_or_exit(err, 1);
 
     /* the table: every held tensor's pieces, their data laid out in order after it */
     ckpt_header h;
     header_of(p, model, nmodel, step, &h);
+    h.save_id = new_save_id(step);
     int nentries = KINDS * held_count(p);
     ckpt_entry *entries = sw_xcalloc((size_t)nentries, sizeof *entries);
     held_piece (*pieces)[MAX_PIECES] = sw_xcalloc((size_t)nentries, sizeof *pieces);
@@ -293,15 +393,18 @@ int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, con
         }
     uint64_t sum = fnv1a(FNV_START, buf, off);
     memcpy(buf + off, &sum, sizeof sum);
-    snprintf(path, sizeof path, "%s/rank-%05d.ckpt", sdir, h.rank);
-    write_atomic(path, sdir, buf, total, err, sizeof err);
+    snprintf(path, sizeof path, "%s/rank-%05d.ckpt", stage, h.rank);
+    write_atomic(path, stage, buf, total, err, sizeof err);
     free(buf);
     free(pieces);
     free(entries);
     agree_or_exit(err, 1);
 
-    /* every rank's file is in place: now point `latest` at this step */
-    if (sw_rank() == 0) {
+    /* every rank's file is in place: the step committed as a whole, then
+     * `latest` pointed at it (a crash before leaves the previous step) */
+    if (sw_rank() == 0 && commit_step(dir, stage, sdir, step, err, sizeof err) == 0) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) fsync(dfd), close(dfd);
         char line[32];
         int n = snprintf(line, sizeof line, "step-%08d\n", step);
         snprintf(path, sizeof path, "%s/latest", dir);
@@ -356,10 +459,13 @@ static int check_header(const ckpt_header *h, const char *path, const ckpt_heade
     int64_t params = l[LAYOUT_FIELDS].value;
     if (params < 0 || params > MAX_PARAMS)
         return snprintf(err, n, "checkpoint %s is corrupt (%lld parameters)", path, (long long)params), -1;
-    if (first && (l[0].value != first->field[first->nmodel].value || h->step != first->step))
+    if (first && (l[0].value != first->field[first->nmodel].value || h->step != first->step ||
+                  h->save_id != first->save_id))
         return snprintf(err, n, "checkpoint %s is of another save than the step's rank 0 file (number of ranks %lld, "
-                        "step %d there; %lld, %d here)", path, (long long)first->field[first->nmodel].value,
-                        first->step, (long long)l[0].value, h->step), -1;
+                        "step %d, save %016llx there; %lld, %d, %016llx here)", path,
+                        (long long)first->field[first->nmodel].value, first->step,
+                        (unsigned long long)first->save_id, (long long)l[0].value, h->step,
+                        (unsigned long long)h->save_id), -1;
     return 0;
 }
 

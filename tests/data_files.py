@@ -10,7 +10,9 @@ documented layouts (no download, standard library only):
   mega32.bin/.idx    the same with dtype int32, the sequences stored in
                      reverse order in the .bin (the pointers place them)
   wide.bin           llm.c shard with tokens up to 50256
-  badmagic.bin       an llm.c header whose magic is 20240521: raw bytes
+  badmagic.bin       an llm.c header whose magic is 20240521: a corrupt
+                     header, refused (test_data.sh also copies it to
+                     badmagic.dat: refused as binary, a NUL byte)
   badversion.bin     llm.c magic, version 2
   big.bin            llm.c shard of the text with token 250 at position 17
   truncated.bin      llm.c shard missing its last token

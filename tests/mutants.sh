@@ -89,6 +89,14 @@ doc-function-undocumented|include/starweave/tensor.h|/^\/\*\* Blocking: waits fo
 readme-example-no-update|README.md|s/        sw_gpt_step(m, step);                  \/\* forward, backward, AdamW: submitted \*\//        sw_gpt_forward(m, step);/|tests/test_install.sh|
 # checkpoints
 checkpoint-checksum-unchecked|graphs/checkpoint.c|s/if (sum != stored) return/if (0) return/|tests/test_checkpoint.sh|refused
+# a step committed as a whole (issues 41, 42): the save id, the staging directory, latest last, the shape check, the log
+checkpoint-save-id-unchecked|graphs/checkpoint.c|s/                  h->save_id != first->save_id))/                  0))/|tests/test_checkpoint.sh|another save
+checkpoint-files-in-place|graphs/checkpoint.c|s/    staging_dir(stage, sizeof stage, dir, step);/    step_dir(stage, sizeof stage, dir, step);/|tests/test_checkpoint.sh|injected
+checkpoint-latest-before-files|graphs/checkpoint.c|s/            clear_staging(stage);/            clear_staging(stage), snprintf(path, sizeof path, "%s\/latest", dir), write_atomic(path, dir, sdir + strlen(dir) + 1, 13, err, sizeof err);/|tests/test_checkpoint.sh|injected
+checkpoint-column-check-dropped|graphs/checkpoint.c|s/ x->cols != d->cols) {/ 0) {/|tests/test_checkpoint.sh|shape
+gpt-train-log-unflushed|examples/gpt_train.c|s/            fflush(log);/            (void)log;/|tests/test_checkpoint.sh|kill -9 1 rank
+data-binary-read-as-bytes|examples/data.c|s/    } else if (memchr(buf, 0, len) != NULL) {/    } else if (0) {/|tests/test_data.sh|badmagic
+data-bin-name-ignored|examples/data.c|s/ends_with(path, ".bin") \(.\)\1 ends_with(path, ".idx")) {/0) {/|tests/test_data.sh|badmagic
 # the runtime: priorities, StarPU's reuse of freed buffers
 task-priority-ignored|src/runtime.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
 cpu-mem-limit-unset|src/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|

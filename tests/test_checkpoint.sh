@@ -7,7 +7,8 @@
 # ZeRO-2, dp 2 + ZeRO-3 with 2 micro-batches): 10 uninterrupted
 # steps against 5 steps + save + resume + 5 steps: the logged losses of
 # steps 6-10 are identical and every rank's checkpoint after step 10
-# (parameters and AdamW moments) is identical byte for byte.
+# (parameters and AdamW moments) is identical byte for byte (but the save
+# id, drawn anew by each save, and the checksum that covers it).
 # Re-sharding: a checkpoint of tp 2 + sp x dp 2 ZeRO-3 (4 ranks: values and
 # moments in row shares) at step 4
 # resumed on 1 rank, on tp 2, on dp 4 ZeRO-1 and on pp 2 x tp 2 + sp (the
@@ -21,11 +22,18 @@
 # pieces do not cover the model (one rank's file replaced by another data-
 # parallel replica's: ZeRO-3 rows in no file), a corrupt file that
 # another rank than rank 0 verifies, a missing file, an older format, a
-# model mismatch, a truncated file; kill -9 during saves leaves the latest
-# checkpoint loadable.
+# model mismatch, a truncated file, a step whose files are of two saves
+# (the save id), a custom model with no model fields whose tensor is
+# narrower or shorter (the per-tensor shape check).
+# A step committed as a whole: kill -9 during saves (1 rank: resumed from
+# the latest, the killed run's log kept; 2 ranks, one killed, into a fresh
+# and a used directory: one save id in the latest step, resumed bit for bit
+# to its saver's next loss); a rank whose file cannot be written (a
+# directory in the way, deterministic) leaves latest and its step as they
+# were, into a new step and over a step latest names.
 # Every run must exit 0 and write what it should (fresh files per case).
 # SW_TEST_ONLY (tests/mutants.sh) selects sections: "bit for bit",
-# "re-shard", "refused", "kill".
+# "re-shard", "refused", "kill -9 1 rank", "injected", "kill during saves".
 . "${top_srcdir:-.}/tests/common.sh"
 ARGS="--dropout 0.1 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 4"
 QUIET=--quiet # gpt_train prints only its last line (the re-shard runs print all)
@@ -41,11 +49,21 @@ ran() { # ran WHAT NP OUT ARGS...: train, and a check that it exited 0
   [ "$rc" = 0 ] || cat "$2"
   check "$what: exit $rc" [ "$rc" = 0 ]
 }
+# a file's bytes but its save id (header bytes 672-679, drawn anew by each
+# save) and the checksum (the last 8 bytes, which covers the id)
+SAVE_ID_AT=672
+same_file() { # same_file A B: identical but for the save id and the checksum
+  [ -s "$1" ] && [ -s "$2" ] && n=$(wc -c < "$1") && [ "$n" = "$(wc -c < "$2")" ] &&
+    cmp -s -n $SAVE_ID_AT "$1" "$2" && cmp -s -i $((SAVE_ID_AT + 8)) -n $((n - SAVE_ID_AT - 16)) "$1" "$2"
+}
 same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in both and is identical
   for r in $(seq 0 $(($3 - 1))); do
     f=$(printf 'step-%08d/rank-%05d.ckpt' "$4" "$r")
-    [ -s "$1/$f" ] && [ -s "$2/$f" ] && cmp -s "$1/$f" "$2/$f" || return 1
+    same_file "$1/$f" "$2/$f" || return 1
   done
+}
+save_ids() { # save_ids STEP_DIR -> the distinct save ids of its rank files, one per line
+  for f in "$1"/rank-*.ckpt; do od -An -tx8 -j$SAVE_ID_AT -N8 "$f"; done | sort -u
 }
 case=0
 for layout in "1" "2 --tp 2 --sp" "2 --ring 2" "2 --dp 2 --zero 1" "2 --dp 2 --zero 1 --dtype bf16" \
@@ -150,7 +168,7 @@ rm "$R/missing/$step4/rank-00002.ckpt"
 expect_refused 1 "$R/missing" "cannot open $R/missing/$step4/rank-00002.ckpt"
 cp -r "$R/ck" "$R/old"
 printf 'SWCKPT03' | dd of="$R/old/$step4/rank-00000.ckpt" bs=1 conv=notrunc 2> /dev/null
-expect_refused 1 "$R/old" "is in format SWCKPT03, and this starweave reads SWCKPT04"
+expect_refused 1 "$R/old" "is in format SWCKPT03, and this starweave reads SWCKPT05"
 ck="$TMPD/ck3"
 if want "refused"; then
   ran "np=1: 3 steps + save" 1 "$TMPD/ck3.out" --steps 3 --save "$ck" --log "$TMPD/ck3.csv"
@@ -169,22 +187,165 @@ expect_refused 1 "$ck" "is truncated"
 rm -rf "$ck"
 expect_refused 1 "$ck" "cannot open"
 
-# kill -9 while saving every step: the latest checkpoint stays loadable and
-# the resumed run logs the step after it
-for delay in 2 3 4; do
-  want "kill -9 after $delay s" || continue
-  ck="$TMPD/kill$delay"
-  "$GPT_TRAIN" $ARGS $QUIET --steps 100000 --save "$ck" --save-every 1 --log "$TMPD/kill$delay.csv" > /dev/null 2>&1 &
+# wait_for SECONDS COMMAND...: polls (every 0.1 s) until COMMAND succeeds; 1 if it never did
+wait_for() {
+  n=$(($1 * 10)); shift
+  while [ "$n" -gt 0 ]; do "$@" 2> /dev/null && return 0; sleep 0.1; n=$((n - 1)); done
+  return 1
+}
+random_ms() { # random_ms MAX -> a random number of milliseconds in [0, MAX), as seconds for sleep
+  r=$(od -An -N2 -tu2 /dev/urandom | tr -d ' '); printf '%d.%03d' $((r % $1 / 1000)) $((r % $1 % 1000))
+}
+log_steps() { tail -n +2 "$1" 2> /dev/null | wc -l; }
+at_least_steps() { [ "$(log_steps "$1")" -ge "$2" ]; }
+latest_step() { sed -n 's/^step-0*//p' "$1/latest" 2> /dev/null; }
+latest_at_least() { l=$(latest_step "$1"); [ -n "$l" ] && [ "$l" -ge "$2" ]; }
+
+# kill -9 while saving every step, once the run has committed step 2 (and
+# a random moment later): the latest checkpoint stays loadable, the resumed
+# run logs the step after it, and the killed run's log holds every step
+# before the last committed one (flushed each step: a killed run keeps what
+# it printed)
+for try in 1 2 3; do
+  want "kill -9 1 rank, try $try" || continue
+  ck="$TMPD/kill$try"
+  "$GPT_TRAIN" $ARGS $QUIET --steps 100000 --save "$ck" --save-every 1 --log "$TMPD/kill$try.csv" > /dev/null 2>&1 &
   pid=$!
-  sleep "$delay"
+  wait_for 120 latest_at_least "$ck" 2
+  sleep "$(random_ms 1000)"
   kill -9 "$pid" 2> /dev/null
   wait "$pid" 2> /dev/null
-  last=$(sed -n 's/^step-0*//p' "$ck/latest" 2> /dev/null)
-  train 1 "$TMPD/resumed$delay.out" --steps $((${last:-0} + 1)) --resume "$ck" --log "$TMPD/resumed$delay.csv"
+  last=$(latest_step "$ck")
+  logged=$(log_steps "$TMPD/kill$try.csv")
+  train 1 "$TMPD/resumed$try.out" --steps $((${last:-0} + 1)) --resume "$ck" --log "$TMPD/resumed$try.csv"
   rc=$?
   ok=false
-  [ "$rc" = 0 ] && [ -n "$last" ] && [ "$(tail -n +2 "$TMPD/resumed$delay.csv" | cut -d, -f1)" = $((last + 1)) ] && ok=true
-  $ok || cat "$TMPD/resumed$delay.out"
-  check "kill -9 after ${delay} s of saving every step: resumed from step ${last:-none} (exit $rc)" $ok
+  [ "$rc" = 0 ] && [ -n "$last" ] && [ "$(tail -n +2 "$TMPD/resumed$try.csv" | cut -d, -f1)" = $((last + 1)) ] && ok=true
+  $ok || cat "$TMPD/resumed$try.out"
+  check "kill -9 while saving every step (try $try): resumed from step ${last:-none} (exit $rc)" $ok
+  check "kill -9 while saving every step (try $try): the killed run's log holds $logged step(s), at least the $((${last:-1} - 1)) before step ${last:-none}" \
+    [ -n "$last" -a "$logged" -ge $((${last:-1} - 1)) -a "$logged" -ge 1 ]
 done
+
+# A step committed as a whole, on 2 ranks (tp 2 + sp, resumed bit for bit).
+SAVED2="--tp 2 --sp"
+K="$TMPD/whole"; mkdir "$K"
+if want "injected" || want "kill during saves"; then
+  # the reference: 13 uninterrupted steps (lr default); and an earlier run
+  # (lr 0.003) that saved every step up to 12 into the directory to reuse
+  ran "np=2 $SAVED2: 13 steps (reference)" 2 "$K/ref.out" $SAVED2 --steps 13 --log "$K/ref.csv"
+  ran "np=2 $SAVED2 --lr 0.003: 12 steps, saving every step (the earlier run)" 2 "$K/used.out" $SAVED2 --lr 0.003 \
+    --steps 12 --save "$K/used" --save-every 1 --log "$K/used.csv"
+fi
+loss_at() { sed -n "s/^$2,\([^,]*\),.*/\1/p" "$1" 2> /dev/null; } # loss_at CSV STEP
+
+# A rank whose file cannot be written (injected, deterministic: a directory
+# in place of rank 1's temporary file, both in the step's staging directory
+# and in the step's own): the save exits 1 on every rank, `latest` and the
+# files of the step it names stay as they were, and a resume loads that
+# step (its next loss equals the reference's bit for bit) -- for a new step
+# (6, after 3) and for a step that the directory already holds and `latest`
+# names (an earlier run's step 3, saved over by another run).
+if want "injected"; then
+  J="$K/inject"
+  ran "injected: np=2 $SAVED2: 3 steps + save" 2 "$K/inj-a.out" $SAVED2 --steps 3 --save "$J" --log "$K/inj-a.csv"
+  cp -r "$J" "$K/inject.a"
+  for s in 3 6; do
+    d=$(printf 'step-%08d' "$s")
+    mkdir -p "$J/$d.tmp/rank-00001.ckpt.tmp" "$J/$d/rank-00001.ckpt.tmp"
+  done
+  unchanged() { # latest names step 3 and its files are the first save's
+    cmp -s "$J/latest" "$K/inject.a/latest" && cmp -s "$J/step-00000003/rank-00000.ckpt" \
+      "$K/inject.a/step-00000003/rank-00000.ckpt" && cmp -s "$J/step-00000003/rank-00001.ckpt" \
+      "$K/inject.a/step-00000003/rank-00001.ckpt"
+  }
+  train 2 "$K/inj-b.out" $SAVED2 --steps 6 --resume "$J" --save "$J" --save-every 3 --log "$K/inj-b.csv"
+  rc=$?
+  ok=false
+  [ "$rc" = 1 ] && grep -q "cannot create .*rank-00001.ckpt.tmp: Is a directory" "$K/inj-b.out" && unchanged && ok=true
+  $ok || cat "$K/inj-b.out"
+  check "injected: saving step 6 with rank 1's file blocked: exit $rc (1), the reason printed ($(grep -m 1 -o 'cannot create [^:]*: Is a directory' "$K/inj-b.out")), latest and step 3 unchanged" $ok
+  train 2 "$K/inj-c.out" $SAVED2 --lr 0.003 --steps 3 --save "$J" --log "$K/inj-c.csv"
+  rc=$?
+  ok=false
+  [ "$rc" = 1 ] && unchanged && ok=true
+  $ok || cat "$K/inj-c.out"
+  check "injected: another run saving step 3 (which latest names) with rank 1's file blocked: exit $rc (1), latest and step 3 unchanged" $ok
+  ran "injected: resume after the failed saves" 2 "$K/inj-d.out" $SAVED2 --steps 4 --resume "$J" --log "$K/inj-d.csv"
+  got=$(loss_at "$K/inj-d.csv" 4) want4=$(loss_at "$K/ref.csv" 4)
+  check "injected: the resume loaded the first run's step 3: loss of step 4 $got = the uninterrupted run's $want4" \
+    [ -n "$got" -a "$got" = "$want4" ]
+fi
+
+# kill -9 of one rank during saves (every step) at a random moment after
+# the run's first save is committed, into a fresh directory and into a copy
+# of the earlier run's (other lr, every step 1-12 saved, latest step 12):
+# the step `latest` names is one save (one save id in every rank's file),
+# and a resume from it logs the next step's loss of the run that saved it
+# (the reference or the earlier run), bit for bit.
+rank_pids() { # rank_pids PID -> the gpt_train processes below PID (libtool's wrapper execs it)
+  ps -eo pid=,ppid=,comm= | awk -v root="$1" '{ parent[$1] = $2; comm[$1] = $3 }
+    END { for (p in parent) if (comm[p] ~ /gpt_train$/) { q = p; while (q in parent && q != root) q = parent[q]; if (q == root) print p } }'
+}
+committed_since() { [ -s "$1/latest" ] && ! cmp -s "$1/latest" "$2"; }
+for try in fresh1 fresh2 used1 used2; do
+  want "kill during saves: $try" || continue
+  ck="$K/k$try"
+  case $try in used*) cp -r "$K/used" "$ck" ;; esac
+  cp "$ck/latest" "$K/k$try.latest0" 2> /dev/null || : > "$K/k$try.latest0"
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" $ARGS $QUIET $SAVED2 --steps 12 --save "$ck" --save-every 1 \
+    --log "$K/k$try.csv" > "$K/k$try.out" 2>&1 &
+  pid=$!
+  wait_for 120 committed_since "$ck" "$K/k$try.latest0"
+  sleep "$(random_ms 1500)"
+  victim=$(rank_pids "$pid" | tail -n 1)
+  [ -n "$victim" ] && kill -9 "$victim" 2> /dev/null
+  wait "$pid" 2> /dev/null
+  last=$(latest_step "$ck")
+  ids=$(save_ids "$ck/$(printf 'step-%08d' "${last:-0}")" 2> /dev/null | wc -l)
+  train 2 "$K/r$try.out" $SAVED2 --steps $((${last:-0} + 1)) --resume "$ck" --log "$K/r$try.csv"
+  rc=$?
+  got=$(loss_at "$K/r$try.csv" $((${last:-0} + 1)))
+  ref=$(loss_at "$K/ref.csv" $((${last:-0} + 1))) earlier=$(loss_at "$K/used.csv" $((${last:-0} + 1)))
+  ok=false
+  [ "$rc" = 0 ] && [ -n "$last" ] && [ "$ids" = 1 ] && [ -n "$got" ] && { [ "$got" = "$ref" ] || [ "$got" = "$earlier" ]; } && ok=true
+  $ok || cat "$K/r$try.out"
+  check "kill -9 of rank ${victim:-none} during saves ($try): latest step ${last:-none}, $ids save id(s) in its files, resumed (exit $rc) to loss $got (the reference's $ref, the earlier run's ${earlier:-none})" $ok
+done
+
+# A step's files from two saves are refused (the save id), even when they
+# hold the same numbers: the same 3 steps saved twice, rank 1's file of one
+# put in the other's step
+M="$TMPD/mixed"
+if want "refused: another save"; then
+  ran "np=2 --tp 2: 3 steps + save" 2 "$TMPD/mix1.out" --tp 2 --steps 3 --save "$M" --log "$TMPD/mix1.csv"
+  ran "np=2 --tp 2: the same 3 steps + save again" 2 "$TMPD/mix2.out" --tp 2 --steps 3 --save "$M.2" --log "$TMPD/mix2.csv"
+  check "the two saves' files are equal but for the save id" same_ckpts "$M" "$M.2" 2 3
+  cp "$M.2/step-00000003/rank-00001.ckpt" "$M/step-00000003/rank-00001.ckpt"
+fi
+expect_refused 2 "$M" "rank-00001.ckpt is of another save than the step's rank 0 file" --tp 2
+
+# A custom model that gives its checkpoints no model fields
+# (tests/ckpt_model): only the per-tensor shape check can see another
+# width (the columns of "wide", whose rows are fixed) or height ("tall");
+# refused with exit 2, the shapes named; the same shape loads.
+CM="$top_builddir/tests/ckpt_model"
+if want "refused: shape"; then
+  mkdir "$TMPD/cm"
+  "$CM" save "$TMPD/cm/ck" 8 8 > "$TMPD/cm.out" 2>&1
+  rc=$?
+  check "ckpt_model: saved (exit $rc)" grep -q "^saved step 1" "$TMPD/cm.out"
+  for c in "8 6|parameter wide is [4,8] in the checkpoint (rank-00000.ckpt), [4,6] here" \
+           "6 8|parameter tall is [8,8] in the checkpoint (rank-00000.ckpt), [6,8] here" "8 8|"; do
+    "$CM" load "$TMPD/cm/ck" ${c%%|*} > "$TMPD/cm.out" 2>&1
+    rc=$?
+    msg=${c#*|}
+    if [ -n "$msg" ]; then
+      check "ckpt_model load ${c%%|*}: exit $rc (2), '$msg' printed $(grep -c -F -- "$msg" "$TMPD/cm.out") time(s)" \
+        [ "$rc" = 2 -a "$(grep -c -F -- "$msg" "$TMPD/cm.out")" = 1 ]
+    else
+      check "ckpt_model load ${c%%|*}: exit $rc, loaded" grep -q "^loaded step 1" "$TMPD/cm.out"
+    fi
+  done
+fi
 finish

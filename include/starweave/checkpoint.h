@@ -11,16 +11,25 @@
  * given by the caller, the seed and each tensor's global shape must match.
  *
  * Layout on disk: DIR/step-NNNNNNNN/rank-RRRRR.ckpt, one file per saving
- * rank, and DIR/latest naming the last complete step. Every file is written
- * to a temporary name, fsync'ed and renamed; `latest` is replaced the same
- * way only after every rank's file is in place, so a run killed during a
- * save leaves the previous checkpoint loadable. Each file ends with a
- * 64-bit FNV-1a checksum of everything before it.
+ * rank, and DIR/latest naming the last complete step. A step is committed
+ * as a whole: every rank writes its file (a temporary name, fsync'ed,
+ * renamed) into the staging directory DIR/step-NNNNNNNN.tmp; when every
+ * rank's file is in place, rank 0 renames it to DIR/step-NNNNNNNN (where
+ * that step exists already, an earlier run's, the two are exchanged
+ * atomically, renameat2's RENAME_EXCHANGE, and the earlier one removed;
+ * without that on the file system, an earlier step that `latest` names is
+ * kept and the save refused), then replaces `latest` the same way. So a
+ * run killed at any moment, or a rank failing to write, into a fresh or a
+ * used directory, leaves `latest` naming a complete step, never a mix.
+ * Every file of one save carries the same save id, drawn anew by each
+ * save and checked on load. Each file ends with a 64-bit FNV-1a checksum
+ * of everything before it.
  *
- * A file (format SWCKPT04, native byte order): a 672-byte header (magic,
+ * A file (format SWCKPT05, native byte order): a 680-byte header (magic,
  * field count, saving rank, step, model field count, 16 named int64
  * fields: the model's, then the layout -- number of ranks, tp, ulysses,
- * ring, dp, pp, zero -- then the parameters held, then the seed); then 3
+ * ring, dp, pp, zero -- then the parameters held, then the seed, then the
+ * save id); then 3
  * entries of 192 bytes per parameter held (name, kind: 0 value, 1 AdamW m,
  * 2 AdamW v, the number of pieces, the global rows and columns, up to 3
  * pieces: global row, column, rows, columns and the file offset of its
@@ -57,14 +66,15 @@ typedef struct sw_ckpt_layout {
 
 /** Saves after `step` (its update done). Blocking: waits for the tasks that
  * write the saved tensors. Returns 0, or exits 1 on every rank with the
- * reason if a file cannot be written.
+ * reason if a file cannot be written (DIR/latest then unchanged).
  * model: at most 8 fields that must match (NULL, 0: none) */
 int sw_checkpoint_save(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir, int step);
 /** Loads DIR/latest into p, re-sharding it when it was saved under another
  * layout, and returns its step. Refused, with the reason printed once and
  * exit 2 on every rank: a missing, truncated or corrupt (checksum) file of
- * the step, a file of another format version, a mismatched model (its
- * fields, the seed, a tensor's global shape), and a checkpoint whose pieces
+ * the step, a file of another format version, a file of another save than
+ * the step's rank 0 file (save id), a mismatched model (its fields, the
+ * seed, a tensor's global shape), and a checkpoint whose pieces
  * leave an element this rank holds uncovered (the tensor and the region
  * named). Nothing is written to DIR. */
 int sw_checkpoint_load(sw_params *p, const sw_ckpt_field *model, int nmodel, const char *dir);
