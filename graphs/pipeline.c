@@ -4,14 +4,10 @@
 #include <string.h>
 
 #include "layer_util.h"
+#include "schedule.h"
 #include "starweave/pipeline.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
-
-/* one piece of a stage's work: micro-batch k's forward or backward through chunk `chunk` */
-typedef struct unit {
-    int fwd, chunk, k;
-} unit;
 
 struct sw_pipeline {
     sw_ctx *x;
@@ -23,7 +19,7 @@ struct sw_pipeline {
     sw_blocks_config *bc;  /* bc[c]: chunk c's blocks */
     sw_blocks **chunk;     /* chunk c of this stage: virtual stage c pp + stage */
     int *slots;            /* chunk c's micro slots: micro-batch k in slot k mod slots[c] */
-    unit *order;           /* the stage's work in submission order (2 K V units) */
+    sw_unit *order;        /* the stage's work in submission order (2 K V units: schedule.h) */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
 
@@ -33,88 +29,9 @@ int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks)
     return pp > 1 && layers >= pp * V ? layer / (layers / (pp * V)) % pp : 0;
 }
 
-/* stage s's quota: `inflight` micro-batches' chunks, or by default
- * (V - 1) pp + pp - s (1F1B's pp - s without chunks), at most them all */
-static int stage_quota(int pp, int V, int K, int inflight, int s)
-{
-    int q = inflight ? inflight * V : (V - 1) * pp + pp - s;
-    return q < K * V ? q : K * V;
-}
-
-/* The order of stage `stage`'s work, derived -- not written down -- from
- * the quotas: a dataflow execution of every stage is simulated (a forward
- * costs 1, a backward 2), in which each stage, whenever idle, starts a
- * forward whose input is there if its quota has room (the latest chunk
- * first: the micro-batch nearest the loss), else a backward whose output
- * gradient is there. Its order of starts is the order of submission:
- * StarPU derives dependencies from it on the shared handles (the layers'
- * scratch, micro slots), so a quota expressed by slot reuse holds only in
- * an order that agrees with it -- this one does by construction, and as
- * the simulated execution honours every dependency between stages, the
- * real one cannot wait in a cycle. (The other road, explicit dependencies
- * on handles without sequential consistency, would need the same order to
- * size the slots.) Without chunks it is 1F1B's order for q = pp - s and
- * GPipe's for q = K. Fills order (2 K V units) and slots (V: the most
- * micro-batches of each chunk in flight at once; without chunks the
- * quota); returns 0, or -1 when the quotas let no order finish (stage
- * *stuck waited with its quota full). */
-static int schedule(int pp, int V, int K, int inflight, int stage, unit *order, int *slots, int *stuck)
-{
-    int J = pp * V, n = 0, total = 2 * K * J, done = 0;
-    int *fnext = sw_xcalloc((size_t)J, sizeof(int)), *bnext = sw_xcalloc((size_t)J, sizeof(int));
-    long *fdone = sw_xcalloc((size_t)J * (size_t)K, sizeof(long)), *bdone = sw_xcalloc((size_t)J * (size_t)K, sizeof(long));
-    long *busy = sw_xcalloc((size_t)pp, sizeof(long));
-    const long never = -1;
-    for (int i = 0; i < J * K; i++) fdone[i] = bdone[i] = never;
-    for (int c = 0; c < V; c++) slots[c] = V == 1 ? stage_quota(pp, V, K, inflight, stage) : 0;
-#define READY(a, j, k) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] != never && (a)[(size_t)(j) * (size_t)K + (size_t)(k)] <= t)
-    for (long t = 0; done < total; t++) {
-        int progress = 0;
-        for (int s = 0; s < pp; s++) {
-            if (busy[s] > t) {
-                progress = 1;
-                continue;
-            }
-            int held = 0, pick = -1, fwd = 0;
-            for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
-            for (int c = V - 1; c >= 0 && held < stage_quota(pp, V, K, inflight, s); c--) {
-                int j = c * pp + s, k = fnext[j];
-                if (k < K && (j == 0 || READY(fdone, j - 1, k))) {
-                    pick = c, fwd = 1;
-                    break;
-                }
-            }
-            for (int c = V - 1; c >= 0 && pick < 0; c--) {
-                int j = c * pp + s, k = bnext[j];
-                if (k < fnext[j] && READY(fdone, j, k) && (j == J - 1 || READY(bdone, j + 1, k))) pick = c;
-            }
-            if (pick < 0) continue;
-            int j = pick * pp + s, k = fwd ? fnext[j]++ : bnext[j]++;
-            busy[s] = t + (fwd ? 1 : 2);
-            (fwd ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
-            if (s == stage) {
-                order[n++] = (unit){fwd, pick, k};
-                if (V > 1 && fnext[j] - bnext[j] > slots[pick]) slots[pick] = fnext[j] - bnext[j];
-            }
-            done++, progress = 1;
-        }
-        if (!progress) { /* every stage idle and nothing ready: the quotas let no order finish */
-            for (int s = 0; s < pp; s++) {
-                int held = 0;
-                for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
-                if (held >= stage_quota(pp, V, K, inflight, s)) *stuck = s;
-            }
-            break;
-        }
-    }
-#undef READY
-    free(fnext), free(bnext), free(fdone), free(bdone), free(busy);
-    return done == total ? 0 : -1;
-}
-
 /* the schedule of this rank's stage, refused (exit 2 on every rank: each
  * simulates every stage) when the quotas let no order finish */
-static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, unit *order, int *slots)
+static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_unit *order, int *slots)
 {
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     *pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, *stage = mesh ? sw_mesh_stage(mesh) : 0;
@@ -124,13 +41,17 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, uni
     if (*pp * *V > SW_P2P_CHANNELS / 2 - 1)
         sw_usage_error("pipeline stages times chunks (pp %d x %d) must be at most %d", *pp, *V, SW_P2P_CHANNELS / 2 - 1);
     if (*V > 1 && *pp < 2) sw_usage_error("interleaved chunks (%d per stage) need pipeline stages (pp %d)", *V, *pp);
-    unit *o = order ? order : sw_xcalloc((size_t)(2 * K * *V), sizeof *o);
-    if (schedule(*pp, *V, K, inflight, *stage, o, slots, &stuck))
+    /* every stage's order (each rank simulates every stage), this one's kept */
+    sw_unit *all = sw_xcalloc((size_t)*pp * (size_t)(2 * K * *V), sizeof *all);
+    int *allslots = sw_xcalloc((size_t)*pp * (size_t)*V, sizeof *allslots);
+    if (sw_schedule(*pp, *V, K, inflight, all, allslots, &stuck))
         sw_usage_error("no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
                        "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
-                       "(pp-inflight, in micro-batches; 0: the default)", stuck, stage_quota(*pp, *V, K, inflight, stuck),
-                       *pp, *V, K, inflight);
-    if (!order) free(o);
+                       "(pp-inflight, in micro-batches; 0: the default)", stuck,
+                       sw_schedule_quota(*pp, *V, K, inflight, stuck), *pp, *V, K, inflight);
+    if (order) memcpy(order, all + (size_t)*stage * (size_t)(2 * K * *V), (size_t)(2 * K * *V) * sizeof *order);
+    memcpy(slots, allslots + (size_t)*stage * (size_t)*V, (size_t)*V * sizeof *slots);
+    free(all), free(allslots);
 }
 
 /* chunk c's blocks on this stage: virtual stage c pp + stage, of layers / (pp V) blocks, slots[c] micro slots */
@@ -192,7 +113,7 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     s->mops = *mops;
     s->model = model;
     s->ops = *ops;
-    s->quota = stage_quota(s->pp, s->V, s->K, inflight, s->stage);
+    s->quota = sw_schedule_quota(s->pp, s->V, s->K, inflight, s->stage);
     s->bc = sw_xcalloc((size_t)s->V, sizeof *s->bc);
     s->chunk = sw_xcalloc((size_t)s->V, sizeof *s->chunk);
     for (int v = 0; v < s->V; v++) {
