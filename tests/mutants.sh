@@ -70,6 +70,8 @@ row-mse-scale-local|graphs/heads.c|s/return (double)x->c.seq \* x->c.batch \* r-
 row-mse-sp-dp-as-sp|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_heads.sh|ulysses 2 --dp 2
 row-mse-sp-dp-as-sp-encoder|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_encoder.sh|^--per-token$
 row-mse-sp-dp-as-sp-dit|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_dit_model.sh|np=4 --ulysses 2 --dp 2
+pool-tp-sp-group-as-sp|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_heads.sh|tp 2 --sp --ulysses 2
+pool-tp-sp-group-as-sp-encoder|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_encoder.sh|^$
 pool-lengths-ignored|graphs/heads.c|s/    if (pool_lengths(x, "sw_pool_forward", mode, \&L))/    if (0)/|tests/test_encoder.sh|padding
 pool-lengths-local-positions|graphs/heads.c|s/const int64_t pos = sw_ctx_position(x, first + i);/const int64_t pos = first + i;/|tests/test_encoder.sh|^--pad$
 pool-len-scale-seq|codelets/pool.c|s/(double)a.alpha \/ (double)a.L.len\[b\]/(double)a.alpha \/ 32.0/g|tests/test_pool|
