@@ -12,10 +12,11 @@
  *   script to compare tp 2 with 1 rank;
  * - sampling at temperature 1 with top-k 8: the same on every rank, the
  *   same again with the same seed, and not the greedy sequence; every
- *   sampled token (there, and at temperature 2 with every candidate, and
- *   0.5 with top-k 5) = the token the inverse CDF gives, recomputed on the
- *   host in double from the generator's logits (every rank's rows,
- *   all-gathered) and heads.c's uniform draw of (seed, position, sequence).
+ *   sampled token (there, and from the same logits at temperature 2 with
+ *   every candidate and 0.5 with top-k 5) = the token the inverse CDF
+ *   gives, recomputed on the host in double from the generator's logits
+ *   (every rank's rows, all-gathered) and heads.c's uniform draw of (seed,
+ *   position, sequence).
  * --sampler: sw_lm_sample alone (no model), on a context of tp = the
  *   ranks, on fixed logits of 4 sequences that are flat enough (spread 1.5)
  *   that a draw is rarely the greedy token, the padded rows of the
@@ -116,13 +117,21 @@ static void generate(int32_t *seq, int recompute, float temperature, int top_k, 
     for (int t = PROMPT; t < MAXLEN; t++) {
         sw_gpt_generator_sample(gen, temperature, top_k, 99, next);
         if (logits) sw_tensor_read_host(sw_gpt_generator_logits(gen), logits + (size_t)(t - PROMPT) * B * vl);
-        if (temperature > 0) { /* the token the inverse CDF gives at the generator's position */
+        if (temperature > 0) { /* the token the inverse CDF gives at the generator's position: the one drawn, and
+                                * those drawn from the same logits at temperature 2 (every candidate) and 0.5 (top-k 5) */
             sw_tensor_read_host(sw_gpt_generator_logits(gen), mine);
             float *all = gather_vocab(mine, B, vl);
-            for (int b = 0; b < B; b++) {
-                const int32_t want = inverse_cdf(all + (size_t)b * vl * sw_world_size(), vocab, temperature, top_k,
-                                                 draw(99, (uint64_t)sw_gpt_generator_position(gen), (uint64_t)b));
-                sampled_n++, sampled_off += next[b] != want, sampled_outside += next[b] < 0 || next[b] >= vocab;
+            const float temps[3] = {temperature, 2.0f, 0.5f};
+            const int ks[3] = {top_k, 0, 5};
+            for (int s = 0; s < 3; s++) {
+                int32_t got[B];
+                if (s == 0) memcpy(got, next, sizeof got);
+                else sw_gpt_generator_sample(gen, temps[s], ks[s], 99, got);
+                for (int b = 0; b < B; b++) {
+                    const int32_t want = inverse_cdf(all + (size_t)b * vl * sw_world_size(), vocab, temps[s], ks[s],
+                                                     draw(99, (uint64_t)sw_gpt_generator_position(gen), (uint64_t)b));
+                    sampled_n++, sampled_off += got[b] != want, sampled_outside += got[b] < 0 || got[b] >= vocab;
+                }
             }
             free(all);
         }
@@ -327,15 +336,11 @@ int main(int argc, char **argv)
     snprintf(line, sizeof line, "sampling (temperature 1, top-k 8): the same on every rank, the same with the same seed, "
              "%d of %d tokens unlike greedy", diff, NEW * B);
     tu_check_ranks(line, same_on_ranks(sampled, MAXLEN * B) && !memcmp(sampled, again, sizeof sampled) && diff > 0);
-    int32_t hot[MAXLEN * B];
-    memcpy(hot, sampled, sizeof hot);
-    generate(hot, 0, 2.0f, 0, NULL, vl, c.vocab);
-    memcpy(hot, sampled, sizeof hot);
-    generate(hot, 0, 0.5f, 5, NULL, vl, c.vocab);
-    snprintf(line, sizeof line, "sampling from the generator's logits (temperature 1 top-k 8 twice, 2 with every "
-             "candidate, 0.5 top-k 5): %d of %d tokens differ from the inverse CDF recomputed in double, %d outside "
-             "the vocabulary [0, %d) (padded to %d)", sampled_off, sampled_n, sampled_outside, c.vocab, c.vocab_padded);
-    tu_check_ranks(line, sampled_n == 4 * NEW * B && sampled_off == 0 && sampled_outside == 0);
+    snprintf(line, sizeof line, "sampling from the generator's logits at each step of those 2 runs (temperature 1 "
+             "top-k 8, and from the same logits 2 with every candidate and 0.5 top-k 5): %d of %d tokens differ from "
+             "the inverse CDF recomputed in double, %d outside the vocabulary [0, %d) (padded to %d)", sampled_off,
+             sampled_n, sampled_outside, c.vocab, c.vocab_padded);
+    tu_check_ranks(line, sampled_n == 2 * 3 * NEW * B && sampled_off == 0 && sampled_outside == 0);
     if (sw_rank() == 0) {
         printf("tokens:");
         for (int i = PROMPT * B; i < MAXLEN * B; i++) printf(" %d", cached[i]);
