@@ -68,6 +68,12 @@ seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.g
 seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
 row-mse-loss-rows-unreduced|graphs/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$
 row-mse-scale-local|graphs/heads.c|s/return (double)x->c.seq \* x->c.batch \* r->n;/return (double)x->Tl * r->n;/|tests/test_encoder.sh|^--per-token$
+# the heads' absolute losses (test_heads: against a recomputation; encoder and DiT: a Ulysses x dp layout against one rank)
+row-mse-sp-dp-as-sp|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_heads.sh|ulysses 2 --dp 2
+row-mse-sp-dp-as-sp-encoder|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_encoder.sh|^--per-token$
+row-mse-sp-dp-as-sp-dit|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_dit_model.sh|np=4 --ulysses 2 --dp 2
+pool-tp-sp-group-as-sp|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_heads.sh|tp 2 --sp --ulysses 2
+pool-tp-sp-group-as-sp-encoder|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_encoder.sh|^$
 pool-lengths-ignored|graphs/heads.c|s/    if (pool_lengths(x, "sw_pool_forward", mode, \&L))/    if (0)/|tests/test_encoder.sh|padding
 pool-lengths-local-positions|graphs/heads.c|s/const int64_t pos = sw_ctx_position(x, first + i);/const int64_t pos = first + i;/|tests/test_encoder.sh|^--pad$
 pool-len-scale-seq|codelets/pool.c|s/(double)a.alpha \/ (double)a.L.len\[b\]/(double)a.alpha \/ 32.0/g|tests/test_pool|
@@ -139,6 +145,11 @@ gen-cache-not-appended|graphs/attention.c|s/    sw_copy_rows(part\[1\], sw_tenso
 gen-position-ignored|graphs/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
 gen-rope-unrotated|graphs/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
 gen-candidates-not-gathered|graphs/heads.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
+# sampling against the inverse CDF recomputed on the host (test_generate --sampler): top-k, temperature, padding, position
+sample-topk-every-candidate|graphs/heads.c|s/int m = k < n ? k : n;/int m = n;/|tests/test_generate.sh|sampler
+sample-temperature-multiplied|graphs/heads.c|s/ - cand\[0\]) \/ temperature)/ - cand[0]) * temperature)/g|tests/test_generate.sh|sampler
+sample-padding-offered|graphs/heads.c|s/for (int j = 0; j < vl \&\& v0 + j < vocab; j++, n++)/for (int j = 0; j < vl; j++, n++)/|tests/test_generate.sh|sampler
+sample-position-ignored|graphs/heads.c|s/u = uniform(seed, position, (uint64_t)b) \* sum;/u = uniform(seed, 0, (uint64_t)b) * sum;/|tests/test_generate.sh|sampler
 # checkpoints that re-shard: a piece's place in the tensor, coverage, a collective refusal
 checkpoint-reshard-column-offset-ignored|graphs/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard
 checkpoint-reshard-block-row-offset-ignored|graphs/checkpoint.c|s/{{s->start\[b\] + lo - at, 0,/{{lo - at, 0,/|tests/test_checkpoint.sh|re-shard
@@ -153,6 +164,10 @@ zero3-bf16-pack-unrounded|codelets/cast.c|s/d\[r \* ld16 + c\] = sw_bf16_from_f3
 zero2-shard-not-reduce-scattered|graphs/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
 zero-shards-overwritten-per-micro-batch|graphs/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
 zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
+# ZeRO-3's pool from the task graph (test_trace: deterministic, not the timing of a run): the prefetch depth, the slot fences
+zero3-prefetch-off-by-one|graphs/gpt.c|s/c->clip_grad, c->zero_prefetch + 1, c->pp_virtual};/c->clip_grad, c->zero_prefetch, c->pp_virtual};/|tests/test_trace.sh|
+zero-pool-claim-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_W); \/\* claim/    (void)0; \/* claim/|tests/test_trace.sh|
+zero-pool-release-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_RW); \/\* release/    (void)0; \/* release/|tests/test_trace.sh|
 # weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, shards, ZeRO-3 rows, replicas, dtypes, checks
 weights-conv1d-untransposed|graphs/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1

@@ -6,7 +6,8 @@
 # and of |g| over the ranks holding distinct parts: tests/encoder_compare.sh)
 # within 1e-4 (sums of squares 2e-4), for Ulysses 2 and 4 and Ring 2 (spatial attention on a
 # frame split, temporal attention after the all-to-all), tp 2 with and
-# without sp, tp 2 + sp x Ulysses 2, dp 2 (and ZeRO-1, 2, 3; Ulysses 2 with ZeRO-3), full recomputation
+# without sp, tp 2 + sp x Ulysses 2, dp 2 (and ZeRO-1, 2, 3; Ulysses 2 with ZeRO-3), Ulysses 2 x dp 2 (the
+# per-token loss summed over both), full recomputation
 # every 1 and every 2 blocks, 2 micro-batches (and with Ulysses 2 and full
 # recomputation), offload of the saved sets (1 rank; Ulysses 2 with 2
 # micro-batches), full recomputation with offload (Open-Sora's checkpoint
@@ -82,6 +83,7 @@ same 2 --dp 2 --zero 1
 same 2 --dp 2 --zero 2
 same 2 --dp 2 --zero 3 --memory-report --save "$TMPD/ckz"
 same 2 --ulysses 2 --zero 3
+same 4 --ulysses 2 --dp 2
 same 1 --recompute full
 same 1 --recompute full --recompute-every 2
 same 1 --recompute none

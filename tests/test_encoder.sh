@@ -7,7 +7,9 @@
 # and the per-row MSE (sw_row_mse) on a float target per token; or (--pad)
 # padded sequences, key padding on and the mean over each sequence's
 # valid positions -- trained 3 AdamW steps under tp 2 +
-# sp, dp 2, dp 2 with 2 micro-batches, Ulysses 2 and Ring 2 (zigzag): the
+# sp, dp 2, dp 2 with 2 micro-batches, Ulysses 2 and Ring 2 (zigzag) (and
+# on 4 ranks: the mean-pooled MSE under tp 2 + sp x Ulysses 2, the per-row
+# MSE under Ulysses 2 x dp 2): the
 # losses match one rank's within relative 1e-5, the global gradient norm
 # before clipping and every parameter's reduced, clipped gradient (its sum
 # of squares and of |g| over the ranks holding distinct parts) within 1e-4, and the traffic model equals the bytes sent on every
@@ -25,6 +27,9 @@ for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first" "--per
     [ "$(echo $ref | wc -w)" = 6 -a "$(wc -l < "$TMPD/ref.grads")" -gt 20 ]
   case "$variant" in *pool-first*) layouts="2 --tp 2 --sp|2 --ring 2|2 --ulysses 2" ;;
     *) layouts="2 --tp 2 --sp|2 --dp 2|2 --dp 2 --micro 2|2 --ulysses 2|2 --ring 2|1 --micro 2" ;; esac
+  # 4 ranks: the pooled head under tp 2 + sp x Ulysses 2 (pooling over SW_GROUP_TP_SP), the per-row MSE under
+  # Ulysses 2 x dp 2 (its loss summed over SW_GROUP_SP_DP)
+  case "$variant" in "") layouts="$layouts|4 --tp 2 --sp --ulysses 2" ;; --per-token) layouts="$layouts|4 --ulysses 2 --dp 2" ;; esac
   IFS='|'; set -- $layouts; unset IFS
   for layout; do
     set -- $layout; np=$1; shift

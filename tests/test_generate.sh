@@ -3,7 +3,12 @@
 # grouped-query attention) on 1 rank and tp 2: greedy decoding with the
 # cache = feeding the whole sequence again at every position, token for
 # token over 64 tokens (logits 1e-4), the same tokens on every rank,
-# sampling reproducible and the same on every rank; tp 2's greedy tokens =
+# sampling reproducible and the same on every rank, every sampled token
+# the inverse CDF recomputed on the host from the logits (temperature 0.5,
+# 1, 2; top-k 5, 8, all); tp 2's greedy tokens = 1 rank's. The sampler
+# alone (--sampler) on flat logits with padding at 1 rank and tp 2: tokens
+# = the recomputation at temperature 0, 0.5, 1, 2 and top-k 1, 5, all,
+# every id below the vocabulary, draws that differ by position, tp 2's =
 # 1 rank's. gpt_train: samples while training, --generate from a
 # checkpoint (tp 2 = 1 rank). Misuse: a token outside the vocabulary, more
 # positions than max_len, --generate without a checkpoint, generation with
@@ -12,6 +17,7 @@
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_generate"
 for model in "gpt2" "llama --kv-heads 2"; do
+  want "$model" || continue
   for np in 1 2; do
     SW_TEST_TIMEOUT=180 sh "$LAUNCH" $np "$PROG" --model $model > "$TMPD/out$np" 2>&1
     rc=$?
@@ -21,6 +27,20 @@ for model in "gpt2" "llama --kv-heads 2"; do
   t1=$(grep '^tokens:' "$TMPD/out1"); t2=$(grep '^tokens:' "$TMPD/out2")
   check "$model: tp 2's greedy tokens = 1 rank's ($(echo "$t1" | wc -w) words)" [ -n "$t1" -a "$t1" = "$t2" ]
 done
+# sw_lm_sample alone on fixed, flat logits (test_generate --sampler): every token = the inverse CDF recomputed
+# on the host, ids below the vocabulary (96 at tp 2: the second rank holds only padding; 200), draws that
+# differ by position; tp 2's tokens = 1 rank's
+if want "sampler"; then
+  for np in 1 2; do
+    SW_TEST_TIMEOUT=120 sh "$LAUNCH" $np "$PROG" --sampler > "$TMPD/samp$np" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || cat "$TMPD/samp$np"
+    check "np=$np --sampler: $(grep -E '^[0-9]+ passed' "$TMPD/samp$np") (exit $rc)" [ "$rc" = 0 ]
+  done
+  s1=$(grep '^sampled:' "$TMPD/samp1"); s2=$(grep '^sampled:' "$TMPD/samp2")
+  check "--sampler: tp 2's tokens = 1 rank's ($(echo "$s1" | wc -w) words)" [ -n "$s1" -a "$s1" = "$s2" ]
+fi
+want "gpt_train" || { finish; exit; }
 # gpt_train: samples while training (--sample-every), and --generate from a checkpoint: tp 2 = 1 rank
 SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --layers 2 --steps 4 --sample-every 2 --sample-len 16 --quiet \
   --log "$TMPD/log.csv" --save "$TMPD/ck" > "$TMPD/out" 2>&1

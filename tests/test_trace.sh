@@ -17,7 +17,8 @@
 # or fails the test when SW_REQUIRE_PAJE_READERS=1 (the quick start's check
 # sets it: there they were installed). Then gpt_train --trace and --dag on 1
 # rank and on 2 (tp 2, sp): its Paje file through pj_dump, its graph
-# checked against its trace by Python.
+# checked against its trace by Python. ZeRO-3's prefetch and its pool's
+# fences from gpt_train's task graph (dp 2, ZeRO-3, prefetch 1 and 0).
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/tests/test_trace"
 PY=/usr/bin/python3
@@ -299,5 +300,73 @@ PYEOF
   check "gpt_train --dp 2: first bucket all-reduce posted ${2:-?} ms before the last backward GEMM ends (exit $rc)" $ok
 else
   echo "# no $PY: bucket overlap check skipped"
+fi
+# ZeRO-3's prefetch, from the task graph (deterministic: its dependencies, not the timing of a run):
+# gpt_train --dp 2 --zero 3 on 4 blocks, step 1, every rank. With --zero-prefetch 1 (a pool of 2 slots)
+# block l+1's parameter all-gathers (their receives, which write the pool's slot) depend on no forward
+# GEMM of block l (they may run while block l computes), and each block's depend on every forward GEMM
+# of the block that held its slot before (the pool's claim and release fences); with --zero-prefetch 0
+# (1 slot) every block's gathers wait for the previous block's GEMMs.
+zero_dag_check() { # DOT LAYERS SLOTS -> "ahead A/N after-slot W/M ..." per rank
+  "$PY" - "$@" <<'PYEOF'
+import re, sys
+from collections import defaultdict, deque
+dot, layers, slots = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+node_re = re.compile(r'^(r(\d+)_(\d+)) \[label="([^"\\]*)((?:\\n[^"]*)?)", shape=(\w+),.*\((\w+), layer (-?\d+), step (-?\d+)\)"\];$')
+edge_re = re.compile(r'^(r(\d+)_(\d+)) -> (r(\d+)_(\d+))')
+nodes, succ = {}, defaultdict(list)
+for line in open(dot):
+    m = node_re.match(line)
+    if m:
+        nodes[m.group(1)] = dict(rank=int(m.group(2)), op=m.group(4), rest=m.group(5), shape=m.group(6),
+                                 phase=m.group(7), layer=int(m.group(8)))
+        continue
+    m = edge_re.match(line)
+    if m:
+        succ[m.group(1)].append(m.group(4))
+def reach(a):
+    s, q = {a}, deque([a])
+    while q:
+        for b in succ[q.popleft()]:
+            if b not in s:
+                s.add(b)
+                q.append(b)
+    return s
+def sel(rank, layer, pred):
+    return [k for k, n in nodes.items() if n["rank"] == rank and n["phase"] == "forward" and n["layer"] == layer and pred(n)]
+gather = lambda n: n["op"].startswith("allgather") and n["rest"].startswith("\\nrecv from") # writes the slot
+gemm = lambda n: n["op"].startswith("gemm") and n["shape"] == "box"
+out, missing = [], False
+for rank in sorted({n["rank"] for n in nodes.values()}):
+    ahead = after = 0
+    for l in range(layers):
+        g, f = sel(rank, l, gather), sel(rank, l, gemm)
+        missing |= not g or not f
+    for l in range(layers - 1): # block l+1's gathers reachable from none of block l's forward GEMMs
+        g = set(sel(rank, l + 1, gather))
+        ahead += not any(g & reach(k) for k in sel(rank, l, gemm))
+    for l in range(slots, layers): # block l's gathers after every forward GEMM of block l - slots (same slot)
+        g = set(sel(rank, l, gather))
+        after += all(g <= reach(k) for k in sel(rank, l - slots, gemm))
+    out.append("rank%d ahead %d/%d after-slot %d/%d" % (rank, ahead, layers - 1, after, layers - slots))
+print(("missing " if missing or not out else "") + " ".join(out))
+PYEOF
+}
+if [ -x "$PY" ]; then
+  for k in 1 0; do
+    SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --dp 2 --zero 3 --zero-prefetch $k --layers 4 --steps 1 --quiet \
+      --log "$TMPD/l.csv" --dag "$TMPD/z$k.dot" > "$TMPD/out" 2>&1
+    rc=$?
+    res=$(zero_dag_check "$TMPD/z$k.dot" 4 $((k + 1)))
+    if [ $k = 1 ]; then expect="rank0 ahead 3/3 after-slot 2/2 rank1 ahead 3/3 after-slot 2/2"
+      desc="every next block's gathers independent of the current block's forward GEMMs, each slot's reuse after its previous block's"
+    else expect="rank0 ahead 0/3 after-slot 3/3 rank1 ahead 0/3 after-slot 3/3"
+      desc="every block's gathers after the previous block's forward GEMMs"; fi
+    [ "$rc" = 0 ] && [ "$res" = "$expect" ] || { echo "# $res"; cat "$TMPD/out"; }
+    check "gpt_train --dp 2 --zero 3 --zero-prefetch $k --dag, 4 blocks: $desc ($res) (exit $rc)" \
+      [ "$rc" = 0 -a "$res" = "$expect" ]
+  done
+else
+  echo "# no $PY: ZeRO-3 prefetch checks skipped"
 fi
 finish
