@@ -7,7 +7,14 @@
  * changed (so do --ulysses, --ring, --pp (pipeline stages), --pp-virtual V
  * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
  * --zero 1; --layers N: blocks, 2 by default;
- * --bidirectional makes attention non-causal). */
+ * --bidirectional makes attention non-causal).
+ * Two switches show the library's refusals and guarantees (tests/test_custom_model.sh):
+ * --qkv-plain registers the QKV linear as a plain even-split column linear
+ * instead of sw_attention_qkv_add (the heads do not line up under tp:
+ * sw_attention_forward refuses it); --loss-every-rank makes the LM head on
+ * every pipeline stage and prints, on every rank, the loss read from the
+ * model's own loss tensor (sw_lm_head_loss: the step's loss on every
+ * stage, pipeline.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +154,12 @@ int main(int argc, char **argv)
     int tp = flag(argc, argv, "--tp", 1), dp = flag(argc, argv, "--dp", 1), pp = flag(argc, argv, "--pp", 1);
     int steps = flag(argc, argv, "--steps", 20), micro = flag(argc, argv, "--micro", 1);
     int layers = flag(argc, argv, "--layers", 2);
-    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = flag(argc, argv, "--sp", 0),
-                        .ulysses = flag(argc, argv, "--ulysses", 1), .ring = flag(argc, argv, "--ring", 1), .zigzag = 1,
-                        .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
+    const int qkv_plain = flag(argc, argv, "--qkv-plain", 0), loss_every_rank = flag(argc, argv, "--loss-every-rank", 0);
+    sw_ctx_config xc; /* the defaults (degrees 1), then what this model sets; grad_accum, tiles and seed given here once */
+    sw_ctx_config_default(&xc);
+    xc.seq = SEQ, xc.batch = BATCH, xc.tp = tp, xc.sp = flag(argc, argv, "--sp", 0);
+    xc.ulysses = flag(argc, argv, "--ulysses", 1), xc.ring = flag(argc, argv, "--ring", 1), xc.zigzag = 1;
+    xc.dp = dp, xc.grad_accum = micro, xc.tiles = 4, xc.seed = 1234, xc.dropout = 0.1f;
     sw_options opt;
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
@@ -158,21 +168,20 @@ int main(int argc, char **argv)
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     int cp = xc.ulysses * xc.ring;
-    sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
-                           .zero = flag(argc, argv, "--zero", 0), .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
-                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f,
-                           .pp_chunks = flag(argc, argv, "--pp-virtual", 1)};
+    sw_params_config pc; /* seed, tiles and grad_accum left 0: the context's (sw_ctx_init) */
+    sw_params_config_default(&pc);
+    pc.zero = flag(argc, argv, "--zero", 0), pc.grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
+    pc.lr = 3e-3f, pc.weight_decay = 0.0f, pc.clip_grad = 1.0f, pc.pp_chunks = flag(argc, argv, "--pp-virtual", 1);
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     /* causal (--bidirectional: every token sees the whole sequence), rotary positions */
-    sw_attention_config ac = {.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
-                              .causal = !flag(argc, argv, "--bidirectional", 0), .dropout = 0.1f, .rope_theta = 10000.0f};
+    sw_attention_config ac;
+    sw_attention_config_default(&ac);
+    ac.heads = ac.kv_heads = HEADS, ac.head_dim = HIDDEN / HEADS, ac.causal = !flag(argc, argv, "--bidirectional", 0);
+    ac.dropout = 0.1f, ac.rope_theta = 10000.0f;
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
-    const int64_t *qkv_tiles;
-    int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
-    sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
     /* the parameters, unit by unit: before the blocks, each block, after them */
     m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, 0, 0.02f); /* no learned positions */
     for (int l = 0; l < layers; l++) {
@@ -180,7 +189,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);
         sw_params_set_unit(m->p, l);
         m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 1, 1e-5f),
-            sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, &qkv_shard, nqkv, qkv_tiles),
+            qkv_plain ? sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, NULL, 0, NULL)
+                      : sw_attention_qkv_add(&m->x, m->attn, n[1], HIDDEN, 0, 0.02f), /* the attention's shard, tiles */
             sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[3], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 0, 0.02f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[4], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL)};
@@ -189,11 +199,14 @@ int main(int argc, char **argv)
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
     sw_params_allocate(m->p); /* this rank's stage's parameters */
-    sw_blocks_config bc = {.layers = layers, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
-                           .recompute = flag(argc, argv, "--recompute-full", 0) ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
+    sw_blocks_config bc;
+    sw_blocks_config_default(&bc);
+    bc.layers = layers, bc.rows = m->x.Tl, bc.cols = HIDDEN;
+    if (flag(argc, argv, "--recompute-full", 0)) bc.recompute = SW_RECOMPUTE_FULL;
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
+    if (loss_every_rank) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN); /* its loss tensor everywhere */
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
-        m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
+        if (!m->head) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
         m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
         m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
     }
@@ -213,6 +226,10 @@ int main(int argc, char **argv)
         float l;
         sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
         if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
+        if (loss_every_rank) { /* the model's own loss tensor, on every rank (the driver fills it on every stage) */
+            sw_tensor_read_host(sw_lm_head_loss(m->head), &l);
+            printf("rank %d step %2d  model loss %.7f\n", sw_rank(), step, l);
+        }
     }
     /* the traffic model (layers, blocks, stages, registry) beside what the collectives counted */
     sw_traffic model;

@@ -100,9 +100,9 @@ static void bind_params(const sw_ctx *x, sw_params *p)
 {
     sw_params_config *pc = &p->c;
     if (pc->grad_group != x->gg)
-        sw_usage_error("sw_ctx_init: sw_params_config.grad_group (%s) must be the context's gradient group (%s: %s)",
-                       sw_group_name(pc->grad_group), sw_group_name(x->gg),
-                       x->gg == SW_GROUP_SP_DP ? "ulysses x ring x dp" : "dp, without ulysses and ring");
+        sw_usage_error("sw_ctx_init: sw_params_config.grad_group (%s) must be the context's gradient group, %s "
+                       "(dp without ulysses and ring, sp_dp with them: sw_ctx.gg)",
+                       sw_group_name(pc->grad_group), sw_group_name(x->gg));
     const struct { const char *name; long long ctx, *reg; } same[] = {
         {"grad_accum", x->c.grad_accum, NULL}, {"tiles", x->c.tiles, NULL}, {"seed", (long long)x->c.seed, NULL}};
     long long reg[3] = {pc->grad_accum, pc->tiles, (long long)pc->seed};

@@ -393,7 +393,7 @@ int main(int argc, char **argv)
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = 1, .pp = 1});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL;
     if (flag(argc, argv, "--refuse", 0)) { /* grid attention over a split sequence: exit 2 on every rank */
-        sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+        sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = U * R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP};
         sw_ctx x;
         sw_ctx_init(&x, &xc, comm, sw_params_new(&pc, comm));
         sw_grid_attention_create(&x, SW_AXIS_TEMPORAL, FR, PA, A, D);
