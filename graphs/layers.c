@@ -93,12 +93,16 @@ void sw_ctx_config_default(sw_ctx_config *c)
     c->tp = c->ulysses = c->ring = c->dp = c->grad_accum = c->tiles = 1;
 }
 
-/* The registry against the context (layers.h, sw_ctx_init): the gradient
- * group the context's, grad_accum, tiles and seed given once (0 in the
- * registry: the context's) or equal. */
+/* The registry against the first context given it (layers.h, sw_ctx_init):
+ * the gradient group the context's, grad_accum, tiles and seed given once
+ * (0 in the registry: the context's) or equal. Later contexts on the same
+ * registry (generation's decode steps: other rows, one micro-batch) are
+ * not the training step's and are not checked. */
 static void bind_params(const sw_ctx *x, sw_params *p)
 {
     sw_params_config *pc = &p->c;
+    if (p->bound) return;
+    p->bound = 1;
     if (pc->grad_group != x->gg)
         sw_usage_error("sw_ctx_init: sw_params_config.grad_group (%s) must be the context's gradient group, %s "
                        "(dp without ulysses and ring, sp_dp with them: sw_ctx.gg)",

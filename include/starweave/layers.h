@@ -133,8 +133,10 @@ typedef struct sw_ctx {
  * violation writes "rule (values)" into msg and returns -1. */
 int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n);
 /** Checks the configuration and the degrees against the mesh of comm (exit
- * 2 on every rank on a violation) and lays out the rows. With a registry
- * (params not NULL) also checks it against the context (exit 2): its
+ * 2 on every rank on a violation) and lays out the rows. Given a registry
+ * for the first time (params not NULL; a later context on the same
+ * registry, such as generation's, is not checked) also checks it against
+ * the context (exit 2): its
  * grad_group must be the context's gradient group (SW_GROUP_DP, or
  * SW_GROUP_SP_DP with ulysses or ring: sw_ctx.gg), and its grad_accum,
  * tiles and seed either 0 (they take the context's) or equal to the
