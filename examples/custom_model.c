@@ -7,7 +7,14 @@
  * changed (so do --ulysses, --ring, --pp (pipeline stages), --pp-virtual V
  * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
  * --zero 1-3; --layers N: blocks, 2 by default;
- * --bidirectional makes attention non-causal; --help: the flag table). */
+ * --bidirectional makes attention non-causal; --help: the flag table).
+ * Two switches show the library's refusals and guarantees (tests/test_sharding.sh):
+ * --qkv-plain registers the QKV linear as a plain even-split column linear
+ * instead of sw_attention_qkv_add (the heads do not line up under tp:
+ * sw_attention_forward refuses it); --loss-every-rank makes the LM head on
+ * every pipeline stage and prints, on every rank, the loss read from the
+ * model's own loss tensor (sw_lm_head_loss: the step's loss on every
+ * stage, pipeline.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +146,7 @@ static const sw_model_ops model_ops = {embed, embed_backward, head, head_backwar
 int main(int argc, char **argv)
 {
     int tp, sp = 0, dp, pp, pp_virtual, ulysses, ring, zero, steps, micro, layers, bidirectional = 0, recompute_full = 0;
+    int qkv_plain = 0, loss_every_rank = 0;
     const cli_flag flags[] = {
         CLI_INT("--steps", &steps, "20", 1, CLI_INT_MAX, "N", "training steps"),
         CLI_INT("--layers", &layers, "2", 1, MAX_LAYERS, "N", "blocks"),
@@ -153,12 +161,16 @@ int main(int argc, char **argv)
         CLI_INT("--pp-virtual", &pp_virtual, "1", 1, CLI_INT_MAX, "V", "chunks per pipeline stage"),
         CLI_INT("--micro", &micro, "1", 1, CLI_INT_MAX, "K", "micro-batches per step; K x dp must divide the batch of 8"),
         CLI_BOOL("--recompute-full", &recompute_full, "keep only each block's input, redo its forward in backward"),
+        CLI_BOOL("--qkv-plain", &qkv_plain, "the QKV linear as a plain column linear (refused under tp: a misuse shown)"),
+        CLI_BOOL("--loss-every-rank", &loss_every_rank, "print the model's own loss tensor on every rank"),
         CLI_END};
     cli_parse("custom_model", "[mpirun -np N] custom_model [options]",
               "A parallel-block transformer written from the public layers alone; every strategy applies\n"
               "to it unchanged: mpirun -np 4 custom_model --tp 2 --sp --dp 2.\n", flags, argc, argv);
-    sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = sp, .ulysses = ulysses, .ring = ring, .zigzag = 1,
-                        .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
+    sw_ctx_config xc; /* the defaults (degrees 1), then what this model sets; grad_accum, tiles and seed given here once */
+    sw_ctx_config_default(&xc);
+    xc.seq = SEQ, xc.batch = BATCH, xc.tp = tp, xc.sp = sp, xc.ulysses = ulysses, xc.ring = ring, xc.zigzag = 1;
+    xc.dp = dp, xc.grad_accum = micro, xc.tiles = 4, xc.seed = 1234, xc.dropout = 0.1f;
     sw_options opt;
     sw_options_default(&opt);
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
@@ -166,21 +178,20 @@ int main(int argc, char **argv)
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = xc.ulysses, .ring = xc.ring, .dp = dp, .pp = pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     int cp = xc.ulysses * xc.ring;
-    sw_params_config pc = {.seed = 1234, .tiles = 4, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f,
-                           .zero = zero, .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
-                           .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .clip_grad = 1.0f,
-                           .pp_chunks = pp_virtual};
+    sw_params_config pc; /* seed, tiles and grad_accum left 0: the context's (sw_ctx_init) */
+    sw_params_config_default(&pc);
+    pc.zero = zero, pc.grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
+    pc.lr = 3e-3f, pc.weight_decay = 0.0f, pc.clip_grad = 1.0f, pc.pp_chunks = pp_virtual;
     model *m = calloc(1, sizeof *m);
     m->p = sw_params_new(&pc, comm);
     sw_ctx_init(&m->x, &xc, comm, m->p);
     /* causal (--bidirectional: every token sees the whole sequence), rotary positions */
-    sw_attention_config ac = {.heads = HEADS, .kv_heads = HEADS, .head_dim = HIDDEN / HEADS,
-                              .causal = !bidirectional, .dropout = 0.1f, .rope_theta = 10000.0f};
+    sw_attention_config ac;
+    sw_attention_config_default(&ac);
+    ac.heads = ac.kv_heads = HEADS, ac.head_dim = HIDDEN / HEADS, ac.causal = !bidirectional;
+    ac.dropout = 0.1f, ac.rope_theta = 10000.0f;
     m->attn = sw_attention_create(&m->x, &ac);
     int vp = sw_vocab_padded(VOCAB, tp);
-    const int64_t *qkv_tiles;
-    int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_tiles);
-    sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
     /* the parameters, unit by unit: before the blocks, each block, after them */
     m->emb = sw_embedding_add(&m->x, VOCAB, vp, HIDDEN, 0, 0.02f); /* no learned positions */
     for (int l = 0; l < layers; l++) {
@@ -188,7 +199,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "qkv", "proj", "up", "down"}[i]);
         sw_params_set_unit(m->p, l);
         m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 1, 1e-5f),
-            sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, &qkv_shard, nqkv, qkv_tiles),
+            qkv_plain ? sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, NULL, 0, NULL)
+                      : sw_attention_qkv_add(&m->x, m->attn, n[1], HIDDEN, 0, 0.02f), /* the attention's shard, tiles */
             sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[3], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 0, 0.02f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[4], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL)};
@@ -197,11 +209,14 @@ int main(int argc, char **argv)
     m->final_norm = sw_norm_add(&m->x, "final_norm", HIDDEN, 1, 1e-5f);
     m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", VOCAB, vp, HIDDEN, 0.02f);
     sw_params_allocate(m->p); /* this rank's stage's parameters */
-    sw_blocks_config bc = {.layers = layers, .rows = m->x.Tl, .cols = HIDDEN, .recompute_every = 1,
-                           .recompute = recompute_full ? SW_RECOMPUTE_FULL : SW_RECOMPUTE_SELECTIVE};
+    sw_blocks_config bc;
+    sw_blocks_config_default(&bc);
+    bc.layers = layers, bc.rows = m->x.Tl, bc.cols = HIDDEN;
+    if (recompute_full) bc.recompute = SW_RECOMPUTE_FULL;
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
+    if (loss_every_rank) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN); /* its loss tensor everywhere */
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
-        m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
+        if (!m->head) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
         m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
         m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
     }
@@ -221,6 +236,10 @@ int main(int argc, char **argv)
         float l;
         sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
         if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
+        if (loss_every_rank) { /* the model's own loss tensor, on every rank (the driver fills it on every stage) */
+            sw_tensor_read_host(sw_lm_head_loss(m->head), &l);
+            printf("rank %d step %2d  model loss %.7f\n", sw_rank(), step, l);
+        }
         fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }
     /* the traffic model (layers, blocks, stages, registry) beside what the collectives counted */

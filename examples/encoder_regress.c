@@ -1,7 +1,9 @@
 /* A BERT-style encoder from the public headers: learned positions, pre-LN blocks, bidirectional attention, a pooled
  * head (heads.h) with MSE on a per-sequence float target, or (--classes C) cross-entropy over C classes; --pool-first
  * pools the first token, not the mean; --per-token: a linear on every row, MSE per token (sw_row_mse); --pad [ID]:
- * padded sequences (keys masked, the mean over the valid positions). Every strategy comes from the layers:
+ * padded sequences (keys masked, the mean over the valid positions); --per-token-gathered: the per-token linear on
+ * all T rows of this rank's tokens (the final norm's l rows gathered over TP under sp: every TP rank holds the same
+ * rows, so its gradient is not summed over TP -- the layer tells from the rows), the MSE on this rank's l of them. Every strategy comes from the layers:
  * mpirun -np 4 encoder_regress --tp 2 --sp --dp 2 (or --ulysses 2 --ring 2, --micro K). Prints the gradient norm before
  * clipping per step, then "grad NAME sumsq abssum" of each parameter's
  * clipped gradient from the ranks holding distinct parts of it. */
@@ -22,6 +24,7 @@ typedef struct model {
     block_params blk[LAYERS]; sw_norm final_norm;
     sw_seq_head *head;                       /* pooling, the head, its loss: heads.h; or per token: */
     sw_linear tok_head; sw_row_mse *rows; sw_tensor *pred; /* a replicated linear on the rows, MSE per row */
+    int gathered; sw_tensor *nfg, *predg, *dpredg, *dnf;       /* --per-token-gathered (with tp and sp): on the T rows */
     sw_pipeline *pipe; sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
 } model;
 
@@ -87,13 +90,28 @@ static void head(void *mp, int step, sw_tensor *xL)
 {
     model *m = mp; sw_tensor *tg = m->targets[m->x.micro]; (void)step;
     sw_norm_forward(&m->x, &m->final_norm, xL, m->nf, m->nf_mean, m->nf_rstd);
-    if (m->rows) sw_linear_forward(&m->x, &m->tok_head, m->nf, m->nf, m->pred), sw_row_mse_forward(&m->x, m->rows, m->pred, tg);
+    if (m->gathered) { /* T rows: the l rows gathered over TP; the loss on this rank's l of the predictions */
+        sw_tensor *in = sw_tp_f_forward(&m->x.tp, m->nf, m->nfg);
+        sw_linear_forward(&m->x, &m->tok_head, in, in, m->predg);
+        sw_copy(sw_tensor_whole(m->pred, STARPU_W), sw_tensor_tiles(m->predg, SW_ROWS, m->x.tp.t, STARPU_R)[m->x.tp.rank]);
+        sw_row_mse_forward(&m->x, m->rows, m->pred, tg);
+    } else if (m->rows) sw_linear_forward(&m->x, &m->tok_head, m->nf, m->nf, m->pred), sw_row_mse_forward(&m->x, m->rows, m->pred, tg);
     else sw_seq_head_forward(&m->x, m->head, m->nf, tg);
+}
+/* --per-token-gathered's backward: every TP rank gets the gradient of all T predictions (an all-gather), so the
+ * linear's weight gradient is whole on each (no sum over TP: T rows); this rank's l rows of its input gradient */
+static sw_tensor *gathered_backward(model *m, sw_tensor *tg)
+{
+    sw_tensor *dpred = sw_row_mse_backward(&m->x, m->rows, m->pred, tg), *in = m->nfg;
+    sw_tensor *dall = sw_tp_g_backward(&m->x.tp, dpred, m->dpredg);
+    sw_tensor *din = sw_linear_backward(&m->x, &m->tok_head, dall, in, in);
+    sw_copy(sw_tensor_whole(m->dnf, STARPU_W), sw_tensor_tiles(din, SW_ROWS, m->x.tp.t, STARPU_R)[m->x.tp.rank]);
+    return m->dnf;
 }
 static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
 {
     model *m = mp; sw_tensor *tg = m->targets[m->x.micro]; (void)step;
-    sw_tensor *dnf = m->rows ? sw_linear_backward(&m->x, &m->tok_head, sw_row_mse_backward(&m->x, m->rows, m->pred, tg), m->nf, m->nf)
+    sw_tensor *dnf = m->gathered ? gathered_backward(m, tg) : m->rows ? sw_linear_backward(&m->x, &m->tok_head, sw_row_mse_backward(&m->x, m->rows, m->pred, tg), m->nf, m->nf)
                              : sw_seq_head_backward(&m->x, m->head, tg);
     sw_norm_backward(&m->x, &m->final_norm, dnf, xL, m->nf_mean, m->nf_rstd, dxL, 0);
 }
@@ -103,12 +121,15 @@ static void head_traffic(void *mp, sw_traffic *t)
 {
     model *m = mp; sw_norm_traffic(&m->x, &m->final_norm, t);
     m->rows ? sw_linear_traffic(&m->x, &m->tok_head, t), sw_row_mse_traffic(&m->x, m->rows, t) : sw_seq_head_traffic(&m->x, m->head, t);
+    if (m->gathered) /* the input's all-gather forward, the predictions' gradient's backward, per micro-batch */
+        t->forward[SW_GROUP_TP] += m->x.c.grad_accum * sw_tp_bytes(&m->x.tp, SW_TP_F_FORWARD, m->x.T, HIDDEN),
+        t->backward[SW_GROUP_TP] += m->x.c.grad_accum * sw_tp_bytes(&m->x.tp, SW_TP_G_BACKWARD, m->x.T, OUT);
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
 int main(int argc, char **argv)
 {
-    int steps, tp, sp = 0, dp, ulysses, ring, micro, classes, pool_first = 0, per_token = 0, pad = 0;
+    int steps, tp, sp = 0, dp, ulysses, ring, micro, classes, pool_first = 0, per_token = 0, gathered = 0, pad = 0;
     const cli_flag flags[] = {
         CLI_INT("--steps", &steps, "20", 1, CLI_INT_MAX, "N", "training steps"),
         CLI_INT("--tp", &tp, "1", 1, CLI_INT_MAX, "T", "tensor-parallel degree"),
@@ -120,6 +141,7 @@ int main(int argc, char **argv)
         CLI_INT("--classes", &classes, "0", 0, CLI_INT_MAX, "C", "cross-entropy over C >= 2 classes (0: MSE on a float target)"),
         CLI_BOOL("--pool-first", &pool_first, "pool the first token, not the mean"),
         CLI_BOOL("--per-token", &per_token, "a linear on every row, MSE per token (not with --classes)"),
+        CLI_BOOL("--per-token-gathered", &gathered, "--per-token on the rows gathered over the ranks (all T rows)"),
         CLI_INT_OPT("--pad", &pad, "1", 0, VOCAB - 1, "ID",
                     "padded sequences: sequence b's tokens from position 32 - (b*7 mod 16)\n"
                     "on are the token ID (1 when not given; 0: none), keys masked"),
@@ -127,6 +149,7 @@ int main(int argc, char **argv)
     cli_parse("encoder_regress", "[mpirun -np N] encoder_regress [options]",
               "A BERT-style encoder with a pooled head (MSE, or cross-entropy over classes).\n"
               "Every strategy comes from the layers: mpirun -np 4 encoder_regress --tp 2 --sp --dp 2.\n", flags, argc, argv);
+    per_token = per_token || gathered;
     sw_ctx_config xc = {.seq = SEQ, .batch = BATCH, .tp = tp, .sp = sp, .ulysses = ulysses, .ring = ring, .zigzag = 1,
                         .dp = dp, .grad_accum = micro, .tiles = 4, .seed = 1234, .dropout = 0.1f};
     if (sw_init(&argc, &argv, NULL) != 0) return 1;
@@ -166,6 +189,10 @@ int main(int argc, char **argv)
     m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
     m->nf_mean = sw_tensor_new2d("final_norm_mean", SW_F32, m->x.Tl, 1), m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
     m->pred = per_token ? sw_tensor_new2d("tok_pred", SW_F32, m->x.Tl, OUT) : NULL;
+    m->gathered = gathered && m->x.T != m->x.Tl; /* without sp the l rows are the T rows already */
+    if (m->gathered)
+        m->nfg = sw_tensor_new2d("final_norm_gathered", SW_F32, m->x.T, HIDDEN), m->predg = sw_tensor_new2d("tok_pred_all", SW_F32, m->x.T, OUT),
+        m->dpredg = sw_tensor_new2d("dtok_pred_all", SW_F32, m->x.T, OUT), m->dnf = sw_tensor_new2d("dfinal_norm", SW_F32, m->x.Tl, HIDDEN);
     for (int k = 0; k < micro; k++)
         m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1), m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, per_token ? m->x.Tl : m->x.B, per_token ? OUT : 1);
     /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C, or per token sin(0.3 p + 0.05 token);
@@ -199,6 +226,7 @@ int main(int argc, char **argv)
     sw_traffic model; /* the traffic model beside what the collectives counted */
     sw_pipeline_traffic(m->pipe, &model), sw_comm_traffic_report(comm, &model, steps, stdout), sw_counters_print(stdout);
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
+    sw_tensor_free(m->nfg), sw_tensor_free(m->predg), sw_tensor_free(m->dpredg), sw_tensor_free(m->dnf);
     sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd), sw_tensor_free(m->pred), sw_row_mse_destroy(m->rows);
     sw_seq_head_destroy(m->head), sw_pipeline_destroy(m->pipe), sw_attention_destroy(m->attn);
     sw_ctx_destroy(&m->x), sw_params_destroy(m->p), free(m), sw_comm_destroy(world), sw_mesh_destroy(mesh), sw_shutdown();

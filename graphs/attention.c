@@ -87,6 +87,83 @@ int sw_attention_qkv_tiles(const sw_attention *a, const int64_t **sizes)
     return a->nqkv;
 }
 
+void sw_attention_config_default(sw_attention_config *c)
+{
+    sw_check_ptr("sw_attention_config_default", "c", c);
+    memset(c, 0, sizeof *c);
+}
+
+sw_linear sw_attention_qkv_add(sw_ctx *x, const sw_attention *a, const char *name, int64_t in, int bias, float std)
+{
+    sw_check_ptr("sw_attention_qkv_add", "x", x);
+    sw_check_ptr("sw_attention_qkv_add", "a", a);
+    if (a->x != x) sw_usage_error("sw_attention_qkv_add: x: must be the attention's context");
+    sw_shard s = sw_attention_qkv_shard(a, 0);
+    const int64_t *sizes;
+    int n = sw_attention_qkv_tiles(a, &sizes);
+    return sw_linear_add(x, name, SW_LINEAR_COLUMN, in, (int64_t)(a->c.heads + 2 * a->c.kv_heads) * a->d, bias, std,
+                         &s, n, sizes);
+}
+
+/* a shard as blocks of rows of [rows, *]: a replicated one as one block of all */
+static int shard_blocks(const sw_shard *s, int64_t rows, int64_t start[3], int64_t count[3], int share[3])
+{
+    if (s->n == 0) {
+        start[0] = 0, count[0] = rows, share[0] = 1;
+        return 1;
+    }
+    for (int i = 0; i < s->n && i < 3; i++) start[i] = s->start[i], count[i] = s->count[i], share[i] = s->share[i] > 1 ? s->share[i] : 1;
+    return s->n;
+}
+
+/* "rows [a, b) [c, d) ..." of a shard */
+static void shard_text(char *buf, size_t n, const sw_shard *s, int64_t rows)
+{
+    int64_t st[3], ct[3];
+    int sh[3], k = shard_blocks(s, rows, st, ct, sh);
+    int w = snprintf(buf, n, "rows");
+    for (int i = 0; i < k && w > 0 && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, " [%lld, %lld)", (long long)st[i], (long long)(st[i] + ct[i]));
+}
+
+/* The QKV linear l against the attention (layers.h, sw_attention_qkv_add):
+ * a column-parallel linear of the attention's shard (its q, k and v heads
+ * on this TP rank) and output tiles; exit 2 otherwise. */
+static void check_qkv(const char *fn, const sw_ctx *x, const sw_attention *a, const sw_linear *l)
+{
+    sw_check_ptr(fn, "qkv", l);
+    if (l->w < 0 || l->w >= sw_params_count(x->params))
+        sw_usage_error("%s: qkv: parameter index %d is out of range [0, %d)", fn, l->w, sw_params_count(x->params));
+    const sw_param_desc *d = sw_params_desc(x->params, l->w);
+    sw_shard want = sw_attention_qkv_shard(a, 0);
+    int64_t rows = (int64_t)(a->c.heads + 2 * a->c.kv_heads) * a->d;
+    int64_t s1[3], c1[3], s2[3], c2[3];
+    int h1[3], h2[3];
+    int n1 = l->mode == SW_LINEAR_COLUMN && d->rows == rows ? shard_blocks(&d->shard, rows, s1, c1, h1) : -1;
+    int n2 = shard_blocks(&want, rows, s2, c2, h2), same = n1 == n2 && (n1 == 1 || d->shard.dim == 0);
+    for (int i = 0; same && i < n2; i++) same = s1[i] == s2[i] && c1[i] == c2[i] && h1[i] == h2[i];
+    if (!same) {
+        char got[160], exp[160];
+        shard_text(got, sizeof got, &d->shard, d->rows);
+        shard_text(exp, sizeof exp, &want, rows);
+        sw_usage_error("%s: the QKV linear %s must be registered with the attention's shard and tiles "
+                       "(sw_attention_qkv_add): this TP rank's q, k and v heads are %s of its [%lld, %lld] weight, "
+                       "%s holds %s", fn, d->name, exp, (long long)rows, (long long)d->cols, d->name, got);
+    }
+    const int64_t *sizes;
+    int n = sw_attention_qkv_tiles(a, &sizes), tiles_same = l->n == n;
+    int64_t cols = sw_attention_qkv_cols(a);
+    for (int i = 0; tiles_same && i < n; i++) { /* sized, or StarPU's equal split (tensor.h) */
+        int64_t first = 0, count = l->sized ? l->sizes[i] : 0;
+        if (!l->sized) sw_tile_range(cols, n, i, &first, &count);
+        tiles_same = count == sizes[i];
+    }
+    if (!tiles_same)
+        sw_usage_error("%s: the QKV linear %s must be registered with the attention's shard and tiles "
+                       "(sw_attention_qkv_add): its output has %d column tiles, the attention's %d "
+                       "(sw_attention_qkv_tiles)", fn, d->name, l->n, n);
+}
+
 int64_t sw_attention_qkv_cols(const sw_attention *a) { return (int64_t)(a->aq + 2 * a->ak) * a->d; }
 int64_t sw_attention_out_cols(const sw_attention *a) { return (int64_t)a->aq * a->d; }
 double sw_attention_flops(const sw_attention *a) { return a->flops; }
@@ -358,6 +435,8 @@ static void check_saved(const char *fn, const sw_ctx *x, const sw_attention *a, 
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k)
 {
     check_saved("sw_attention_forward", x, a, k);
+    const sw_linear *qkv = sw_ctx_writer(x, k->qkv); /* the linear that wrote it, where one did */
+    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);
     if (a->c.rope_theta > 0.0f) rope(x, a, k->qkv, 0);
     if (x->U > 1) ulysses_qkv(a, k->qkv, k->qkv_u, 1);
     ring_forward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs);
@@ -388,6 +467,7 @@ void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, cons
  * that the sharers hold the same bits. */
 void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv)
 {
+    check_qkv("sw_attention_sum_kv_grads", x, a, qkv);
     if (!a->kv_replicated) return;
     int t = x->tp.t, per = t / a->c.kv_heads, first = a->kv0 * per;
     int64_t h = grad(x, qkv->w)->cols, wsz[2] = {(int64_t)a->aq * a->d, 2 * (int64_t)a->d};
@@ -408,6 +488,7 @@ void sw_attention_sum_kv_grads(sw_ctx *x, sw_attention *a, const sw_linear *qkv)
 
 void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linear *qkv, sw_traffic *t)
 {
+    check_qkv("sw_attention_traffic", x, a, qkv);
     /* Ulysses: q, k, v to the heads and the output back, forward and backward */
     double u = sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_qkv_cols(a)) +
                sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_out_cols(a));

@@ -139,6 +139,13 @@ int sw_blocks_slots(const sw_blocks_config *c)
     return n * micro;
 }
 
+void sw_blocks_config_default(sw_blocks_config *c)
+{
+    sw_check_ptr("sw_blocks_config_default", "c", c);
+    memset(c, 0, sizeof *c);
+    c->recompute = SW_RECOMPUTE_SELECTIVE, c->recompute_every = 1, c->inflight = 1;
+}
+
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
     check_ops("sw_blocks_create", c, ops);

@@ -48,7 +48,7 @@ sw_adaln sw_adaln_add(sw_ctx *x, const char *name, int64_t cond, int64_t h, int 
                        (long long)cond, (long long)h, chunks);
     sw_adaln a;
     memset(&a, 0, sizeof a);
-    a.lin = sw_linear_add(x, name, SW_LINEAR_REPLICATED_SAME_ROWS, cond, (int64_t)chunks * h, 1, 0.0f, NULL, 0, NULL);
+    a.lin = sw_linear_add(x, name, SW_LINEAR_REPLICATED, cond, (int64_t)chunks * h, 1, 0.0f, NULL, 0, NULL);
     a.chunks = chunks, a.h = h;
     return a;
 }
@@ -69,7 +69,7 @@ void sw_adaln_forward(sw_ctx *x, const sw_adaln *a, sw_tensor *c, sw_tensor *mod
 
 /* each rank summed dmod over its own positions: the other positions' sums
  * come from the ranks holding them, then every one of them holds the same
- * dmod, as the SAME_ROWS linear's backward needs */
+ * dmod, as the replicated linear's backward on B rows needs */
 sw_tensor *sw_adaln_backward(sw_ctx *x, const sw_adaln *a, sw_tensor *dmod, sw_tensor *c)
 {
     check_adaln("sw_adaln_backward", x, a, dmod);
@@ -151,7 +151,7 @@ void sw_gate_backward(sw_ctx *x, sw_tensor *dout, sw_tensor *branch, sw_tensor *
 /* ------------------------------------------------- timestep embedding */
 
 struct sw_timestep_embedder {
-    sw_linear fc1, fc2;      /* [h, freq_dim], [h, h]: SAME_ROWS */
+    sw_linear fc1, fc2;      /* [h, freq_dim], [h, h]: replicated, on B rows */
     int freq_dim;
     float max_period;
     int micro;               /* micro-batches of a step: each keeps its own features, u and a until its backward */
@@ -169,9 +169,9 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
     sw_timestep_embedder *te = sw_xcalloc(1, sizeof *te);
     char n[64];
     snprintf(n, sizeof n, "%s_fc1", name);
-    te->fc1 = sw_linear_add(x, n, SW_LINEAR_REPLICATED_SAME_ROWS, freq_dim, h, 1, std, NULL, 0, NULL);
+    te->fc1 = sw_linear_add(x, n, SW_LINEAR_REPLICATED, freq_dim, h, 1, std, NULL, 0, NULL);
     snprintf(n, sizeof n, "%s_fc2", name);
-    te->fc2 = sw_linear_add(x, n, SW_LINEAR_REPLICATED_SAME_ROWS, h, h, 1, std, NULL, 0, NULL);
+    te->fc2 = sw_linear_add(x, n, SW_LINEAR_REPLICATED, h, h, 1, std, NULL, 0, NULL);
     te->freq_dim = freq_dim, te->max_period = max_period;
     te->micro = x->c.grad_accum > 1 ? x->c.grad_accum : 1;
     te->freq = sw_xcalloc((size_t)te->micro, sizeof *te->freq);

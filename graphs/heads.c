@@ -116,12 +116,19 @@ void sw_pool_traffic(const sw_ctx *x, int64_t h, sw_traffic *t)
 
 struct sw_seq_head {
     sw_seq_head_config c;
-    sw_linear lin;                               /* SW_LINEAR_REPLICATED_SAME_ROWS */
+    sw_linear lin;                               /* SW_LINEAR_REPLICATED */
     sw_tensor *pooled;                           /* [B,h] */
     sw_tensor *out, *dout;                       /* [B,n]: predictions or logits (dlogits in place), dpred */
     sw_tensor *ce_max, *ce_tgt, *ce_sumexp, *ce_rows; /* [B,1] (classes) */
     sw_tensor *loss, *loss_sum;                  /* [1,1]; the step's, when dp or grad-accum > 1 */
 };
+
+void sw_seq_head_config_default(sw_seq_head_config *c)
+{
+    sw_check_ptr("sw_seq_head_config_default", "c", c);
+    memset(c, 0, sizeof *c);
+    c->pool = SW_POOL_MEAN, c->loss = SW_LOSS_MSE, c->std = 0.02f;
+}
 
 sw_seq_head *sw_seq_head_create(sw_ctx *x, const sw_seq_head_config *c)
 {
@@ -137,7 +144,7 @@ sw_seq_head *sw_seq_head_create(sw_ctx *x, const sw_seq_head_config *c)
                        c->loss == SW_LOSS_CLASSES ? "classes" : "MSE", c->outputs);
     sw_seq_head *hd = sw_xcalloc(1, sizeof *hd);
     hd->c = *c;
-    hd->lin = sw_linear_add(x, c->name, SW_LINEAR_REPLICATED_SAME_ROWS, c->hidden, c->outputs, c->bias, c->std, NULL,
+    hd->lin = sw_linear_add(x, c->name, SW_LINEAR_REPLICATED, c->hidden, c->outputs, c->bias, c->std, NULL,
                             1, NULL);
     int64_t B = x->B, n = c->outputs;
     hd->pooled = sw_tensor_new2d("pooled", SW_F32, B, c->hidden);
@@ -164,7 +171,7 @@ void sw_seq_head_destroy(sw_seq_head *hd)
     free(hd);
 }
 
-sw_tensor *sw_seq_head_loss(sw_seq_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
+sw_tensor *sw_seq_head_loss(sw_seq_head *hd) { return !hd ? NULL : hd->loss_sum ? hd->loss_sum : hd->loss; }
 sw_tensor *sw_seq_head_output(sw_seq_head *hd) { return hd->out; }
 const sw_linear *sw_seq_head_linear(const sw_seq_head *hd) { return &hd->lin; }
 
@@ -299,7 +306,7 @@ void sw_row_mse_destroy(sw_row_mse *r)
     free(r);
 }
 
-sw_tensor *sw_row_mse_loss(sw_row_mse *r) { return r->loss_sum ? r->loss_sum : r->loss; }
+sw_tensor *sw_row_mse_loss(sw_row_mse *r) { return !r ? NULL : r->loss_sum ? r->loss_sum : r->loss; }
 
 static void require_rows(const char *fn, const sw_ctx *x, const sw_row_mse *r, sw_tensor *pred, sw_tensor *targets)
 {

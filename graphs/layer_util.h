@@ -65,6 +65,24 @@ static inline void sw_check_param(const char *fn, const sw_ctx *x, int i)
 sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep);
 
 static inline int tp_on(const sw_ctx *x) { return x->tp.t > 1; }
+
+/* sw_ctx.log, the layers' private record of a context (layers.h) */
+enum { SW_LOG_OUTS = 256 };
+struct sw_ctx_log {
+    /* the linear whose sw_linear_forward wrote tensor y last (a ring of the last SW_LOG_OUTS outputs;
+     * sw_attention_forward checks its QKV linear by it) */
+    struct {
+        const sw_tensor *y;
+        sw_linear l;
+    } out[SW_LOG_OUTS];
+    int next;
+    /* per weight parameter index: a replicated linear's rows rule at its last forward (0: none yet;
+     * sw_linear_traffic's) */
+    signed char *rows;
+    int nrows;
+};
+/* the linear whose sw_linear_forward wrote y last; NULL: none recorded */
+const sw_linear *sw_ctx_writer(const sw_ctx *x, const sw_tensor *y);
 static inline sw_tensor *param(const sw_ctx *x, int i) { return sw_params_value(x->params, i); }
 static inline sw_tensor *grad(const sw_ctx *x, int i) { return sw_params_grad(x->params, i); }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "layer_util.h"
+#include "params_internal.h"
 #include "starweave/mesh.h"
 #include "starweave/runtime.h"
 
@@ -86,9 +87,42 @@ int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n)
     return 0;
 }
 
+void sw_ctx_config_default(sw_ctx_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->tp = c->ulysses = c->ring = c->dp = c->grad_accum = c->tiles = 1;
+}
+
+/* The registry against the first context given it (layers.h, sw_ctx_init):
+ * the gradient group the context's, grad_accum, tiles and seed given once
+ * (0 in the registry: the context's) or equal. Later contexts on the same
+ * registry (generation's decode steps: other rows, one micro-batch) are
+ * not the training step's and are not checked. */
+static void bind_params(const sw_ctx *x, sw_params *p)
+{
+    sw_params_config *pc = &p->c;
+    if (p->bound) return;
+    p->bound = 1;
+    if (pc->grad_group != x->gg)
+        sw_usage_error("sw_ctx_init: sw_params_config.grad_group (%s) must be the context's gradient group, %s "
+                       "(dp without ulysses and ring, sp_dp with them: sw_ctx.gg)",
+                       sw_group_name(pc->grad_group), sw_group_name(x->gg));
+    const struct { const char *name; long long ctx, *reg; } same[] = {
+        {"grad_accum", x->c.grad_accum, NULL}, {"tiles", x->c.tiles, NULL}, {"seed", (long long)x->c.seed, NULL}};
+    long long reg[3] = {pc->grad_accum, pc->tiles, (long long)pc->seed};
+    for (int i = 0; i < 3; i++)
+        if (reg[i] != 0 && reg[i] != same[i].ctx)
+            sw_usage_error("sw_ctx_init: %s: sw_params_config's (%lld) must equal sw_ctx_config's (%lld), or be 0 "
+                           "(the context's)", same[i].name, reg[i], same[i].ctx);
+    if (!pc->grad_accum) pc->grad_accum = x->c.grad_accum;
+    if (!pc->tiles) pc->tiles = x->c.tiles;
+    if (!pc->seed) pc->seed = x->c.seed;
+}
+
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params)
 {
     char msg[256];
+    sw_check_ptr("sw_ctx_init", "c", c);
     if (sw_ctx_config_check(c, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     memset(x, 0, sizeof *x);
     x->c = *c;
@@ -120,6 +154,8 @@ void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *pa
     x->P = c->tiles;
     x->Pc = c->col_tiles > 0 ? c->col_tiles : c->tiles;
     position_runs(x);
+    if (params) bind_params(x, params);
+    x->log = sw_xcalloc(1, sizeof *x->log);
 }
 
 void sw_ctx_destroy(sw_ctx *x)
@@ -136,6 +172,8 @@ void sw_ctx_destroy(sw_ctx *x)
         free(x->pc_pos[k]);
     }
     free(x->key_len);
+    if (x->log) free(x->log->rows);
+    free(x->log);
     memset(x, 0, sizeof *x);
 }
 
@@ -359,6 +397,57 @@ sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t o
 
 static const int64_t *tile_sizes(const sw_linear *l) { return l->sized ? l->sizes : NULL; }
 
+/* A replicated linear's gradient rule, from the rows it is given
+ * (layers.h): this rank's l rows under sp (summed over TP), T rows or l
+ * without sp (as they are), B rows with ulysses or ring (scaled by
+ * 1/(ulysses ring)). fn NULL: rows known to be valid (no refusal). */
+enum { RULE_SUM_TP = 1, RULE_PLAIN = 2, RULE_SEQ = 3 };
+static int replicated_rule(const char *fn, const sw_ctx *x, int64_t rows)
+{
+    static const char *what[] = {"", "l rows: summed over TP", "T rows: not summed", "B rows: scaled by 1/(ulysses*ring)"};
+    int cand[3], n = 0;
+    if (rows == x->Tl) cand[n++] = tp_on(x) && x->c.sp ? RULE_SUM_TP : RULE_PLAIN;
+    if (rows == x->T) cand[n++] = RULE_PLAIN;
+    if (rows == x->B) cand[n++] = x->U * x->R > 1 ? RULE_SEQ : RULE_PLAIN;
+    if (n == 0 && fn)
+        sw_usage_error("%s: x_local: a replicated linear's rows must be l (%lld: this rank's residual rows), T (%lld: "
+                       "all of its tokens) or B (%d: one per sequence) (%lld given)",
+                       fn, (long long)x->Tl, (long long)x->T, x->B, (long long)rows);
+    for (int i = 1; i < n && fn; i++)
+        if (cand[i] != cand[0])
+            sw_usage_error("%s: x_local: %lld rows are ambiguous for a replicated linear's gradient (%s, or %s): l = "
+                           "%lld, T = %lld, B = %d (seq = tp*ulysses*ring with sp, or seq = ulysses*ring)",
+                           fn, (long long)rows, what[cand[0]], what[cand[i]], (long long)x->Tl, (long long)x->T, x->B);
+    return n ? cand[0] : RULE_PLAIN;
+}
+
+/* the context's record: l wrote y (layer_util.h) */
+static void log_output(sw_ctx *x, const sw_linear *l, const sw_tensor *y, int rule)
+{
+    struct sw_ctx_log *g = x->log;
+    if (!g) return;
+    int i = 0;
+    while (i < SW_LOG_OUTS && g->out[i].y != y) i++;
+    if (i == SW_LOG_OUTS) i = g->next, g->next = (g->next + 1) % SW_LOG_OUTS;
+    g->out[i].y = y, g->out[i].l = *l;
+    if (!rule) return;
+    if (l->w >= g->nrows) {
+        int n = l->w + 64;
+        g->rows = realloc(g->rows, (size_t)n);
+        if (!g->rows) sw_usage_error("out of memory");
+        memset(g->rows + g->nrows, 0, (size_t)(n - g->nrows));
+        g->nrows = n;
+    }
+    g->rows[l->w] = (signed char)rule;
+}
+
+const sw_linear *sw_ctx_writer(const sw_ctx *x, const sw_tensor *y)
+{
+    for (int i = 0; x->log && y && i < SW_LOG_OUTS; i++)
+        if (x->log->out[i].y == y) return &x->log->out[i].l;
+    return NULL;
+}
+
 /* a row-parallel linear goes through the _row_ functions, the others not */
 static void require_mode(const char *fn, const sw_linear *l, int row)
 {
@@ -386,6 +475,7 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
     check_linear("sw_linear_forward", x, l, &out_l, &in_l);
     check_linear_in("sw_linear_forward", x, l, x_local, x_gathered, in_l);
     sw_check_tensor("sw_linear_forward", "y", y, gathers(x, l) ? x->T : x_local->rows, out_l);
+    log_output(x, l, y, l->mode == SW_LINEAR_REPLICATED ? replicated_rule("sw_linear_forward", x, x_local->rows) : 0);
     int n = l->n;
     const int64_t *sizes = tile_sizes(l);
     sw_tensor *x_full = l->mode == SW_LINEAR_COLUMN ? sw_tp_f_forward(&x->tp, x_local, x_gathered) : x_local;
@@ -415,11 +505,13 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
     }
 }
 
-/* rows the same on every rank sharing the sequences: the gradient group's
- * sum counts them once per Ulysses/Ring rank (layers.h) */
-static float grad_scale(const sw_ctx *x, const sw_linear *l)
+/* B rows, the same on every rank sharing the sequences: the gradient
+ * group's sum counts them once per Ulysses/Ring rank (layers.h) */
+static float grad_scale(const sw_ctx *x, const sw_linear *l, const sw_tensor *in)
 {
-    return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f / (float)(x->U * x->R) : 1.0f;
+    return l->mode == SW_LINEAR_REPLICATED && replicated_rule(NULL, x, in->rows) == RULE_SEQ
+               ? 1.0f / (float)(x->U * x->R)
+               : 1.0f;
 }
 
 /* dW[out,in] = dy^T x, from dyg (dy, or its bf16 copy), split over out;
@@ -428,7 +520,7 @@ static float grad_scale(const sw_ctx *x, const sw_linear *l)
 static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *dyg, sw_tensor *in, int with_bias,
                              int n, const int64_t *sizes)
 {
-    const float scale = grad_scale(x, l);
+    const float scale = grad_scale(x, l, in);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
     for (int j = 0; j < n; j++)
         sw_gemm(sw_tensor_split(dyg, SW_COLS, n, sizes, STARPU_R)[j], 1, x16, 0,
@@ -477,16 +569,14 @@ sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_t
     check_linear("sw_linear_backward", x, l, &out_l, &in_l);
     check_linear_in("sw_linear_backward", x, l, x_local, x_gathered, in_l);
     sw_check_tensor("sw_linear_backward", "dy", dy, gathers(x, l) ? x->T : x_local->rows, out_l);
-    if (l->mode == SW_LINEAR_REPLICATED_SAME_ROWS) { /* the same rows on every TP rank: no sum (layers.h) */
+    if (l->mode == SW_LINEAR_REPLICATED) { /* the gradient's rule from the rows (layers.h) */
+        const int rule = replicated_rule("sw_linear_backward", x, x_local->rows);
         sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
         gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
-        return dx;
-    }
-    if (l->mode == SW_LINEAR_REPLICATED) { /* on the local rows: with sp the parameter gradients are partial */
-        sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
-        gemm_backward(x, l, dy, x_local, l->b >= 0, dx, l->n, tile_sizes(l));
-        sw_tp_sum_replicated_grad(&x->tp, grad(x, l->w));
-        if (l->b >= 0) sw_tp_sum_replicated_grad(&x->tp, grad(x, l->b));
+        if (rule == RULE_SUM_TP) { /* this rank's l rows under sp: the parameter gradients are partial */
+            sw_tp_sum_replicated_grad(&x->tp, grad(x, l->w));
+            if (l->b >= 0) sw_tp_sum_replicated_grad(&x->tp, grad(x, l->b));
+        }
         return dx;
     }
     sw_tensor *x_full = x_gathered; /* what the forward read */
@@ -896,7 +986,7 @@ void sw_lm_head_destroy(sw_lm_head *hd)
     free(hd);
 }
 
-sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return hd->loss_sum ? hd->loss_sum : hd->loss; }
+sw_tensor *sw_lm_head_loss(sw_lm_head *hd) { return !hd ? NULL : hd->loss_sum ? hd->loss_sum : hd->loss; }
 
 /* the weighted mean's tensors, once an ignore index or weights are set */
 static void weighted_on(sw_lm_head *hd)
@@ -1112,11 +1202,11 @@ void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t)
         tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, l->out);
         sum_grad_add(x, t, l->b);
         break;
-    case SW_LINEAR_REPLICATED: /* on the local rows */
+    case SW_LINEAR_REPLICATED: /* summed over TP on the l rows under sp (the rows of its last forward; before
+                                * any, counted as l rows), nothing on rows every TP rank holds */
+        if (x->log && l->w < x->log->nrows && x->log->rows[l->w] && x->log->rows[l->w] != RULE_SUM_TP) break;
         sum_grad_add(x, t, l->w);
         sum_grad_add(x, t, l->b);
-        break;
-    case SW_LINEAR_REPLICATED_SAME_ROWS: /* nothing: the rows are the same on every TP rank */
         break;
     }
 }

@@ -30,6 +30,15 @@ static void check_index(const char *fn, const sw_params *p, int i)
     if (i < 0 || i >= p->n) sw_usage_error("%s: i: parameter index out of range [0, %d) (%d)", fn, p->n, i);
 }
 
+void sw_params_config_default(sw_params_config *c)
+{
+    sw_check_ptr("sw_params_config_default", "c", c);
+    memset(c, 0, sizeof *c);
+    c->dtype = SW_F32, c->bucket_mb = 25.0f, c->grad_group = SW_GROUP_DP;
+    c->lr = 1e-3f, c->beta1 = 0.9f, c->beta2 = 0.999f, c->adam_eps = 1e-8f, c->weight_decay = 0.01f;
+    c->zero_pool = 2, c->pp_chunks = 1;
+}
+
 sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm)
 {
     sw_check_ptr("sw_params_new", "c", c);
@@ -364,6 +373,10 @@ static double buckets_bytes(const sw_params *p)
 
 void sw_params_allocate(sw_params *p)
 {
+    sw_check_ptr("sw_params_allocate", "p", p);
+    if (p->c.tiles < 1 || p->c.grad_accum < 1)
+        sw_usage_error("sw_params_allocate: tiles (%d) and grad_accum (%d) must be at least 1 (0: give the registry "
+                       "to sw_ctx_init first, which sets them to the context's)", p->c.tiles, p->c.grad_accum);
     sw_params_place(p);
     if (p->c.zero < 0 || p->c.zero > 3) sw_usage_error("zero must be 0, 1, 2 or 3 (zero = %d)", p->c.zero);
     if (p->c.zero >= 2 && p->gn > 1 && sw_ncuda() > 0)

@@ -43,6 +43,7 @@ typedef struct unit_pool {
 
 struct sw_params {
     sw_params_config c;
+    int bound;     /* checked against the first context given it (sw_ctx_init: grad_group, grad_accum, tiles, seed) */
     sw_comm *comm;
     int tp_rank;
     int gn, gr; /* size of the gradient group and this rank's place */

@@ -141,7 +141,19 @@ sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk)
     if (chunk < 0 || chunk >= s->V) sw_usage_error("sw_pipeline_chunk: chunk %d of %d", chunk, s->V);
     return s->chunk[chunk];
 }
-sw_tensor *sw_pipeline_loss(sw_pipeline *s) { return s->loss ? s->loss : s->mops.loss(s->model); }
+/* The step's loss on this rank: the model's loss tensor, which the head
+ * writes on the last stage and the driver receives into on the others
+ * (pipeline.h); on a stage where the model has none (loss() NULL), the
+ * driver's own copy. */
+sw_tensor *sw_pipeline_loss(sw_pipeline *s)
+{
+    sw_check_ptr("sw_pipeline_loss", "s", s);
+    sw_tensor *l = s->mops.loss(s->model);
+    if (!l && s->stage == s->pp - 1) sw_usage_error("sw_pipeline_loss: mops->loss: returned NULL on the last stage");
+    if (!l) return s->loss;
+    sw_check_tensor("sw_pipeline_loss", "mops->loss()", l, 1, 1);
+    return l;
+}
 int sw_pipeline_inflight(const sw_pipeline *s) { return s->quota; }
 int sw_pipeline_stage(const sw_pipeline *s, int *stages)
 {
@@ -247,7 +259,7 @@ void sw_pipeline_step(sw_pipeline *s, int step)
     /* the loss, from the last stage to every other */
     int last = s->stage == s->pp - 1;
     for (int r = 0; r < s->pp - 1 && last; r++) sw_send_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, sw_pipeline_loss(s), r);
-    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);
+    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, sw_pipeline_loss(s), s->pp - 1);
 }
 
 void sw_pipeline_traffic(sw_pipeline *s, sw_traffic *t)

@@ -62,8 +62,15 @@ zero1-params-ungathered|graphs/params.c|s/sw_allgather_inplace(p->comm, p->c.gra
 # heads: pooling, the pooled head's gradient rule, the loss's scale, the per-sequence loader
 pool-allreduce-dropped|graphs/heads.c|s/    if (pool_group(x, \&g)) sw_allreduce(x->comm, g, pooled, SW_SUM);/    (void)g;/|tests/test_encoder.sh|^$
 pool-first-local-position|graphs/heads.c|s/if (sw_ctx_position(x, i) == 0)/if (i == 0)/|tests/test_encoder.sh|^--pool-first$
-same-rows-tp-summed|graphs/layers.c|s/if (l->mode == SW_LINEAR_REPLICATED_SAME_ROWS) {/if (0) {/;s/if (l->mode == SW_LINEAR_REPLICATED) {/if (l->mode != SW_LINEAR_COLUMN) {/|tests/test_encoder.sh|^$
-same-rows-cp-unscaled|graphs/layers.c|s/return l->mode == SW_LINEAR_REPLICATED_SAME_ROWS ? 1.0f \/ (float)(x->U \* x->R) : 1.0f;/return 1.0f;/|tests/test_encoder.sh|^$
+same-rows-tp-summed|graphs/layers.c|s/if (rows == x->B) cand\[n++\] = x->U \* x->R > 1 ? RULE_SEQ : RULE_PLAIN;/if (rows == x->B) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^$
+same-rows-cp-unscaled|graphs/layers.c|s/               ? 1.0f \/ (float)(x->U \* x->R)$/               ? 1.0f/|tests/test_encoder.sh|^$
+# the replicated linear's rule from its rows, the attention's QKV linear, the loss on every stage, the registry against the context
+replicated-all-rows-summed|graphs/layers.c|s/if (rows == x->T) cand\[n++\] = RULE_PLAIN;/if (rows == x->T) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
+replicated-local-rows-unsummed|graphs/layers.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
+replicated-rows-unchecked|graphs/layers.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
+qkv-linear-unchecked|graphs/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_sharding.sh|qkv-plain
+pipeline-loss-stage-local|graphs/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_sharding.sh|loss every rank
+ctx-registry-unchecked|graphs/layers.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
 seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
 seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
 row-mse-loss-rows-unreduced|graphs/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$

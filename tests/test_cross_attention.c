@@ -79,7 +79,7 @@ static double kv_loss(const void *unused)
 
 static void make_ctx(sw_ctx *x, sw_params **p, int tiles, int micro)
 {
-    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = SW_F32, .grad_accum = micro, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     *p = sw_params_new(&pc, NULL);
     sw_ctx_init(x, &(sw_ctx_config){.seq = S, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
                                     .grad_accum = micro, .tiles = tiles, .seed = 1}, NULL, *p);
@@ -144,7 +144,7 @@ static void kv_case(int bias, int tiles, int b16)
     for (int m = 0; m < 2; m++) tu_rand(cond[m], NK * CF, 143 + m, 1.5f), tu_rand(dkv[m], NK * KV, 145 + m, 1.0f);
     sw_ctx x;
     sw_params *p;
-    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = b16 ? SW_BF16 : SW_F32, .grad_accum = 2, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = b16 ? SW_BF16 : SW_F32, .grad_accum = 2, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     p = sw_params_new(&pc, NULL);
     sw_ctx_init(&x, &(sw_ctx_config){.seq = S, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
                                      .grad_accum = 2, .tiles = tiles, .seed = 1}, NULL, p);

@@ -6,7 +6,7 @@
  *    rows, mod = c W^T + b per sequence: out and dx on its rows; dmod's
  *    per-rank sums all-reduced by sw_adaln_backward over the ranks holding
  *    the other positions (TP with sp, Ulysses, Ring), so dc and the
- *    SAME_ROWS weight gradients (times ulysses x ring, the registry's sum
+ *    replicated weight gradients on B rows (times ulysses x ring, the registry's sum
  *    over the gradient group) equal the whole batch's on every rank;
  *  - cross-attention (tp 1): each rank's queries (its positions) against
  *    the whole conditioning: out and dq on its rows, dk | dv summed over the
@@ -113,7 +113,7 @@ static void adaln_case(sw_ctx *x, sw_params *p)
     snprintf(what, sizeof what, "rank %d: adaLN dc, the whole sequences' (dmod all-reduced)", sw_rank());
     tu_close(what, got, dc, NB * CD, 1e-5, 1e-5);
     free(got);
-    const float s = (float)(x->U * x->R); /* SAME_ROWS: scaled by 1/(ulysses ring) for the registry's sum */
+    const float s = (float)(x->U * x->R); /* B rows: scaled by 1/(ulysses ring) for the registry's sum */
     float gw[K * H * CD], gb[K * H];
     sw_tensor_read_host(sw_params_grad(p, a.lin.w), gw), sw_tensor_read_host(sw_params_grad(p, a.lin.b), gb);
     for (int i = 0; i < K * H * CD; i++) gw[i] *= s;
@@ -393,7 +393,7 @@ int main(int argc, char **argv)
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = tp, .ulysses = U, .ring = R, .dp = 1, .pp = 1});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL;
     if (flag(argc, argv, "--refuse", 0)) { /* grid attention over a split sequence: exit 2 on every rank */
-        sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+        sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = U * R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP};
         sw_ctx x;
         sw_ctx_init(&x, &xc, comm, sw_params_new(&pc, comm));
         sw_grid_attention_create(&x, SW_AXIS_TEMPORAL, FR, PA, A, D);

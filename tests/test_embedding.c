@@ -59,11 +59,11 @@ static void check(const char *what, const float *got, const double *ref, int64_t
 static void table_layer(void)
 {
     enum { TS = 8, TB = 2, TT = TS * TB, TH = 12, TR = 3 };
-    sw_params_config pc = {.seed = 7, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+    sw_params_config pc = {.seed = 7, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
     sw_params *p = sw_params_new(&pc, NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = TS, .batch = TB, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1, .grad_accum = 1,
-                                     .tiles = 2}, NULL, p);
+                                     .tiles = 2, .seed = 7}, NULL, p);
     sw_embedding_table e = sw_embedding_table_add(&x, "tte", TR, TH, 0.5f);
     sw_params_allocate(p);
     int32_t ids[TT];

@@ -4,7 +4,10 @@
 # bidirectional attention) with a pooled head -- MSE on a per-sequence
 # float target, or (--classes 3) cross-entropy over classes, mean or
 # (--pool-first) first-token pooling; or (--per-token) a replicated linear
-# and the per-row MSE (sw_row_mse) on a float target per token; or (--pad)
+# and the per-row MSE (sw_row_mse) on a float target per token, the linear
+# on this rank's l rows (its gradient summed over TP under sp) or
+# (--per-token-gathered) on all T rows gathered over TP (not summed: the
+# replicated linear takes its gradient's rule from its rows); or (--pad)
 # padded sequences, key padding on and the mean over each sequence's
 # valid positions -- trained 3 AdamW steps under tp 2 +
 # sp, dp 2, dp 2 with 2 micro-batches, Ulysses 2 and Ring 2 (zigzag) (and
@@ -19,13 +22,14 @@
 . "${top_srcdir:-.}/tests/common.sh"
 PROG="$top_builddir/examples/encoder_regress"
 . "$top_srcdir/tests/encoder_compare.sh"
-for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first" "--per-token" "--pad"; do
+for variant in "" "--classes 3" "--pool-first" "--classes 3 --pool-first" "--per-token" "--per-token-gathered" "--pad"; do
   want "$variant" || continue
   runs 1 $variant || { check "1 rank $variant: ran" false; continue; }
   ref=$(losses "$TMPD/out"); grads "$TMPD/out" > "$TMPD/ref.grads"
   check "1 rank $variant: 3 losses and gradient norms ($ref), $(wc -l < "$TMPD/ref.grads") gradients" \
     [ "$(echo $ref | wc -w)" = 6 -a "$(wc -l < "$TMPD/ref.grads")" -gt 20 ]
   case "$variant" in *pool-first*) layouts="2 --tp 2 --sp|2 --ring 2|2 --ulysses 2" ;;
+    *gathered) layouts="2 --tp 2 --sp|4 --tp 2 --sp --ulysses 2" ;; # T rows differ from l rows under sp only
     *) layouts="2 --tp 2 --sp|2 --dp 2|2 --dp 2 --micro 2|2 --ulysses 2|2 --ring 2|1 --micro 2" ;; esac
   # 4 ranks: the pooled head under tp 2 + sp x Ulysses 2 (pooling over SW_GROUP_TP_SP), the per-row MSE under
   # Ulysses 2 x dp 2 (its loss summed over SW_GROUP_SP_DP)

@@ -59,7 +59,7 @@ static double ref_loss(const void *unused)
 
 static void make_ctx(sw_ctx *x, sw_params **p, int tiles)
 {
-    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = tiles, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     *p = sw_params_new(&pc, NULL);
     sw_ctx_init(x, &(sw_ctx_config){.seq = F * S, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
                                     .grad_accum = 1, .tiles = tiles, .seed = 1}, NULL, *p);

@@ -23,7 +23,12 @@
  * local tensor passed as x_gathered), attn-null (the saved tensors NULL),
  * blocks-op (a NULL block op), pipeline-ops (NULL model ops),
  * params-index (a parameter index out of range); key-length (a key length
- * past the sequence, sw_ctx_load_key_lengths). */
+ * past the sequence, sw_ctx_load_key_lengths); replicated-rows (a
+ * replicated linear on rows that are neither l, T nor B: no gradient rule
+ * fits); the registry against the context at sw_ctx_init (from the
+ * defaults, sw_*_config_default): ctx-grad-group (grad_group left 0, the
+ * world group), ctx-seed (a registry seed other than the context's),
+ * ctx-grad-accum (a registry grad_accum other than the context's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +48,14 @@ static void layer_case(const char *what)
     sw_params *p = sw_params_new(&pc, np > 1 ? comm : NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = tp, .sp = sp, .ulysses = 1, .ring = 1, .dp = np / tp,
-                                     .grad_accum = 1, .tiles = 1}, np > 1 ? comm : NULL, p);
+                                     .grad_accum = 1, .tiles = 1, .seed = 1}, np > 1 ? comm : NULL, p);
     const int64_t h = 16, T = x.T, l = x.Tl;
     const int vp = sw_vocab_padded(256, tp);
     sw_embedding emb = sw_embedding_add(&x, 256, vp, h, 8, 0.02f);
     sw_norm ln = sw_norm_add(&x, "ln", h, 0, 1e-5f);
     sw_linear fc = sw_linear_add(&x, "fc", SW_LINEAR_COLUMN, h, 32, 1, 0.02f, NULL, 0, NULL);
+    /* registered for its case only (the other cases' parameter counts stay) */
+    sw_linear rep = !strcmp(what, "replicated-rows") ? sw_linear_add(&x, "rep", SW_LINEAR_REPLICATED, h, 8, 1, 0.02f, NULL, 0, NULL) : fc;
     sw_lm_head *hd = sw_lm_head_create(&x, emb.wte, 256, vp, h);
     sw_attention *att = sw_attention_create(&x, &(sw_attention_config){.heads = 2, .kv_heads = 2, .head_dim = 8, .causal = 1});
     if (strcmp(what, "linear-unallocated")) sw_params_allocate(p);
@@ -68,6 +75,10 @@ static void layer_case(const char *what)
         bad.w = 1000;
         sw_linear_forward(&x, &bad, in, xg, out);
     } else if (!strcmp(what, "embed-tokens")) sw_embedding_forward(&x, &emb, 1, NULL, y);
+    else if (!strcmp(what, "replicated-rows")) { /* 3 rows: neither l, T nor B */
+        sw_tensor *r3 = sw_tensor_new2d("r3", SW_F32, 3, h), *o3 = sw_tensor_new2d("o3", SW_F32, 3, 8);
+        sw_linear_forward(&x, &rep, r3, r3, o3);
+    }
     else if (!strcmp(what, "load-targets")) { /* targets without their tensor (tokens alone pass) */
         int32_t ids[32] = {0};
         sw_ctx_load_tokens(&x, 0, ids, NULL, tok, NULL);
@@ -97,6 +108,23 @@ int main(int argc, char **argv)
     if (sw_init(&argc, &argv, NULL) != 0) return 99;
     if (argc != 2) { fprintf(stderr, "usage: test_misuse target|ignore|ignore-other|ignore-valid|token|micro|head-*|duplicate|key-length\n"); return 99; }
     const char *what = argv[1];
+    if (!strncmp(what, "ctx-", 4)) { /* the registry against the context: from the defaults, one field off */
+        sw_mesh *mesh = sw_mesh_create(NULL);
+        sw_comm *comm = sw_comm_create(mesh);
+        sw_params_config pc;
+        sw_params_config_default(&pc);
+        if (!strcmp(what, "ctx-grad-group")) pc.grad_group = (sw_group)0; /* as left out of an initializer */
+        if (!strcmp(what, "ctx-seed")) pc.seed = 5;
+        if (!strcmp(what, "ctx-grad-accum")) pc.grad_accum = 2;
+        sw_params *p = sw_params_new(&pc, sw_world_size() > 1 ? comm : NULL);
+        sw_ctx_config xc;
+        sw_ctx_config_default(&xc);
+        xc.seq = 8, xc.batch = 4, xc.dp = sw_world_size(), xc.seed = 1;
+        sw_ctx x;
+        sw_ctx_init(&x, &xc, sw_world_size() > 1 ? comm : NULL, p); /* must not return */
+        printf("test_misuse %s: returned\n", what);
+        return 3;
+    }
     if (!strcmp(what, "duplicate")) { /* two parameters of one name */
         sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
         sw_params *p = sw_params_new(&pc, NULL);
@@ -122,7 +150,7 @@ int main(int argc, char **argv)
         sw_params *p = sw_params_new(&pc, sw_world_size() > 1 ? comm : NULL);
         sw_ctx x;
         sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = 1, .ulysses = 1, .ring = 1, .dp = sw_world_size(),
-                                         .grad_accum = 1, .tiles = 1}, sw_world_size() > 1 ? comm : NULL, p);
+                                         .grad_accum = 1, .tiles = 1, .seed = 1}, sw_world_size() > 1 ? comm : NULL, p);
         if (!strcmp(what, "key-length")) sw_ctx_load_key_lengths(&x, 0, (const int32_t[4]){8, 3, 9, 1}); /* must not return */
         sw_seq_head *hd = sw_seq_head_create(&x, &(sw_seq_head_config){.name = "head", .hidden = 16, .outputs = 1, .std = 0.1f});
         sw_tensor *in = sw_tensor_new2d("in", SW_F32, x.Tl, 16), *y = sw_tensor_new2d("y", SW_F32, x.B, 1);

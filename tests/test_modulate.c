@@ -63,7 +63,7 @@ static void refuse_chunk(void *arg)
 {
     (void)arg;
     tu_init_child();
-    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     sw_params *p = sw_params_new(&pc, NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = P, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,
@@ -116,7 +116,7 @@ static void codelets(void)
 /* the layers on one rank, through the adaLN linear */
 static void layers(void)
 {
-    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f,
+    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP,
                            .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f};
     sw_params *p = sw_params_new(&pc, NULL);
     sw_ctx x;

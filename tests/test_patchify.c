@@ -72,7 +72,7 @@ int main(int argc, char **argv)
     tu_true("un-patchify(patchify(latents)) = latents, bit for bit", !memcmp(back, lat, sizeof lat));
 
     /* the patch embedding: tokens through a replicated linear, loaded as 2 micro-batches of 1 sample */
-    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 2, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 2, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     sw_params *p = sw_params_new(&pc, NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = NT, .batch = NB, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,

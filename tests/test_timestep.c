@@ -145,7 +145,7 @@ static double ram_used(void)
 
 static void layer(void)
 {
-    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f};
+    sw_params_config pc = {.seed = 1, .tiles = 2, .dtype = SW_F32, .grad_accum = 1, .bucket_mb = 25.0f, .grad_group = SW_GROUP_DP};
     sw_params *p = sw_params_new(&pc, NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = 4, .batch = B, .tp = 1, .ulysses = 1, .ring = 1, .dp = 1,

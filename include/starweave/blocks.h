@@ -102,6 +102,12 @@ typedef struct sw_blocks_config {
      * sw_pipeline_create; NULL: none) */
     sw_params *params;
 } sw_blocks_config;
+/** Fills c with the defaults: layers, rows and cols 0 (the caller sets
+ * them), SW_RECOMPUTE_SELECTIVE (a field left out of an initializer is 0:
+ * SW_RECOMPUTE_NONE), recompute_every 1, no offload, first and count 0
+ * (all blocks), inflight 1, params NULL (sw_pipeline_create fills first,
+ * count, inflight and params). */
+void sw_blocks_config_default(sw_blocks_config *c);
 /** The saved sets the service makes for c (keep runs once for each):
  * the stage's blocks times the micro-batches in flight, or the working
  * sets FULL and offload refill (recompute_every, 2). */

@@ -11,7 +11,7 @@
  * the modulation's shift, scale and gate, the timestep) is broadcast over
  * the rows: row r uses row r % B of it. Such tensors are the same on every
  * rank holding part of the sequences (computed alike from per-sequence
- * inputs), so their linears are SW_LINEAR_REPLICATED_SAME_ROWS; the
+ * inputs), so their linears are SW_LINEAR_REPLICATED; the
  * gradients they receive from the rows are each rank's partial sums over
  * its positions, all-reduced (sw_adaln_backward) over the ranks holding the
  * sequences' other positions (TP with sp, Ulysses, Ring) before those
@@ -47,7 +47,7 @@ void sw_silu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *grad);
  * then of the MLP branch (DiT applies SiLU to c first: sw_silu_forward,
  * once per model, c being the same for every block). */
 typedef struct sw_adaln {
-    sw_linear lin;           /**< SW_LINEAR_REPLICATED_SAME_ROWS [chunks h, cond] */
+    sw_linear lin;           /**< SW_LINEAR_REPLICATED [chunks h, cond] */
     int chunks;              /**< the h-column chunks of mod */
     int64_t h;               /**< hidden size: columns of one chunk */
 } sw_adaln;
@@ -90,7 +90,7 @@ void sw_gate_backward(sw_ctx *x, sw_tensor *dout, sw_tensor *branch, sw_tensor *
  * gradient to t. */
 typedef struct sw_timestep_embedder sw_timestep_embedder;
 /** Registers name_fc1 [h, freq_dim] and name_fc2 [h, h] (weights N(0, std),
- * biases 0; SW_LINEAR_REPLICATED_SAME_ROWS) and makes its tensors.
+ * biases 0; SW_LINEAR_REPLICATED) and makes its tensors.
  * max_period: 10000 in DiT. Register it in SW_UNIT_BEFORE (the default
  * unit): its output conditions every block, so its backward runs after the
  * blocks', as the embedding's does. */

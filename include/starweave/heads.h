@@ -16,9 +16,10 @@
  *    below len[b], whichever rank holds it) scaled by 1/len[b];
  *    first-token pooling takes the row of position 0 (zeros on the other
  *    ranks, the same all-reduce); the backward needs no communication;
- *  - the head is a SW_LINEAR_REPLICATED_SAME_ROWS linear (layers.h): its
- *    gradient is not summed over TP and is scaled by 1/(ulysses*ring), so
- *    the registry's sum over the gradient group counts each sequence once;
+ *  - the head is a SW_LINEAR_REPLICATED linear (layers.h) on the B pooled
+ *    rows: its gradient is not summed over TP and is scaled by
+ *    1/(ulysses*ring), so the registry's sum over the gradient group
+ *    counts each sequence once (the rule it takes from B rows);
  *  - the loss is the mean over the global batch (every dp rank and
  *    micro-batch): the backward scales by 1/(global batch), the loss
  *    tensor sums the micro-batches and all-reduces over dp once per step. */
@@ -63,6 +64,9 @@ typedef struct sw_seq_head_config {
     float std;               /**< the weight's N(0, std) init */
 } sw_seq_head_config;
 
+/** Fills c with the defaults: name NULL, hidden and outputs 0 (the caller
+ * sets them), SW_POOL_MEAN, SW_LOSS_MSE, no bias, std 0.02. */
+void sw_seq_head_config_default(sw_seq_head_config *c);
 /** A pooled head and its loss (opaque). */
 typedef struct sw_seq_head sw_seq_head;
 /** Registers the head's parameters (in the registry's current unit: after
@@ -71,7 +75,8 @@ typedef struct sw_seq_head sw_seq_head;
 sw_seq_head *sw_seq_head_create(sw_ctx *x, const sw_seq_head_config *c);
 /** Frees the head's tensors (blocking). NULL: no-op. */
 void sw_seq_head_destroy(sw_seq_head *hd);
-/** [1,1]: the loss's mean over the global batch once the step's last micro-batch has gone forward */
+/** [1,1]: the loss's mean over the global batch once the step's last micro-batch has gone forward
+ * (NULL for a NULL head) */
 sw_tensor *sw_seq_head_loss(sw_seq_head *hd);
 /** [B, outputs]: the predictions (logits) of the last forward, until its backward */
 sw_tensor *sw_seq_head_output(sw_seq_head *hd);
@@ -98,8 +103,8 @@ void sw_seq_head_traffic(const sw_ctx *x, const sw_seq_head *hd, sw_traffic *t);
  *    other rows -- TP with sp, Ulysses, Ring, dp (never TP without sp:
  *    those ranks hold the same rows, counted once);
  *  - the backward is 2 (pred - tgt) / (global count): a linear before it on
- *    those rows is SW_LINEAR_REPLICATED (its gradient summed over TP under
- *    sp, where the rows differ), and the registry's sums over the gradient
+ *    those l rows is SW_LINEAR_REPLICATED (its gradient summed over TP
+ *    under sp, where the rows differ: the rule of l rows), and the registry's sums over the gradient
  *    group and the micro-batches give the exact gradient. */
 typedef struct sw_row_mse sw_row_mse;
 /** outputs: n, the columns of pred and targets (at least 1). */
@@ -115,7 +120,8 @@ double sw_row_mse_bytes(const sw_ctx *x, int64_t outputs);
 void sw_row_mse_forward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets);
 /** dpred [l, n] (its own tensor, valid until the next backward). */
 sw_tensor *sw_row_mse_backward(sw_ctx *x, sw_row_mse *r, sw_tensor *pred, sw_tensor *targets);
-/** [1,1]: the mean over the global batch once the step's last micro-batch has gone forward */
+/** [1,1]: the mean over the global batch once the step's last micro-batch has gone forward
+ * (NULL for a NULL loss) */
 sw_tensor *sw_row_mse_loss(sw_row_mse *r);
 /** Adds the loss's all-reduces, once per step, to t. */
 void sw_row_mse_traffic(const sw_ctx *x, const sw_row_mse *r, sw_traffic *t);

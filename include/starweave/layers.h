@@ -44,7 +44,12 @@ enum {
 /* ------------------------------------------------------ layer context */
 
 /** What the layers of a model share: sizes, degrees, tiling, dropout
- * (sw_ctx_init). */
+ * (sw_ctx_init). Start from sw_ctx_config_default and set what differs:
+ * a field left out of an initializer is 0, which is no degree (tp, ulysses,
+ * ring, dp, grad_accum and tiles must be at least 1, refused otherwise).
+ * grad_accum, tiles and seed are given here once: the registry's fields of
+ * the same names (sw_params_config) left 0 take these at sw_ctx_init, and a
+ * registry value that is not 0 must equal this one (refused, exit 2). */
 typedef struct sw_ctx_config {
     ///@{
     int seq, batch;          /**< sequence length, global batch (sequences per step) */
@@ -71,6 +76,11 @@ typedef struct sw_ctx_config {
      * decode step's) still splits its GEMMs' and activations' columns */
     int col_tiles;
 } sw_ctx_config;
+
+/** Fills c with the defaults: tp, ulysses, ring, dp, grad_accum and tiles
+ * 1; sp, zigzag, seed, dropout and the rest 0; seq and batch 0 (the
+ * caller sets them: refused while 0). */
+void sw_ctx_config_default(sw_ctx_config *c);
 
 struct sw_scratch;
 
@@ -114,13 +124,23 @@ typedef struct sw_ctx {
     /** key lengths of this rank's sequences (sw_ctx_load_key_lengths), [grad_accum * B]: micro-batch
      * k's B at k * B; 0 where not loaded; NULL before the first load */
     int32_t *key_len;
+    /** private to the layers: which linear wrote which tensor last (sw_attention_forward checks its
+     * QKV linear by it) and each replicated linear's rows (the traffic model's rule) */
+    struct sw_ctx_log *log;
 } sw_ctx;
 
 /** The rules on the rows (divisibility by the degrees, tiles): on a
  * violation writes "rule (values)" into msg and returns -1. */
 int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n);
 /** Checks the configuration and the degrees against the mesh of comm (exit
- * 2 on every rank on a violation) and lays out the rows. */
+ * 2 on every rank on a violation) and lays out the rows. Given a registry
+ * for the first time (params not NULL; a later context on the same
+ * registry, such as generation's, is not checked) also checks it against
+ * the context (exit 2): its
+ * grad_group must be the context's gradient group (SW_GROUP_DP, or
+ * SW_GROUP_SP_DP with ulysses or ring: sw_ctx.gg), and its grad_accum,
+ * tiles and seed either 0 (they take the context's) or equal to the
+ * context's. */
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params);
 /** Frees the context's scratch tensors and row pieces. */
 void sw_ctx_destroy(sw_ctx *x);
@@ -169,22 +189,25 @@ starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, e
  * split, on the rows it is given.
  *
  * A replicated linear's weight gradient depends on whose rows it was
- * given, and the caller says which by the mode:
- *  - SW_LINEAR_REPLICATED: rows of this rank's tokens (the l rows of the
- *    residual stream): with sp each TP rank holds other rows, so the
- *    gradient is summed over TP (no sum without sp: the rows are the
- *    same); the registry sums it over the gradient group;
- *  - SW_LINEAR_REPLICATED_SAME_ROWS: rows every rank that holds part of
- *    the same sequences holds too (one pooled row per sequence,
- *    sw_pool_forward of heads.h): never summed over TP (that would count
- *    them t times), and scaled by 1/(ulysses*ring) because the registry's
+ * given, and the layer tells it from their number (x_local's rows at its
+ * forward and backward), so no mode says it:
+ *  - l rows (sw_ctx.Tl: this rank's rows of the residual stream): with sp
+ *    each TP rank holds other rows, so the gradient is summed over TP;
+ *  - T rows (sw_ctx.T: all of this rank's tokens, e.g. gathered by f, or
+ *    the l rows without sp): every TP rank holds the same rows, no sum;
+ *  - B rows (sw_ctx.B: one row per sequence, the same on every rank that
+ *    holds part of the sequences, e.g. sw_pool_forward's of heads.h): no
+ *    sum over TP, and scaled by 1/(ulysses*ring) because the registry's
  *    sum over the gradient group (ulysses x ring x dp) would count them
- *    once per Ulysses/Ring rank. The heads of heads.h use it. */
+ *    once per Ulysses/Ring rank.
+ * The registry then sums it over the gradient group. Any other row count
+ * is refused (exit 2), and so is a count that two of these rules share
+ * but which the rules treat differently (e.g. B = l under sp: seq =
+ * ulysses*ring*tp). */
 typedef enum {
     SW_LINEAR_COLUMN,    /**< out split over TP, f before */
     SW_LINEAR_ROW,       /**< in split, g after, bias once after the reduction */
-    SW_LINEAR_REPLICATED, /**< no split, on the rows it is given (this rank's tokens) */
-    SW_LINEAR_REPLICATED_SAME_ROWS /**< no split, on rows the same on every rank sharing the sequences */
+    SW_LINEAR_REPLICATED /**< no split, on the rows it is given (l, T or B: the gradient's rule from them) */
 } sw_linear_mode;
 /** A linear layer y = x W^T + b (sw_linear_add). */
 typedef struct sw_linear {
@@ -209,9 +232,11 @@ sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_
  * (SwiGLU's gate and up): each rank holds its 1/t of both, so its output is
  * [T, 2 out/t] = its part of W1 x | its part of W2 x. */
 sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std);
-/** column/replicated: y[T, out/t] from x_local [l, in]; with sp x_gathered
- * [T, in] receives f's all-gather (kept by the caller for backward, or a
- * scratch with tp_recompute_allgather); without, pass x_local. */
+/** column: y[T, out/t] from x_local [l, in]; with sp x_gathered [T, in]
+ * receives f's all-gather (kept by the caller for backward, or a scratch
+ * with tp_recompute_allgather); without, pass x_local. replicated: y[n,
+ * out] from x_local [n, in], n = l, T or B (the gradient's rule above);
+ * x_gathered unused. */
 void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_tensor *x_gathered, sw_tensor *y);
 /** row: returns the tensor holding y [l, out] (a scratch) from x [T, in/t] */
 sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in);
@@ -363,7 +388,8 @@ void sw_lm_head_destroy(sw_lm_head *hd);
  * count (row weights loaded with sw_lm_head_load_weights add [T,1] per
  * micro-batch). */
 double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h, int ignore_index);
-/** [1,1]: the mean loss once the step's last micro-batch has gone forward */
+/** [1,1]: the mean loss once the step's last micro-batch has gone forward
+ * (NULL for a NULL head: a model's sw_model_ops.loss on a stage without its head) */
 sw_tensor *sw_lm_head_loss(sw_lm_head *hd);
 /** Logits from in [l,h] (through f) and the cross-entropy against
  * targets [T,1] into the loss (sw_lm_head_loss; weighted: this
@@ -394,6 +420,10 @@ typedef struct sw_attention_config {
      * leaves them out of its loss (ignore index). Works under every parallel mode. */
     int key_padding;
 } sw_attention_config;
+/** Fills c with the defaults: heads, kv_heads and head_dim 0 (the caller
+ * sets heads and head_dim; kv_heads 0 means heads), not causal, no
+ * dropout, no kept probabilities, no rotary positions, no key padding. */
+void sw_attention_config_default(sw_attention_config *c);
 /** An attention layer (opaque): sw_attention_create. */
 typedef struct sw_attention sw_attention;
 /** What a block keeps for attention's backward. */
@@ -413,6 +443,15 @@ struct sw_saved;
 sw_attention *sw_attention_create(sw_ctx *x, const sw_attention_config *c);
 /** Frees the layer. */
 void sw_attention_destroy(sw_attention *a);
+/** The attention's QKV projection: a column-parallel linear name_w [(heads +
+ * 2 kv_heads) head_dim, in] (and name_b with bias) registered with the
+ * attention's shard (sw_attention_qkv_shard) and output tiles
+ * (sw_attention_qkv_tiles) -- the way to register it. A QKV linear made
+ * otherwise (sw_linear_add with an even shard: the shapes fit, the heads
+ * do not) is refused by sw_attention_forward (exit 2) when the linear
+ * wrote k->qkv, and by sw_attention_sum_kv_grads and
+ * sw_attention_traffic, which are given it. */
+sw_linear sw_attention_qkv_add(sw_ctx *x, const sw_attention *a, const char *name, int64_t in, int bias, float std);
 /** The QKV weight's shard (this rank's q, k and v heads: rows of [(a+2k)d, h]). */
 sw_shard sw_attention_qkv_shard(const sw_attention *a, int dim);
 /** The QKV GEMM's output column tiles: their number, their sizes in *sizes. */
@@ -423,7 +462,10 @@ int64_t sw_attention_out_cols(const sw_attention *a); /**< aq d */
 void sw_attention_keep(sw_attention *a, struct sw_saved *s, sw_attn_saved *k);
 /** Attention from k->qkv [T, (aq+2ak)d] into k->att [T, aq d], writing
  * the tensors of k that backward reads (rotary positions on q and k first
- * when rope_theta > 0). */
+ * when rope_theta > 0). Where the last sw_linear_forward into k->qkv was
+ * a linear of another shard or other output tiles than
+ * sw_attention_qkv_add's: refused (exit 2), the rule and both shards
+ * printed. */
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k);
 /** datt [T, aq d] -> dqkv [T, (aq+2ak)d] */
 void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k, sw_tensor *datt,

@@ -57,12 +57,18 @@ typedef struct sw_param_desc {
     int64_t init_rows;      /**< rows initialised (the rest 0: padded vocabulary); 0: all */
 } sw_param_desc;
 
-/** The registry's configuration (sw_params_new). */
+/** The registry's configuration (sw_params_new). Start from
+ * sw_params_config_default and set what differs. seed, tiles and
+ * grad_accum are the layer context's (sw_ctx_config): left 0 they take
+ * its values when the registry is given to sw_ctx_init; set, they must
+ * equal them (refused, exit 2). A registry used without a context sets
+ * them (sw_params_allocate refuses tiles or grad_accum 0). */
 typedef struct sw_params_config {
-    uint64_t seed;          /**< initialisation: element i of parameter k from (seed, k, i), whatever the sharding */
-    int tiles;              /**< row tiles of the AdamW update */
+    uint64_t seed;          /**< initialisation: element i of parameter k from (seed, k, i), whatever the sharding
+                                 (0 with a context: sw_ctx_config.seed) */
+    int tiles;              /**< row tiles of the AdamW update (0: sw_ctx_config.tiles) */
     int dtype;              /**< SW_BF16: bf16 copies of the GEMM weights */
-    int grad_accum;         /**< micro-batches per step */
+    int grad_accum;         /**< micro-batches per step (0: sw_ctx_config.grad_accum) */
     float bucket_mb;        /**< gradient bucket size (MiB; the first bucket at most 1 MiB) */
     /** ZeRO stage over the gradient group: 0 none; 1 AdamW moments and update
      * sharded; 2 also the gradients (reduce-scattered per unit as its
@@ -73,7 +79,9 @@ typedef struct sw_params_config {
     int zero;
     /** the ranks holding different data of the same parameters: gradients
      * are summed over it (SW_GROUP_DP, or SW_GROUP_SP_DP with context
-     * parallelism); its size 1: no reduction */
+     * parallelism); its size 1: no reduction. Left out of an initializer it
+     * is 0, SW_GROUP_WORLD: sw_ctx_init refuses any group but the
+     * context's gradient group (sw_ctx.gg), naming both */
     sw_group grad_group;
     ///@{
     float lr, beta1, beta2, adam_eps, weight_decay; /**< AdamW's hyperparameters (sw_adamw_args) */
@@ -87,6 +95,12 @@ typedef struct sw_params_config {
     int pp_chunks;
 } sw_params_config;
 
+/** Fills c with the defaults: seed, tiles and grad_accum 0 (the layer
+ * context's, at sw_ctx_init), fp32, buckets of 25 MiB, no ZeRO,
+ * grad_group SW_GROUP_DP (set SW_GROUP_SP_DP with ulysses or ring),
+ * PyTorch's AdamW (lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay
+ * 0.01), no clipping, zero_pool 2, one chunk per pipeline stage. */
+void sw_params_config_default(sw_params_config *c);
 /** A parameter registry (opaque): sw_params_new. */
 typedef struct sw_params sw_params;
 

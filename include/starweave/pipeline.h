@@ -63,7 +63,10 @@ typedef struct sw_model_ops {
     void (*head_forward)(void *model, int step, sw_tensor *xL);
     /** its backward: writes the gradient of xL into dxL */
     void (*head_backward)(void *model, int step, sw_tensor *xL, sw_tensor *dxL);
-    /** the model's [1,1] loss tensor (called on the last stage only; the driver sends it to the others) */
+    /** the model's [1,1] loss tensor, called on every stage: on the last the one its head writes (the
+     * driver sends it to the others); on the others NULL where the model has no head there, else a
+     * [1,1] tensor the driver receives the step's loss into -- so the model's loss tensor holds the
+     * step's loss on every rank where it exists (sw_pipeline_loss returns it, or the driver's copy) */
     sw_tensor *(*loss)(void *model);
     /** optional, for the traffic model: adds what embed_forward and embed_backward send for one step */
     void (*embed_traffic)(void *model, sw_traffic *t);
@@ -111,8 +114,10 @@ sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk);
 double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops, void *model,
                                 int inflight);
 /** [1,1] the step's loss on this rank, once sw_pipeline_step's tasks have
- * run: the model's (the last stage), or the copy received from the last
- * stage (the others). */
+ * run: the model's loss tensor (sw_model_ops.loss: written by the head on
+ * the last stage, received into on the others), or on a stage where the
+ * model has none (loss() NULL) the driver's copy received from the last
+ * stage. Read it on any rank: the same value everywhere. */
 sw_tensor *sw_pipeline_loss(sw_pipeline *s);
 /** This rank's stage and the number of stages. */
 int sw_pipeline_stage(const sw_pipeline *s, int *stages);
@@ -122,7 +127,9 @@ int sw_pipeline_inflight(const sw_pipeline *s);
  * micro-batch's forward and backward on this stage, the gradient
  * reduction and the AdamW update; then the loss from the last stage to
  * every stage. The micro-batches' inputs (tokens) must be written before
- * (the model's business); read the loss from the model's loss tensor. */
+ * (the model's business); read the loss with sw_pipeline_loss (or the
+ * model's loss tensor, which holds the same on every stage it exists:
+ * sw_model_ops.loss). */
 void sw_pipeline_step(sw_pipeline *s, int step);
 /** The traffic model of one step on this rank: what comes before the
  * blocks (first stage), this stage's blocks, what comes after (last stage),
