@@ -23,7 +23,9 @@
  * local tensor passed as x_gathered), attn-null (the saved tensors NULL),
  * blocks-op (a NULL block op), pipeline-ops (NULL model ops),
  * params-index (a parameter index out of range); key-length (a key length
- * past the sequence, sw_ctx_load_key_lengths). */
+ * past the sequence, sw_ctx_load_key_lengths); the model cases (units-pp,
+ * units-zero3, zero3-other-unit, stage-head) and one rank refusing alone
+ * (one-rank, rank0-only): below, on 2 ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +39,10 @@ static void fwd(void *m, int step, int l, sw_saved *s, sw_tensor *x, sw_tensor *
  * shape without attention): embedding; blocks of norm -> up (column) ->
  * GeLU -> down (row) + residual; final norm, LM head. Cases: units-* (its
  * parameters registered without sw_params_set_unit: pp 2, or dp 2 ZeRO-3),
- * stage-head (pp 2: the last stage's head is given no targets, a misuse
- * only that stage sees while the first stage waits for its gradient). */
+ * zero3-other-unit (dp 2 ZeRO-3: every block reads block 0's up weight,
+ * not gathered while block 1 runs), stage-head (pp 2: the last stage's
+ * head is given no targets, a misuse only that stage sees while the first
+ * stage waits for its gradient). one-rank, rank0-only: below. */
 enum { MH = 16, MSEQ = 8, MBATCH = 4, MVOCAB = 256, MLAYERS = 2 };
 typedef struct { sw_norm norm; sw_linear up, down; } mblock;
 typedef struct { sw_tensor *n, *rstd, *u, *a; } msaved;
@@ -48,7 +52,7 @@ typedef struct {
     sw_embedding emb;
     mblock blk[MLAYERS];
     sw_norm fnorm;
-    int head_w, no_targets;
+    int head_w, no_targets, other_unit;
     sw_lm_head *head;
     sw_tensor *tokens[2], *targets[2], *nf, *nf_rstd;
 } mmodel;
@@ -66,7 +70,7 @@ static void m_forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_
     mmodel *m = mp;
     msaved *k = s->state;
     sw_norm_forward(&m->x, &m->blk[l].norm, in, k->n, NULL, k->rstd);
-    sw_linear_forward(&m->x, &m->blk[l].up, k->n, k->n, k->u);
+    sw_linear_forward(&m->x, &m->blk[m->other_unit ? 0 : l].up, k->n, k->n, k->u);
     sw_gelu_forward(&m->x, k->u, k->a);
     if (y) sw_residual_forward(&m->x, step, l, SW_DROP_MLP_OUT, in, sw_linear_row_forward(&m->x, &m->blk[l].down, k->a), y);
 }
@@ -111,7 +115,8 @@ static sw_tensor *m_loss(void *mp) { return sw_lm_head_loss(((mmodel *)mp)->head
  * trained for a step; returns only if the library let the misuse pass */
 static void model_case(const char *what)
 {
-    const int pp = strcmp(what, "units-zero3") ? 2 : 1, dp = 2 / pp, micro = pp;
+    const int zero3 = !strcmp(what, "units-zero3") || !strcmp(what, "zero3-other-unit");
+    const int pp = zero3 ? 1 : 2, dp = 2 / pp, micro = pp;
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = 1, .ulysses = 1, .ring = 1, .dp = dp, .pp = pp});
     sw_comm *comm = sw_comm_create(mesh);
     mmodel *m = calloc(1, sizeof *m);
@@ -122,6 +127,7 @@ static void model_case(const char *what)
                                         .grad_accum = micro, .tiles = 1, .seed = 1}, comm, m->p);
     const int units = strncmp(what, "units-", 6) != 0; /* units-*: sw_params_set_unit forgotten */
     m->no_targets = !strcmp(what, "stage-head");
+    m->other_unit = !strcmp(what, "zero3-other-unit");
     m->emb = sw_embedding_add(&m->x, MVOCAB, sw_vocab_padded(MVOCAB, 1), MH, MSEQ, 0.02f);
     for (int l = 0; l < MLAYERS; l++) {
         char n[3][16];
@@ -243,7 +249,7 @@ int main(int argc, char **argv)
         printf("test_misuse %s: returned\n", what);
         return 3;
     }
-    if (!strncmp(what, "units-", 6) || !strcmp(what, "stage-head")) {
+    if (!strncmp(what, "units-", 6) || !strcmp(what, "stage-head") || !strcmp(what, "zero3-other-unit")) {
         model_case(what); /* must not return */
         printf("test_misuse %s: returned\n", what);
         return 3;
