@@ -692,6 +692,28 @@ static void end_now(void)
     _exit(2);
 }
 
+/* the clean end of a refusal (sw_shutdown) waits for the tasks submitted
+ * so far; ranks that refused at different points of their graphs (a
+ * receive submitted whose send never was) would wait forever: after
+ * SW_REFUSE_SHUTDOWN_S the process ends anyway, with the same exit 2 */
+#define SW_REFUSE_SHUTDOWN_S 10
+static void *shutdown_watchdog(void *arg)
+{
+    (void)arg;
+    sleep_ms(SW_REFUSE_SHUTDOWN_S * 1000L);
+    end_now();
+}
+
+static void clean_end(void) __attribute__((noreturn));
+static void clean_end(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, shutdown_watchdog, NULL) == 0) pthread_detach(t);
+    if (&_starpu_silent) _starpu_silent = 1;
+    sw_shutdown();
+    exit(2);
+}
+
 static void *refuse_watch(void *arg)
 {
     (void)arg;
@@ -768,10 +790,8 @@ static void refuse(const char *msg)
         /* one rank, or before sw_init (where every rank checks the same
          * arguments: rank 0 speaks for all) */
         if ((sw_rt.started ? sw_rt.rank : env_int("OMPI_COMM_WORLD_RANK", 0)) == 0) print_refusal(msg);
-        if (sw_rt.started && starpu_worker_get_id() < 0) {
-            if (&_starpu_silent) _starpu_silent = 1;
-            sw_shutdown();
-        } else if (sw_rt.started) end_now();
+        if (sw_rt.started && starpu_worker_get_id() < 0) clean_end();
+        if (sw_rt.started) end_now();
         exit(2);
     }
     const int rank = sw_rt.rank, size = sw_rt.size;
@@ -805,9 +825,7 @@ static void refuse(const char *msg)
     }
     if (heard == size - 1 && starpu_worker_get_id() < 0) { /* every rank refused: shut down together */
         refuse_watch_stop();
-        if (&_starpu_silent) _starpu_silent = 1;
-        sw_shutdown();
-        exit(2);
+        clean_end();
     }
     /* some ranks did not refuse: the lowest refusing rank speaks and ends
      * every rank; a higher one waits for it to (and ends all if it does not) */
