@@ -829,10 +829,7 @@ static void refuse(const char *msg)
     }
     /* some ranks did not refuse: the lowest refusing rank speaks and ends
      * every rank; a higher one waits for it to (and ends all if it does not) */
-    if (lowest < rank) {
-        sleep_ms((long)(2 * SW_REFUSE_WAIT_S * 1000));
-        lowest = rank;
-    }
+    if (lowest < rank) sleep_ms((long)(2 * SW_REFUSE_WAIT_S * 1000));
     if (rank != 0) print_refusal(msg);
     for (int r = 0; req && r < size; r++)
         if (r == rank) req[r] = MPI_REQUEST_NULL;
