@@ -59,7 +59,8 @@ each_rank() { # each_rank CASE "message" LIMIT: on 2 ranks, each rank exits 2 it
   # mpirun's exit 2, the message once
   want "np=2 $1" || return 0
   start=$(date +%s)
-  SW_TEST_TIMEOUT=60 sh "$LAUNCH" 2 sh -c '"$0" "$@"; echo "rank exit status $?"' "$T" "$1" > "$TMPD/out" 2>&1
+  # (StarPU not silenced, as a user runs it: make check sets STARPU_SILENT)
+  SW_TEST_TIMEOUT=60 env -u STARPU_SILENT sh "$LAUNCH" 2 sh -c '"$0" "$@"; echo "rank exit status $?"' "$T" "$1" > "$TMPD/out" 2>&1
   rc=$?
   took=$(($(date +%s) - start))
   n2=$(grep -c -x "rank exit status 2" "$TMPD/out")
