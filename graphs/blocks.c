@@ -117,6 +117,17 @@ double sw_blocks_saved_model(const sw_blocks_config *c, const sw_block_ops *ops,
     return saved_model(c, declared_bytes(ops, model), layer - c->first);
 }
 
+void sw_blocks_check_offload_budget(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
+{
+    check_ops("sw_blocks_check_offload_budget", c, ops);
+    const int budget = sw_offload_budget_mb();
+    if (!c->offload || budget <= 0) return;
+    const double block_mib = saved_model(c, declared_bytes(ops, model), 0) / SW_MIB;
+    if (budget < 2 * block_mib)
+        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)", budget,
+                       block_mib);
+}
+
 double sw_blocks_bytes(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
     check_ops("sw_blocks_bytes", c, ops);
@@ -149,6 +160,8 @@ void sw_blocks_config_default(sw_blocks_config *c)
 sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, void *model)
 {
     check_ops("sw_blocks_create", c, ops);
+    if (c->params) sw_params_check_units(c->params, "sw_blocks_create", c->layers);
+    sw_blocks_check_offload_budget(c, ops, model);
     sw_blocks *b = sw_xcalloc(1, sizeof *b);
     b->c = *c;
     b->ops = *ops;

@@ -277,17 +277,13 @@ sw_gpt_memory sw_gpt_memory_model(const sw_gpt *m) { return memory_model((sw_gpt
  * micro-batches it holds at once (unless offloaded), logits (last stage)
  * -- exceed the memory this rank may count on (the memory budget, where
  * one is given), and an offload budget that cannot hold the saved
- * activations of the block in backward and of the one prefetched (with
- * less, StarPU finds no room for the collectives' buffers and waits
- * forever). */
+ * activations of the block in backward and of the one prefetched
+ * (sw_blocks_check_offload_budget: with less, StarPU finds no room for the
+ * collectives' buffers and waits forever). */
 static void refuse_unless_fits(sw_gpt *m)
 {
-    const sw_gpt_config *c = &m->c;
     sw_blocks_config bc = blocks_config(m);
-    double block_mib = sw_blocks_saved_model(&bc, &block_ops, m, 0) / SW_MIB;
-    if (c->offload && sw_offload_budget_mb() > 0 && sw_offload_budget_mb() < 2 * block_mib)
-        sw_usage_error("offload-budget-mb (%d) must hold two blocks' saved activations (2 x %.2f MiB)",
-                       sw_offload_budget_mb(), block_mib);
+    sw_blocks_check_offload_budget(&bc, &block_ops, m); /* the blocks' rule, before anything is allocated */
     /* every rank's figures (stages differ), so that all refuse together, for the rank short of the most */
     sw_gpt_memory r = memory_model(m);
     enum { N = 6 };

@@ -44,6 +44,13 @@ static inline void sw_check_tensor(const char *fn, const char *arg, const sw_ten
         sw_usage_error("%s: %s: must be a tensor [%lld, %lld] ([%lld, %lld] given)", fn, arg, (long long)rows,
                        (long long)cols, (long long)t->rows, (long long)t->cols);
 }
+/* private to graphs/ (params.c): 1 when parameter i's value is at rest as
+ * this rank's ZeRO-3 shard (its unit is not gathered); refuses (exit 2)
+ * units that do not name the model's `layers` blocks where pipeline stages
+ * or ZeRO-2/3 need them (fn: the caller, for the message) */
+int sw_params_value_sharded(const sw_params *p, int i);
+void sw_params_check_units(const sw_params *p, const char *fn, int layers);
+
 /* the context x and its registry, and parameter i of it allocated on
  * this rank (a layer called before sw_params_allocate, or of another
  * pipeline stage, would read a NULL tensor) */
@@ -57,6 +64,11 @@ static inline void sw_check_param(const char *fn, const sw_ctx *x, int i)
     if (!sw_params_allocated(x->params, i))
         sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate; parameter %d '%s' is not held "
                        "on this rank's pipeline stage or not allocated yet)",
+                       fn, i, sw_params_desc(x->params, i)->name);
+    if (sw_params_value_sharded(x->params, i))
+        sw_usage_error("%s: parameter %d '%s' is not gathered: under ZeRO-3 a block reads only its own unit's "
+                       "parameters (register block l's after sw_params_set_unit(p, l), what follows the blocks "
+                       "after sw_params_set_unit(p, SW_UNIT_AFTER))",
                        fn, i, sw_params_desc(x->params, i)->name);
 }
 

@@ -155,6 +155,22 @@ sw_tensor *sw_params_value(sw_params *p, int i)
                        q->d.name);
     return q->cur_value ? q->cur_value : q->value;
 }
+int sw_params_value_sharded(const sw_params *p, int i)
+{
+    const entry *q = &p->p[i];
+    return q->pooled_value && !q->cur_value && !q->cur_w16;
+}
+
+void sw_params_check_units(const sw_params *p, const char *fn, int layers)
+{
+    const int named = block_count(p);
+    if (named == layers || (p->pp < 2 && p->c.zero < 2)) return;
+    sw_usage_error("%s: the parameters' units name %d block(s), the model has %d: register block l's parameters "
+                   "after sw_params_set_unit(p, l), and what follows the blocks after sw_params_set_unit(p, "
+                   "SW_UNIT_AFTER) (pipeline stages and ZeRO-2/3 place and gather parameters by unit: pp %d, "
+                   "ZeRO-%d)", fn, named, layers, p->pp, p->c.zero);
+}
+
 sw_tensor *sw_params_grad(sw_params *p, int i)
 {
     check_index("sw_params_grad", p, i);

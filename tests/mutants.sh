@@ -119,6 +119,16 @@ load-ids-unchecked|graphs/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->
 norm-mean-unchecked|graphs/layers.c|s/^    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);$//|tests/test_misuse.sh|
 x-gathered-unchecked|graphs/layers.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
 params-unallocated-unchecked|graphs/layer_util.h|s/^    if (!sw_params_allocated(x->params, i))$/    if (0)/|tests/test_misuse.sh|
+# refusals: units forgotten, a ZeRO-3 parameter outside its unit, a rule one rank sees alone, the submit helpers' exit status
+units-unchecked|graphs/params.c|s/^    if (named == layers .*) return;$/    return;/|tests/test_misuse.sh|^np=2 units-
+zero3-ungathered-unchecked|graphs/layer_util.h|s/^    if (sw_params_value_sharded(x->params, i))$/    if (0)/|tests/test_misuse.sh|^np=2 zero3-other-unit$
+refusal-barrier-alone|src/runtime.c|s/if (heard == size - 1 \&\& starpu_worker_get_id() < 0) {/if (starpu_worker_get_id() < 0) {/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-end-unsent|src/runtime.c|s/MPI_INT, r, REFUSE_TAG_END, rf.comm/MPI_INT, r, REFUSE_TAG_REFUSING, rf.comm/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-alone-unprinted|src/runtime.c|s/^    if (rank != 0) print_refusal(msg);$/    (void)0;/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-watcher-unstarted|src/runtime.c|s/^    refuse_watch_start(provided);$/    (void)provided;/|tests/test_misuse.sh|^np=2 stage-head$
+refusal-starpu-warning|src/runtime.c|s/if (\&_starpu_silent) _starpu_silent = 1;/(void)0;/g|tests/test_shapes.sh|
+failf-exit-1|src/runtime.c|/^void sw_failf/,/^}/s/^    vrefuse(fmt, ap);$/    vfprintf(stderr, fmt, ap), abort_all(1);/|tests/test_shapes.sh|
+offload-budget-unchecked|graphs/blocks.c|s/^    if (budget < 2 \* block_mib)$/    if (0)/|tests/test_dit_model.sh|offload-budget-mb
 # the LM head's ignore index: ignored rows out of the count and the loss, no gradient, the count of the global batch
 ce-ignored-rows-counted|codelets/crossentropy.c|s/rw\[r \* rs\] = t\[r \* tstr\] == a.ignore ? 0.0f :/rw[r * rs] = 0 \&\& t[r * tstr] == a.ignore ? 0.0f :/|tests/test_crossentropy|
 ce-ignored-rows-gradient|codelets/crossentropy.c|s/if (weighted \&\& rw\[r \* rs\] == 0.0f) {/if (0) {/;s/float scale = weighted ? rw\[r \* rs\] \/ cnt/float scale = weighted ? 1.0f \/ cnt/|tests/test_crossentropy|

@@ -28,7 +28,8 @@
 # rule once): frames or patches per frame not divisible by ulysses x ring,
 # a patch size that does not divide height or width, a conditioning
 # length of 0, blocks not divisible by the pipeline stages, a checkpoint of
-# another model, --save-every without --save. Checkpoints: 3 steps saved and
+# another model, --save-every without --save, an offload budget below two
+# blocks' saved sets (1 and 2 MiB: the run hung at its end). Checkpoints: 3 steps saved and
 # resumed to 6 = 6 at once bit for bit on one rank; dp 2 ZeRO-3's re-sharded
 # into pp 2 within 1e-5. --dtype bf16 on
 # one rank: losses within 2^-7 of fp32's, GEMMs on bf16 operands counted.
@@ -188,4 +189,8 @@ bad 2 "--pp-virtual must be at least 1 (got 0)" --pp 2 --pp-virtual 0
 bad 1 "checkpoint $TMPD/ck1/step-00000003 does not match this run: layers 2 in the checkpoint, 3 here" --steps 6 \
   --layers 3 --resume "$TMPD/ck1"
 bad 1 "--save-every N needs --save DIR and N >= 0 (2)" --save-every 2
+# an offload budget below two blocks' saved sets (1.21 MiB each here): StarPU's requests for the
+# offloaded sets never found room, the steps ended and the destroy waited for them forever
+bad 1 "offload-budget-mb (1) must hold two blocks' saved activations (2 x 1.21 MiB)" --offload --offload-budget-mb 1
+bad 1 "offload-budget-mb (2) must hold two blocks' saved activations (2 x 1.21 MiB)" --offload --offload-budget-mb 2
 finish

@@ -28,7 +28,9 @@
  * fits); the registry against the context at sw_ctx_init (from the
  * defaults, sw_*_config_default): ctx-grad-group (grad_group left 0, the
  * world group), ctx-seed (a registry seed other than the context's),
- * ctx-grad-accum (a registry grad_accum other than the context's). */
+ * ctx-grad-accum (a registry grad_accum other than the context's); the
+ * model cases (units-pp, units-zero3, zero3-other-unit, stage-head) and one
+ * rank refusing alone (one-rank, rank0-only): below, on 2 ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,144 @@
 
 static void keep(void *m, sw_saved *s) { (void)m, (void)s; }
 static void fwd(void *m, int step, int l, sw_saved *s, sw_tensor *x, sw_tensor *y) { (void)m, (void)step, (void)l, (void)s, (void)x, (void)y; }
+
+/* A small model of the public layers, as a user writes one (custom_model's
+ * shape without attention): embedding; blocks of norm -> up (column) ->
+ * GeLU -> down (row) + residual; final norm, LM head. Cases: units-* (its
+ * parameters registered without sw_params_set_unit: pp 2, or dp 2 ZeRO-3),
+ * zero3-other-unit (dp 2 ZeRO-3: every block reads block 0's up weight,
+ * not gathered while block 1 runs), stage-head (pp 2: the last stage's
+ * head is given no targets, a misuse only that stage sees while the first
+ * stage waits for its gradient). one-rank, rank0-only: below. */
+enum { MH = 16, MSEQ = 8, MBATCH = 4, MVOCAB = 256, MLAYERS = 2 };
+typedef struct { sw_norm norm; sw_linear up, down; } mblock;
+typedef struct { sw_tensor *n, *rstd, *u, *a; } msaved;
+typedef struct {
+    sw_ctx x;
+    sw_params *p;
+    sw_embedding emb;
+    mblock blk[MLAYERS];
+    sw_norm fnorm;
+    int head_w, no_targets, other_unit;
+    sw_lm_head *head;
+    sw_tensor *tokens[2], *targets[2], *nf, *nf_rstd;
+} mmodel;
+static void m_keep(void *mp, sw_saved *s)
+{
+    mmodel *m = mp;
+    msaved *k = s->state;
+    k->n = sw_saved_new(s, "n", m->x.Tl, MH);
+    k->rstd = sw_saved_new(s, "rstd", m->x.Tl, 1);
+    k->u = sw_saved_new(s, "up", m->x.T, 4 * MH);
+    k->a = sw_saved_new(s, "act", m->x.T, 4 * MH);
+}
+static void m_forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *y)
+{
+    mmodel *m = mp;
+    msaved *k = s->state;
+    sw_norm_forward(&m->x, &m->blk[l].norm, in, k->n, NULL, k->rstd);
+    sw_linear_forward(&m->x, &m->blk[m->other_unit ? 0 : l].up, k->n, k->n, k->u);
+    sw_gelu_forward(&m->x, k->u, k->a);
+    if (y) sw_residual_forward(&m->x, step, l, SW_DROP_MLP_OUT, in, sw_linear_row_forward(&m->x, &m->blk[l].down, k->a), y);
+}
+static void m_backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *dres)
+{
+    mmodel *m = mp;
+    msaved *k = s->state;
+    sw_tensor *dn = sw_scratch(&m->x, "dn", m->x.Tl, MH), *dact = sw_scratch(&m->x, "dact", m->x.T, 4 * MH);
+    sw_linear_row_backward(&m->x, &m->blk[l].down, sw_residual_backward(&m->x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
+    sw_gelu_backward(&m->x, k->u, dact);
+    sw_copy_flat(sw_tensor_whole(sw_linear_backward(&m->x, &m->blk[l].up, dact, k->n, k->n), STARPU_R),
+                 sw_tensor_whole(dn, STARPU_W), 0);
+    sw_norm_backward(&m->x, &m->blk[l].norm, dn, in, NULL, k->rstd, dres, 1);
+}
+static void m_embed(void *mp, int step, sw_tensor *x0)
+{
+    mmodel *m = mp;
+    sw_embedding_forward(&m->x, &m->emb, step, m->tokens[m->x.micro], x0);
+}
+static void m_embed_backward(void *mp, int step, sw_tensor *dx0)
+{
+    mmodel *m = mp;
+    sw_embedding_backward(&m->x, &m->emb, step, m->tokens[m->x.micro], dx0);
+}
+static void m_head(void *mp, int step, sw_tensor *xL)
+{
+    mmodel *m = mp;
+    (void)step;
+    sw_norm_forward(&m->x, &m->fnorm, xL, m->nf, NULL, m->nf_rstd);
+    sw_lm_head_forward(&m->x, m->head, m->nf, m->no_targets ? NULL : m->targets[m->x.micro]);
+}
+static void m_head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
+{
+    mmodel *m = mp;
+    (void)step;
+    sw_norm_backward(&m->x, &m->fnorm, sw_lm_head_backward(&m->x, m->head, m->targets[m->x.micro]), xL, NULL,
+                     m->nf_rstd, dxL, 0);
+}
+static sw_tensor *m_loss(void *mp) { return sw_lm_head_loss(((mmodel *)mp)->head); }
+
+/* the model on 2 ranks (pp 2 with 2 micro-batches, or dp 2 with ZeRO-3),
+ * trained for a step; returns only if the library let the misuse pass */
+static void model_case(const char *what)
+{
+    const int zero3 = !strcmp(what, "units-zero3") || !strcmp(what, "zero3-other-unit");
+    const int pp = zero3 ? 1 : 2, dp = 2 / pp, micro = pp;
+    sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = 1, .ulysses = 1, .ring = 1, .dp = dp, .pp = pp});
+    sw_comm *comm = sw_comm_create(mesh);
+    mmodel *m = calloc(1, sizeof *m);
+    m->p = sw_params_new(&(sw_params_config){.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = micro,
+                                             .zero = pp == 1 ? 3 : 0, .grad_group = SW_GROUP_DP, .lr = 1e-3f},
+                         comm);
+    sw_ctx_init(&m->x, &(sw_ctx_config){.seq = MSEQ, .batch = MBATCH, .tp = 1, .ulysses = 1, .ring = 1, .dp = dp,
+                                        .grad_accum = micro, .tiles = 1, .seed = 1}, comm, m->p);
+    const int units = strncmp(what, "units-", 6) != 0; /* units-*: sw_params_set_unit forgotten */
+    m->no_targets = !strcmp(what, "stage-head");
+    m->other_unit = !strcmp(what, "zero3-other-unit");
+    m->emb = sw_embedding_add(&m->x, MVOCAB, sw_vocab_padded(MVOCAB, 1), MH, MSEQ, 0.02f);
+    for (int l = 0; l < MLAYERS; l++) {
+        char n[3][16];
+        for (int i = 0; i < 3; i++) snprintf(n[i], sizeof n[i], "h%d.%s", l, (const char *[]){"norm", "up", "down"}[i]);
+        if (units) sw_params_set_unit(m->p, l);
+        m->blk[l] = (mblock){sw_norm_add(&m->x, n[0], MH, 1, 1e-5f),
+                             sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, MH, 4 * MH, 0, 0.02f, NULL, 0, NULL),
+                             sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, 4 * MH, MH, 0, 0.02f, NULL, 0, NULL)};
+    }
+    if (units) sw_params_set_unit(m->p, SW_UNIT_AFTER);
+    m->fnorm = sw_norm_add(&m->x, "final_norm", MH, 1, 1e-5f);
+    m->head_w = sw_lm_head_add_weight(&m->x, "lm_head", MVOCAB, sw_vocab_padded(MVOCAB, 1), MH, 0.02f);
+    sw_params_allocate(m->p);
+    static const sw_block_ops ops = {m_keep, m_forward, m_backward, NULL, sizeof(msaved)};
+    static const sw_model_ops mops = {m_embed, m_embed_backward, m_head, m_head_backward, m_loss, NULL, NULL, NULL};
+    sw_pipeline *pipe = sw_pipeline_create(&m->x, &(sw_blocks_config){.layers = MLAYERS, .rows = m->x.Tl, .cols = MH},
+                                           &ops, &mops, m, 0);
+    if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
+        m->head = sw_lm_head_create(&m->x, m->head_w, MVOCAB, sw_vocab_padded(MVOCAB, 1), MH);
+        m->nf = sw_tensor_new2d("nf", SW_F32, m->x.Tl, MH);
+        m->nf_rstd = sw_tensor_new2d("nf_rstd", SW_F32, m->x.Tl, 1);
+    }
+    int32_t tok[MSEQ * MBATCH], tgt[MSEQ * MBATCH];
+    for (int i = 0; i < MSEQ * MBATCH; i++) tok[i] = i % MVOCAB, tgt[i] = (i + 1) % MVOCAB;
+    for (int k = 0; k < micro; k++) {
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
+        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
+        sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
+    }
+    sw_pipeline_step(pipe, 1);
+    float loss;
+    sw_tensor_read_host(sw_pipeline_loss(pipe), &loss);
+    printf("test_misuse %s: step 1 loss %.6f\n", what, loss);
+}
+
+/* a refusal on one rank only while the others wait for it in a collective
+ * (one-rank: the last rank refuses, rank0-only: rank 0 does) */
+static void one_rank_case(const char *what)
+{
+    const int me = sw_rank(), who = strcmp(what, "rank0-only") ? sw_world_size() - 1 : 0;
+    if (me == who)
+        sw_params_set_unit(sw_params_new(&(sw_params_config){.seed = 1, .tiles = 1, .grad_accum = 1}, NULL), -5);
+    sw_world_min(me); /* the others wait here for the refusing rank */
+}
 
 /* one misuse of a layer; returns only if the library let it pass */
 static void layer_case(const char *what)
@@ -134,6 +274,16 @@ int main(int argc, char **argv)
         sw_params_add(p, &d);
         snprintf(d.name, sizeof d.name, "h0.ln_w");
         sw_params_add(p, &d); /* must not return */
+        printf("test_misuse %s: returned\n", what);
+        return 3;
+    }
+    if (!strncmp(what, "units-", 6) || !strcmp(what, "stage-head") || !strcmp(what, "zero3-other-unit")) {
+        model_case(what); /* must not return */
+        printf("test_misuse %s: returned\n", what);
+        return 3;
+    }
+    if (!strcmp(what, "one-rank") || !strcmp(what, "rank0-only")) {
+        one_rank_case(what); /* must not return */
         printf("test_misuse %s: returned\n", what);
         return 3;
     }

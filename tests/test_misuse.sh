@@ -1,11 +1,12 @@
 #!/bin/sh
 # Misuse of the public API (tests/test_misuse.c): each case stops the
 # program with exit 2 on every rank and its rule and value printed once,
-# on one rank and on two (dp 2).
+# on one rank and on two (dp 2; the model cases: pp 2 or dp 2 ZeRO-3).
 . "${top_srcdir:-.}/tests/common.sh"
 # SW_MISUSE_PROG: another build of it (test_memcheck.sh: ASan); SW_MISUSE_NP: the rank counts
 T="${SW_MISUSE_PROG:-$top_builddir/tests/test_misuse}"
 misuse() { # misuse NP CASE "message"
+  want "np=$1 $2" || return 0
   refused "$1" "$3" "$2" "$T" "$2"
 }
 for np in ${SW_MISUSE_NP:-1 2}; do
@@ -45,6 +46,42 @@ done
 # tp 2 with sequence parallelism: f gathers [T, h] = [32, 16] from the l = 16 rows
 case " ${SW_MISUSE_NP:-1 2} " in *" 2 "*)
 misuse 2 gathered-null "sw_linear_forward: x_gathered: must be a tensor [32, 16] (NULL)"
-misuse 2 gathered-local "sw_linear_forward: x_gathered: must be a tensor [32, 16] ([16, 16] given)" ;;
+misuse 2 gathered-local "sw_linear_forward: x_gathered: must be a tensor [32, 16] ([16, 16] given)"
+# A model of the public layers whose parameters were registered without
+# sw_params_set_unit: under pp 2 (the second stage held none of its blocks'
+# parameters and refused alone: a hang) and under dp 2 ZeRO-3 (the unit
+# never gathered: SIGABRT) both refuse the rule, each rank exiting 2, within
+# 10 s. A refusal only one rank sees (the last pipeline stage's head given
+# no targets while the first stage waits for its gradient; one rank
+# refusing while the other waits in a collective, the last rank or rank 0)
+# ends every rank with exit 2 of its own, the message once, no StarPU
+# warning after it.
+units="register block l's parameters after sw_params_set_unit(p, l)"
+each_rank() { # each_rank CASE "message" LIMIT: on 2 ranks, each rank exits 2 itself (a wrapper prints
+  # its status and exits 0, so that mpirun does not end the others for it; mpirun's own status is 1
+  # where the ranks ended without MPI_Finalize), the message once, in LIMIT s; then as a user runs it:
+  # mpirun's exit 2, the message once
+  want "np=2 $1" || return 0
+  start=$(date +%s)
+  # (StarPU not silenced, as a user runs it: make check sets STARPU_SILENT)
+  SW_TEST_TIMEOUT=60 env -u STARPU_SILENT sh "$LAUNCH" 2 sh -c '"$0" "$@"; echo "rank exit status $?"' "$T" "$1" > "$TMPD/out" 2>&1
+  rc=$?
+  took=$(($(date +%s) - start))
+  n2=$(grep -c -x "rank exit status 2" "$TMPD/out")
+  n=$(grep -c -F -- "$2" "$TMPD/out")
+  ok=false
+  [ "$rc" != 124 ] && [ "$n2" = 2 ] && [ "$n" = 1 ] && [ "$took" -lt "$3" ] && ! grep -q 'unregistered' "$TMPD/out" && ok=true
+  $ok || cat "$TMPD/out"
+  check "np=2 $1: $n2 of 2 ranks exit 2, '$2' printed $n time(s) (expected 1), in $took s (under $3)" $ok
+  misuse 2 "$1" "$2"
+}
+each_rank units-pp "sw_blocks_create: the parameters' units name 0 block(s), the model has 2: $units" 10
+each_rank units-zero3 "sw_blocks_create: the parameters' units name 0 block(s), the model has 2: $units" 10
+# ZeRO-3 (dp 2): block 1 reads block 0's up weight, whose unit is not gathered
+each_rank zero3-other-unit "sw_linear_forward: parameter 3 'h0.up_w' is not gathered: under ZeRO-3 a block reads only its own unit's parameters" 30
+# under load the model's start and first step take most of it: no hang, not a time to beat
+each_rank stage-head "sw_lm_head_forward: targets: must be a tensor [16, 1] (NULL)" 30
+each_rank one-rank "sw_params_set_unit: unit -5 is neither a block index" 30
+each_rank rank0-only "sw_params_set_unit: unit -5 is neither a block index" 30 ;;
 esac
 finish

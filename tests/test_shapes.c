@@ -1,8 +1,8 @@
 /* Submit helpers refuse mismatched shapes before submitting (tests/test_shapes.sh).
  *   test_shapes valid   every checked helper with matching shapes (vectors as [1,n]
  *                       and [n,1]): submitted, run, exit 0
- *   test_shapes CASE    one mismatched call: the helper must abort (sw_failf: the
- *                       message, exit 1); returning is a failure (exit 3) */
+ *   test_shapes CASE    one mismatched call: the helper must refuse it (sw_failf: the
+ *                       message, exit 2); returning is a failure (exit 3) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

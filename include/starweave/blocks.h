@@ -113,6 +113,14 @@ void sw_blocks_config_default(sw_blocks_config *c);
  * sets FULL and offload refill (recompute_every, 2). */
 int sw_blocks_slots(const sw_blocks_config *c);
 
+/** Refuses (exit 2, "offload-budget-mb (N) must hold two blocks' saved
+ * activations (2 x M MiB)") an offload budget (sw_options.offload_budget_mb)
+ * below two of c's saved sets, the block in backward and the one
+ * prefetched: with less, StarPU finds no room for the buffers it needs and
+ * waits forever. No-op without c->offload or a budget. sw_blocks_create
+ * checks it; a model may check earlier (before it allocates). */
+void sw_blocks_check_offload_budget(const sw_blocks_config *c, const sw_block_ops *ops, void *model);
+
 /** A stack of blocks (opaque): sw_blocks_create. */
 typedef struct sw_blocks sw_blocks;
 /** The service for c->layers blocks of model: the residual stream, its

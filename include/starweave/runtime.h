@@ -33,7 +33,9 @@ typedef struct sw_options {
                             offload node backs: main RAM (STARPU_LIMIT_CPU_MEM; starweave's own home
                             buffers are not counted) with the disk node, each GPU's memory
                             (STARPU_LIMIT_CUDA_MEM; everything on the GPU counts) with CUDA workers.
-                            StarPU evicts what does not fit to the offload node. 0: no limit */
+                            StarPU evicts what does not fit to the offload node. 0: no limit;
+                            negative: refused by sw_init (exit 2). Offloading blocks need two
+                            blocks' saved sets (sw_blocks_check_offload_budget) */
     int gemm;            /**< sw_gemm_backend (ops.h); SW_GEMM_AUTO: $SW_GEMM if set, else the CPU's best */
     int memory_budget_mb; /**< > 0: MiB of main RAM this rank may count on (sw_memory_available_per_rank
                             returns at most this), so a model that would not fit it is refused before
@@ -219,11 +221,17 @@ int sw_task_submit(struct starpu_task *task);
 /** Report a failed call (StarPU: negative return, MPI: != MPI_SUCCESS) with
  * file:line and the call text, then abort every rank. */
 void sw_fail(const char *file, int line, const char *call, long code) __attribute__((noreturn));
-/** The same for a call the library refuses (arguments that cannot go
- * together, such as a submit helper's shapes): the message, then abort
- * every rank (exit status 1 on one rank). */
+/** A call the library refuses (arguments that cannot go together, such as
+ * a submit helper's shapes): a refusal as sw_usage_error's (the message
+ * once, exit 2 on every rank); file and line are not printed (the message
+ * names the call and its arguments). */
 void sw_failf(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
-/** Report a user error (rule + values) once, and exit(2) on every rank. */
+/** Report a user error (rule + values) once, and exit 2 on every rank,
+ * whether every rank broke the rule or this rank alone (one pipeline
+ * stage, one data shard): the refusing rank tells the others and waits at
+ * most 2 s for theirs, never in a barrier; all refusing shut down
+ * together, otherwise the lowest refusing rank prints and every rank's
+ * watcher thread ends its process (docs/own-model.md, "Misuse refused"). */
 void sw_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 /** Runs call (a StarPU or MPI call returning 0 on success) and, on any
