@@ -8,8 +8,8 @@
 # and the network is SMPI's: the same run on a platform with a 1000x slower
 # link between the nodes takes more simulated time per step (the collectives'
 # MPI calls reach SMPI from their tasks). Bad input: a platform with fewer
-# hosts than ranks, and a calibration that does not exist, are refused with
-# exit 2 and the rule.
+# hosts than ranks, a calibration that does not exist, and a shape whose
+# sizes were never calibrated are refused with exit 2 and what to do.
 # Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
 # --simgrid's prefix>): this build if it is one, else $SW_SIM_BUILD, else
 # build-sim in the source tree; and a real build to calibrate with: this
@@ -97,5 +97,12 @@ if want "bad input"; then
   n=$(grep -c "no calibration for host 'no-such-host'" "$TMPD/nocal")
   [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/nocal"
   check "a calibration that does not exist: exit $rc (expected 2), named ($n)" [ "$rc" = 2 -a "$n" = 1 ]
+  # another shape: its sizes were never run here
+  sim nosize "$TMPD/eth" examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 1
+  rc=$?
+  what=$(sed -n "s/^sim: error: codelet '\([^']*\)' has no calibrated time.*/\1/p" "$TMPD/nosize")
+  [ "$rc" = 2 ] && [ -n "$what" ] || cat "$TMPD/nosize"
+  check "a size never calibrated (--hidden 128): exit $rc (expected 2), the codelet named (${what:-none})" \
+    [ "$rc" = 2 -a -n "$what" ]
 fi
 finish
