@@ -1,31 +1,30 @@
 #!/bin/sh
-# SimGrid platform and hostfile for starpu_smpirun (docs/simulation.md):
-# N nodes x R ranks per node, one simulated host per rank.
+# SimGrid platform and hostfile for bench/sim.sh (docs/simulation.md):
+# N nodes x R ranks per node, C CPU workers per rank.
 #
-# usage: bench/sim-platform.sh [--nodes N] [--ranks-per-node R]
+# usage: bench/sim-platform.sh [--nodes N] [--ranks-per-node R] [--cpus C]
 #          [--intra-bw GBps] [--intra-lat us] [--inter-bw GBps] [--inter-lat us]
 #          [--preset NAME] --out PREFIX
 # writes PREFIX.xml (the platform) and PREFIX.hosts (the hostfile: one line
 # per rank, node-major: ranks 0..R-1 on node 0, ...) and prints, one line
 # each, every figure used and where it comes from.
 #
-# The network: each rank's host has a link to its node's switch (intra-node
-# bandwidth, half the intra-node latency), each node a link to the cluster's
-# switch (inter-node bandwidth, half of what the inter-node latency adds to
-# the intra-node one). Two ranks of a node talk over their two links (the
-# intra-node figures); ranks of different nodes over those and their nodes'
-# links (latency: the inter-node figure; bandwidth: the smaller one), the
-# node's link shared by its ranks as a NIC is. Links are shared by both
-# directions (SimGrid's default). Each rank's cores and their speed are
-# not here: starpu_smpirun adds, per rank, the StarPU platform recorded by
-# the calibration (bench/calibrate.sh: STARPU_HOSTNAME's bus files), and
-# the codelets take their calibrated times.
+# Each rank is a zone StarPU-MPI<rank> holding what StarPU looks for there
+# (hosts MAIN, CPU0..C-1, RAM) and the rank's SMPI host. The network: each
+# rank has a link to its node (intra-node bandwidth, half the intra-node
+# latency), each node a link to the switch (inter-node bandwidth, half of
+# what the inter-node latency adds to the intra-node one). Two ranks of a
+# node talk over their two links (the intra-node figures); ranks of
+# different nodes over those and their nodes' links (latency: the
+# inter-node figure; bandwidth: the smaller one), the node's link shared by
+# its ranks as a NIC is. Links are shared by both directions (SimGrid's
+# default). The codelets take their calibrated times (bench/calibrate.sh),
+# whatever the CPU hosts' speed.
 #
 # Presets (typed figures are ASSUMPTIONS, printed as such; --intra-*/--inter-*
 # given after --preset override its figures):
-#   vm-shm     this machine's ranks through shared memory: 1 node; figures
-#              typed from the collectives benchmark's order of magnitude,
-#              ASSUMPTIONS until bench/calibrate.sh measures them
+#   vm-shm     this machine's ranks through shared memory (5 GB/s, 1 us
+#              both ways): typed, ASSUMPTIONS (not measured yet)
 #   nvlink-ib  nodes of 8 ranks on NVLink (300 GB/s, 1 us) with 400 Gb/s
 #              InfiniBand between nodes (50 GB/s, 5 us): ASSUMPTIONS
 #   eth25      25 Gb/s Ethernet between nodes (3.125 GB/s, 20 us), shared
@@ -34,7 +33,7 @@
 set -eu
 me=sim-platform
 die2() { echo "$me: error: $*" >&2; exit 2; }
-usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
 
 nodes=2 rpn=1 out="" cpus=2 cpu_speed=2000000000f
 preset=eth25

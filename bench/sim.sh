@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --host) need "$@"; host=$2; shift ;;
     --platform) need "$@"; platform=$2; shift ;;
     --np) need "$@"; np=$2; shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     -*) die2 "unknown option '$1' (see --help)" ;;
     *) break ;;
