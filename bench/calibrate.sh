@@ -58,17 +58,52 @@ case "$prog" in /*) ;; *) [ -x "$build/$prog" ] && prog="$build/$prog" ;; esac
 [ -x "$prog" ] || die2 "program '$prog' not found in $build"
 
 mkdir -p "$calib"
-export STARPU_PERF_MODEL_DIR="$calib" STARPU_HOSTNAME="$host"
+# Each rank records into a directory of its own, merged into $calib at the
+# end (bench/perfmodel_merge.py): StarPU 1.3 overwrites a model file with
+# what its process knows, so with one directory the last rank to exit
+# would drop the sizes only the others ran (a pipeline's stages).
+stage="$calib/.ranks"
+rm -rf "$stage"
+mkdir -p "$stage"
+cat > "$stage/rank-env.sh" <<'EOS'
+#!/bin/sh
+STARPU_PERF_MODEL_DIR="$SW_CALIBRATE_STAGE/rank${OMPI_COMM_WORLD_RANK:-0}"
+export STARPU_PERF_MODEL_DIR
+exec "$@"
+EOS
+export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host"
 # record every run's samples (STARPU_CALIBRATE=1 adds to the history)
 export STARPU_CALIBRATE=1 STARPU_SILENT=1
 . "$top/bench/common.sh"
 i=1
 while [ "$i" -le "$runs" ]; do
   echo "$me: run $i/$runs: $np rank(s): $prog $*"
-  sh "$top/tests/mpi_launch.sh" "$np" "$prog" "$@" > "$calib/calibrate.log" 2>&1 ||
+  sh "$top/tests/mpi_launch.sh" "$np" sh "$stage/rank-env.sh" "$prog" "$@" > "$calib/calibrate.log" 2>&1 ||
     { cat "$calib/calibrate.log"; echo "$me: the run failed" >&2; exit 1; }
   i=$((i + 1))
 done
+# the bus: rank 0's; the codelets: every rank's and what $calib held
+mkdir -p "$calib/bus"
+cp -p "$stage/rank0/bus/$host".* "$calib/bus/" 2>/dev/null || true
+(cd "$stage/rank0" && find codelets -type f -name "*.$host") > "$stage/files"
+r=1
+while [ "$r" -lt "$np" ]; do
+  (cd "$stage/rank$r" && find codelets -type f -name "*.$host") >> "$stage/files"
+  r=$((r + 1))
+done
+sort -u "$stage/files" | while read -r f; do
+  set --
+  [ -f "$calib/$f" ] && set -- "$calib/$f"
+  r=0
+  while [ "$r" -lt "$np" ]; do
+    [ -f "$stage/rank$r/$f" ] && set -- "$@" "$stage/rank$r/$f"
+    r=$((r + 1))
+  done
+  mkdir -p "$(dirname "$calib/$f")"
+  python3 "$top/bench/perfmodel_merge.py" "$calib/$f.tmp" "$@" && mv "$calib/$f.tmp" "$calib/$f" ||
+    { echo "$me: cannot merge $f" >&2; exit 1; }
+done || exit 1
+rm -rf "$stage"
 [ -r "$calib/bus/$host.config" ] ||
   { echo "$me: StarPU wrote no bus calibration $calib/bus/$host.config" >&2; exit 1; }
 n=$(ls "$calib/codelets/"*/ 2>/dev/null | grep -c "\.$host\$" || true)
