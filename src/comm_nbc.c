@@ -286,8 +286,10 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
          * STARPU_CODELET_SIMGRID_EXECUTE), so SMPI simulates the collective
          * on the platform's network and the worker waits for it on the
          * simulated clock: the collective's time is SMPI's, not a model's.
-         * One collective per group is in flight (the group's token), so a
-         * rank needs more workers than groups with collectives pending. */
+         * Every collective of a rank runs on its first CPU worker
+         * (sw_nbc_sim_speaker), which it holds until done: collectives of
+         * different groups that the ranks reach in different orders would
+         * deadlock here, where a real run only delays them. */
         SW_CHECK(MPI_Wait(&f.req, MPI_STATUS_IGNORE));
         completed(&f);
         return;
