@@ -25,6 +25,11 @@
 # given after --preset override its figures):
 #   vm-shm     this machine's ranks through shared memory (5 GB/s, 1 us
 #              both ways): typed, ASSUMPTIONS (not measured yet)
+#   vm-measured  this machine's 2 ranks as BENCHMARKS.md measured them:
+#              0.83 GB/s (MPI_Allreduce's bus bandwidth, 64 MiB, 2 ranks)
+#              and 16 us (one 1 KiB all-reduce of starweave's, a task
+#              calling MPI: StarPU's per-collective cost, which the network
+#              then charges as latency; MPI_Allreduce alone takes 1 us)
 #   nvlink-ib  nodes of 8 ranks on NVLink (300 GB/s, 1 us) with 400 Gb/s
 #              InfiniBand between nodes (50 GB/s, 5 us): ASSUMPTIONS
 #   eth25      25 Gb/s Ethernet between nodes (3.125 GB/s, 20 us), shared
@@ -33,7 +38,7 @@
 set -eu
 me=sim-platform
 die2() { echo "$me: error: $*" >&2; exit 2; }
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 
 nodes=2 rpn=1 out="" cpus=2 cpu_speed=2000000000f
 preset=eth25
@@ -43,11 +48,13 @@ set_preset() {
   case "$1" in
     vm-shm) intra_bw=5 intra_lat=1 inter_bw=5 inter_lat=1
             src_intra="ASSUMPTION (preset vm-shm, typed)"; src_inter="ASSUMPTION (preset vm-shm, typed)" ;;
+    vm-measured) intra_bw=0.83 intra_lat=16 inter_bw=0.83 inter_lat=16
+            src_intra="MEASURED in BENCHMARKS.md (collectives.sh, 2 ranks on this VM), not by this script"; src_inter="$src_intra" ;;
     nvlink-ib) intra_bw=300 intra_lat=1 inter_bw=50 inter_lat=5
             src_intra="ASSUMPTION (preset nvlink-ib: NVLink, typed)"; src_inter="ASSUMPTION (preset nvlink-ib: 400 Gb/s InfiniBand, typed)" ;;
     eth25) intra_bw=10 intra_lat=1 inter_bw=3.125 inter_lat=20
             src_intra="ASSUMPTION (preset eth25: shared memory, typed)"; src_inter="ASSUMPTION (preset eth25: 25 Gb/s Ethernet, typed)" ;;
-    *) die2 "unknown preset '$1' (vm-shm, nvlink-ib, eth25)" ;;
+    *) die2 "unknown preset '$1' (vm-shm, vm-measured, nvlink-ib, eth25)" ;;
   esac
 }
 set_preset "$preset"
