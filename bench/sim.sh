@@ -62,7 +62,7 @@ config="$build/config.h"
 grep -q '^#define STARWEAVE_SIMGRID 1' "$config" ||
   die2 "$build is not a simulation build (its StarPU has no SimGrid; docs/simulation.md)"
 smpirun=$(command -v smpirun || true)
-[ -n "$smpirun" ] || die2 "smpirun not found (Debian package: simgrid)"
+[ -n "$smpirun" ] || die2 "smpirun not found (Debian package: libsimgrid-dev)"
 case "$prog" in /*) ;; *) [ -x "$build/$prog" ] && prog="$build/$prog" ;; esac
 [ -x "$prog" ] || die2 "program '$prog' not found in $build"
 
