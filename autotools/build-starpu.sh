@@ -1,19 +1,27 @@
 #!/bin/sh
 # Build StarPU 1.3 from Debian's source package with FxT traces and StarPU-MPI
-# (Open MPI), and with CUDA when nvcc is present, into a prefix; then
+# (Open MPI), and with CUDA when nvcc is present, into a prefix; or, with
+# --simgrid, StarPU for SimGrid simulation (StarPU-MPI on SimGrid's SMPI,
+# static archives only); then
 #   ./configure --with-starpu=PREFIX
-# builds starweave against it.
+# builds starweave against it (a SimGrid prefix: the simulation build, see
+# docs/simulation.md).
 #
-# usage: autotools/build-starpu.sh [--prefix DIR] [--cuda|--no-cuda] [--jobs N]
+# usage: autotools/build-starpu.sh [--prefix DIR] [--cuda|--no-cuda|--simgrid] [--jobs N]
 #   --prefix DIR  install there (default: a cache directory keyed by StarPU's
 #                 version and the options, see below)
 #   --cuda        build the CUDA driver (fails if nvcc is missing)
 #   --no-cuda     do not build the CUDA driver
 #                 (default: CUDA when $SW_CUDA_DIR/bin/nvcc exists)
+#   --simgrid     StarPU for simulation: --enable-simgrid with StarPU-MPI on
+#                 SMPI (libsimgrid-dev); --disable-shared, since StarPU
+#                 refuses MPI with SimGrid in shared libraries; no FxT, no
+#                 CUDA driver
 #   --jobs N      parallel make jobs (default: nproc)
 #
 # Default prefix:
 #   ${SW_STARPU_CACHE:-$HOME/.cache/starweave}/starpu-<version>-fxt[-cuda<ver>]
+#   ${SW_STARPU_CACHE:-$HOME/.cache/starweave}/starpu-<version>-simgrid  (--simgrid)
 # <version> is the Debian version of the starpu source (epoch dropped), <ver>
 # the CUDA toolkit release. PREFIX/.complete is written only after a
 # successful install; when it is there with the same options, the script
@@ -36,10 +44,11 @@ build_rev=1
 me=build-starpu
 msg() { echo "$me: $*" >&2; }
 die() { echo "$me: error: $*" >&2; exit 1; }
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
 
 prefix=""
 cuda=auto
+simgrid=no
 jobs=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +56,7 @@ while [ $# -gt 0 ]; do
     --prefix=*) prefix=${1#--prefix=} ;;
     --cuda) cuda=yes ;;
     --no-cuda) cuda=no ;;
+    --simgrid) simgrid=yes ;;
     --jobs|-j) [ $# -ge 2 ] || { usage >&2; exit 2; }; jobs=$2; shift ;;
     --jobs=*) jobs=${1#--jobs=} ;;
     -h|--help) usage; exit 0 ;;
@@ -70,6 +80,12 @@ apt_update() {
 # --- options: CUDA ----------------------------------------------------------
 cuda_dir=${SW_CUDA_DIR:-/usr/local/cuda}
 nvcc="$cuda_dir/bin/nvcc"
+if [ "$simgrid" = yes ]; then
+  # the simulation runs the CPU codelets' calibrated models; a simulated GPU
+  # would need StarPU's CUDA driver models, not built here
+  [ "$cuda" = yes ] && die "--simgrid and --cuda do not go together"
+  cuda=no
+fi
 if [ "$cuda" = auto ]; then
   if [ -x "$nvcc" ]; then cuda=yes; else cuda=no; fi
 fi
@@ -106,6 +122,7 @@ version=${debver#*:}
 
 key="starpu-$version-fxt"
 [ "$cuda" = yes ] && key="$key-cuda$cuda_ver"
+[ "$simgrid" = yes ] && key="starpu-$version-simgrid"
 default_prefix=no
 if [ -z "$prefix" ]; then
   prefix="${SW_STARPU_CACHE:-${HOME:?HOME is not set}/.cache/starweave}/$key"
@@ -113,6 +130,7 @@ if [ -z "$prefix" ]; then
 fi
 case "$prefix" in /*) ;; *) prefix="$(pwd)/$prefix" ;; esac
 options="rev=$build_rev starpu=$version fxt=yes mpi=openmpi cuda=${cuda_ver:-no}"
+[ "$simgrid" = yes ] && options="rev=$build_rev starpu=$version simgrid=yes mpi=smpi static"
 
 # --- the cache --------------------------------------------------------------
 if [ -f "$prefix/.complete" ]; then
@@ -131,6 +149,9 @@ fi
 
 # --- Debian packages and deb-src --------------------------------------------
 pkgs="build-essential dpkg-dev xz-utils pkg-config libfxt-dev libhwloc-dev libopenmpi-dev openmpi-bin"
+# SimGrid (its SMPI is StarPU-MPI's MPI there); StarPU's SimGrid configure
+# also wants GLPK and libudev, and starpu_smpirun runs xsltproc
+[ "$simgrid" = yes ] && pkgs="$pkgs libsimgrid-dev libglpk-dev libudev-dev xsltproc"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -179,7 +200,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-msg "building StarPU $version (FxT, StarPU-MPI, CUDA: ${cuda_ver:-no}) into $prefix"
+if [ "$simgrid" = yes ]; then
+  msg "building StarPU $version (SimGrid, StarPU-MPI on SMPI, static) into $prefix"
+else
+  msg "building StarPU $version (FxT, StarPU-MPI, CUDA: ${cuda_ver:-no}) into $prefix"
+fi
 start=$(date +%s)
 cd "$tmp"
 # Debian's own patches are applied by dpkg-source (they only touch examples,
@@ -228,8 +253,16 @@ fi
 # --disable-static: shared libraries only (halves the compile, smaller cache).
 # maxcpus: StarPU's default is the build machine's core count rounded up to a
 # power of two; a cached prefix may serve bigger machines.
-set -- --prefix="$prefix" \
-  --with-fxt --enable-maxcpus=64 --disable-static \
+if [ "$simgrid" = yes ]; then
+  # StarPU refuses MPI with SimGrid in shared libraries: static archives
+  # only; programs are linked by SimGrid's smpicc against them
+  set -- --prefix="$prefix" \
+    --enable-simgrid --enable-mpi --disable-shared --enable-static \
+    --enable-maxcpus=64
+else
+  set -- --prefix="$prefix" --with-fxt --enable-maxcpus=64 --disable-static
+fi
+set -- "$@" \
   --disable-opencl --disable-socl --disable-starpufft --disable-starpurm \
   --disable-fortran --disable-openmp --disable-hdf5 \
   --disable-build-doc --disable-build-examples --disable-build-tests
@@ -245,8 +278,13 @@ msg "configure $*"
 want() {
   grep -q "^#define $1 1" include/starpu_config.h || die "StarPU configured without $1 ($2); see $src/config.log"
 }
-want STARPU_USE_FXT "FxT: libfxt-dev"
-want STARPU_USE_MPI "StarPU-MPI: libopenmpi-dev"
+if [ "$simgrid" = yes ]; then
+  want STARPU_SIMGRID "SimGrid: libsimgrid-dev"
+  want STARPU_USE_MPI "StarPU-MPI on SMPI: libsimgrid-dev"
+else
+  want STARPU_USE_FXT "FxT: libfxt-dev"
+  want STARPU_USE_MPI "StarPU-MPI: libopenmpi-dev"
+fi
 if [ "$cuda" = yes ]; then
   want STARPU_USE_CUDA "CUDA: $cuda_dir"
 elif grep -q '^#define STARPU_USE_CUDA 1' include/starpu_config.h; then
@@ -256,7 +294,12 @@ fi
 make -j"$jobs" || die "StarPU's build failed"
 mkdir -p "$prefix"
 make install || die "StarPU's install into $prefix failed"
-[ -x "$prefix/bin/starpu_fxt_tool" ] || die "$prefix/bin/starpu_fxt_tool was not installed"
+if [ "$simgrid" = yes ]; then
+  [ -x "$prefix/bin/starpu_smpirun" ] || die "$prefix/bin/starpu_smpirun was not installed"
+  [ -f "$prefix/lib/libstarpumpi-1.3.a" ] || die "$prefix/lib/libstarpumpi-1.3.a was not installed"
+else
+  [ -x "$prefix/bin/starpu_fxt_tool" ] || die "$prefix/bin/starpu_fxt_tool was not installed"
+fi
 if [ "$cuda" = yes ]; then
   # starpu.h includes cusparse.h, whose deprecation warnings break users'
   # -Werror builds: hand the CUDA headers out as system headers.

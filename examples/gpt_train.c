@@ -295,8 +295,17 @@ static void fill_batch(const int32_t *data, size_t n, const sw_gpt_config *c, in
     }
 }
 
+/* the step clock: StarPU's simulated clock in a simulated run
+ * (docs/simulation.md), else the wall clock */
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 static double now_ms(void)
 {
+    if (sw_simulated()) return starpu_timing_now() / 1e3;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
@@ -757,6 +766,7 @@ int main(int argc, char **argv)
     if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
     if (o.trace) sw_trace_enable(1);
     if (o.memory_report) sw_memory_watch(1);
+    const double wall0 = wall_ms(), clock0 = now_ms();
     for (int step = step0 + 1; step <= o.steps; step++) {
         sw_trace_mark_step(step);
         if (o.dag) sw_trace_dag_enable(step == step0 + 1); /* the first step's submission */
@@ -770,7 +780,8 @@ int main(int argc, char **argv)
         loss = sw_gpt_read_loss(m);
         starpu_task_wait_for_all();
         double ms = now_ms() - t0;
-        if (!isfinite(loss)) {
+        if (sw_simulated()) loss = NAN; /* not computed: the codelets did not run */
+        if (!sw_simulated() && !isfinite(loss)) {
             fprintf(stderr, "gpt_train: loss is %g at step %d\n", loss, step);
             return 1;
         }
@@ -787,7 +798,10 @@ int main(int argc, char **argv)
             fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
             fflush(log);
         }
-        if (!o.quiet)
+        if (!o.quiet && sw_simulated())
+            printf("step %4d/%d  loss (not computed)  %8.1f simulated ms/step  %9.0f simulated tokens/s\n", step,
+                   o.steps, ms, T / (ms / 1e3));
+        else if (!o.quiet)
             printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
                    T / (ms / 1e3));
         if (o.sample_every > 0 && step % o.sample_every == 0) { /* the first sequence's first tokens (global batch) */
@@ -802,7 +816,11 @@ int main(int argc, char **argv)
     }
     int timed = o.steps - step0 - 1; /* the first step run warms up */
     double avg = timed > 0 ? total_ms / timed : 0;
-    if (me == 0)
+    if (me == 0 && sw_simulated()) /* the figure the simulation is for; bench/sim.sh reads this line */
+        printf("simulation: %.3f simulated ms/step (steps %d..%d), %d steps in %.3f simulated ms, %.1f s of wall "
+               "time, %d simulated rank(s); losses not computed\n", avg, step0 + 2, o.steps, o.steps - step0,
+               now_ms() - clock0, (wall_ms() - wall0) / 1e3, sw_world_size());
+    else if (me == 0)
         printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps %d..%d), %.2f GFLOP/s; log: %s\n",
                first, loss, o.steps, avg, step0 + 2, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0,
                o.log);
@@ -815,6 +833,7 @@ int main(int argc, char **argv)
         if (me == 0) printf("gpt_train: weights written to %s (%s)\n", o.save_weights, sw_weights_format_name(o.weights_format));
     }
     if (o.memory_report) memory_report(m);
+    else if (sw_simulated()) print_memory_model(sw_gpt_memory_model(m)); /* the simulated ranks' memory */
     if (o.trace) write_trace(o.trace, c);
     if (o.dag) write_dag(o.dag, step0 + 1);
     traffic_report(m, comm, o.steps - step0, o.counters);

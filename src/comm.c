@@ -5,6 +5,7 @@
  * only to serve the collectives' decomposition (op chosen at run time,
  * variable number of buffers) and are not ops a graph builder submits. */
 #include "starweave/comm.h"
+#include "sim_smpi.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -96,6 +97,7 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
         if (sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->p2p_comm[g]));
+            sw_sim_comm_made(c->p2p_comm[g]); /* simulated: StarPU-MPI's thread sends there */
             size_t counts = (size_t)sw_mesh_size(m, (sw_group)g) * SW_P2P_CHANNELS;
             c->p2p_sent[g] = calloc(counts, sizeof(int64_t));
             c->p2p_received[g] = calloc(counts, sizeof(int64_t));
@@ -103,6 +105,9 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         }
         if (sw_nbc_available() && sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->nbc_comm[g]));
+#ifdef STARPU_SIMGRID
+            sw_sim_comm_speaker(c->nbc_comm[g], sw_nbc_sim_speaker()); /* its collectives' actor */
+#endif
             starpu_void_data_register(&c->token[g]);
         }
     }

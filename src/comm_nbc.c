@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "codelet_util.h"
+#include "sim_smpi.h"
 #include "starweave/comm.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
@@ -53,6 +54,9 @@ static struct {
 
 int sw_nbc_available(void)
 {
+    /* simulated: SMPI says MPI_THREAD_SINGLE, but every actor of a rank
+     * may call MPI (src/sim_smpi.cc), as the real run's threads do */
+    if (sw_simulated()) return 1;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     return provided == MPI_THREAD_MULTIPLE;
@@ -150,8 +154,44 @@ static void *backstop(void *arg)
     return NULL;
 }
 
+#ifdef STARPU_SIMGRID
+/* Simulated: SMPI matches messages by the sending actor, so one actor per
+ * rank -- the first CPU worker's -- runs every collective of
+ * sw_nbc_submit (a real run lets any worker start one: a difference of
+ * schedule, docs/simulation.md). Its pid, asked of it by a task. */
+static void pid_cpu(void *buffers[], void *arg)
+{
+    (void)buffers;
+    *(long *)arg = sw_sim_self_pid();
+}
+static struct starpu_codelet pid_cl = {
+    .flags = STARPU_CODELET_SIMGRID_EXECUTE,
+    .cpu_funcs = {pid_cpu},
+    .nbuffers = 0,
+    .name = "sim_worker_pid",
+};
+long sw_nbc_sim_speaker(void)
+{
+    static long pid = -1;
+    if (pid < 0) {
+        struct starpu_task *t = starpu_task_create();
+        t->cl = &pid_cl;
+        t->cl_arg = &pid;
+        t->execute_on_a_specific_worker = 1;
+        t->workerid = (unsigned)starpu_worker_get_by_type(STARPU_CPU_WORKER, 0);
+        t->synchronous = 1;
+        SW_CHECK(starpu_task_submit(t));
+    }
+    return pid;
+}
+#endif
+
 void sw_nbc_attach(void)
 {
+    /* simulated: each collective is waited for inside its task (below), so
+     * neither the idle hook nor the backstop thread is needed -- a real
+     * thread could not call SMPI, which only SimGrid's actors may */
+    if (sw_simulated()) return;
     pthread_mutex_lock(&nbc.lock);
     if (nbc.users++ == 0) {
         const char *spin = getenv("SW_COMM_SPIN_US");
@@ -167,6 +207,7 @@ void sw_nbc_attach(void)
 
 void sw_nbc_detach(void)
 {
+    if (sw_simulated()) return;
     pthread_mutex_lock(&nbc.lock);
     int last = --nbc.users == 0;
     if (last) {
@@ -206,6 +247,7 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
 {
     struct nbc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
+    if (sw_simulated()) sw_sim_adopt_worker(); /* its rank's MPI process (src/sim_smpi.cc) */
     const MPI_Op op = a.op == SW_MAX ? MPI_MAX : MPI_SUM;
     inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, a.recs, 0};
     float *in = SW_F32_OF(buffers[1]);
@@ -239,6 +281,19 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI non-blocking collective", rc);
     __atomic_add_fetch(a.sent_bytes, sent * (int64_t)sizeof(float), __ATOMIC_RELAXED);
     sw_counter_add(SW_COUNT_MPI_COLLECTIVE, 1);
+    if (sw_simulated()) {
+        /* The task runs on its worker's SimGrid actor (the codelet's
+         * STARPU_CODELET_SIMGRID_EXECUTE), so SMPI simulates the collective
+         * on the platform's network and the worker waits for it on the
+         * simulated clock: the collective's time is SMPI's, not a model's.
+         * Every collective of a rank runs on its first CPU worker
+         * (sw_nbc_sim_speaker), which it holds until done: collectives of
+         * different groups that the ranks reach in different orders would
+         * deadlock here, where a real run only delays them. */
+        SW_CHECK(MPI_Wait(&f.req, MPI_STATUS_IGNORE));
+        completed(&f);
+        return;
+    }
     /* where the peers are there already, a short wait (SW_COMM_SPIN_US)
      * finishes it here: an end deferred costs a hand-off to another thread
      * (the wait's length was chosen by measurement, BENCHMARKS.md) */
@@ -264,7 +319,11 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     pthread_mutex_unlock(&nbc.lock);
 }
 
+/* STARPU_CODELET_SIMGRID_EXECUTE: in simulation StarPU runs the function
+ * itself (it calls MPI, which SMPI then simulates) instead of a model's
+ * time; real runs ignore the flag. */
 static struct starpu_codelet nbc_cl2 = {
+    .flags = STARPU_CODELET_SIMGRID_EXECUTE,
     .cpu_funcs = {nbc_start_cpu},
     .cpu_funcs_name = {"nbc_start_cpu"},
     .nbuffers = 2,
@@ -272,6 +331,7 @@ static struct starpu_codelet nbc_cl2 = {
     .name = "comm_mpi_collective",
 };
 static struct starpu_codelet nbc_cl3 = {
+    .flags = STARPU_CODELET_SIMGRID_EXECUTE,
     .cpu_funcs = {nbc_start_cpu},
     .cpu_funcs_name = {"nbc_start_cpu"},
     .nbuffers = 3,
@@ -283,6 +343,17 @@ void sw_nbc_submit(sw_nbc_kind kind, MPI_Comm comm, starpu_data_handle_t token, 
                    starpu_data_handle_t out, int op, void **recs, int64_t *sent_bytes)
 {
     struct nbc_args a = {kind, op, comm, recs, sent_bytes};
+#ifdef STARPU_SIMGRID
+    /* the actor that speaks for this rank on the collectives' communicators */
+    const int wid = starpu_worker_get_by_type(STARPU_CPU_WORKER, 0);
+    if (out)
+        SW_INSERT(&nbc_cl3, STARPU_RW, token, STARPU_R, in, STARPU_W, out, STARPU_VALUE, &a, sizeof a,
+                  STARPU_PRIORITY, STARPU_MAX_PRIO, STARPU_EXECUTE_ON_WORKER, wid);
+    else
+        SW_INSERT(&nbc_cl2, STARPU_RW, token, STARPU_RW, in, STARPU_VALUE, &a, sizeof a, STARPU_PRIORITY,
+                  STARPU_MAX_PRIO, STARPU_EXECUTE_ON_WORKER, wid);
+    return;
+#endif
     if (out)
         SW_INSERT(&nbc_cl3, STARPU_RW, token, STARPU_R, in, STARPU_W, out, STARPU_VALUE, &a, sizeof a,
                   STARPU_PRIORITY, STARPU_MAX_PRIO);

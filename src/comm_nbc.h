@@ -23,6 +23,10 @@ typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER, SW_NBC
 int sw_nbc_available(void);
 /* The hook and the backstop thread, while at least one context uses them. */
 void sw_nbc_attach(void);
+#ifdef STARPU_SIMGRID
+/* simulated: the pid of the actor that runs this rank's collectives */
+long sw_nbc_sim_speaker(void);
+#endif
 void sw_nbc_detach(void);
 /* Submits the collective on comm: all-reduce `in` in place (out NULL);
  * all-gather in (this rank's rows) into out (every rank's rows, split as

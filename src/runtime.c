@@ -5,6 +5,7 @@
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 #include "comm_p2p.h"
+#include "sim_smpi.h"
 
 #include <cblas.h>
 #include <dirent.h>
@@ -208,10 +209,21 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     /* MPI is started here at MPI_THREAD_MULTIPLE (StarPU-MPI would ask for
      * SERIALIZED), so that the mesh and the benchmarks' plain-MPI baselines
      * may call MPI while StarPU-MPI has requests in flight. */
-    int mpi_inited = 0, provided = 0;
-    SW_CHECK(MPI_Initialized(&mpi_inited));
-    if (!mpi_inited) SW_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
-    else SW_CHECK(MPI_Query_thread(&provided));
+    int mpi_inited = 0, provided = MPI_THREAD_MULTIPLE;
+    /* Simulated: StarPU's main (starpu_simgrid_wrap.h renames the
+     * program's) initialised the rank's SMPI process, which became
+     * StarPU-MPI's progression thread and started main in an actor of its
+     * own: that actor joins the rank's MPI process (src/sim_smpi.cc). */
+    if (sw_simulated() && sw_sim_adopt_main() != 0) {
+        fprintf(stderr, "starweave: simulated, but the program was not started by starpu_smpirun through StarPU's "
+                        "main (docs/simulation.md)\n");
+        return -ENOTSUP;
+    }
+    if (!sw_simulated()) {
+        SW_CHECK(MPI_Initialized(&mpi_inited));
+        if (!mpi_inited) SW_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+        else SW_CHECK(MPI_Query_thread(&provided));
+    }
     if (provided < MPI_THREAD_SERIALIZED) {
         fprintf(stderr, "starweave: the MPI library gives thread level %d, StarPU-MPI needs at least "
                         "MPI_THREAD_SERIALIZED (%d)\n", provided, MPI_THREAD_SERIALIZED);
@@ -234,7 +246,8 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     double mem_kb = meminfo_kb("/proc/meminfo", "MemTotal") / local_size,
            numa_kb = meminfo_kb("/sys/devices/system/node/node0/meminfo", "MemTotal");
     if (numa_kb > 0 && numa_kb < mem_kb) mem_kb = numa_kb;
-    if (!getenv("STARPU_LIMIT_CPU_MEM") && mem_kb >= 1024) {
+    /* simulated: this machine's memory is not the simulated node's */
+    if (!sw_simulated() && !getenv("STARPU_LIMIT_CPU_MEM") && mem_kb >= 1024) {
         char mb[32];
         snprintf(mb, sizeof mb, "%ld", (long)(mem_kb / 1024.0));
         setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
@@ -245,6 +258,14 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                 rc == -ENODEV ? "no worker available" : strerror(-rc), rc);
         return rc;
     }
+#ifdef STARPU_SIMGRID
+    /* The buffers StarPU allocates in main RAM (temporaries, StarPU-MPI's
+     * receive buffers) are folded like the tensors' home buffers
+     * (src/tensor.c): a model far larger than this machine is simulated on
+     * it. StarPU still counts them (STARPU_MALLOC_COUNT). */
+    starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM,
+                                            STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT | STARPU_MALLOC_SIMULATION_FOLDED);
+#endif
     int idle_us = opt.idle_sleep_us >= 0 ? opt.idle_sleep_us
                   : env_int("SW_IDLE_SLEEP_US", local_size > 1 ? SW_IDLE_SLEEP_US_SHARED : 0);
     if (idle_us > 0) {
@@ -282,7 +303,12 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     starpu_cublas_init();
 #endif
     sw_rt.started = 1;
-    if (sw_rt.rank == 0) advise_openblas_core();
+    /* said once, even with quiet: every value read on the host is meaningless */
+    if (sw_simulated() && sw_rt.rank == 0)
+        fprintf(stderr, "starweave: SIMULATED run (StarPU with SimGrid, %d simulated rank(s)): codelets are not "
+                        "executed, tasks take their calibrated models' times on the simulated clock; losses and "
+                        "other computed values are not computed\n", sw_rt.size);
+    if (sw_rt.rank == 0 && !sw_simulated()) advise_openblas_core();
     int gemm = opt.gemm;
     const char *gemm_env = getenv("SW_GEMM");
     if (gemm == SW_GEMM_AUTO && gemm_env && *gemm_env && (gemm = sw_gemm_backend_parse(gemm_env)) < 0)
@@ -313,13 +339,14 @@ void sw_shutdown(void)
     starpu_cublas_shutdown();
 #endif
     refuse_watch_stop();
+    if (sw_simulated()) sw_sim_world_release(); /* StarPU-MPI's barrier on MPI_COMM_WORLD follows */
     starpu_mpi_shutdown();
     if (sw_rt.offload_node > STARPU_MAIN_RAM) rmdir(sw_rt.offload_dir); /* StarPU removed its files */
     sw_rt.offload_node = -1;
     sw_rt.started = 0;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (!finalized && !sw_simulated()) MPI_Finalize(); /* simulated: the rank's SMPI process finalizes */
 }
 
 /* ---- memory per node ---- */
@@ -367,10 +394,12 @@ void sw_memory_watch(int on)
         collect_bus_bytes();
         memset(&mw, 0, sizeof mw);
         mw.on = 1;
-        if (pthread_create(&mw.thread, NULL, memory_sampler, NULL) != 0) mw.on = 0;
+        /* simulated: no sampling thread beside SimGrid's actors (it would
+         * sleep on the real clock); the peaks are those seen when asked */
+        if (!sw_simulated() && pthread_create(&mw.thread, NULL, memory_sampler, NULL) != 0) mw.on = 0;
     } else {
         mw.on = 0;
-        pthread_join(mw.thread, NULL);
+        if (!sw_simulated()) pthread_join(mw.thread, NULL);
     }
 }
 
@@ -555,6 +584,11 @@ int sw_stats_get(sw_stat *out, int max)
 
 int sw_rank(void) { return sw_rt.rank; }
 int sw_world_size(void) { return sw_rt.size; }
+#ifdef STARPU_SIMGRID
+int sw_simulated(void) { return 1; }
+#else
+int sw_simulated(void) { return 0; }
+#endif
 int sw_offload_node(void) { return sw_rt.offload_node; }
 int sw_offload_budget_mb(void) { return sw_rt.offload_budget_mb; }
 int sw_memory_budget_mb(void) { return sw_rt.memory_budget_mb; }
@@ -747,7 +781,9 @@ static void *refuse_watch(void *arg)
 
 static void refuse_watch_start(int thread_level)
 {
-    if (sw_rt.size < 2 || thread_level < MPI_THREAD_MULTIPLE) return;
+    /* simulated: SMPI knows only its actors, a thread of ours may not call
+     * MPI (a refusal then MPI_Aborts, which ends the simulation) */
+    if (sw_rt.size < 2 || thread_level < MPI_THREAD_MULTIPLE || sw_simulated()) return;
     SW_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rf.comm));
     rf.heard = 0;
     rf.lowest = sw_rt.size;

@@ -14,7 +14,15 @@
  * CUDA workers they are pinned: StarPU's copies to and from the GPUs are
  * then asynchronous (the offload node is main RAM there). */
 #define SW_MALLOC_FLAGS \
-    ((sw_offload_budget_mb() > 0 ? 0 : STARPU_MALLOC_COUNT) | (sw_home_pinned() ? STARPU_MALLOC_PINNED : 0))
+    ((sw_offload_budget_mb() > 0 ? 0 : STARPU_MALLOC_COUNT) | (sw_home_pinned() ? STARPU_MALLOC_PINNED : 0) | SW_FOLDED)
+/* Simulated (docs/simulation.md): no codelet reads or writes the buffers,
+ * so StarPU folds them (every page maps one shared page, or SMPI's shared
+ * malloc under starpu_smpirun): large models fit this machine. */
+#ifdef STARPU_SIMGRID
+#define SW_FOLDED STARPU_MALLOC_SIMULATION_FOLDED
+#else
+#define SW_FOLDED 0
+#endif
 
 size_t sw_dtype_size(sw_dtype dt)
 {

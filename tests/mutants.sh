@@ -186,6 +186,11 @@ zero3-prefetch-off-by-one|graphs/gpt.c|s/c->clip_grad, c->zero_prefetch + 1, c->
 zero-pool-claim-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_W); \/\* claim/    (void)0; \/* claim/|tests/test_trace.sh|
 zero-pool-release-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_RW); \/\* release/    (void)0; \/* release/|tests/test_trace.sh|
 # weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, shards, ZeRO-3 rows, replicas, dtypes, checks
+# the simulation's scripts (docs/simulation.md): tests/test_sim.sh skips
+# without a simulation build, so these need SW_SIM_BUILD=<one> in the
+# environment (it simulates with that build and the scratch tree's scripts)
+sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
+sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
 weights-conv1d-untransposed|graphs/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1

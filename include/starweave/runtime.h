@@ -65,6 +65,13 @@ void sw_shutdown(void);
 int sw_rank(void);
 /** The number of ranks in MPI_COMM_WORLD. */
 int sw_world_size(void);
+/** 1 in the simulation build (a StarPU built with SimGrid, run by
+ * starpu_smpirun; docs/simulation.md): codelets are not executed, each task
+ * takes its calibrated model's time on StarPU's simulated clock
+ * (starpu_timing_now), so values read on the host (losses, checksums) are
+ * not computed, and StarPU's main-RAM buffers are folded (they take no
+ * memory). 0 otherwise. */
+int sw_simulated(void);
 /** The offload memory node (sw_options.offload): STARPU_MAIN_RAM (0) with
  * CUDA workers, a disk node without, -1 when off. */
 int sw_offload_node(void);

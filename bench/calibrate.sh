@@ -1,0 +1,111 @@
+#!/bin/sh
+# Calibration for the simulation (docs/simulation.md): runs a program of the
+# real build (StarPU executing the codelets) so that StarPU records every
+# codelet's history-based performance model at the sizes the run meets, and
+# its bus files (the per-rank platform starpu_smpirun merges in), under a
+# fixed STARPU_HOSTNAME in a directory of their own (STARPU_PERF_MODEL_DIR):
+# a simulated run of the same layout and shape (bench/sim.sh, same
+# --calibration and --host) then finds a time for every task.
+#
+# usage: bench/calibrate.sh [--build DIR] [--calibration DIR] [--host NAME]
+#          [--np N] [--runs K] PROGRAM [ARGS...]
+#   --build DIR        the real build (default: build in the source tree)
+#   --calibration DIR  where the models go (default: $SW_SIM_CALIBRATION,
+#                      else ~/.cache/starweave/calibration)
+#   --host NAME        the name they are recorded under (default:
+#                      $SW_SIM_HOST, else starweave-<hostname>)
+#   --np N             ranks (mpirun; default 1)
+#   --runs K           runs of the program (default 1); StarPU trusts a
+#                      history model once it has 10 samples of a size
+#                      (STARPU_CALIBRATE_MINIMUM): give the program enough
+#                      steps, or runs, for that
+#   PROGRAM            examples/gpt_train ... (relative to the build) or a path
+# e.g. bench/calibrate.sh --np 2 examples/gpt_train --tp 2 --sp --steps 6
+# Calibrate on a quiet machine: the times recorded are the simulation's.
+set -eu
+me=calibrate
+die2() { echo "$me: error: $*" >&2; exit 2; }
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+calib=${SW_SIM_CALIBRATION:-${HOME:?HOME is not set}/.cache/starweave/calibration}
+host=${SW_SIM_HOST:-starweave-$(hostname)}
+np=1 runs=1
+need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) need "$@"; build=$2; shift ;;
+    --calibration) need "$@"; calib=$2; shift ;;
+    --host) need "$@"; host=$2; shift ;;
+    --np) need "$@"; np=$2; shift ;;
+    --runs) need "$@"; runs=$2; shift ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    -*) die2 "unknown option '$1' (see --help)" ;;
+    *) break ;;
+  esac
+  shift
+done
+[ $# -ge 1 ] || die2 "no program given (see --help)"
+case "$np" in ''|*[!0-9]*|0) die2 "--np must be a positive integer (got '$np')" ;; esac
+case "$runs" in ''|*[!0-9]*|0) die2 "--runs must be a positive integer (got '$runs')" ;; esac
+prog=$1
+shift
+[ -f "$build/config.h" ] || die2 "no build in $build"
+if grep -q '^#define STARWEAVE_SIMGRID 1' "$build/config.h"; then
+  die2 "$build is a simulation build: calibration runs the real one (--build DIR)"
+fi
+case "$prog" in /*) ;; *) [ -x "$build/$prog" ] && prog="$build/$prog" ;; esac
+[ -x "$prog" ] || die2 "program '$prog' not found in $build"
+
+mkdir -p "$calib"
+# Each rank records into a directory of its own, merged into $calib at the
+# end (bench/perfmodel_merge.py): StarPU 1.3 overwrites a model file with
+# what its process knows, so with one directory the last rank to exit
+# would drop the sizes only the others ran (a pipeline's stages).
+stage="$calib/.ranks"
+rm -rf "$stage"
+mkdir -p "$stage"
+cat > "$stage/rank-env.sh" <<'EOS'
+#!/bin/sh
+STARPU_PERF_MODEL_DIR="$SW_CALIBRATE_STAGE/rank${OMPI_COMM_WORLD_RANK:-0}"
+export STARPU_PERF_MODEL_DIR
+exec "$@"
+EOS
+export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host"
+# record every run's samples (STARPU_CALIBRATE=1 adds to the history)
+export STARPU_CALIBRATE=1 STARPU_SILENT=1
+. "$top/bench/common.sh"
+i=1
+while [ "$i" -le "$runs" ]; do
+  echo "$me: run $i/$runs: $np rank(s): $prog $*"
+  sh "$top/tests/mpi_launch.sh" "$np" sh "$stage/rank-env.sh" "$prog" "$@" > "$calib/calibrate.log" 2>&1 ||
+    { cat "$calib/calibrate.log"; echo "$me: the run failed" >&2; exit 1; }
+  i=$((i + 1))
+done
+# the bus: rank 0's; the codelets: every rank's and what $calib held
+mkdir -p "$calib/bus"
+cp -p "$stage/rank0/bus/$host".* "$calib/bus/" 2>/dev/null || true
+(cd "$stage/rank0" && find codelets -type f -name "*.$host") > "$stage/files"
+r=1
+while [ "$r" -lt "$np" ]; do
+  (cd "$stage/rank$r" && find codelets -type f -name "*.$host") >> "$stage/files"
+  r=$((r + 1))
+done
+sort -u "$stage/files" | while read -r f; do
+  set --
+  [ -f "$calib/$f" ] && set -- "$calib/$f"
+  r=0
+  while [ "$r" -lt "$np" ]; do
+    [ -f "$stage/rank$r/$f" ] && set -- "$@" "$stage/rank$r/$f"
+    r=$((r + 1))
+  done
+  mkdir -p "$(dirname "$calib/$f")"
+  python3 "$top/bench/perfmodel_merge.py" "$calib/$f.tmp" "$@" && mv "$calib/$f.tmp" "$calib/$f" ||
+    { echo "$me: cannot merge $f" >&2; exit 1; }
+done || exit 1
+rm -rf "$stage"
+[ -r "$calib/bus/$host.config" ] ||
+  { echo "$me: StarPU wrote no bus calibration $calib/bus/$host.config" >&2; exit 1; }
+n=$(ls "$calib/codelets/"*/ 2>/dev/null | grep -c "\.$host\$" || true)
+echo "$me: $n codelet model(s) and the bus of host '$host' in $calib"
+echo "$me: simulate with: bench/sim.sh --calibration $calib --host $host --platform PREFIX examples/... (same shape and layout)"

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Merges StarPU 1.3 history-based performance model files (bench/calibrate.sh).
+
+usage: perfmodel_merge.py OUT IN...
+
+Why: each rank of a calibration run writes its models at exit, and StarPU
+1.3 overwrites the file with what that process knows (the file as loaded
+at its start plus its own samples): the last rank to exit wins, and the
+sizes only another rank ran are lost (a pipeline's stages run different
+sizes). bench/calibrate.sh gives each rank a directory of its own and
+merges them here.
+
+Every file must have the same layout (the same workers, one section of
+entries per implementation); the entries of each section are united by
+footprint, a footprint seen in several files gets the samples of all:
+n, sum and sum2 added, mean = sum / n, dev = sqrt(sum2 / n - mean^2).
+OUT may be one of the IN files (read before it is written).
+"""
+import math
+import sys
+
+HEAD = "# hash\t\tsize\t\tflops\t\tmean (us)\tdev (us)\tsum\t\tsum2\t\tn"
+
+
+def parse(path):
+    """-> (lines, sections): lines with each entry block replaced by a
+    placeholder index; sections[i] = {hash: [hash, size, flops, mean, dev, sum, sum2, n]}"""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    out, sections, i = [], [], 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("# number of entries") and i + 1 < len(lines):
+            count = int(lines[i + 1])
+            out.append(line)
+            i += 2
+            # copy up to the entries' header line (the regression lines between)
+            while i < len(lines) and not lines[i].startswith("# hash"):
+                out.append(("pre", len(sections), lines[i]))
+                i += 1
+            if i >= len(lines):
+                raise SystemExit(f"{path}: no '# hash' line after '# number of entries'")
+            out.append(("head", len(sections), lines[i]))
+            i += 1
+            entries = {}
+            for k in range(count):
+                f = lines[i + k].split()
+                if len(f) != 8:
+                    raise SystemExit(f"{path}: entry line {i + k + 1} has {len(f)} fields, expected 8")
+                entries[f[0]] = f
+            sections.append(entries)
+            i += count
+            continue
+        out.append(line)
+        i += 1
+    return out, sections
+
+
+def combine(a, b):
+    n = int(a[7]) + int(b[7])
+    s = float(a[5]) + float(b[5])
+    s2 = float(a[6]) + float(b[6])
+    mean = s / n if n else 0.0
+    dev = math.sqrt(max(s2 / n - mean * mean, 0.0)) if n else 0.0
+    return [a[0], a[1], a[2], f"{mean:e}", f"{dev:e}", f"{s:e}", f"{s2:e}", str(n)]
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    out_path, inputs = sys.argv[1], sys.argv[2:]
+    parsed = [parse(p) for p in inputs]
+    layout = [x for x in parsed[0][0] if not isinstance(x, tuple)]
+    for p, (lines, _) in zip(inputs[1:], parsed[1:]):
+        if [x for x in lines if not isinstance(x, tuple)] != layout:
+            raise SystemExit(f"{p}: not the layout of {inputs[0]} (other workers?): not merged")
+    lines, sections = parsed[0]
+    merged = [dict() for _ in sections]
+    for _, secs in parsed:
+        for k, entries in enumerate(secs):
+            for h, e in entries.items():
+                merged[k][h] = combine(merged[k][h], e) if h in merged[k] else e
+    text = []
+    for j, x in enumerate(lines):
+        if isinstance(x, tuple):
+            kind, k, line = x
+            text.append(line)
+            if kind == "head":
+                for e in merged[k].values():
+                    text.append("\t".join(e))
+            continue
+        text.append(x)
+        if x.startswith("# number of entries"):
+            # the count of the section that follows (the next placeholder's)
+            nxt = next(t for t in lines[j + 1:] if isinstance(t, tuple))
+            text.append(str(len(merged[nxt[1]])))
+    with open(out_path, "w") as f:
+        f.write("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+#!/bin/sh
+# Runs a starweave program of the simulation build under SimGrid's smpirun
+# (docs/simulation.md) on a platform of bench/sim-platform.sh, with the
+# codelets' calibration of bench/calibrate.sh, and prints the simulated
+# ms/step beside the wall time the simulation took.
+#
+# usage: bench/sim.sh [--build DIR] [--calibration DIR] [--host NAME]
+#          --platform PREFIX [--np N] PROGRAM [ARGS...]
+#   --build DIR        the simulation build (configure --with-starpu=<the
+#                      SimGrid StarPU>; default: $SW_SIM_BUILD, else
+#                      build-sim in the source tree)
+#   --calibration DIR  StarPU's performance models and bus files recorded by
+#                      bench/calibrate.sh (STARPU_PERF_MODEL_DIR; default:
+#                      $SW_SIM_CALIBRATION, else ~/.cache/starweave/calibration)
+#   --host NAME        the name they were recorded under (STARPU_HOSTNAME;
+#                      default: $SW_SIM_HOST, else starweave-<hostname>)
+#   --platform PREFIX  PREFIX.xml and PREFIX.hosts (bench/sim-platform.sh)
+#   --np N             simulated ranks (default: the hostfile's lines); a
+#                      platform with fewer hosts than ranks is refused
+#   PROGRAM            examples/gpt_train, ... (relative to the build) or a path
+# Exit status: the program's; 2 for bad input (a platform too small, a
+# missing calibration: the message says what to calibrate).
+set -eu
+me=sim
+die2() { echo "$me: error: $*" >&2; exit 2; }
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${SW_SIM_BUILD:-$top/build-sim}
+calib=${SW_SIM_CALIBRATION:-${HOME:?HOME is not set}/.cache/starweave/calibration}
+host=${SW_SIM_HOST:-starweave-$(hostname)}
+platform="" np=""
+need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) need "$@"; build=$2; shift ;;
+    --calibration) need "$@"; calib=$2; shift ;;
+    --host) need "$@"; host=$2; shift ;;
+    --platform) need "$@"; platform=$2; shift ;;
+    --np) need "$@"; np=$2; shift ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    -*) die2 "unknown option '$1' (see --help)" ;;
+    *) break ;;
+  esac
+  shift
+done
+[ $# -ge 1 ] || die2 "no program given (see --help)"
+prog=$1
+shift
+[ -n "$platform" ] || die2 "--platform PREFIX is required (bench/sim-platform.sh writes PREFIX.xml and PREFIX.hosts)"
+[ -r "$platform.xml" ] || die2 "platform $platform.xml cannot be read"
+[ -r "$platform.hosts" ] || die2 "hostfile $platform.hosts cannot be read"
+hosts=$(grep -c . "$platform.hosts" || true)
+[ -n "$np" ] || np=$hosts
+case "$np" in ''|*[!0-9]*|0) die2 "--np must be a positive integer (got '$np')" ;; esac
+# SMPI would place the extra ranks on hosts again (or stop); the platform
+# is meant to give every rank its own host: refuse before starting
+[ "$hosts" -ge "$np" ] ||
+  die2 "the platform has fewer hosts than ranks: $platform.hosts lists $hosts host(s) for $np rank(s) (bench/sim-platform.sh --nodes N --ranks-per-node R gives N x R)"
+
+config="$build/config.h"
+[ -f "$config" ] || die2 "no simulation build in $build (configure --with-starpu=<autotools/build-starpu.sh --simgrid's prefix> there; docs/simulation.md)"
+grep -q '^#define STARWEAVE_SIMGRID 1' "$config" ||
+  die2 "$build is not a simulation build (its StarPU has no SimGrid; docs/simulation.md)"
+smpirun=$(command -v smpirun || true)
+[ -n "$smpirun" ] || die2 "smpirun not found (Debian package: libsimgrid-dev)"
+case "$prog" in /*) ;; *) [ -x "$build/$prog" ] && prog="$build/$prog" ;; esac
+[ -x "$prog" ] || die2 "program '$prog' not found in $build"
+
+# the calibration: the codelets' models and StarPU's bus files
+busxml="$calib/bus/$host.config"
+[ -r "$busxml" ] && ls "$calib/codelets/"*/*".$host" > /dev/null 2>&1 ||
+  die2 "no calibration for host '$host' in $calib (no $busxml, or no codelet model): run bench/calibrate.sh (it records the codelets and the bus under that name)"
+
+export STARPU_PERF_MODEL_DIR="$calib" STARPU_HOSTNAME="$host"
+# the simulation needs no calibration of its own, and must not record any
+export STARPU_CALIBRATE=0
+log=$(mktemp "${TMPDIR:-/tmp}/sw-sim.XXXXXX")
+trap 'rm -f "$log"' EXIT
+t0=$(date +%s.%N)
+set +e
+# What starpu_smpirun runs, on the whole platform of bench/sim-platform.sh
+# (starpu_smpirun would put each rank's StarPU hosts in zones without
+# routes to the others: the collectives that tasks start could not leave
+# their rank). Privatization: each rank has its own copy of the globals;
+# no host code is charged (only the codelets' models and SMPI's network).
+stack=$(ulimit -s)
+[ "$stack" != unlimited ] || stack=8192
+"$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
+  --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
+  --log=xbt_cfg.thres:warning > "$log" 2>&1
+rc=$?
+set -e
+t1=$(date +%s.%N)
+# StarPU warns at every task whose history model has fewer than 10
+# samples of its size (it uses them anyway): one line per model instead
+# (and two lines that are no news: SMPI reports MPI_THREAD_SINGLE, whose
+# limits src/sim_smpi.cc lifts; SMPI does not time host code, as intended)
+grep -v -e 'is not calibrated enough' -e '_starpu_mpi_print_thread_level_support' \
+  -e 'You did not set the power of the host running the simulation' "$log" || true
+weak=$(sed -n 's/.*model \([^ ]*\) is not calibrated enough for .* size \([0-9]*\) .*(only \([0-9]*\) measurements).*/\1 size \2: \3 samples/p' "$log" | sort -u)
+if [ -n "$weak" ]; then
+  echo "$me: models with fewer than 10 samples of a size (used anyway; calibrate with more steps or --runs):"
+  echo "$weak" | sed "s/^/$me:   /"
+fi
+# StarPU aborts a simulated task whose codelet has no calibrated time for its size
+miss=$(sed -n 's/.*Codelet \([^ ]*\) does not have a perfmodel.*/\1/p' "$log" | head -n 1)
+if [ -n "$miss" ]; then
+  die2 "codelet '$miss' has no calibrated time for a size this run needs (host '$host', $calib): run bench/calibrate.sh with this shape and layout (the real build records every codelet's size it runs)"
+fi
+[ "$rc" -eq 0 ] || { echo "$me: the simulated run failed (exit $rc)" >&2; exit "$rc"; }
+sim=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$log" | tail -n 1)
+wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+echo "$me: $np simulated rank(s) on $platform.xml: ${sim:-?} simulated ms/step; the simulation took $wall s of wall time"

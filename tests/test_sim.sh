@@ -1,0 +1,110 @@
+#!/bin/sh
+# The simulation (docs/simulation.md): gpt_train (tp 2 + sp, small shape)
+# calibrated by a real run of this layout (bench/calibrate.sh), then run by
+# bench/sim.sh under starpu_smpirun on 2 simulated nodes of a typed
+# platform. Proves the simulation ran: the program says it is simulated,
+# prints simulated ms/step (StarPU's simulated clock) and each simulated
+# rank's memory model; the simulated time is not the wall time the run took;
+# and the network is SMPI's: the same run on a platform with a 1000x slower
+# link between the nodes takes more simulated time per step (the collectives'
+# MPI calls reach SMPI from their tasks). Bad input: a platform with fewer
+# hosts than ranks, a calibration that does not exist, and a shape whose
+# sizes were never calibrated are refused with exit 2 and what to do.
+# Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
+# --simgrid's prefix>): this build if it is one, else $SW_SIM_BUILD, else
+# build-sim in the source tree; and a real build to calibrate with: this
+# build if it is real, else $SW_REAL_BUILD, else build in the source tree.
+# Skips, saying which is missing, otherwise.
+. "${top_srcdir:-.}/tests/common.sh"
+is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h"; }
+is_real() { [ -f "$1/config.h" ] && ! is_sim "$1" && [ -x "$1/examples/gpt_train" ]; }
+top_srcdir=$(cd "$top_srcdir" && pwd)
+top_builddir=$(cd "$top_builddir" && pwd)
+if is_sim "$top_builddir"; then sim_build=$top_builddir
+else sim_build=${SW_SIM_BUILD:-$top_srcdir/build-sim}; fi
+if is_real "$top_builddir"; then real_build=$top_builddir
+else real_build=${SW_REAL_BUILD:-$top_srcdir/build}; fi
+if ! is_sim "$sim_build" || [ ! -x "$sim_build/examples/gpt_train" ]; then
+  echo "SKIP: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, then configure --with-starpu=PREFIX there and make; or set SW_SIM_BUILD; .ci/run does both)"
+  exit 77
+fi
+if ! is_real "$real_build"; then
+  echo "SKIP: no real build with examples/gpt_train in $real_build to calibrate with (set SW_REAL_BUILD)"
+  exit 77
+fi
+echo "simulation build: $sim_build; real build (calibration): $real_build"
+shape="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 128"
+layout="--tp 2 --sp"
+calib=$TMPD/calibration
+host=test-sim
+
+# calibration: 10 steps, so that every per-step codelet's size has the 10
+# samples StarPU wants before it trusts a history model (each rank records
+# on its own, merged: with one file for both, the last rank to exit once
+# dropped a size of sw_param_init only the other had run)
+t0=$(date +%s)
+sh "$top_srcdir/bench/calibrate.sh" --build "$real_build" --calibration "$calib" --host $host --np 2 \
+  examples/gpt_train $layout $shape --steps 10 --quiet --log "$TMPD/calib.csv" > "$TMPD/calib" 2>&1
+rc=$?
+[ "$rc" = 0 ] || cat "$TMPD/calib"
+check "calibration by a real run ($(tail -n 2 "$TMPD/calib" | head -n 1); $(($(date +%s) - t0)) s, exit $rc)" \
+  [ "$rc" = 0 -a -r "$calib/bus/$host.config" ]
+
+sim() { # sim OUT PLATFORM [ARGS]: bench/sim.sh of gpt_train, output in $TMPD/OUT
+  out=$1 plat=$2; shift 2
+  timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib" --host $host \
+    --platform "$plat" "$@" > "$TMPD/$out" 2>&1
+}
+sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --out "$TMPD/eth" > /dev/null
+sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --inter-bw 0.003125 --out "$TMPD/slow" > /dev/null
+if want "simulated run"; then
+  sim fast "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --log "$TMPD/sim.csv"
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/fast"
+  check "bench/sim.sh: gpt_train $layout on 2 simulated nodes ends (exit $rc)" [ "$rc" = 0 ]
+  n=$(grep -c 'SIMULATED run' "$TMPD/fast")
+  check "the program says once that it is simulated ($n time(s))" [ "$n" = 1 ]
+  line=$(grep '^simulation: ' "$TMPD/fast")
+  echo "$line"
+  ms=$(echo "$line" | sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p')
+  total=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) simulated ms, .*/\1/p')
+  wall=$(echo "$line" | sed -n 's/.*simulated ms, \([0-9.]*\) s of wall time.*/\1/p')
+  check "simulated ms/step printed and positive (${ms:-none})" awk -v v="${ms:-0}" 'BEGIN { exit !(v > 0) }'
+  # wall time has 0.1 s steps: the two agree within that only by chance
+  check "the simulated time is not the wall time (3 steps: ${total:-?} simulated ms, ${wall:-?} s of wall time)" \
+    awk -v s="${total:-0}" -v w="${wall:-0}" 'BEGIN { d = s - 1000 * w; if (d < 0) d = -d; exit !(s > 0 && d > 100) }'
+  n=$(grep -c '^memory: rank [01]: the model needs' "$TMPD/fast")
+  check "the memory model of each simulated rank printed ($n of 2)" [ "$n" = 2 ]
+  n=$(grep -c 'loss (not computed)' "$TMPD/fast")
+  check "no loss printed as computed ($n step line(s) say 'not computed')" [ "$n" = 3 ]
+  sim slow "$TMPD/slow" examples/gpt_train $layout $shape --steps 3 --log "$TMPD/sim.csv"
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/slow"
+  slow=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/slow")
+  check "a 1000x slower link between the nodes: ${slow:-none} simulated ms/step against ${ms:-none} (exit $rc)" \
+    awk -v a="${slow:-0}" -v b="${ms:-0}" 'BEGIN { exit !(b > 0 && a > 1.5 * b) }'
+fi
+if want "bad input"; then
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --out "$TMPD/one" > /dev/null
+  t0=$(date +%s)
+  sim small "$TMPD/one" --np 2 examples/gpt_train $layout $shape --steps 1
+  rc=$?
+  msg="the platform has fewer hosts than ranks: $TMPD/one.hosts lists 1 host(s) for 2 rank(s)"
+  n=$(grep -c -F "$msg" "$TMPD/small")
+  [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/small"
+  check "a platform of 1 host for 2 ranks: exit $rc (expected 2), the rule printed $n time(s), $(($(date +%s) - t0)) s" \
+    [ "$rc" = 2 -a "$n" = 1 ]
+  sim nocal "$TMPD/eth" --host no-such-host examples/gpt_train $layout $shape --steps 1
+  rc=$?
+  n=$(grep -c "no calibration for host 'no-such-host'" "$TMPD/nocal")
+  [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/nocal"
+  check "a calibration that does not exist: exit $rc (expected 2), named ($n)" [ "$rc" = 2 -a "$n" = 1 ]
+  # another shape: its sizes were never run here
+  sim nosize "$TMPD/eth" examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 1
+  rc=$?
+  what=$(sed -n "s/^sim: error: codelet '\([^']*\)' has no calibrated time.*/\1/p" "$TMPD/nosize")
+  [ "$rc" = 2 ] && [ -n "$what" ] || cat "$TMPD/nosize"
+  check "a size never calibrated (--hidden 128): exit $rc (expected 2), the codelet named (${what:-none})" \
+    [ "$rc" = 2 -a -n "$what" ]
+fi
+finish
