@@ -84,3 +84,10 @@ need_torch() { # skips the test (exit 77) with the reason unless $TORCH_PYTHON i
   echo "SKIP: python3-torch not importable by ${TORCH_PYTHON:-/usr/bin/python3} (install Debian python3-torch)"
   exit 77
 }
+# a checkpoint file's bytes but its save id (header bytes 672-679, drawn anew by each
+# save) and the checksum (the last 8 bytes, which covers the id)
+SAVE_ID_AT=672
+same_ckpt_file() { # same_ckpt_file A B: two checkpoint files identical but for the save id and the checksum
+  [ -s "$1" ] && [ -s "$2" ] && n=$(wc -c < "$1") && [ "$n" = "$(wc -c < "$2")" ] &&
+    cmp -s -n $SAVE_ID_AT "$1" "$2" && cmp -s -i $((SAVE_ID_AT + 8)) -n $((n - SAVE_ID_AT - 16)) "$1" "$2"
+}

@@ -49,17 +49,10 @@ ran() { # ran WHAT NP OUT ARGS...: train, and a check that it exited 0
   [ "$rc" = 0 ] || cat "$2"
   check "$what: exit $rc" [ "$rc" = 0 ]
 }
-# a file's bytes but its save id (header bytes 672-679, drawn anew by each
-# save) and the checksum (the last 8 bytes, which covers the id)
-SAVE_ID_AT=672
-same_file() { # same_file A B: identical but for the save id and the checksum
-  [ -s "$1" ] && [ -s "$2" ] && n=$(wc -c < "$1") && [ "$n" = "$(wc -c < "$2")" ] &&
-    cmp -s -n $SAVE_ID_AT "$1" "$2" && cmp -s -i $((SAVE_ID_AT + 8)) -n $((n - SAVE_ID_AT - 16)) "$1" "$2"
-}
 same_ckpts() { # same_ckpts DIR_A DIR_B NP STEP: every rank's file exists in both and is identical
   for r in $(seq 0 $(($3 - 1))); do
     f=$(printf 'step-%08d/rank-%05d.ckpt' "$4" "$r")
-    same_file "$1/$f" "$2/$f" || return 1
+    same_ckpt_file "$1/$f" "$2/$f" || return 1
   done
 }
 save_ids() { # save_ids STEP_DIR -> the distinct save ids of its rank files, one per line

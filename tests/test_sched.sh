@@ -20,7 +20,7 @@ same_run() { # same_run RC NP DIR_A DIR_B: RC 0, 3 steps logged, same losses, ev
   shift
   for r in $(seq 0 $(($1 - 1))); do
     f=$(printf 'step-%08d/rank-%05d.ckpt' 3 "$r")
-    [ -s "$2/$f" ] && cmp -s "$2/$f" "$3/$f" || return 1
+    same_ckpt_file "$2/$f" "$3/$f" || return 1
   done
 }
 ran_as() { # ran_as DIR SCHED NCPUS [GEMM]: sw_init's banner, read back from StarPU, names them
