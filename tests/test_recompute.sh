@@ -89,7 +89,7 @@ for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2
     same=true
     for r in $(seq 0 $((np - 1))); do
       f=$(printf 'step-%08d/rank-%05d.ckpt' 6 "$r")
-      [ -s "$d/ck0/$f" ] && cmp -s "$d/ck0/$f" "$d/ck1/$f" || same=false
+      same_ckpt_file "$d/ck0/$f" "$d/ck1/$f" || same=false
     done
     check "np=$np $model $mode $tag, offload: every rank's checkpoint after 6 steps identical to no offload" $same
     # rank 0: "NUMA 0: peak P MiB used (of B), in I MiB, out O MiB; Disk 0: ..."; the peak
