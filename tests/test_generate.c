@@ -162,7 +162,9 @@ static void sampler_checks(sw_comm *comm)
     enum { NS = 4, NPOS = 12 };
     const int np = sw_world_size(), vocabs[2] = {96, 200}, ks[3] = {1, 5, 0};
     const float temps[4] = {0.0f, 0.5f, 1.0f, 2.0f};
-    sw_params_config pc = {.seed = 1, .tiles = 1, .dtype = SW_F32, .grad_accum = 1, .grad_group = SW_GROUP_DP, .lr = 1e-3f};
+    sw_params_config pc; /* seed, tiles and grad_accum: the context's */
+    sw_params_config_default(&pc);
+    pc.grad_group = SW_GROUP_DP, pc.lr = 1e-3f;
     sw_params *p = sw_params_new(&pc, np > 1 ? comm : NULL);
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = NS, .tp = np, .ulysses = 1, .ring = 1, .dp = 1, .grad_accum = 1,

@@ -83,6 +83,10 @@ typedef struct sw_ctx_config {
 void sw_ctx_config_default(sw_ctx_config *c);
 
 struct sw_scratch;
+/** \struct sw_ctx_log
+ * Private to the layers (graphs/layer_util.h): which linear wrote which
+ * tensor last, and each replicated linear's rows. */
+struct sw_ctx_log;
 
 /** Where this rank's tokens are, and the groups the layers use. Filled by
  * sw_ctx_init; read-only for layers and models. */
