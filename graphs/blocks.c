@@ -38,6 +38,7 @@ struct sw_blocks {
     double set_bytes;     /* the memory model: what keep declares */
     struct stash_ref *sref; /* sref[j n + i] (FULL: [j G + g]): the prefetch callback's argument of micro slot j's
                              * block i (group g) */
+    const sw_blocks *pool;  /* sw_blocks_create_pooled: the owner of every tensor above but dx, else NULL */
 };
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -231,9 +232,41 @@ sw_blocks *sw_blocks_create(const sw_blocks_config *c, const sw_block_ops *ops, 
     return b;
 }
 
+sw_blocks *sw_blocks_create_pooled(const sw_blocks_config *c, const sw_block_ops *ops, void *model, const sw_blocks *pool)
+{
+    check_ops("sw_blocks_create_pooled", c, ops);
+    sw_check_ptr("sw_blocks_create_pooled", "pool", pool);
+    int n = stage_count(c), micro = c->inflight > 1 ? c->inflight : 1;
+    if (n != pool->count || micro != pool->nmicro || c->recompute != pool->c.recompute ||
+        c->recompute_every != pool->c.recompute_every || c->offload != pool->c.offload || c->rows != pool->c.rows ||
+        c->cols != pool->c.cols || ops->keep != pool->ops.keep)
+        sw_usage_error("sw_blocks_create_pooled: blocks %d .. %d: their shapes, micro slots (%d) and policies must be "
+                       "the pool's (blocks %d .. %d, %d micro slots)", c->first, c->first + n - 1, micro, pool->first,
+                       pool->first + pool->count - 1, pool->nmicro);
+    if (c->first < 0 || c->first + n > c->layers)
+        sw_usage_error("sw_blocks_create_pooled: blocks %d .. %d of %d", c->first, c->first + n - 1, c->layers);
+    sw_blocks *b = sw_xcalloc(1, sizeof *b);
+    *b = *pool; /* the pool's residual streams, saved sets, working sets and stashes */
+    b->c = *c;
+    b->ops = *ops;
+    b->model = model;
+    b->first = c->first;
+    b->cur = 0;
+    b->pool = pool;
+    b->dx = sw_tensor_new2d("dres", SW_F32, c->rows, c->cols);
+    return b;
+}
+
+double sw_blocks_pooled_bytes(const sw_blocks_config *c) { return 4.0 * (double)c->rows * (double)c->cols; }
+
 void sw_blocks_destroy(sw_blocks *b)
 {
     if (!b) return;
+    if (b->pool) { /* its gradient stream only: the rest is the pool's */
+        sw_tensor_free(b->dx);
+        free(b);
+        return;
+    }
     int n = b->count;
     const int K = b->K, G = K ? (n + K - 1) / K : 0;
     for (int j = 0; j < b->nmicro; j++) { /* the tensors of micro slot j's stream (not the aliases) */

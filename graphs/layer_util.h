@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "starweave/blocks.h"
 #include "starweave/layers.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
@@ -136,5 +137,14 @@ static inline void batch_of_key(const sw_ctx *x, sw_rng_key *k)
     k->batch_local = x->B;
     k->batch_global = x->c.batch;
 }
+
+/* Blocks that share another stack's micro slots (pipeline stages' chunks,
+ * one pool per stage): block stack c (of the pool's shapes, micro slots
+ * and policies) whose residual streams, saved sets, working sets and
+ * offload stashes are the pool's tensors; only the gradient of its
+ * residual stream is its own. Destroy it before the pool. */
+sw_blocks *sw_blocks_create_pooled(const sw_blocks_config *c, const sw_block_ops *ops, void *model, const sw_blocks *pool);
+/* what sw_blocks_create_pooled allocates: the gradient stream [rows, cols] */
+double sw_blocks_pooled_bytes(const sw_blocks_config *c);
 
 #endif

@@ -18,7 +18,7 @@ struct sw_pipeline {
     int quota;             /* chunks' saved sets (a chunk's blocks for one micro-batch) in flight on this stage */
     sw_blocks_config *bc;  /* bc[c]: chunk c's blocks */
     sw_blocks **chunk;     /* chunk c of this stage: virtual stage c pp + stage */
-    int *slots;            /* chunk c's micro slots: micro-batch k in slot k mod slots[c] */
+    int slots;             /* the stage's micro slots, one pool shared by its chunks (at most the quota) */
     sw_unit *order;        /* the stage's work in submission order (2 K V units: schedule.h) */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
@@ -38,23 +38,24 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_
     int chunks = x->params ? sw_params_get_config(x->params)->pp_chunks : 1, K = x->c.grad_accum, stuck = 0;
     *V = chunks > 1 ? chunks : 1;
     if (inflight < 0) sw_usage_error("the micro-batches in flight per stage must be 0 (1F1B) or at least 1 (%d)", inflight);
-    if (*pp * *V > SW_P2P_CHANNELS / 2 - 1)
-        sw_usage_error("pipeline stages times chunks (pp %d x %d) must be at most %d", *pp, *V, SW_P2P_CHANNELS / 2 - 1);
+    if (*V > SW_PP_MAX_CHUNKS) /* two point-to-point channels each (schedule.h), whatever the stages */
+        sw_usage_error("interleaved chunks per stage (%d, pp %d) must be at most %d (two point-to-point channels each)",
+                       *V, *pp, SW_PP_MAX_CHUNKS);
     if (*V > 1 && *pp < 2) sw_usage_error("interleaved chunks (%d per stage) need pipeline stages (pp %d)", *V, *pp);
     /* every stage's order (each rank simulates every stage), this one's kept */
     sw_unit *all = sw_xcalloc((size_t)*pp * (size_t)(2 * K * *V), sizeof *all);
-    int *allslots = sw_xcalloc((size_t)*pp * (size_t)*V, sizeof *allslots);
+    int *allslots = sw_xcalloc((size_t)*pp, sizeof *allslots);
     if (sw_schedule(*pp, *V, K, inflight, all, allslots, &stuck))
         sw_usage_error("no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
                        "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
                        "(pp-inflight, in micro-batches; 0: the default)", stuck,
                        sw_schedule_quota(*pp, *V, K, inflight, stuck), *pp, *V, K, inflight);
     if (order) memcpy(order, all + (size_t)*stage * (size_t)(2 * K * *V), (size_t)(2 * K * *V) * sizeof *order);
-    memcpy(slots, allslots + (size_t)*stage * (size_t)*V, (size_t)*V * sizeof *slots);
+    *slots = allslots[*stage];
     free(all), free(allslots);
 }
 
-/* chunk c's blocks on this stage: virtual stage c pp + stage, of layers / (pp V) blocks, slots[c] micro slots */
+/* chunk c's blocks on this stage: virtual stage c pp + stage, of layers / (pp V) blocks, the stage's micro slots */
 static sw_blocks_config chunk_config(const sw_ctx *x, const sw_blocks_config *c, int pp, int stage, int V, int chunk,
                                      int slots)
 {
@@ -78,15 +79,12 @@ double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, cons
 {
     sw_check_ptr("sw_pipeline_blocks_bytes", "x", x);
     sw_check_ptr("sw_pipeline_blocks_bytes", "c", c);
-    int pp, stage, V, slots[SW_P2P_CHANNELS];
-    plan(x, inflight, &pp, &stage, &V, NULL, slots);
+    int pp, stage, V, slots;
+    plan(x, inflight, &pp, &stage, &V, NULL, &slots);
     check_layout(c, pp, V);
-    double bytes = 0;
-    for (int v = 0; v < V; v++) {
-        sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots[v]);
-        bytes += sw_blocks_bytes(&b, ops, model);
-    }
-    return bytes;
+    /* chunk 0 allocates the stage's pool of micro slots, the other chunks only their own gradient stream */
+    sw_blocks_config b = chunk_config(x, c, pp, stage, V, 0, slots);
+    return sw_blocks_bytes(&b, ops, model) + (V - 1) * sw_blocks_pooled_bytes(&b);
 }
 
 sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops,
@@ -106,8 +104,7 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     int chunks = sw_params_get_config(x->params)->pp_chunks;
     s->K = x->c.grad_accum;
     s->order = sw_xcalloc((size_t)(2 * s->K * (chunks > 1 ? chunks : 1)), sizeof *s->order);
-    s->slots = sw_xcalloc((size_t)(chunks > 1 ? chunks : 1), sizeof *s->slots);
-    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, s->slots);
+    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots);
     check_layout(c, s->pp, s->V);
     s->x = x;
     s->mops = *mops;
@@ -117,8 +114,9 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     s->bc = sw_xcalloc((size_t)s->V, sizeof *s->bc);
     s->chunk = sw_xcalloc((size_t)s->V, sizeof *s->chunk);
     for (int v = 0; v < s->V; v++) {
-        s->bc[v] = chunk_config(x, c, s->pp, s->stage, s->V, v, s->slots[v]);
-        s->chunk[v] = sw_blocks_create(&s->bc[v], ops, model);
+        s->bc[v] = chunk_config(x, c, s->pp, s->stage, s->V, v, s->slots);
+        /* one pool of micro slots per stage: chunk 0's residual streams and saved sets, shared by the others */
+        s->chunk[v] = v ? sw_blocks_create_pooled(&s->bc[v], ops, model, s->chunk[0]) : sw_blocks_create(&s->bc[v], ops, model);
     }
     if (s->stage != s->pp - 1) s->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
     return s;
@@ -127,8 +125,8 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
 void sw_pipeline_destroy(sw_pipeline *s)
 {
     if (!s) return;
-    for (int v = 0; v < s->V; v++) sw_blocks_destroy(s->chunk[v]);
-    free(s->chunk), free(s->bc), free(s->slots), free(s->order);
+    for (int v = s->V - 1; v >= 0; v--) sw_blocks_destroy(s->chunk[v]); /* the pool's owner, chunk 0, last */
+    free(s->chunk), free(s->bc), free(s->order);
     sw_tensor_free(s->loss);
     free(s);
 }
@@ -161,13 +159,13 @@ int sw_pipeline_stage(const sw_pipeline *s, int *stages)
     return s->stage;
 }
 
-/* The point-to-point channel of the boundary after virtual stage j (j to
- * j + 1): activations forward, gradients back, each matched in call order
- * on its own (both ends submit a chunk's micro-batches in order), so the
- * order across boundaries may differ between the two ends. */
-static int channel(int j, int backward) { return 2 * j + backward; }
-/* past every boundary's (pp V <= SW_P2P_CHANNELS / 2 - 1: plan) */
-enum { COND_CHANNEL = SW_P2P_CHANNELS - 3, DCOND_CHANNEL = SW_P2P_CHANNELS - 2, LOSS_CHANNEL = SW_P2P_CHANNELS - 1 };
+/* The point-to-point channels (schedule.h): each chunk's activations
+ * forward and gradients back between a pair of neighbours on a channel of
+ * their own, each matched in call order on its own (both ends submit a
+ * chunk's micro-batches in order), so the order across chunks may differ
+ * between the two ends; all above a model's own (comm.h). */
+static int channel(const sw_pipeline *s, int j, int backward) { return sw_schedule_channel(s->pp, j, backward); }
+enum { COND_CHANNEL = SW_PP_COND_CHANNEL, DCOND_CHANNEL = SW_PP_DCOND_CHANNEL, LOSS_CHANNEL = SW_PP_LOSS_CHANNEL };
 
 /* The model's conditioning of micro-batch k (its value, or gradient), or NULL */
 static sw_tensor *conditioning(sw_pipeline *s, int k, int grad)
@@ -176,15 +174,15 @@ static sw_tensor *conditioning(sw_pipeline *s, int k, int grad)
 }
 
 /* micro-batch k's forward through chunk c: its input (the embedding, or
- * the previous virtual stage's output), its blocks into micro slot k mod
- * slots, its output to the next virtual stage (the last keeps it for the
- * head, which runs with the backward) */
-static void forward(sw_pipeline *s, int step, int c, int k)
+ * the previous virtual stage's output), its blocks into the micro slot
+ * the schedule gave it, its output to the next virtual stage (the last
+ * keeps it for the head, which runs with the backward) */
+static void forward(sw_pipeline *s, int step, int c, int k, int slot)
 {
     int j = c * s->pp + s->stage, J = s->pp * s->V;
     sw_blocks *b = s->chunk[c];
     sw_ctx_set_micro_batch(s->x, k);
-    sw_blocks_set_micro_slot(b, k % s->slots[c]);
+    sw_blocks_set_micro_slot(b, slot);
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
     if (j == 0) {
         sw_params_gather_unit(s->x->params, SW_UNIT_BEFORE, 0); /* ZeRO-3 */
@@ -193,11 +191,11 @@ static void forward(sw_pipeline *s, int step, int c, int k)
         sw_tensor *cond = conditioning(s, k, 0); /* to every other stage */
         for (int r = 1; r < s->pp && cond; r++) sw_send_on(s->x->comm, SW_GROUP_PP, COND_CHANNEL, cond, r);
     } else {
-        sw_recv_on(s->x->comm, SW_GROUP_PP, channel(j - 1, 0), sw_blocks_input(b), (s->stage + s->pp - 1) % s->pp);
+        sw_recv_on(s->x->comm, SW_GROUP_PP, channel(s, j - 1, 0), sw_blocks_input(b), (s->stage + s->pp - 1) % s->pp);
         if (c == 0 && conditioning(s, k, 0)) sw_recv_on(s->x->comm, SW_GROUP_PP, COND_CHANNEL, conditioning(s, k, 0), 0);
     }
     sw_blocks_forward(b, step);
-    if (j < J - 1) sw_send_on(s->x->comm, SW_GROUP_PP, channel(j, 0), sw_blocks_output(b), (s->stage + 1) % s->pp);
+    if (j < J - 1) sw_send_on(s->x->comm, SW_GROUP_PP, channel(s, j, 0), sw_blocks_output(b), (s->stage + 1) % s->pp);
 }
 
 /* micro-batch k's backward through chunk c: the gradient of its output
@@ -205,14 +203,14 @@ static void forward(sw_pipeline *s, int step, int c, int k)
  * else from the next), its blocks, then the gradient of its input to the
  * previous virtual stage or into the embedding; the chunk's gradients into
  * the registry's buckets */
-static void backward(sw_pipeline *s, int step, int c, int k)
+static void backward(sw_pipeline *s, int step, int c, int k, int slot)
 {
     sw_ctx *x = s->x;
     int j = c * s->pp + s->stage, J = s->pp * s->V;
     sw_blocks *b = s->chunk[c];
     sw_tensor *dx = sw_blocks_grad(b);
     sw_ctx_set_micro_batch(x, k);
-    sw_blocks_set_micro_slot(b, k % s->slots[c]);
+    sw_blocks_set_micro_slot(b, slot);
     sw_tensor *dcond = conditioning(s, k, 1);
     if (c == s->V - 1 && dcond) sw_zero(sw_tensor_whole(dcond, STARPU_W)); /* this stage's first backward of k */
     if (j == J - 1) {
@@ -222,7 +220,7 @@ static void backward(sw_pipeline *s, int step, int c, int k)
         sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
         s->mops.head_backward(s->model, step, sw_blocks_output(b), dx);
         sw_params_release_unit(x->params, SW_UNIT_AFTER, 1);
-    } else sw_recv_on(x->comm, SW_GROUP_PP, channel(j, 1), dx, (s->stage + 1) % s->pp);
+    } else sw_recv_on(x->comm, SW_GROUP_PP, channel(s, j, 1), dx, (s->stage + 1) % s->pp);
     sw_blocks_backward(b, step);
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     if (j == 0) {
@@ -235,7 +233,7 @@ static void backward(sw_pipeline *s, int step, int c, int k)
         s->mops.embed_backward(s->model, step, dx);
         sw_params_release_unit(x->params, SW_UNIT_BEFORE, 1);
     } else {
-        sw_send_on(x->comm, SW_GROUP_PP, channel(j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
+        sw_send_on(x->comm, SW_GROUP_PP, channel(s, j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
         if (c == 0 && dcond) sw_send_on(x->comm, SW_GROUP_PP, DCOND_CHANNEL, dcond, 0); /* this stage's last backward of k */
     }
     sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);
@@ -245,7 +243,10 @@ void sw_pipeline_step(sw_pipeline *s, int step)
 {
     sw_check_ptr("sw_pipeline_step", "s", s);
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
-    for (int i = 0; i < 2 * s->K * s->V; i++) (s->order[i].fwd ? forward : backward)(s, step, s->order[i].chunk, s->order[i].k);
+    for (int i = 0; i < 2 * s->K * s->V; i++) {
+        const sw_unit *u = &s->order[i];
+        (u->fwd ? forward : backward)(s, step, u->chunk, u->k, u->slot);
+    }
     /* The scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it. Once per step, not after
      * each micro-batch's backward: the next micro-batch's tasks then ran

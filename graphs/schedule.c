@@ -36,10 +36,15 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
     int *fnext = xcalloc((size_t)J, sizeof(int)), *bnext = xcalloc((size_t)J, sizeof(int));
     long *fdone = xcalloc((size_t)J * (size_t)K, sizeof(long)), *bdone = xcalloc((size_t)J * (size_t)K, sizeof(long));
     long *busy = xcalloc((size_t)pp, sizeof(long));
+    /* slot[j K + k]: the micro slot micro-batch k holds on virtual stage j; used[s q + i]: slot i of stage s
+     * taken (q: the largest quota) */
+    int *slot = xcalloc((size_t)J * (size_t)K, sizeof(int)), q = 0;
+    for (int s = 0; s < pp; s++)
+        if (sw_schedule_quota(pp, V, K, inflight, s) > q) q = sw_schedule_quota(pp, V, K, inflight, s);
+    char *used = xcalloc((size_t)pp * (size_t)q, 1);
     const long never = -1;
     for (int i = 0; i < J * K; i++) fdone[i] = bdone[i] = never;
-    for (int s = 0; s < pp; s++)
-        for (int c = 0; c < V; c++) slots[s * V + c] = V == 1 ? sw_schedule_quota(pp, V, K, inflight, s) : 0;
+    for (int s = 0; s < pp; s++) slots[s] = 0;
 #define READY(a, j, k) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] != never && (a)[(size_t)(j) * (size_t)K + (size_t)(k)] <= t)
     for (long t = 0; done < total; t++) {
         int progress = 0;
@@ -65,8 +70,13 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
             int j = pick * pp + s, k = fwd ? fnext[j]++ : bnext[j]++;
             busy[s] = t + (fwd ? 1 : 2);
             (fwd ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
-            orders[(size_t)s * (size_t)(2 * K * V) + (size_t)n[s]++] = (sw_unit){fwd, pick, k, t};
-            if (V > 1 && fnext[j] - bnext[j] > slots[s * V + pick]) slots[s * V + pick] = fnext[j] - bnext[j];
+            int *at = &slot[(size_t)j * (size_t)K + (size_t)k];
+            if (fwd) { /* the lowest free slot (held < quota: there is one), the pool grown to it */
+                for (*at = 0; used[s * q + *at]; ++*at) {}
+                used[s * q + *at] = 1;
+                if (*at + 1 > slots[s]) slots[s] = *at + 1;
+            } else used[s * q + *at] = 0;
+            orders[(size_t)s * (size_t)(2 * K * V) + (size_t)n[s]++] = (sw_unit){fwd, pick, k, *at, t};
             done++, progress = 1;
         }
         if (!progress) { /* every stage idle and nothing ready: the quotas let no order finish */
@@ -79,6 +89,8 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
         }
     }
 #undef READY
-    free(n), free(fnext), free(bnext), free(fdone), free(bdone), free(busy);
+    free(n), free(fnext), free(bnext), free(fdone), free(bdone), free(busy), free(slot), free(used);
     return done == total ? 0 : -1;
 }
+
+int sw_schedule_channel(int pp, int j, int backward) { return SW_P2P_MODEL_CHANNELS + 2 * (j / pp) + backward; }

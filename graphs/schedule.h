@@ -7,10 +7,13 @@
 #ifndef STARWEAVE_SCHEDULE_H
 #define STARWEAVE_SCHEDULE_H
 
+#include "starweave/comm.h"
+
 /* one piece of a stage's work: micro-batch k's forward (fwd 1) or backward
- * through the stage's chunk `chunk`, started at simulated time `start` */
+ * through the stage's chunk `chunk`, in the stage's micro slot `slot`,
+ * started at simulated time `start` */
 typedef struct sw_unit {
-    int fwd, chunk, k;
+    int fwd, chunk, k, slot;
     long start;
 } sw_unit;
 
@@ -26,11 +29,34 @@ int sw_schedule_quota(int pp, int V, int K, int inflight, int s);
  * whenever idle, starts a forward whose input is there if its quota has
  * room (the latest chunk first), else a backward whose output gradient is
  * there. orders: pp x 2 K V units, stage s's 2 K V from orders + s 2 K V,
- * in order of start. slots: pp x V, stage s's chunk c's micro slots at
- * slots[s V + c]: without chunks the quota, else the most micro-batches
- * of chunk c in flight at once in that order. Returns 0, or -1 when the
- * quotas let no order finish (*stuck: a stage that waited with its quota
- * full; the orders and slots are then partial). */
+ * in order of start. Each stage's chunks share one pool of micro slots
+ * (a slot holds one chunk's saved sets for one micro-batch): a forward
+ * takes the lowest free slot, its micro-batch's backward through the same
+ * chunk frees it; slots[s] (pp of them): the most saved sets stage s
+ * holds at once in its order, at most its quota. Returns 0, or -1 when
+ * the quotas let no order finish (*stuck: a stage that waited with its
+ * quota full; the orders and slots are then partial). */
 int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots, int *stuck);
+
+/* The driver's point-to-point channels on the pp group (comm.h: channels
+ * SW_P2P_MODEL_CHANNELS .. SW_P2P_CHANNELS - 1 are the driver's, so a
+ * model's own sw_send/sw_send_on on that group never shifts its matching).
+ * Numbered per pair of neighbours, not per global boundary: the messages
+ * from stage s to stage s + 1 (mod pp) are the activations out of s's
+ * chunks and the gradients into s + 1's, each chunk and direction on a
+ * channel of its own, matched in call order on it; the boundary after
+ * virtual stage j = c pp + s is chunk c of stage s's (its activations
+ * forward, its gradients back). The loss, the conditioning and its
+ * gradient have one channel each. */
+enum {
+    SW_PP_LOSS_CHANNEL = SW_P2P_CHANNELS - 1,
+    SW_PP_COND_CHANNEL = SW_P2P_CHANNELS - 2,
+    SW_PP_DCOND_CHANNEL = SW_P2P_CHANNELS - 3,
+    /* chunks per stage: two channels each below the three above */
+    SW_PP_MAX_CHUNKS = (SW_P2P_CHANNELS - 3 - SW_P2P_MODEL_CHANNELS) / 2
+};
+/* the channel of the boundary after virtual stage j (pp stages):
+ * activations (backward 0) or gradients (backward 1) */
+int sw_schedule_channel(int pp, int j, int backward);
 
 #endif

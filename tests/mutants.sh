@@ -142,7 +142,7 @@ data-megatron-pointers-ignored|examples/data.c|s/item(bin + ptr + i \* isz, isz,
 # the installed .pc: strict ISO C11 programs need StarPU's POSIX types
 pc-default-source-missing|starweave.pc.in|s/ -D_DEFAULT_SOURCE//|tests/test_install.sh|
 # pipeline stages: the quota, the tied embedding, micro slots, the sends between stages
-pp-quota-gpipe|graphs/pipeline.c|s/int q = inflight ? inflight \* V : (V - 1) \* pp + pp - s;/int q = inflight ? inflight * V : K * V;/|tests/test_memory.sh|
+pp-quota-gpipe|graphs/schedule.c|s/int q = inflight ? inflight \* V : (V - 1) \* pp + pp - s;/int q = inflight ? inflight * V : K * V;/|tests/test_memory.sh|
 pp-tied-grads-unsummed|graphs/params.c|s/    if (q->ends) sw_allreduce(p->comm, SW_GROUP_PP_ENDS, q->grad, SW_SUM);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
 pp-tied-norm-counted-twice|graphs/params.c|s/ \/ (q->ends ? 2.0 : 1.0); \/\* a tied weight/ \/ 1.0; \/* a tied weight/|tests/test_pp.sh|clip-grad
 pp-embedding-adds-to-stale-dwte|graphs/layers.c|s/e->tied \&\& sw_params_runs_unit(x->params, SW_UNIT_AFTER) ? 0 : SW_EMB_ZERO_WTE/e->tied ? 0 : SW_EMB_ZERO_WTE/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
@@ -151,7 +151,18 @@ pp-boundary-unmodelled|graphs/pipeline.c|s/        if (j < J - 1) t->forward\[SW
 pp-loss-not-sent|graphs/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
 pp-virtual-placed-contiguously|graphs/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);/sw_params_reduce_grads_chunk(x->params, k, -1);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
-pp-virtual-bytes-chunk0-slots|graphs/pipeline.c|s/sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots\[v\]);/sw_blocks_config b = chunk_config(x, c, pp, stage, V, v, slots[0]);/|tests/test_memory.sh|pp-virtual
+pp-virtual-bytes-pool-per-chunk|graphs/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
+pp-virtual-pool-per-chunk|graphs/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
+# the schedule (graphs/schedule.c, a pure function) and the driver's channels, by its unit test
+sched-quota-off-by-one|graphs/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s); c--/|tests/test_schedule|
+sched-backward-costs-1|graphs/schedule.c|s/busy\[s\] = t + (fwd ? 1 : 2);/busy[s] = t + 1;/|tests/test_schedule|
+sched-next-stage-backward-not-awaited|graphs/schedule.c|s/READY(bdone, j + 1, k)/1/|tests/test_schedule|
+sched-previous-stage-forward-not-awaited|graphs/schedule.c|s/READY(fdone, j - 1, k)/1/|tests/test_schedule|
+sched-earliest-chunk-first|graphs/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c++)/|tests/test_schedule|
+sched-pool-sized-by-last-slot|graphs/schedule.c|s/if (\*at + 1 > slots\[s\]) slots\[s\] = \*at + 1;/slots[s] = *at + 1;/|tests/test_schedule|
+pp-channels-per-global-boundary|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + 2 * j + backward/|tests/test_schedule|
+pp-channels-chunk-ignored|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
+pp-channels-from-zero|graphs/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
 pp-offload-micro-slots-shared|graphs/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 full-offload-kept-not-onloaded|graphs/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full
 full-offload-kept-bytes-unmodelled|graphs/blocks.c|s/if (kin) streams += (n + K - 1) \/ K < 2 ? 1 : 2;/(void)kin;/|tests/test_memory.sh|offload

@@ -147,8 +147,29 @@ int main(int argc, char **argv)
     sw_comm *use = sw_world_size() > 1 ? comm : NULL;
     const int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
     whole_model(&c, use);
-    if (c.pp_virtual > 1 || offload) { /* interleaved chunks (each chunk's slots from the schedule), offload (the
-                                          * working sets fixed): the whole model's bytes */
+    if (c.pp_virtual > 1 && !offload) {
+        /* interleaved chunks: one pool of micro slots per stage, shared by its chunks, of its quota q = (V - 1) pp
+         * + pp - stage chunks' saved sets. GPipe's quota holds every chunk of every micro-batch (K V); the default
+         * holds (K V - q) x (a chunk's blocks x the block's model bytes + its output [l, h]) less, to the byte
+         * (with a pool per chunk, each of its own peak, stage 0 of pp 2 x 2 held 5 sets for a quota of 4) */
+        const int stage = sw_mesh_stage(mesh), V = c.pp_virtual, per_chunk = c.layers / (pp * V), K = c.grad_accum;
+        const int q = (V - 1) * pp + pp - stage < K * V ? (V - 1) * pp + pp - stage : K * V;
+        sw_gpt_config all = c;
+        all.pp_inflight = K;
+        sw_gpt *m = sw_gpt_create(&c, use);
+        const double block = sw_gpt_saved_bytes(m, stage * per_chunk).model_bytes;
+        sw_gpt_destroy(m);
+        const double out = 4.0 * c.seq * (c.batch / c.grad_accum) / (c.sp ? c.tp : 1) * c.hidden;
+        const double less = model_alloc(&all, use) - model_alloc(&c, use), want = (K * V - q) * (per_chunk * block + out);
+        char line[400];
+        snprintf(line, sizeof line, "pp %d x %d chunks x tp %d, stage %d: the default quota allocates %.0f less than "
+                 "GPipe's; model (%d x %d - %d) x (%d blocks x %.0f + output %.0f) = %.0f (%.0f bytes off): the stage "
+                 "holds its quota, %d chunks' saved sets", pp, V, c.tp, stage, less, K, V, q, per_chunk, block, out, want,
+                 less - want, q);
+        tu_check_ranks(line, less == want && q < K * V);
+    }
+    if (c.pp_virtual > 1 || offload) { /* interleaved chunks, offload (the working sets fixed): the whole model's
+                                          * bytes */
         sw_comm_destroy(comm);
         sw_mesh_destroy(mesh);
         return tu_finish_all();

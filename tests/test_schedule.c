@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "schedule.h"
+#include "starweave/comm.h"
 
 static int passed, failed;
 
@@ -42,12 +43,12 @@ static void *xcalloc(size_t n, size_t size)
 static void megatron_1f1b(int pp, int K, int s, sw_unit *ref)
 {
     int warmup = pp - s - 1 < K ? pp - s - 1 : K, steady = K - warmup, n = 0, f = 0, b = 0;
-    for (int i = 0; i < warmup; i++) ref[n++] = (sw_unit){1, 0, f++, 0};
+    for (int i = 0; i < warmup; i++) ref[n++] = (sw_unit){1, 0, f++, 0, 0};
     for (int i = 0; i < steady; i++) {
-        ref[n++] = (sw_unit){1, 0, f++, 0};
-        ref[n++] = (sw_unit){0, 0, b++, 0};
+        ref[n++] = (sw_unit){1, 0, f++, 0, 0};
+        ref[n++] = (sw_unit){0, 0, b++, 0, 0};
     }
-    while (b < K) ref[n++] = (sw_unit){0, 0, b++, 0};
+    while (b < K) ref[n++] = (sw_unit){0, 0, b++, 0, 0};
 }
 
 /* Megatron's interleaved schedule for stage s (forward_backward_pipelining_
@@ -62,14 +63,50 @@ static void megatron_interleaved(int pp, int V, int K, int s, sw_unit *ref)
     if (warmup > total) warmup = total;
 #define VK(i) ((i) / (pp * V) * pp + (i) % pp)
 #define VC(i) ((i) % (pp * V) / pp)
-    for (int i = 0; i < warmup; i++, f++) ref[n++] = (sw_unit){1, VC(f), VK(f), 0};
+    for (int i = 0; i < warmup; i++, f++) ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0};
     for (int i = 0; i < total - warmup; i++, f++, b++) {
-        ref[n++] = (sw_unit){1, VC(f), VK(f), 0};
-        ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0};
+        ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0};
+        ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0};
     }
-    for (; b < total; b++) ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0};
+    for (; b < total; b++) ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0};
 #undef VK
 #undef VC
+}
+
+/* Replays per-stage orders (orders + s n, n = 2 K V each) as fixed
+ * sequences -- what StarPU does with a stage's units, the layers' scratch
+ * being shared by them -- with a forward costing 1 and a backward 2: a
+ * unit starts when its stage is free and its inputs are there (a forward
+ * after the previous virtual stage's forward of the same micro-batch, a
+ * backward after the next virtual stage's backward and its own forward).
+ * Returns the makespan, or -1 when the orders wait in a cycle (deadlock). */
+static long replay(int pp, int V, int K, const sw_unit *orders)
+{
+    int J = pp * V, n = 2 * K * V, left = pp * n;
+    long *fend = xcalloc((size_t)(J * K), sizeof *fend), *bend = xcalloc((size_t)(J * K), sizeof *bend);
+    long *free_at = xcalloc((size_t)pp, sizeof *free_at), span = 0;
+    int *next = xcalloc((size_t)pp, sizeof *next);
+    for (int i = 0; i < J * K; i++) fend[i] = bend[i] = -1;
+    for (int progress = 1; progress && left;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            while (next[s] < n) {
+                const sw_unit *u = &orders[s * n + next[s]];
+                int j = u->chunk * pp + s;
+                long dep = u->fwd ? (j ? fend[(j - 1) * K + u->k] : 0)
+                                  : (j < J - 1 ? bend[(j + 1) * K + u->k] : 0);
+                if (!u->fwd && fend[j * K + u->k] < 0) dep = -1;
+                if (!u->fwd && dep >= 0 && fend[j * K + u->k] > dep) dep = fend[j * K + u->k];
+                if (dep < 0) break;
+                long start = dep > free_at[s] ? dep : free_at[s];
+                free_at[s] = start + (u->fwd ? 1 : 2);
+                (u->fwd ? fend : bend)[j * K + u->k] = free_at[s];
+                if (free_at[s] > span) span = free_at[s];
+                next[s]++, left--, progress = 1;
+            }
+    }
+    free(fend), free(bend), free(free_at), free(next);
+    return left ? -1 : span;
 }
 
 static int same_units(const sw_unit *a, const sw_unit *b, int n)
@@ -130,30 +167,171 @@ static void gpipe(void)
 }
 
 /* Interleaved chunks against Megatron's interleaved schedule, pp 2 and 4, V 2
- * and 4, K = pp, 2 pp, 4 pp (Megatron's K is a multiple of pp). */
+ * and 4, K = pp, 2 pp, 4 pp (Megatron's K is a multiple of pp). The orders
+ * are not equal; the differences, all checked here:
+ *  - memory: Megatron's stage s runs (pp - s - 1) 2 + (V - 1) pp warmup
+ *    forwards, then a forward before each backward, so it holds up to
+ *    (V - 1) pp + 2 (pp - s - 1) + 1 chunks' saved sets; ours holds its
+ *    quota (V - 1) pp + pp - s, no more: where the quota is full after the
+ *    warmup it runs the backward first. Equal on the last stage. With
+ *    K = pp Megatron runs every forward first (K V sets held); ours still
+ *    holds its quota, pp V - s: equal on the first stage;
+ *  - the forwards' order: Megatron's takes the chunks in groups of pp
+ *    micro-batches (chunk 0 of micro-batches 0 .. pp - 1, then chunk 1 of
+ *    them, ...); ours the ready forward of the latest chunk first (the
+ *    micro-batch nearest the loss), so e.g. chunk 1 of micro-batch 2 may
+ *    come before chunk 0 of micro-batch 3. With K = pp both orders of
+ *    forwards, and of backwards, are equal;
+ *  - time: replayed with the same costs (a forward 1, a backward 2), both
+ *    orders take the same time (the same bubble). */
 static void interleaved(void)
 {
     static const int pps[] = {2, 4}, Vs[] = {2, 4};
     for (int a = 0; a < 2; a++)
         for (int v = 0; v < 2; v++)
             for (int m = 1; m <= 4; m *= 2) {
-                int pp = pps[a], V = Vs[v], K = m * pp, n = 2 * K * V, stuck = -1, equal = 1, fwd_same = 1, bwd_same = 1;
-                sw_unit *orders = xcalloc((size_t)(pp * n), sizeof *orders), *ref = xcalloc((size_t)n, sizeof *ref);
+                int pp = pps[a], V = Vs[v], K = m * pp, n = 2 * K * V, stuck = -1, kinds_same = 1, memory = 1;
+                sw_unit *orders = xcalloc((size_t)(pp * n), sizeof *orders), *meg = xcalloc((size_t)(pp * n), sizeof *meg);
                 sw_unit *x = xcalloc((size_t)n, sizeof *x), *y = xcalloc((size_t)n, sizeof *y);
-                int *slots = xcalloc((size_t)(pp * V), sizeof *slots);
+                int *slots = xcalloc((size_t)pp, sizeof *slots);
                 int ok = sw_schedule(pp, V, K, 0, orders, slots, &stuck) == 0;
                 for (int s = 0; s < pp && ok; s++) {
-                    megatron_interleaved(pp, V, K, s, ref);
-                    equal &= same_units(orders + s * n, ref, n);
-                    int a1 = of_kind(orders + s * n, n, 1, x), b1 = of_kind(ref, n, 1, y);
-                    fwd_same &= a1 == b1 && same_units(x, y, a1);
-                    a1 = of_kind(orders + s * n, n, 0, x), b1 = of_kind(ref, n, 0, y);
-                    bwd_same &= a1 == b1 && same_units(x, y, a1);
+                    megatron_interleaved(pp, V, K, s, meg + s * n);
+                    for (int fwd = 0; fwd <= 1; fwd++) {
+                        int a1 = of_kind(orders + s * n, n, fwd, x), b1 = of_kind(meg + s * n, n, fwd, y);
+                        kinds_same &= a1 == b1 && same_units(x, y, a1);
+                    }
+                    int held = 0, peak = 0, quota = sw_schedule_quota(pp, V, K, 0, s);
+                    for (int i = 0; i < n; i++) held += meg[s * n + i].fwd ? 1 : -1, peak = held > peak ? held : peak;
+                    int theirs = K == pp ? K * V : (V - 1) * pp + 2 * (pp - s - 1) + 1;
+                    memory &= peak == theirs && slots[s] == quota && quota <= theirs &&
+                              (quota == theirs) == (K == pp ? s == 0 : s == pp - 1);
                 }
-                printf("# interleaved pp %d x %d, K %d: equal %d, forwards' order equal %d, backwards' equal %d\n", pp, V, K,
-                       equal, fwd_same, bwd_same);
-                free(orders), free(ref), free(x), free(y), free(slots);
+                long ours = ok ? replay(pp, V, K, orders) : -1, theirs = replay(pp, V, K, meg);
+                char line[320];
+                snprintf(line, sizeof line, "interleaved pp %d x %d, K %d against Megatron's: sets held %s, forwards' and "
+                         "backwards' orders %s, replayed time %ld vs %ld", pp, V, K,
+                         memory ? "the quota vs Megatron's warmup + 1 (as the comment says)" : "NOT as the comment says",
+                         kinds_same ? "equal" : "differ", ours, theirs);
+                check(line, ok && memory && kinds_same == (K == pp) && ours == theirs && ours > 0);
+                free(orders), free(meg), free(x), free(y), free(slots);
             }
+}
+
+/* The properties of one schedule (pp, V, K, quota `inflight`); returns 1
+ * when it holds them all, 0 (and a line saying which failed) otherwise, -1
+ * when the quotas let no order finish. */
+static int properties(int pp, int V, int K, int inflight)
+{
+    int J = pp * V, n = 2 * K * V, stuck = -1, bad = 0;
+    sw_unit *orders = xcalloc((size_t)(pp * n), sizeof *orders);
+    int *slots = xcalloc((size_t)pp, sizeof *slots);
+    long *fs = xcalloc((size_t)(J * K), sizeof *fs), *bs = xcalloc((size_t)(J * K), sizeof *bs), span = 0;
+    int *fslot = xcalloc((size_t)(J * K), sizeof *fslot), *inuse = xcalloc((size_t)(K * V + 1), sizeof *inuse);
+    const char *why = NULL;
+    if (sw_schedule(pp, V, K, inflight, orders, slots, &stuck)) {
+        free(orders), free(slots), free(fs), free(bs), free(fslot), free(inuse);
+        return stuck >= 0 && stuck < pp ? -1 : 0;
+    }
+    for (int i = 0; i < J * K; i++) fs[i] = bs[i] = -1;
+    for (int s = 0; s < pp && !bad; s++) {
+        int held = 0, peak = 0, quota = sw_schedule_quota(pp, V, K, inflight, s);
+        int *fk = xcalloc((size_t)V, sizeof *fk), *bk = xcalloc((size_t)V, sizeof *bk);
+        memset(inuse, 0, (size_t)(K * V + 1) * sizeof *inuse);
+        for (int i = 0; i < n && !bad; i++) {
+            const sw_unit *u = &orders[s * n + i], *p = i ? u - 1 : NULL;
+            int j = u->chunk * pp + s;
+            if (u->chunk < 0 || u->chunk >= V || u->k < 0 || u->k >= K) { bad = 1, why = "a unit out of range"; break; }
+            /* each chunk's micro-batches in order, each direction (call-order matching on its channel) */
+            if (u->k != (u->fwd ? fk : bk)[u->chunk]++) { bad = 1, why = "a chunk's micro-batches out of order"; break; }
+            if (p && u->start < p->start + (p->fwd ? 1 : 2)) { bad = 1, why = "two units at once on a stage"; break; }
+            (u->fwd ? fs : bs)[j * K + u->k] = u->start;
+            if (u->start + (u->fwd ? 1 : 2) > span) span = u->start + (u->fwd ? 1 : 2);
+            held += u->fwd ? 1 : -1;
+            peak = held > peak ? held : peak;
+            if (held > quota) { bad = 1, why = "a quota exceeded"; break; }
+            if (u->slot < 0 || u->slot > K * V) { bad = 1, why = "a micro slot out of range"; break; }
+            if (u->fwd) {
+                if (inuse[u->slot]) { bad = 1, why = "a micro slot given twice"; break; }
+                inuse[u->slot] = 1, fslot[j * K + u->k] = u->slot;
+            } else {
+                if (fslot[j * K + u->k] != u->slot) { bad = 1, why = "a backward in another slot than its forward"; break; }
+                inuse[u->slot] = 0;
+            }
+            if (u->slot >= slots[s]) { bad = 1, why = "a micro slot past the pool"; break; }
+        }
+        if (!bad && (held != 0 || fk[0] != K || bk[V - 1] != K)) bad = 1, why = "units missing";
+        if (!bad && peak != slots[s]) bad = 1, why = "the slots sized != the peak of saved sets in the order";
+        free(fk), free(bk);
+    }
+    /* every dependency between stages, on the simulated times */
+    for (int j = 0; j < J && !bad; j++)
+        for (int k = 0; k < K && !bad; k++) {
+            if (j > 0 && fs[j * K + k] < fs[(j - 1) * K + k] + 1) bad = 1, why = "a forward before its input";
+            if (j < J - 1 && bs[j * K + k] < bs[(j + 1) * K + k] + 2) bad = 1, why = "a backward before its output's gradient";
+            if (bs[j * K + k] < fs[j * K + k] + 1) bad = 1, why = "a backward before its forward";
+        }
+    /* no deadlock: the orders replayed as fixed sequences finish, at the simulated times */
+    if (!bad && replay(pp, V, K, orders) != span) bad = 1, why = "the orders replayed deadlock or take another time";
+    if (bad) printf("# pp %d, V %d, K %d, pp-inflight %d: %s\n", pp, V, K, inflight, why);
+    free(orders), free(slots), free(fs), free(bs), free(fslot), free(inuse);
+    return !bad;
+}
+
+/* pp <= 16, V <= 4, K <= 32; quotas: the default, GPipe's, and 1, 2, 3 micro-batches */
+static void sweep(void)
+{
+    int runs = 0, good = 0, refused = 0, must_fail = 0, quota_fail = 0;
+    for (int pp = 1; pp <= 16; pp++)
+        for (int V = 1; V <= 4; V++)
+            for (int K = 1; K <= 32; K++) {
+                if (V > 1 && pp < 2) continue;
+                int qs[] = {0, K, 1, 2, 3};
+                for (int i = 0; i < 5; i++) {
+                    if (i > 1 && qs[i] >= K) continue;
+                    int r = properties(pp, V, K, qs[i]);
+                    runs++;
+                    good += r == 1, refused += r == -1;
+                    if (r == -1 && i < 2) must_fail++; /* the default and GPipe's quotas always finish */
+                    if (r == 0) quota_fail++;
+                }
+            }
+    char line[300];
+    snprintf(line, sizeof line, "properties over pp <= 16, V <= 4, K <= 32, 5 quotas: %d schedules, %d hold every property "
+             "(each unit once, dependencies, one unit at a time, quotas, slots = peak, replay finishes), %d refused "
+             "(%d of them the default or GPipe's)", runs, good, refused, must_fail);
+    check(line, good + refused == runs && quota_fail == 0 && must_fail == 0 && good > 0);
+}
+
+/* The channels (schedule.h): per pair of neighbours, each chunk and
+ * direction its own, above a model's, below the loss's and conditioning's;
+ * the rule (chunks <= SW_PP_MAX_CHUNKS, whatever the stages) accepts pp 8 x
+ * 4 and pp 16 x 2, which the old rule (pp V <= 31, a channel pair per
+ * global boundary) refused. */
+static void channels(void)
+{
+    int ok = 1, collisions = 0, range = 0;
+    int *use = xcalloc((size_t)(16 * 16 * SW_P2P_CHANNELS), sizeof *use);
+    for (int pp = 2; pp <= 16; pp++)
+        for (int V = 1; V <= SW_PP_MAX_CHUNKS; V++) {
+            memset(use, 0, (size_t)(16 * 16 * SW_P2P_CHANNELS) * sizeof *use);
+            for (int j = 0; j + 1 < pp * V; j++)
+                for (int d = 0; d <= 1; d++) {
+                    int src = d ? (j + 1) % pp : j % pp, dst = d ? j % pp : (j + 1) % pp, ch = sw_schedule_channel(pp, j, d);
+                    if (ch < SW_P2P_MODEL_CHANNELS || ch >= SW_PP_DCOND_CHANNEL) { range++; continue; }
+                    if (use[(src * 16 + dst) * SW_P2P_CHANNELS + ch]++) collisions++;
+                }
+        }
+    char line[300];
+    snprintf(line, sizeof line, "channels, pp 2 .. 16 x 1 .. %d chunks: %d boundaries sharing a channel between the same "
+             "two ranks, %d outside %d .. %d (a model's: 0 .. %d; loss and conditioning: %d .. %d)", SW_PP_MAX_CHUNKS,
+             collisions, range, SW_P2P_MODEL_CHANNELS, SW_PP_DCOND_CHANNEL - 1, SW_P2P_MODEL_CHANNELS - 1,
+             SW_PP_DCOND_CHANNEL, SW_P2P_CHANNELS - 1);
+    ok = collisions == 0 && range == 0;
+    check(line, ok);
+    int accepted = 4 <= SW_PP_MAX_CHUNKS && 2 <= SW_PP_MAX_CHUNKS && properties(8, 4, 16, 0) == 1 && properties(16, 2, 32, 0) == 1;
+    check("pp 8 x 4 chunks (K 16) and pp 16 x 2 (K 32): within the chunks' rule, their schedules hold every property", accepted);
+    free(use);
 }
 
 int main(void)
@@ -161,6 +339,8 @@ int main(void)
     one_f_one_b();
     gpipe();
     interleaved();
+    sweep();
+    channels();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -223,12 +223,18 @@ void sw_send(sw_comm *c, sw_group g, sw_tensor *t, int dest);
  * member src of g, after t's earlier readers and writers. */
 void sw_recv(sw_comm *c, sw_group g, sw_tensor *t, int src);
 /** Point-to-point channels between two members. */
-enum { SW_P2P_CHANNELS = 64 /**< channels 0 .. SW_P2P_CHANNELS - 1 (sw_send_on) */ };
+enum {
+    SW_P2P_CHANNELS = 64,      /**< channels 0 .. SW_P2P_CHANNELS - 1 (sw_send_on) */
+    SW_P2P_MODEL_CHANNELS = 32 /**< a model's own: 0 .. 31; 32 .. 63 are the pipeline driver's (pipeline.h) */
+};
 /** sw_send on channel `channel`: the messages of each channel are matched
  * in call order on their own, never with another channel's (sw_send is
- * channel 0). Pipeline stages with interleaved chunks send each chunk
- * boundary's activations and gradients on a channel of their own, so the
- * two ends need only agree on the order within a boundary. */
+ * channel 0). The pipeline driver sends on channels SW_P2P_MODEL_CHANNELS
+ * and up over the pp group (each chunk's activations and gradients on a
+ * channel of their own between a pair of neighbours, so the two ends need
+ * only agree on the order within a chunk and direction): a model's own
+ * sends on that group use channels below SW_P2P_MODEL_CHANNELS and never
+ * shift the driver's matching. */
 void sw_send_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int dest);
 /** sw_recv on channel `channel` (see sw_send_on). */
 void sw_recv_on(sw_comm *c, sw_group g, int channel, sw_tensor *t, int src);

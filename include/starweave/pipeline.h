@@ -19,20 +19,29 @@
  * goes through every stage V times (the last stage's chunk c sends to the
  * first stage's chunk c + 1).
  *
- * No schedule is written down. Stage s holds the saved sets of at most q_s
- * chunks of micro-batches at once (its in-flight quota; without chunks,
- * micro-batches): the forward of a micro-batch into a chunk's micro slot
- * reuses the slot an earlier micro-batch's backward reads, so it cannot
- * start before that backward has run. StarPU derives dependencies from
- * the order of submission on each handle, so the driver submits each
- * stage's work in an order the quotas allow -- the order of a simulated
- * dataflow execution in which every idle stage starts a ready forward
- * while its quota has room, else a ready backward -- and StarPU runs
- * whatever is ready: the order of execution comes from the data. The
+ * The schedule is computed, not written down: a list schedule from the
+ * stages' in-flight quotas, a priority and costs. Stage s holds the saved
+ * sets of at most q_s chunks of micro-batches at once (its in-flight
+ * quota; without chunks, micro-batches), in one pool of micro slots
+ * shared by its chunks: the forward of a micro-batch into a slot reuses
+ * the slot an earlier micro-batch's backward reads, so it cannot start
+ * before that backward has run. Each rank simulates every stage (a
+ * forward costs 1, a backward 2): an idle stage starts a ready forward
+ * (the latest chunk first) while its quota has room, else a ready
+ * backward; each stage submits its work in its order of starts, with the
+ * micro slot the simulation gave each micro-batch. StarPU derives the
+ * dependencies from that order on each handle: within a stage the layers'
+ * shared scratch and the micro slots make it run the stage's units in
+ * that order; between stages the sends and receives are the
+ * dependencies, so a stage waits for its neighbours' data, not for a
+ * clock. Without chunks the order is Megatron-core's 1F1B for q_s = pp -
+ * s and GPipe's for q_s = the micro-batches (tests/test_schedule.c). The
  * default q_s = (V - 1) pp + pp - s is 1F1B's memory without chunks (pp -
  * s micro-batches); pp-inflight Q micro-batches gives Q V (GPipe: Q = the
  * micro-batches). Quotas that let no order finish are refused (exit 2 on
- * every rank). */
+ * every rank), and so are more than 14 chunks per stage (two
+ * point-to-point channels each between a pair of neighbours, above a
+ * model's own: comm.h). */
 #ifndef STARWEAVE_PIPELINE_H
 #define STARWEAVE_PIPELINE_H
 
@@ -109,8 +118,9 @@ int sw_pipeline_chunks(const sw_pipeline *s);
  * sw_params_unit_chunk gives a block's). */
 sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk);
 /** The memory model: every byte sw_pipeline_create(x, c, ops, ..., inflight)
- * allocates for this stage's blocks (sw_blocks_bytes of each chunk with the
- * micro slots the schedule gives it), from the shapes alone. */
+ * allocates for this stage's blocks (sw_blocks_bytes of the first chunk
+ * with the stage's pool of micro slots, at most its quota, and each other
+ * chunk's gradient stream), from the shapes alone. */
 double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops, void *model,
                                 int inflight);
 /** [1,1] the step's loss on this rank, once sw_pipeline_step's tasks have
