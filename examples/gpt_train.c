@@ -119,7 +119,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
         CLI_INT("--pp-virtual", &o->cfg.pp_virtual, NULL, I0, I1, "V", "chunks per stage (1): stage s runs chunks s, s + pp, ... of\n"
                 "layers/(pp V) blocks (Megatron's interleaved schedule)"),
         CLI_BOOL("--dw-last", &o->cfg.dw_last, "weight-gradient GEMMs at the lowest task priority, below forward\n"
-                 "work (Zero Bubble's split; without dp, ulysses and ring)"),
+                 "work (a priority, not a split: see --zero-bubble; without dp, ulysses and ring)"),
+        CLI_BOOL("--zero-bubble", &o->cfg.zero_bubble, "Zero Bubble's split (ZB-H1): weight gradients as units of their own\n"
+                 "in the pipeline's schedule, filling its waits (tp, dp, ulysses, ring 1)"),
         CLI_FLOAT("--bucket-mb", &o->cfg.bucket_mb, NULL, F0, F1, "X", "gradient bucket size of the dp all-reduce in MiB (25)"),
         CLI_INT("--zero", &o->cfg.zero, NULL, I0, I1, "N", "ZeRO stage over dp (and ulysses x ring) (0): 1 AdamW states and update\n"
                 "sharded; 2 also gradients (reduce-scattered per block as its backward\n"

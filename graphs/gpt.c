@@ -34,6 +34,8 @@ typedef struct gpt_saved {
     sw_tensor *x_mid;                     /* [l,h] residual stream after attention */
     sw_tensor *ln2, *ln2_mean, *ln2_rstd, *ln2g;
     sw_tensor *fc, *act;                  /* [T,F/tp] before / after GeLU (SwiGLU: [T,2F/tp] gate | up, [T,F/tp]) */
+    /* Zero Bubble's split: the output gradients of fc2, fc, proj and qkv, kept for the W unit (else NULL) */
+    sw_tensor *wdy[4];
 } gpt_saved;
 
 static sw_ctx_config ctx_config(const sw_gpt_config *c)
@@ -41,7 +43,8 @@ static sw_ctx_config ctx_config(const sw_gpt_config *c)
     return (sw_ctx_config){.seq = c->seq, .batch = c->batch, .tp = c->tp, .sp = c->sp,
                            .tp_recompute_allgather = c->tp_recompute_allgather, .ulysses = c->ulysses,
                            .ring = c->ring, .zigzag = c->zigzag, .dp = c->dp, .grad_accum = c->grad_accum,
-                           .tiles = c->tiles, .seed = c->seed, .dropout = c->dropout, .dw_last = c->dw_last};
+                           .tiles = c->tiles, .seed = c->seed, .dropout = c->dropout, .dw_last = c->dw_last,
+                           .zero_bubble = c->zero_bubble};
 }
 
 static sw_attention_config attention_config(const sw_gpt_config *c)
@@ -112,6 +115,12 @@ static void block_keep(void *model, sw_saved *s)
                                                               : sw_saved_new(s, "ln2_gathered", T, h);
     a->fc = sw_saved_new(s, "fc", T, m->spec->swiglu ? 2 * hf : hf);
     a->act = sw_saved_new(s, m->spec->swiglu ? "fc_swiglu" : "fc_gelu", T, hf);
+    if (x->c.zero_bubble) { /* what the W unit reads beside the inputs above (tp 1: l = T) */
+        a->wdy[0] = sw_saved_new(s, "wdy_fc2", Tl, h);
+        a->wdy[1] = sw_saved_new(s, "wdy_fc", T, m->spec->swiglu ? 2 * hf : hf);
+        a->wdy[2] = sw_saved_new(s, "wdy_proj", Tl, h);
+        a->wdy[3] = sw_saved_new(s, "wdy_qkv", T, sw_attention_qkv_cols(m->attn));
+    }
 }
 
 /* y = x + attention block + MLP block; y NULL: stop after the activation
@@ -154,16 +163,20 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
     gpt_saved *a = s->state;
     /* MLP */
     sw_tensor *dact = sw_scratch(x, "dact", x->T, a->act->cols), *dfc = dact;
+    sw_linear_defer_weight_grads(x, a->wdy[0]); /* Zero Bubble's split: dW in the W unit (layers.h) */
     sw_linear_row_backward(x, &L->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), a->act, dact);
     if (m->spec->swiglu) sw_swiglu_backward(x, a->fc, dact, dfc = sw_scratch(x, "dfc", x->T, a->fc->cols));
     else sw_gelu_backward(x, a->fc, dact); /* in place */
+    sw_linear_defer_weight_grads(x, a->wdy[1]);
     sw_tensor *dln2 = sw_linear_backward(x, &L->fc, dfc, a->ln2, a->ln2g);
     sw_norm_backward(x, &L->ln2, dln2, a->x_mid, a->ln2_mean, a->ln2_rstd, dres, 1);
     /* attention */
     sw_tensor *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
     sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_linear_defer_weight_grads(x, a->wdy[2]);
     sw_linear_row_backward(x, &L->proj, sw_residual_backward(x, step, l, SW_DROP_ATTN_OUT, dres), a->attn.att, datt);
     sw_attention_backward(x, m->attn, step, l, &a->attn, datt, dqkv);
+    sw_linear_defer_weight_grads(x, a->wdy[3]);
     sw_tensor *dln1 = sw_linear_backward(x, &L->qkv, dqkv, a->ln1, a->ln1g);
     sw_attention_sum_kv_grads(x, m->attn, &L->qkv);
     sw_norm_backward(x, &L->ln1, dln1, in, a->ln1_mean, a->ln1_rstd, dres, 1);

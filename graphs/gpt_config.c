@@ -109,6 +109,13 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->pp_virtual <= 1 || c->grad_accum >= c->pp,
             "interleaved chunks need at least pp micro-batches: grad-accum (%d) must be at least pp (%d) with "
             "pp-virtual %d", c->grad_accum, c->pp, c->pp_virtual);
+    SW_RULE(!c->zero_bubble || c->tp * c->ulysses * c->ring * c->dp == 1,
+            "zero-bubble needs tp, ulysses, ring and dp 1 (tp %d, ulysses %d, ring %d, dp %d): its W units read the "
+            "blocks' saved inputs, and no gradient may be reduced before they run", c->tp, c->ulysses, c->ring, c->dp);
+    SW_RULE(!c->zero_bubble || (c->recompute != SW_RECOMPUTE_FULL && !c->offload),
+            "zero-bubble needs recompute none or selective and no offload (recompute %s, offload %d): its W units read "
+            "the blocks' saved inputs, which full recomputation and offload share between micro-batches",
+            sw_recompute_name(c->recompute), c->offload);
     SW_RULE(c->pp_inflight >= 0, "pp-inflight must be 0 (1F1B: pp - stage) or at least 1 (pp-inflight = %d)",
             c->pp_inflight);
     SW_RULE(c->bucket_mb > 0.0f, "bucket-mb must be positive (bucket-mb = %g)", c->bucket_mb);

@@ -117,6 +117,13 @@ static inline void *sw_xcalloc(size_t n, size_t size)
     return v;
 }
 
+static inline void *sw_xrealloc(void *p, size_t size)
+{
+    void *v = realloc(p, size ? size : 1);
+    if (!v) { perror("starweave: realloc"); abort(); }
+    return v;
+}
+
 /* the traffic model: bytes sent per micro-batch on g, forward or
  * backward, counted for every micro-batch of a step */
 static inline void traffic_add(const sw_ctx *x, sw_traffic *t, int backward, sw_group g, double bytes)
@@ -137,6 +144,23 @@ static inline void batch_of_key(const sw_ctx *x, sw_rng_key *k)
     k->batch_local = x->B;
     k->batch_global = x->c.batch;
 }
+
+/* Zero Bubble's split (layers.h, sw_linear_defer_weight_grads): the
+ * weight gradients a B unit left, in its order: linear l's dW (and db with
+ * bias) from dy (kept) and in (the saved input), computed by the driver's
+ * W unit. One list per micro slot (the driver's). */
+typedef struct sw_wgrad {
+    const struct sw_linear *l;
+    sw_tensor *dy, *in;
+    int with_bias, n;
+    const int64_t *sizes;
+} sw_wgrad;
+struct sw_wdefer {
+    sw_wgrad *item;
+    int n, cap;
+};
+/* the W unit: the list's weight gradients submitted in its order, the list emptied */
+void sw_linear_weight_grads(sw_ctx *x, struct sw_wdefer *d);
 
 /* Blocks that share another stack's micro slots (pipeline stages' chunks,
  * one pool per stage): block stack c (of the pool's shapes, micro slots

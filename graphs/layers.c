@@ -189,6 +189,13 @@ static sw_tensor *scratch(sw_ctx *x, const char *name, sw_dtype dt, int64_t rows
     return s->t;
 }
 
+static int is_scratch(const sw_ctx *x, const sw_tensor *t)
+{
+    for (const struct sw_scratch *s = x->scratch; s; s = s->next)
+        if (s->t == t) return 1;
+    return 0;
+}
+
 sw_tensor *sw_scratch_keep(sw_ctx *x, const char *name, int64_t rows, int64_t cols, int keep)
 {
     return scratch(x, name, SW_F32, rows, cols, keep);
@@ -554,11 +561,44 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
     for (int j = 0; j < x->Pc; j++)
         sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->Pc, STARPU_R)[j], 0, cols_w(x, dx, j),
                 1.0f, 0.0f);
-    if (dx_first) {
+    sw_tensor *keep = x->wdy;
+    x->wdy = NULL;
+    if (dx_first && x->wdefer && keep) { /* Zero Bubble's split: dW (and db) in the W unit, from dy kept */
+        struct sw_wdefer *d = x->wdefer;
+        if (keep->rows != dy->rows || keep->cols != dy->cols || keep->dtype != SW_F32)
+            sw_usage_error("sw_linear_defer_weight_grads: keep [%lld, %lld] must be fp32 of dy's shape [%lld, %lld]",
+                           (long long)keep->rows, (long long)keep->cols, (long long)dy->rows, (long long)dy->cols);
+        if (is_scratch(x, in))
+            sw_usage_error("sw_linear_defer_weight_grads: the linear's input %s is a scratch tensor, rewritten before "
+                           "the W unit (Zero Bubble's split needs the saved input: tp 1)", in->name);
+        sw_copy(whole_w(keep), whole_r(dy));
+        if (d->n == d->cap) d->cap = d->cap ? 2 * d->cap : 8, d->item = sw_xrealloc(d->item, (size_t)d->cap * sizeof *d->item);
+        d->item[d->n++] = (sw_wgrad){l, keep, in, with_bias, n, sizes};
+    } else if (dx_first) {
         sw_set_task_priority(x->c.dw_last ? -1 : prio);
         gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
     }
     sw_set_task_priority(prio);
+}
+
+void sw_linear_defer_weight_grads(sw_ctx *x, sw_tensor *keep)
+{
+    sw_check_ptr("sw_linear_defer_weight_grads", "x", x);
+    x->wdy = keep;
+}
+
+void sw_linear_weight_grads(sw_ctx *x, struct sw_wdefer *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        const sw_wgrad *w = &d->item[i];
+        sw_tensor *dyg = w->dy;
+        if (bf16_gemms(x)) { /* dy cast again, as the B unit did, into the scratch beside the kept copy */
+            dyg = scratch(x, "wdy.bf16", SW_BF16, w->dy->rows, w->dy->cols, 0);
+            sw_cast(whole_r(w->dy), whole_w(dyg));
+        }
+        gemm_backward_dw(x, w->l, w->dy, dyg, w->in, w->with_bias, w->n, w->sizes);
+    }
+    d->n = 0;
 }
 
 sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *x_local, sw_tensor *x_gathered)

@@ -537,6 +537,13 @@ void sw_params_cast_bf16(sw_params *p)
  * back into the gradients. */
 void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk)
 {
+    sw_params_reduce_grads_some(p, micro, chunk, NULL, 0);
+}
+
+/* mask NULL: every parameter (of the chunk); else those k with !mask[k] == !want (Zero Bubble's split: the
+ * weight gradients a W unit writes are summed after it, the rest after the B unit) */
+void sw_params_reduce_grads_some(sw_params *p, int micro, int chunk, const unsigned char *mask, int want)
+{
     if (!p->nbuckets) return;
     int last = micro == p->c.grad_accum - 1;
     for (int b = 0; b < p->nbuckets; b++) {
@@ -545,6 +552,7 @@ void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk)
             const entry *q = &p->p[first - i];
             if (chunk >= 0 && !unit_in_chunk(p, q->unit, chunk) && (q->also == NO_UNIT || !unit_in_chunk(p, q->also, chunk)))
                 continue;
+            if (mask && !mask[first - i] != !want) continue;
             sw_copy_flat(sw_tensor_whole(q->grad, STARPU_R),
                          sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], micro ? STARPU_RW : STARPU_W)[i],
                          micro > 0);

@@ -115,4 +115,8 @@ void sw_params_place(sw_params *p);
 void sw_zero_pool_create(sw_params *p);
 void sw_zero_pool_destroy(sw_params *p);
 
+/* sw_params_reduce_grads_chunk for the parameters k with !mask[k] == !want
+ * (mask NULL: all; mask: sw_params_count(p) entries) */
+void sw_params_reduce_grads_some(sw_params *p, int micro, int chunk, const unsigned char *mask, int want);
+
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "layer_util.h"
+#include "params_internal.h"
 #include "schedule.h"
 #include "starweave/pipeline.h"
 #include "starweave/runtime.h"
@@ -19,7 +20,12 @@ struct sw_pipeline {
     sw_blocks_config *bc;  /* bc[c]: chunk c's blocks */
     sw_blocks **chunk;     /* chunk c of this stage: virtual stage c pp + stage */
     int slots;             /* the stage's micro slots, one pool shared by its chunks (at most the quota) */
-    sw_unit *order;        /* the stage's work in submission order (2 K V units: schedule.h) */
+    int split;             /* Zero Bubble's split (sw_ctx_config.zero_bubble): W units of their own */
+    int units;             /* the stage's units: 2 K V, 3 K V with the split */
+    sw_unit *order;        /* the stage's work in submission order (schedule.h) */
+    struct sw_wdefer *wl;  /* the split: wl[slot], the weight gradients micro slot `slot`'s B unit left */
+    unsigned char *wmask;  /* the split: wmask[k], parameter k's gradient written by the W units */
+    int late_w;            /* the split: W units after the stage's last forward (the cooldown's) */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
 
@@ -43,14 +49,15 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_
                        *V, *pp, SW_PP_MAX_CHUNKS);
     if (*V > 1 && *pp < 2) sw_usage_error("interleaved chunks (%d per stage) need pipeline stages (pp %d)", *V, *pp);
     /* every stage's order (each rank simulates every stage), this one's kept */
-    sw_unit *all = sw_xcalloc((size_t)*pp * (size_t)(2 * K * *V), sizeof *all);
+    const int split = x->c.zero_bubble, n = sw_schedule_units(*V, K, split);
+    sw_unit *all = sw_xcalloc((size_t)*pp * (size_t)n, sizeof *all);
     int *allslots = sw_xcalloc((size_t)*pp, sizeof *allslots);
-    if (sw_schedule(*pp, *V, K, inflight, all, allslots, &stuck))
+    if (sw_schedule_split(*pp, *V, K, inflight, split, all, allslots, &stuck))
         sw_usage_error("no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
                        "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
                        "(pp-inflight, in micro-batches; 0: the default)", stuck,
                        sw_schedule_quota(*pp, *V, K, inflight, stuck), *pp, *V, K, inflight);
-    if (order) memcpy(order, all + (size_t)*stage * (size_t)(2 * K * *V), (size_t)(2 * K * *V) * sizeof *order);
+    if (order) memcpy(order, all + (size_t)*stage * (size_t)n, (size_t)n * sizeof *order);
     *slots = allslots[*stage];
     free(all), free(allslots);
 }
@@ -103,8 +110,15 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     sw_pipeline *s = sw_xcalloc(1, sizeof *s);
     int chunks = sw_params_get_config(x->params)->pp_chunks;
     s->K = x->c.grad_accum;
-    s->order = sw_xcalloc((size_t)(2 * s->K * (chunks > 1 ? chunks : 1)), sizeof *s->order);
+    s->split = x->c.zero_bubble;
+    s->units = sw_schedule_units(chunks > 1 ? chunks : 1, s->K, s->split);
+    s->order = sw_xcalloc((size_t)s->units, sizeof *s->order);
     plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots);
+    if (s->split) {
+        s->wl = sw_xcalloc((size_t)s->slots, sizeof *s->wl);
+        s->wmask = sw_xcalloc((size_t)sw_params_count(x->params), 1);
+        s->late_w = sw_schedule_late_w(s->order, s->units);
+    }
     check_layout(c, s->pp, s->V);
     s->x = x;
     s->mops = *mops;
@@ -127,6 +141,8 @@ void sw_pipeline_destroy(sw_pipeline *s)
     if (!s) return;
     for (int v = s->V - 1; v >= 0; v--) sw_blocks_destroy(s->chunk[v]); /* the pool's owner, chunk 0, last */
     free(s->chunk), free(s->bc), free(s->order);
+    for (int i = 0; s->wl && i < s->slots; i++) free(s->wl[i].item);
+    free(s->wl), free(s->wmask);
     sw_tensor_free(s->loss);
     free(s);
 }
@@ -221,7 +237,14 @@ static void backward(sw_pipeline *s, int step, int c, int k, int slot)
         s->mops.head_backward(s->model, step, sw_blocks_output(b), dx);
         sw_params_release_unit(x->params, SW_UNIT_AFTER, 1);
     } else sw_recv_on(x->comm, SW_GROUP_PP, channel(s, j, 1), dx, (s->stage + 1) % s->pp);
+    x->wdefer = s->split ? &s->wl[slot] : NULL; /* the split: the blocks' weight gradients left to the W unit */
     sw_blocks_backward(b, step);
+    x->wdefer = NULL, x->wdy = NULL;
+    for (int i = 0; s->split && i < s->wl[slot].n; i++) {
+        const sw_wgrad *w = &s->wl[slot].item[i];
+        s->wmask[w->l->w] = 1;
+        if (w->with_bias && w->l->b >= 0) s->wmask[w->l->b] = 1;
+    }
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     if (j == 0) {
         for (int r = 1; r < s->pp && dcond; r++) { /* every other stage's part of the conditioning's gradient */
@@ -236,17 +259,32 @@ static void backward(sw_pipeline *s, int step, int c, int k, int slot)
         sw_send_on(x->comm, SW_GROUP_PP, channel(s, j - 1, 1), dx, (s->stage + s->pp - 1) % s->pp);
         if (c == 0 && dcond) sw_send_on(x->comm, SW_GROUP_PP, DCOND_CHANNEL, dcond, 0); /* this stage's last backward of k */
     }
-    sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);
+    /* the chunk's gradients this unit wrote (the split: all but the W unit's) */
+    sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);
+}
+
+/* Zero Bubble's W unit: micro-batch k's weight gradients through chunk c,
+ * from what its B unit kept in micro slot `slot` (the output gradients,
+ * beside the saved inputs), then summed into the buckets; the slot is free
+ * for the next forward after it (schedule.h) */
+static void weight_grads(sw_pipeline *s, int step, int c, int k, int slot)
+{
+    (void)step;
+    sw_ctx_set_micro_batch(s->x, k);
+    sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
+    sw_linear_weight_grads(s->x, &s->wl[slot]);
+    sw_params_reduce_grads_some(s->x->params, k, s->V > 1 ? c : -1, s->wmask, 1);
 }
 
 void sw_pipeline_step(sw_pipeline *s, int step)
 {
     sw_check_ptr("sw_pipeline_step", "s", s);
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
-    for (int i = 0; i < 2 * s->K * s->V; i++) {
+    for (int i = 0; i < s->units; i++) {
         const sw_unit *u = &s->order[i];
-        (u->fwd ? forward : backward)(s, step, u->chunk, u->k, u->slot);
+        (u->fwd ? forward : u->w ? weight_grads : backward)(s, step, u->chunk, u->k, u->slot);
     }
+    sw_counter_add(SW_COUNT_LATE_W, s->late_w);
     /* The scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it. Once per step, not after
      * each micro-batch's backward: the next micro-batch's tasks then ran

@@ -29,13 +29,26 @@ int sw_schedule_quota(int pp, int V, int K, int inflight, int s)
  * (The other road, explicit dependencies on handles without sequential
  * consistency, would need the same order to size the slots.) Without
  * chunks it is 1F1B's order for q = pp - s and GPipe's for q = K. */
+int sw_schedule_units(int V, int K, int split) { return (split ? 3 : 2) * K * V; }
+
 int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots, int *stuck)
 {
-    int J = pp * V, total = 2 * K * J, done = 0;
+    return sw_schedule_split(pp, V, K, inflight, 0, orders, slots, stuck);
+}
+
+int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *orders, int *slots, int *stuck)
+{
+    int J = pp * V, per = sw_schedule_units(V, K, split), total = pp * per, done = 0;
     int *n = xcalloc((size_t)pp, sizeof(int));
+    /* fnext, bnext, wnext[j]: virtual stage j's next micro-batch to start forward, B (the backward without the
+     * split) and W; a micro-batch holds its slot from its forward to its W (its backward without the split) */
     int *fnext = xcalloc((size_t)J, sizeof(int)), *bnext = xcalloc((size_t)J, sizeof(int));
+    int *wnext = split ? xcalloc((size_t)J, sizeof(int)) : bnext;
     long *fdone = xcalloc((size_t)J * (size_t)K, sizeof(long)), *bdone = xcalloc((size_t)J * (size_t)K, sizeof(long));
     long *busy = xcalloc((size_t)pp, sizeof(long));
+    /* the split's pending W units of stage s, oldest first: wq[s K V + i], chunks, from whead[s] to wtail[s] */
+    int *wq = xcalloc((size_t)pp * (size_t)(K * V), sizeof(int)), *whead = xcalloc((size_t)pp, sizeof(int));
+    int *wtail = xcalloc((size_t)pp, sizeof(int));
     /* slot[j K + k]: the micro slot micro-batch k holds on virtual stage j; used[s q + i]: slot i of stage s
      * taken (q: the largest quota) */
     int *slot = xcalloc((size_t)J * (size_t)K, sizeof(int)), q = 0;
@@ -46,6 +59,10 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
     for (int i = 0; i < J * K; i++) fdone[i] = bdone[i] = never;
     for (int s = 0; s < pp; s++) slots[s] = 0;
 #define READY(a, j, k) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] != never && (a)[(size_t)(j) * (size_t)K + (size_t)(k)] <= t)
+    /* held: the stage's chunks' saved sets between a forward and its B (the quota's count), kept: ... and its W
+     * (in the slots; held without the split) */
+#define HELD(s, held, kept) do { held = kept = 0; for (int c_ = 0; c_ < V; c_++) held += fnext[c_ * pp + (s)] - bnext[c_ * pp + (s)], \
+                                 kept += fnext[c_ * pp + (s)] - wnext[c_ * pp + (s)]; } while (0)
     for (long t = 0; done < total; t++) {
         int progress = 0;
         for (int s = 0; s < pp; s++) {
@@ -53,12 +70,14 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
                 progress = 1;
                 continue;
             }
-            int held = 0, pick = -1, fwd = 0;
-            for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
-            for (int c = V - 1; c >= 0 && held < sw_schedule_quota(pp, V, K, inflight, s); c--) {
+            int held, kept, pick = -1, kind = 0; /* kind: 1 forward, 0 B (the backward), 2 W */
+            HELD(s, held, kept);
+            /* a forward within the stage's quota, its saved sets kept until their W within the largest (ZB-H1:
+             * every stage at most the first stage's 1F1B memory) */
+            for (int c = V - 1; c >= 0 && held < sw_schedule_quota(pp, V, K, inflight, s) && kept < q; c--) {
                 int j = c * pp + s, k = fnext[j];
                 if (k < K && (j == 0 || READY(fdone, j - 1, k))) {
-                    pick = c, fwd = 1;
+                    pick = c, kind = 1;
                     break;
                 }
             }
@@ -66,31 +85,46 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
                 int j = c * pp + s, k = bnext[j];
                 if (k < fnext[j] && READY(fdone, j, k) && (j == J - 1 || READY(bdone, j + 1, k))) pick = c;
             }
+            if (pick < 0 && split && whead[s] < wtail[s]) /* the oldest W: its B ran on this stage, which is idle */
+                pick = wq[(size_t)s * (size_t)(K * V) + (size_t)whead[s]++], kind = 2;
             if (pick < 0) continue;
-            int j = pick * pp + s, k = fwd ? fnext[j]++ : bnext[j]++;
-            busy[s] = t + (fwd ? 1 : 2);
-            (fwd ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
+            int j = pick * pp + s, k = kind == 1 ? fnext[j]++ : kind == 0 ? bnext[j]++ : wnext[j]++;
+            busy[s] = t + (kind == 0 && !split ? 2 : 1);
+            if (kind < 2) (kind ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
+            if (kind == 0 && split) wq[(size_t)s * (size_t)(K * V) + (size_t)wtail[s]++] = pick;
             int *at = &slot[(size_t)j * (size_t)K + (size_t)k];
-            if (fwd) { /* the lowest free slot (held < quota: there is one), the pool grown to it */
+            if (kind == 1) { /* the lowest free slot (held < quota: there is one), the pool grown to it */
                 for (*at = 0; used[s * q + *at]; ++*at) {}
                 used[s * q + *at] = 1;
                 if (*at + 1 > slots[s]) slots[s] = *at + 1;
-            } else used[s * q + *at] = 0;
-            orders[(size_t)s * (size_t)(2 * K * V) + (size_t)n[s]++] = (sw_unit){fwd, pick, k, *at, t};
+            } else if (split ? kind == 2 : 1) used[s * q + *at] = 0; /* freed by the unit that last reads it: W */
+            orders[(size_t)s * (size_t)per + (size_t)n[s]++] = (sw_unit){kind == 1, pick, k, *at, t, kind == 2};
             done++, progress = 1;
         }
         if (!progress) { /* every stage idle and nothing ready: the quotas let no order finish */
             for (int s = 0; s < pp; s++) {
-                int held = 0;
-                for (int c = 0; c < V; c++) held += fnext[c * pp + s] - bnext[c * pp + s];
+                int held, kept;
+                HELD(s, held, kept);
                 if (held >= sw_schedule_quota(pp, V, K, inflight, s)) *stuck = s;
             }
             break;
         }
     }
+#undef HELD
 #undef READY
+    if (split) free(wnext);
     free(n), free(fnext), free(bnext), free(fdone), free(bdone), free(busy), free(slot), free(used);
+    free(wq), free(whead), free(wtail);
     return done == total ? 0 : -1;
+}
+
+int sw_schedule_late_w(const sw_unit *order, int n)
+{
+    int last = -1, late = 0;
+    for (int i = 0; i < n; i++)
+        if (order[i].fwd) last = i;
+    for (int i = last + 1; i < n; i++) late += order[i].w;
+    return late;
 }
 
 int sw_schedule_channel(int pp, int j, int backward) { return SW_P2P_MODEL_CHANNELS + 2 * (j / pp) + backward; }

@@ -10,11 +10,14 @@
 #include "starweave/comm.h"
 
 /* one piece of a stage's work: micro-batch k's forward (fwd 1) or backward
- * through the stage's chunk `chunk`, in the stage's micro slot `slot`,
- * started at simulated time `start` */
+ * (fwd 0) through the stage's chunk `chunk`, in the stage's micro slot
+ * `slot`, started at simulated time `start`. With Zero Bubble's split a
+ * backward is two units: its input gradients (B: fwd 0, w 0) and its
+ * weight gradients (W: fwd 0, w 1), which free the slot. */
 typedef struct sw_unit {
     int fwd, chunk, k, slot;
     long start;
+    int w;
 } sw_unit;
 
 /* stage s's in-flight quota, in chunks' saved sets (a chunk's blocks for
@@ -37,6 +40,23 @@ int sw_schedule_quota(int pp, int V, int K, int inflight, int s);
  * the quotas let no order finish (*stuck: a stage that waited with its
  * quota full; the orders and slots are then partial). */
 int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots, int *stuck);
+
+/* Zero Bubble's ZB-H1 (split 1), or sw_schedule (split 0): the same
+ * simulation with each backward split into B (input gradients: what the
+ * previous stage waits for) and W (weight gradients: nothing waits for
+ * them but the optimizer), each costing 1 like a forward. A micro-batch's
+ * saved sets stay in its slot until its W has run (W reads them and its
+ * kept output gradients), so the quota counts them until then; a stage
+ * whenever idle starts a forward as above, else a B, else its oldest
+ * pending W -- W fills the waits that a backward's inputs leave, the
+ * cooldown's above all, at 1F1B's memory. orders: pp x 3 K V units (2 K V
+ * without the split). */
+int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *orders, int *slots, int *stuck);
+/* the units per stage: 2 K V, or 3 K V with the split */
+int sw_schedule_units(int V, int K, int split);
+/* the W units of `order` (n units) after its last forward: the weight
+ * gradients placed in the cooldown */
+int sw_schedule_late_w(const sw_unit *order, int n);
 
 /* The driver's point-to-point channels on the pp group (comm.h: channels
  * SW_P2P_MODEL_CHANNELS .. SW_P2P_CHANNELS - 1 are the driver's, so a

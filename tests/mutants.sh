@@ -150,19 +150,25 @@ pp-micro-slots-shared|graphs/blocks.c|s/return \&b->slots\[(shared_sets(b) ? 0 :
 pp-boundary-unmodelled|graphs/pipeline.c|s/        if (j < J - 1) t->forward\[SW_GROUP_PP\] += K \* boundary;/        (void)boundary;/|tests/test_pp.sh|traffic and counters
 pp-loss-not-sent|graphs/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
 pp-virtual-placed-contiguously|graphs/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
-pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_chunk(x->params, k, s->V > 1 ? c : -1);/sw_params_reduce_grads_chunk(x->params, k, -1);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
+pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, -1, s->wmask, 0);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-virtual-bytes-pool-per-chunk|graphs/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
 pp-virtual-pool-per-chunk|graphs/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
 # the schedule (graphs/schedule.c, a pure function) and the driver's channels, by its unit test
-sched-quota-off-by-one|graphs/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s); c--/|tests/test_schedule|
-sched-backward-costs-1|graphs/schedule.c|s/busy\[s\] = t + (fwd ? 1 : 2);/busy[s] = t + 1;/|tests/test_schedule|
+sched-quota-off-by-one|graphs/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s) \&\& kept <= q; c--/|tests/test_schedule|
+sched-backward-costs-1|graphs/schedule.c|s/busy\[s\] = t + (kind == 0 \&\& !split ? 2 : 1);/busy[s] = t + 1;/|tests/test_schedule|
 sched-next-stage-backward-not-awaited|graphs/schedule.c|s/READY(bdone, j + 1, k)/1/|tests/test_schedule|
 sched-previous-stage-forward-not-awaited|graphs/schedule.c|s/READY(fdone, j - 1, k)/1/|tests/test_schedule|
-sched-earliest-chunk-first|graphs/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s); c++)/|tests/test_schedule|
+sched-earliest-chunk-first|graphs/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c++)/|tests/test_schedule|
 sched-pool-sized-by-last-slot|graphs/schedule.c|s/if (\*at + 1 > slots\[s\]) slots\[s\] = \*at + 1;/slots[s] = *at + 1;/|tests/test_schedule|
 pp-channels-per-global-boundary|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + 2 * j + backward/|tests/test_schedule|
 pp-channels-chunk-ignored|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
 pp-channels-from-zero|graphs/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
+# Zero Bubble's split: W's place in the schedule, the slot kept until W, the kept output gradients, the two reductions
+zb-w-right-after-b|graphs/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
+zb-slot-freed-at-b|graphs/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
+zb-w-reads-scratch-dy|graphs/layers.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
+zb-w-grads-summed-at-b|graphs/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
+zb-kept-dy-undeclared|graphs/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
 pp-offload-micro-slots-shared|graphs/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 full-offload-kept-not-onloaded|graphs/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full
 full-offload-kept-bytes-unmodelled|graphs/blocks.c|s/if (kin) streams += (n + K - 1) \/ K < 2 ? 1 : 2;/(void)kin;/|tests/test_memory.sh|offload

@@ -39,7 +39,7 @@
  * without allocating (sw_gpt_memory_plan) says the same.
  *
  * usage: test_memory [--sp] [--recompute none|selective|full] [--recompute-every K] [--pp P] [--zero Z]
- *                    [--ignore-index N] [--bf16]
+ *                    [--ignore-index N] [--bf16] [--zero-bubble]
  *        (tp = the number of ranks / P) */
 #include <string.h>
 
@@ -67,6 +67,9 @@ static double formula_bytes(const sw_gpt_config *c, int layer)
     if (c->ulysses > 1) elems += T * aq * d;
     if (c->recompute == SW_RECOMPUTE_NONE) elems += aq / c->ulysses * B * (double)c->seq * c->seq;
     if (c->recompute == SW_RECOMPUTE_FULL) elems = layer % c->recompute_every == 0 ? l * h : 0;
+    /* Zero Bubble's split (tp 1): the output gradients of fc2 and proj [l, h], fc [T, F] (SwiGLU 2F) and qkv,
+     * kept for the W unit */
+    if (c->zero_bubble) elems += l * 2 * h + T * ((aq + 2 * ak) * d + (llama ? 2 : 1) * F / t);
     return 4 * elems;
 }
 
@@ -134,6 +137,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--zero")) zero = atoi(v), i++;
         else if (!strcmp(a, "--ignore-index")) c.ignore_index = atoi(v), i++;
         else if (!strcmp(a, "--bf16")) c.dtype = SW_BF16;
+        else if (!strcmp(a, "--zero-bubble")) c.zero_bubble = 1;
         else if (!strcmp(a, "--offload")) continue;
         else { fprintf(stderr, "test_memory: unknown argument %s\n", a); return 99; }
     }
@@ -202,14 +206,16 @@ int main(int argc, char **argv)
         for (int q = 0; q <= 4; q += 4) { /* 0: 1F1B's quota, 4: GPipe's */
             sw_gpt_config qc = c;
             qc.pp_inflight = q;
-            const int held = q ? q : pp - stage < 4 ? pp - stage : 4;
+            /* Zero Bubble's ZB-H1 keeps a micro-batch's sets until its W: every stage up to the first's quota */
+            const int first = c.zero_bubble ? pp : pp - stage, held = q ? q : first < 4 ? first : 4;
             /* per micro-batch in flight: the blocks' inputs and saved sets, and the stage's output [l, h] */
             const double out = 4.0 * c.seq * (c.batch / c.grad_accum) / (c.sp ? c.tp : 1) * c.hidden;
             const double grown = model_alloc(&qc, use) - base, want = (held - 1) * (blocks * block + out);
             char line[400];
             snprintf(line, sizeof line, "pp %d x tp %d, stage %d, %s: StarPU's main-RAM bytes grow by %.0f over one "
                      "micro-batch in flight; model (%d - 1) x (%d blocks x %.0f + output %.0f) = %.0f (%.0f bytes off)",
-                     pp, c.tp, stage, q ? "GPipe (4 in flight)" : "1F1B (pp - stage in flight)", grown, held, blocks,
+                     pp, c.tp, stage, q ? "GPipe (4 in flight)" : c.zero_bubble ? "ZB-H1 (min(pp, 4) kept until W)"
+                     : "1F1B (pp - stage in flight)", grown, held, blocks,
                      block, out, want, grown - want);
             tu_check_ranks(line, grown == want && (held > 1 || stage == pp - 1));
         }

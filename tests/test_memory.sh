@@ -2,7 +2,9 @@
 # Saved activations measured by StarPU's allocator against the memory model
 # (tests/test_memory.c), every recompute mode, one rank and tp 2 + sp: equal
 # to the byte; with pipeline stages, what holding 1F1B's and GPipe's
-# micro-batches in flight adds, per stage, to the byte; with offload (and
+# micro-batches in flight adds, per stage, to the byte (and ZB-H1's, whose
+# stages keep a micro-batch's sets until its weight gradients, with the
+# output gradients those read); with offload (and
 # full recomputation with offload), the whole model's bytes.
 . "${top_srcdir:-.}/tests/common.sh"
 mem() { # mem NP ARGS...
@@ -28,6 +30,9 @@ mem 4 --pp 2 --sp
 mem 4 --pp 4
 mem 2 --pp 2 --pp-virtual 2   # interleaved: chunk c's micro slots from the schedule
 mem 4 --pp 2 --pp-virtual 2 --sp
+# Zero Bubble's split: the kept output gradients in the block's bytes (model and formula), ZB-H1's slots per stage
+mem 1 --zero-bubble
+mem 2 --pp 2 --zero-bubble
 # ZeRO-2/3 over dp: the parameter state StarPU allocates = the registry's model (shards, pool)
 mem 2 --zero 2
 mem 2 --zero 3

@@ -41,6 +41,9 @@ run 4 --pp 2 --pp-virtual 2 --layers 4 --sp --grad-accum 4 --dropout 0.1       #
 run 4 --pp 2 --pp-virtual 2 --layers 4 --dp 2 --zero 1 --grad-accum 2 --batch 8 # x dp 2 + ZeRO-1
 run 2 --pp 2 --pp-virtual 2 --layers 8 --grad-accum 4 --recompute full --recompute-every 2
 run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --model llama --clip-grad 0.01
+# Zero Bubble's split (ZB-H1): B and W units, the weight gradients from the kept output gradients
+run 2 --pp 2 --grad-accum 4 --zero-bubble --dropout 0.1
+run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --zero-bubble
 # traffic = model, exactly, and the boundary sends counted
 if want "traffic and counters"; then
 for args in "2 --pp 2 --grad-accum 4" "2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \
@@ -70,7 +73,7 @@ n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0
 [ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
 check "gpt_train --pp 2 --trace: a bubble line per stage ($n) beside 1F1B's 20.0% (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
 fi
-# --dw-last (Zero Bubble's split): the weight-gradient tasks at priority -1 on both stages (counted by
+# --dw-last (a priority, not Zero Bubble's split): the weight-gradient tasks at priority -1 on both stages (counted by
 # task_priority: more tasks prioritised than without), the losses of 3 steps bit for bit the same
 if want "dw-last"; then
 for f in "" --dw-last; do
@@ -83,6 +86,21 @@ check "gpt_train --pp 2 --dw-last: prioritised tasks per stage ($b) more than wi
   sh -c "echo '$a|$b' | awk -F'|' '{ split(\$1, x, \" \"); split(\$2, y, \" \"); exit !(y[1] > x[1] && y[2] > x[2]) }'"
 check "gpt_train --pp 2 --dw-last: losses of 3 steps identical to without" \
   sh -c "cut -d, -f1,2 '$TMPD/dw.csv' > '$TMPD/a'; cut -d, -f1,2 '$TMPD/dw--dw-last.csv' > '$TMPD/b'; [ \$(wc -l < '$TMPD/a') = 4 ] && cmp -s '$TMPD/a' '$TMPD/b'"
+fi
+# --zero-bubble: W units after the last forward of the step on each stage (the late_w counter: per step,
+# 3 steps), none without the split; the losses bit for bit those without (the same products, summed in the
+# same micro-batch order)
+if want "zero-bubble"; then
+[ -f "$TMPD/dw.out" ] || SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet \
+  --counters --log "$TMPD/dw.csv" > "$TMPD/dw.out" 2>&1 || cat "$TMPD/dw.out"
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --counters \
+  --log "$TMPD/zb.csv" --zero-bubble > "$TMPD/zb.out" 2>&1 || cat "$TMPD/zb.out"
+late() { sed -n 's/^counters: rank \([0-9]*\):.* late_w=\([0-9]*\).*/\1 \2/p' "$1" | sort -n | awk '{ printf "%s ", $2 }'; }
+a=$(late "$TMPD/dw.out"); b=$(late "$TMPD/zb.out")
+check "gpt_train --pp 2 --zero-bubble: W units after the last forward per stage over 3 steps ($b) > 0, without the split ($a) 0" \
+  sh -c "echo '$a|$b' | awk -F'|' '{ split(\$1, x, \" \"); split(\$2, y, \" \"); exit !(x[1] == 0 && x[2] == 0 && y[1] > 0 && y[2] > 0) }'"
+check "gpt_train --pp 2 --zero-bubble: losses of 3 steps identical to without" \
+  sh -c "cut -d, -f1,2 '$TMPD/dw.csv' > '$TMPD/a'; cut -d, -f1,2 '$TMPD/zb.csv' > '$TMPD/b'; [ \$(wc -l < '$TMPD/a') = 4 ] && cmp -s '$TMPD/a' '$TMPD/b'"
 fi
 # a model of one's own: custom_model's blocks unchanged, stages from the driver
 if want "custom model"; then
@@ -116,6 +134,7 @@ expect_bad 2 "interleaved chunks need at least pp micro-batches: grad-accum (1) 
 expect_bad 2 "pp-virtual (2) needs pipeline stages (pp = 1)" --pp-virtual 2 --dp 2 --batch 4
 expect_bad 2 "no order of the pipeline's work fits the in-flight quotas: stage 1 holds 2 chunks' saved sets (pp 2, 2 chunks per stage, 2 micro-batches, pp-inflight 1)" \
   --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2 --pp-inflight 1
+expect_bad 2 "zero-bubble needs tp, ulysses, ring and dp 1 (tp 1, ulysses 1, ring 1, dp 2)" --dp 2 --batch 4 --zero-bubble
 # two point-to-point channels per chunk between a pair of neighbours (graphs/schedule.h), whatever the stages
 expect_bad 2 "interleaved chunks per stage (15, pp 2) must be at most 14 (two point-to-point channels each)" \
   --pp 2 --pp-virtual 15 --layers 30 --grad-accum 2

@@ -15,7 +15,16 @@
  *    and GPipe's quotas, and a replay of the orders as fixed per-stage
  *    sequences -- what StarPU does with them, the scratch being shared --
  *    finishes too), and the slots sized equal to the peak of saved sets in
- *    the order. */
+ *    the order;
+ *  - Zero Bubble's ZB-H1 (sw_schedule_split): every unit once, each chunk's
+ *    F, B and W in micro-batch order, one unit at a time, every dependency
+ *    honoured (W after its own B, in its slot), the quotas respected (saved
+ *    sets between F and B within the stage's, kept until W within the first
+ *    stage's), slots = the peak kept, the orders replayed finish at the
+ *    simulated times, W units after the last forward on every stage; and
+ *    the bubble: with F = B = W = 1 and K >= pp, a makespan of 3 K + pp - 1
+ *    (ZB-H1's (pp - 1)(F + B - W)) against 1F1B's 3 K + 3 (pp - 1) -- a
+ *    third of its bubble. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +52,12 @@ static void *xcalloc(size_t n, size_t size)
 static void megatron_1f1b(int pp, int K, int s, sw_unit *ref)
 {
     int warmup = pp - s - 1 < K ? pp - s - 1 : K, steady = K - warmup, n = 0, f = 0, b = 0;
-    for (int i = 0; i < warmup; i++) ref[n++] = (sw_unit){1, 0, f++, 0, 0};
+    for (int i = 0; i < warmup; i++) ref[n++] = (sw_unit){1, 0, f++, 0, 0, 0};
     for (int i = 0; i < steady; i++) {
-        ref[n++] = (sw_unit){1, 0, f++, 0, 0};
-        ref[n++] = (sw_unit){0, 0, b++, 0, 0};
+        ref[n++] = (sw_unit){1, 0, f++, 0, 0, 0};
+        ref[n++] = (sw_unit){0, 0, b++, 0, 0, 0};
     }
-    while (b < K) ref[n++] = (sw_unit){0, 0, b++, 0, 0};
+    while (b < K) ref[n++] = (sw_unit){0, 0, b++, 0, 0, 0};
 }
 
 /* Megatron's interleaved schedule for stage s (forward_backward_pipelining_
@@ -63,12 +72,12 @@ static void megatron_interleaved(int pp, int V, int K, int s, sw_unit *ref)
     if (warmup > total) warmup = total;
 #define VK(i) ((i) / (pp * V) * pp + (i) % pp)
 #define VC(i) ((i) % (pp * V) / pp)
-    for (int i = 0; i < warmup; i++, f++) ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0};
+    for (int i = 0; i < warmup; i++, f++) ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0, 0};
     for (int i = 0; i < total - warmup; i++, f++, b++) {
-        ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0};
-        ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0};
+        ref[n++] = (sw_unit){1, VC(f), VK(f), 0, 0, 0};
+        ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0, 0};
     }
-    for (; b < total; b++) ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0};
+    for (; b < total; b++) ref[n++] = (sw_unit){0, V - 1 - VC(b), VK(b), 0, 0, 0};
 #undef VK
 #undef VC
 }
@@ -334,6 +343,137 @@ static void channels(void)
     free(use);
 }
 
+/* ZB-H1's order of (pp, V, K, default quota): its properties (see the top);
+ * *span: its makespan. Returns 1 when they hold, 0 otherwise (a line says
+ * which failed). */
+static int zb_properties(int pp, int V, int K, long *span)
+{
+    int J = pp * V, n = sw_schedule_units(V, K, 1), stuck = -1, bad = 0, q = 0;
+    sw_unit *orders = xcalloc((size_t)(pp * n), sizeof *orders);
+    int *slots = xcalloc((size_t)pp, sizeof *slots), *fslot = xcalloc((size_t)(J * K), sizeof *fslot);
+    long *fs = xcalloc((size_t)(J * K), sizeof *fs), *bs = xcalloc((size_t)(J * K), sizeof *bs);
+    long *ws = xcalloc((size_t)(J * K), sizeof *ws);
+    const char *why = NULL;
+    *span = 0;
+    for (int s = 0; s < pp; s++) q = sw_schedule_quota(pp, V, K, 0, s) > q ? sw_schedule_quota(pp, V, K, 0, s) : q;
+    if (n != 3 * K * V || sw_schedule_split(pp, V, K, 0, 1, orders, slots, &stuck)) bad = 1, why = "no order";
+    for (int i = 0; i < J * K; i++) fs[i] = bs[i] = ws[i] = -1;
+    for (int s = 0; s < pp && !bad; s++) {
+        int held = 0, kept = 0, peak = 0, quota = sw_schedule_quota(pp, V, K, 0, s), inuse[64] = {0};
+        int next[3][8] = {{0}};
+        for (int i = 0; i < n && !bad; i++) {
+            const sw_unit *u = &orders[s * n + i], *p = i ? u - 1 : NULL;
+            int j = u->chunk * pp + s, kind = u->fwd ? 0 : u->w ? 2 : 1;
+            if (u->chunk < 0 || u->chunk >= V || u->k < 0 || u->k >= K || (u->fwd && u->w)) { bad = 1, why = "a unit out of range"; break; }
+            if (u->k != next[kind][u->chunk]++) { bad = 1, why = "a chunk's F, B or W out of micro-batch order"; break; }
+            if (p && u->start < p->start + 1) { bad = 1, why = "two units at once on a stage"; break; }
+            (kind == 0 ? fs : kind == 1 ? bs : ws)[j * K + u->k] = u->start;
+            if (u->start + 1 > *span) *span = u->start + 1;
+            held += kind == 0 ? 1 : kind == 1 ? -1 : 0, kept += kind == 0 ? 1 : kind == 2 ? -1 : 0;
+            peak = kept > peak ? kept : peak;
+            if (held > quota || kept > q) { bad = 1, why = "a quota exceeded"; break; }
+            if (u->slot < 0 || u->slot >= slots[s] || u->slot >= 64) { bad = 1, why = "a micro slot past the pool"; break; }
+            if (kind == 0) {
+                if (inuse[u->slot]) { bad = 1, why = "a micro slot given twice (reused before its W)"; break; }
+                inuse[u->slot] = 1, fslot[j * K + u->k] = u->slot;
+            } else if (fslot[j * K + u->k] != u->slot) { bad = 1, why = "a B or W in another slot than its forward"; break; }
+            else if (kind == 2) inuse[u->slot] = 0;
+        }
+        for (int c = 0; c < V && !bad; c++)
+            if (next[0][c] != K || next[1][c] != K || next[2][c] != K) bad = 1, why = "units missing";
+        if (!bad && peak != slots[s]) bad = 1, why = "the slots sized != the peak of kept sets";
+        if (!bad && sw_schedule_late_w(orders + s * n, n) < 1) bad = 1, why = "no W after the stage's last forward";
+    }
+    for (int j = 0; j < J && !bad; j++)
+        for (int k = 0; k < K && !bad; k++) {
+            if (j > 0 && fs[j * K + k] < fs[(j - 1) * K + k] + 1) bad = 1, why = "a forward before its input";
+            if (j < J - 1 && bs[j * K + k] < bs[(j + 1) * K + k] + 1) bad = 1, why = "a B before its output's gradient";
+            if (bs[j * K + k] < fs[j * K + k] + 1) bad = 1, why = "a B before its forward";
+            if (ws[j * K + k] < bs[j * K + k] + 1) bad = 1, why = "a W before its B";
+        }
+    /* the orders replayed as fixed sequences (what StarPU does with them) finish at the simulated times */
+    int left = bad ? 0 : pp * n, *at = xcalloc((size_t)pp, sizeof *at);
+    long *fe = xcalloc((size_t)(J * K), sizeof *fe), *be = xcalloc((size_t)(J * K), sizeof *be);
+    long *free_at = xcalloc((size_t)pp, sizeof *free_at), rspan = 0;
+    for (int i = 0; i < J * K; i++) fe[i] = be[i] = -1;
+    for (int progress = 1; progress && left;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            while (at[s] < n) {
+                const sw_unit *u = &orders[s * n + at[s]];
+                int j = u->chunk * pp + s;
+                long dep = u->fwd ? (j ? fe[(j - 1) * K + u->k] : 0)
+                           : u->w ? be[j * K + u->k]
+                                  : (fe[j * K + u->k] < 0 ? -1 : j < J - 1 ? be[(j + 1) * K + u->k] : fe[j * K + u->k]);
+                if (dep < 0) break;
+                if (!u->fwd && !u->w && fe[j * K + u->k] > dep) dep = fe[j * K + u->k];
+                long start = dep > free_at[s] ? dep : free_at[s];
+                free_at[s] = start + 1;
+                if (u->fwd) fe[j * K + u->k] = free_at[s];
+                else if (!u->w) be[j * K + u->k] = free_at[s];
+                rspan = free_at[s] > rspan ? free_at[s] : rspan;
+                at[s]++, left--, progress = 1;
+            }
+    }
+    if (!bad && (left || rspan != *span)) bad = 1, why = "the orders replayed deadlock or take another time";
+    if (bad) printf("# ZB-H1, pp %d, V %d, K %d: %s\n", pp, V, K, why);
+    free(orders), free(slots), free(fslot), free(fs), free(bs), free(ws), free(at), free(fe), free(be), free(free_at);
+    return !bad;
+}
+
+/* the makespan of sw_schedule's order (F 1, backward 2) */
+static long span_1f1b(int pp, int V, int K)
+{
+    int n = 2 * K * V, stuck = -1, *slots = xcalloc((size_t)pp, sizeof *slots);
+    sw_unit *orders = xcalloc((size_t)(pp * n), sizeof *orders);
+    long span = -1;
+    if (!sw_schedule(pp, V, K, 0, orders, slots, &stuck)) span = replay(pp, V, K, orders);
+    free(orders), free(slots);
+    return span;
+}
+
+static void zb_h1(void)
+{
+    int runs = 0, good = 0, third = 0, thirds = 0, shorter = 0;
+    for (int pp = 1; pp <= 8; pp++)
+        for (int V = 1; V <= 3; V++)
+            for (int K = 1; K <= 16; K++) {
+                if (V > 1 && (pp < 2 || K < pp)) continue;
+                long span, old = span_1f1b(pp, V, K);
+                runs++;
+                good += zb_properties(pp, V, K, &span);
+                shorter += span <= old;
+                if (V == 1 && K >= pp) { /* ZB-H1's bubble: a third of 1F1B's */
+                    thirds++;
+                    if (span == 3L * K + pp - 1 && old == 3L * K + 3L * (pp - 1)) third++;
+                    else printf("# ZB-H1 pp %d K %d: makespan %ld (expected %d), 1F1B's %ld (expected %d)\n", pp, K, span,
+                                3 * K + pp - 1, old, 3 * K + 3 * (pp - 1));
+                }
+            }
+    char line[300];
+    snprintf(line, sizeof line, "ZB-H1 over pp <= 8, V <= 3, K <= 16: %d schedules, %d hold every property (units, "
+             "dependencies, W after its B in its slot, quotas, slots = peak, replay, W after the last forward), %d no "
+             "longer than 1F1B's", runs, good, shorter);
+    check(line, good == runs && shorter == runs);
+    snprintf(line, sizeof line, "ZB-H1 without chunks, K >= pp: makespan 3 K + pp - 1 against 1F1B's 3 K + 3 (pp - 1) "
+             "(a third of its bubble) in %d of %d", third, thirds);
+    check(line, third == thirds && thirds > 0);
+    /* pp 2, 4 micro-batches: the order itself */
+    sw_unit o[2 * 12];
+    int slots[2], stuck = -1;
+    char got[2][64] = {"", ""};
+    sw_schedule_split(2, 1, 4, 0, 1, o, slots, &stuck);
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 12; i++) {
+            char u[4];
+            snprintf(u, sizeof u, "%c%d", o[s * 12 + i].fwd ? 'F' : o[s * 12 + i].w ? 'W' : 'B', o[s * 12 + i].k);
+            strcat(got[s], u);
+        }
+    snprintf(line, sizeof line, "ZB-H1 pp 2, K 4: stage 0 %s, stage 1 %s (W0 of stage 1 after B1: its wait filled)", got[0],
+             got[1]);
+    check(line, !strcmp(got[0], "F0F1B0W0F2B1W1F3B2W2B3W3") && !strcmp(got[1], "F0B0F1B1W0F2B2W1F3B3W2W3"));
+}
+
 int main(void)
 {
     one_f_one_b();
@@ -341,6 +481,7 @@ int main(void)
     interleaved();
     sweep();
     channels();
+    zb_h1();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

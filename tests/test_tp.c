@@ -189,6 +189,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--batch")) c.batch = atoi(v), i++;
         else if (!strcmp(a, "--pp-inflight")) c.pp_inflight = atoi(v), i++;
         else if (!strcmp(a, "--pp-virtual")) c.pp_virtual = atoi(v), i++;
+        else if (!strcmp(a, "--zero-bubble")) c.zero_bubble = 1;
         else if (!strcmp(a, "--zero")) c.zero = atoi(v), i++;
         else if (!strcmp(a, "--zero-prefetch")) c.zero_prefetch = atoi(v), i++;
         else if (!strcmp(a, "--ulysses")) c.ulysses = atoi(v), i++;
@@ -234,6 +235,7 @@ int main(int argc, char **argv)
         single_cfg.recompute = SW_RECOMPUTE_SELECTIVE;
         single_cfg.recompute_every = 1;
     }
+    single_cfg.zero_bubble = 0; /* the reference: one unit per backward */
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){c.tp, c.ulysses, c.ring, dp, c.pp});
     sw_comm *comm = sw_comm_create(mesh);
     int tp_rank = sw_mesh_rank(mesh, SW_GROUP_TP);
@@ -324,7 +326,13 @@ int main(int argc, char **argv)
             sw_params_runs_unit(sw_gpt_params(par), l)) {
             /* a rank keeps 1/tp of its micro-batch's activations of 1/ring of the sequence, a micro-batch is
              * 1/(dp*grad_accum) of the batch */
-            double share = mp.registered_bytes * c.tp * c.ring * dp * accum;
+            double zb = 0; /* Zero Bubble's split (tp 1): the output gradients kept for the W units, which the
+                            * reference does not keep -- fc2 and proj [T, h], fc [T, F] (SwiGLU 2F), qkv [T, h + 2 kv d] */
+            if (c.zero_bubble) {
+                double T = (double)c.seq * (c.batch / (dp * accum)), h = pc->hidden, d = h / pc->heads;
+                zb = 4 * T * (3 * h + 2 * pc->kv_heads * d + (pc->model == SW_MODEL_LLAMA ? 2 : 1) * (double)pc->ffn);
+            }
+            double share = (mp.registered_bytes - zb) * c.tp * c.ring * dp * accum;
             snprintf(line, sizeof line,
                      "%s: layer %d saved bytes x tp x ring x dp x grad-accum = %.0f, single rank's %.0f", what, l,
                      share, ms.registered_bytes);

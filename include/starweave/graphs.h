@@ -83,8 +83,13 @@ typedef struct sw_gpt_config {
      * layers / (pp pp_virtual) blocks; 0 or 1: one); with pp_virtual > 1 the default quota is
      * (pp_virtual - 1) pp + pp - stage chunks' saved sets, pp_inflight Q gives Q pp_virtual */
     int pp_virtual;
-    /** weight-gradient GEMMs at the lowest priority (sw_ctx_config.dw_last; Zero Bubble's split) */
+    /** weight-gradient GEMMs at the lowest task priority (sw_ctx_config.dw_last): a priority, not a split */
     int dw_last;
+    /** Zero Bubble's split, ZB-H1 (sw_ctx_config.zero_bubble): each backward through a stage's blocks is two
+     * units of the pipeline's schedule, B (input gradients) and W (weight gradients), W placed where the
+     * stage would wait; the blocks keep their linears' output gradients per micro slot until W (counted in
+     * the memory model); tp, ulysses, ring and dp 1, recompute none or selective, no offload */
+    int zero_bubble;
     /** ZeRO stage over the gradient group (dp, or ulysses x ring x dp), sharding the rows of
      * each parameter with at least as many rows as the group has ranks: 1 AdamW moments and
      * update (gradients reduce-scattered, parameters all-gathered after the update); 2 also

@@ -72,6 +72,10 @@ typedef struct sw_ctx_config {
      * (Zero Bubble's split, ZB-H1); only where no gradient is reduced during the backward
      * (no dp, ulysses or ring): there dW goes first, for its bucket's all-reduce */
     int dw_last;
+    /** 1: Zero Bubble's split (ZB-H1; the step driver, pipeline.h): a block's linears keep their output
+     * gradient per micro slot (sw_linear_defer_weight_grads) and leave their weight gradients to a unit
+     * of their own in the pipeline's schedule; only with tp, ulysses, ring and dp 1 */
+    int zero_bubble;
     /** column tiles of the ops that split columns (0: tiles): a context of fewer rows than tiles (a
      * decode step's) still splits its GEMMs' and activations' columns */
     int col_tiles;
@@ -131,6 +135,11 @@ typedef struct sw_ctx {
     /** private to the layers: which linear wrote which tensor last (sw_attention_forward checks its
      * QKV linear by it) and each replicated linear's rows (the traffic model's rule) */
     struct sw_ctx_log *log;
+    /** private to the layers and the step driver (Zero Bubble's split): the list the current B unit
+     * leaves its weight gradients in (NULL: computed at once), and where the next linear backward
+     * keeps its output gradient */
+    struct sw_wdefer *wdefer;
+    sw_tensor *wdy;
 } sw_ctx;
 
 /** The rules on the rows (divisibility by the degrees, tiles): on a
@@ -151,6 +160,16 @@ void sw_ctx_destroy(sw_ctx *x);
 /** A scratch tensor shared by every layer (StarPU orders the reuse), one per
  * (name, shape), created on first use. */
 sw_tensor *sw_scratch(sw_ctx *x, const char *name, int64_t rows, int64_t cols);
+/** Zero Bubble's split (sw_ctx_config.zero_bubble): the next linear
+ * backward on x keeps its output gradient dy in `keep` (dy's shape: a
+ * tensor the block keeps per micro slot, declared by its keep so that the
+ * memory model counts it) and leaves its weight gradients (dW, and db) to
+ * the step driver's W unit for this micro-batch, which computes them from
+ * `keep` and the linear's input (a tensor of the saved set: the slot is
+ * held until W has run). Where the driver is not splitting (no split, or
+ * outside the blocks' backward) the next linear computes them at once as
+ * always and `keep` is unused. */
+void sw_linear_defer_weight_grads(sw_ctx *x, sw_tensor *keep);
 /** End of a step's backward: the scratch is dead until the next step. */
 void sw_scratch_invalidate(sw_ctx *x);
 /** Bytes of the scratch tensors created so far (the working set the layers

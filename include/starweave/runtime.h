@@ -176,6 +176,8 @@ typedef enum sw_counter {
     SW_COUNT_TASK_PRIORITY,   /**< tasks given sw_set_task_priority's priority (not 0) */
     SW_COUNT_SEND,            /**< point-to-point messages sent by sw_send (pipeline stages) */
     SW_COUNT_GEMM_WIDENED,    /**< bf16 GEMMs whose operands were widened to fp32 (no native bf16 product) */
+    SW_COUNT_LATE_W,          /**< Zero Bubble's W units (weight gradients) a pipeline stage submitted after its
+                               * step's last forward: the cooldown's, per step */
     SW_COUNTER_COUNT          /**< the number of counters */
 } sw_counter;
 /** The count of c (0 for an unknown c). */
