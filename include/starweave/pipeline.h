@@ -41,7 +41,15 @@
  * micro-batches). Quotas that let no order finish are refused (exit 2 on
  * every rank), and so are more than 14 chunks per stage (two
  * point-to-point channels each between a pair of neighbours, above a
- * model's own: comm.h). */
+ * model's own: comm.h).
+ *
+ * Zero Bubble's split (x->c.zero_bubble, ZB-H1): each backward is a B
+ * unit (input gradients) and a W unit (the weight gradients the blocks'
+ * linears left, sw_linear_defer_weight_grads), every unit costing 1; a
+ * micro-batch keeps its slot until its W, every stage up to the first
+ * stage's quota (1F1B's peak memory: later stages hold more than under
+ * 1F1B), and an idle stage starts a forward, else a B, else its oldest W
+ * (graphs/schedule.h). */
 #ifndef STARWEAVE_PIPELINE_H
 #define STARWEAVE_PIPELINE_H
 
@@ -119,7 +127,8 @@ int sw_pipeline_chunks(const sw_pipeline *s);
 sw_blocks *sw_pipeline_chunk(sw_pipeline *s, int chunk);
 /** The memory model: every byte sw_pipeline_create(x, c, ops, ..., inflight)
  * allocates for this stage's blocks (sw_blocks_bytes of the first chunk
- * with the stage's pool of micro slots, at most its quota, and each other
+ * with the stage's pool of micro slots, at most its quota (with Zero
+ * Bubble's split at most the first stage's), and each other
  * chunk's gradient stream), from the shapes alone. */
 double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, const sw_block_ops *ops, void *model,
                                 int inflight);
