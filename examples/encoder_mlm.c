@@ -13,6 +13,7 @@
 #include <string.h>
 #include <starweave.h>
 #include "cli.h"
+#include "train_loop.h"
 enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, MASK = VOCAB - 1, SEQ = 32, BATCH = 8, IGNORE = -100 };
 typedef struct { sw_norm ln1, ln2; sw_linear qkv, proj, fc, fc2; } block_params;
 typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *a; sw_attn_saved attn; } block_saved;
@@ -27,6 +28,7 @@ typedef struct model {
     sw_lm_head *head;
     sw_pipeline *pipe;
     sw_tensor *tokens[BATCH], *type_ids[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
+    const int32_t *tok, *typ, *tgt; /* the batch (every step the same) */
 } model;
 static void keep(void *mp, sw_saved *s)
 {
@@ -107,6 +109,14 @@ static void head_traffic(void *mp, sw_traffic *t)
 static const sw_model_ops model_ops = {.embed_forward = embed, .embed_backward = embed_backward, .head_forward = head,
     .head_backward = head_backward, .loss = loss, .embed_traffic = embed_traffic, .head_traffic = head_traffic};
 
+/* the training loop's part (train_loop.h): every micro-batch's token types, tokens and targets */
+static void load(void *mp, int step)
+{
+    model *m = mp; (void)step;
+    for (int k = 0; k < m->x.c.grad_accum; k++)
+        sw_ctx_load_tokens(&m->x, k, m->typ, NULL, m->type_ids[k], NULL), sw_ctx_load_tokens(&m->x, k, m->tok, m->tgt, m->tokens[k], m->targets[k]);
+}
+
 int main(int argc, char **argv)
 {
     int steps, tp, sp = 0, dp, ulysses, ring, micro, all = 0, wts = 0, pad = 0;
@@ -170,7 +180,7 @@ int main(int argc, char **argv)
     /* data from a seed: random tokens below MASK; ~15 % masked (the token MASK, the target the original token), every other
      * target IGNORE (--no-mask-ignore, --mask-weights: the original); --pad ID: sequence b's tokens from position
      * SEQ - (b*7 % (SEQ/2)) on the token ID (default 1), their targets IGNORE, their keys masked (key_padding) */
-    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH], len[BATCH]; float l, w[SEQ * BATCH]; uint64_t r = 1234;
+    int32_t tok[SEQ * BATCH], typ[SEQ * BATCH], tgt[SEQ * BATCH], len[BATCH]; float w[SEQ * BATCH]; uint64_t r = 1234;
     for (int i = 0; i < SEQ * BATCH; i++) {
         r = r * 6364136223846793005ull + 1442695040888963407ull;
         int32_t t = (int32_t)((r >> 33) % MASK), masked = (r >> 20) % 100 < 15;
@@ -179,24 +189,11 @@ int main(int argc, char **argv)
     }
     for (int k = 0; k < micro; k++) /* they stay */
         wts ? sw_lm_head_load_weights(&m->x, m->head, k, w) : (void)0, pad ? sw_ctx_load_key_lengths(&m->x, k, len) : (void)0;
-    for (int step = 1; step <= steps; step++) {
-        for (int k = 0; k < micro; k++)
-            sw_ctx_load_tokens(&m->x, k, typ, NULL, m->type_ids[k], NULL), sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
-        sw_pipeline_step(m->pipe, step);
-        float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
-        if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
-        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
-    }
-    /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
-    for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
-        int64_t first; sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
-        sw_tensor_read_host(g, v);
-        for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
-        if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
-        free(v);
-    }
-    sw_traffic model; /* the traffic model beside what the collectives counted */
-    sw_pipeline_traffic(m->pipe, &model), sw_comm_traffic_report(comm, &model, steps, stdout), sw_counters_print(stdout);
+    m->tok = tok, m->typ = typ, m->tgt = tgt;
+    train_loop t = {.prog = "encoder_mlm", .steps = steps, .model = m, .load = load, .pipe = m->pipe, .params = m->p, .grad_norm = 1};
+    train_loop_run(&t);
+    train_print_grads(m->p, &m->x); /* the last step's gradients, from the ranks holding distinct parts */
+    train_traffic_report(m->pipe, comm, steps); /* the traffic model beside what the collectives counted */
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->type_ids[k]), sw_tensor_free(m->targets[k]);
     sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd);
     sw_lm_head_destroy(m->head), sw_pipeline_destroy(m->pipe), sw_attention_destroy(m->attn), sw_ctx_destroy(&m->x);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <starweave.h>
 #include "cli.h"
+#include "train_loop.h"
 
 enum { LAYERS = 2, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8, OUT = 4 /* --per-token */ };
 
@@ -26,6 +27,7 @@ typedef struct model {
     sw_linear tok_head; sw_row_mse *rows; sw_tensor *pred; /* a replicated linear on the rows, MSE per row */
     int gathered; sw_tensor *nfg, *predg, *dpredg, *dnf;       /* --per-token-gathered (with tp and sp): on the T rows */
     sw_pipeline *pipe; sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_mean, *nf_rstd; /* per micro-batch */
+    const int32_t *tok, *len, *cls; const float *y, *yt; int pad, classes; /* the batch (every step the same) */
 } model;
 
 static void keep(void *mp, sw_saved *s)
@@ -127,6 +129,16 @@ static void head_traffic(void *mp, sw_traffic *t)
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
+/* the training loop's part (train_loop.h): every micro-batch's tokens, key lengths (--pad), targets */
+static void load(void *mp, int step)
+{
+    model *m = mp; (void)step;
+    for (int k = 0; k < m->x.c.grad_accum; k++)
+        sw_ctx_load_tokens(&m->x, k, m->tok, NULL, m->tokens[k], NULL), m->pad ? sw_ctx_load_key_lengths(&m->x, k, m->len) : (void)0,
+        m->rows ? sw_ctx_load_floats(&m->x, k, m->yt, OUT, m->targets[k])
+                : sw_ctx_load_seq_targets(&m->x, k, m->classes ? (const void *)m->cls : (const void *)m->y, m->targets[k]);
+}
+
 int main(int argc, char **argv)
 {
     int steps, tp, sp = 0, dp, ulysses, ring, micro, classes, pool_first = 0, per_token = 0, gathered = 0, pad = 0;
@@ -197,7 +209,7 @@ int main(int argc, char **argv)
         m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1), m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, per_token ? m->x.Tl : m->x.B, per_token ? OUT : 1);
     /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C, or per token sin(0.3 p + 0.05 token);
      * --pad ID: sequence b's tokens from position SEQ - (b*7 % (SEQ/2)) on the token ID (default 1), their keys masked */
-    int32_t tok[SEQ * BATCH], cls[BATCH], len[BATCH]; float y[BATCH], yt[SEQ * BATCH * OUT], l;
+    int32_t tok[SEQ * BATCH], cls[BATCH], len[BATCH]; float y[BATCH], yt[SEQ * BATCH * OUT];
     for (int b = 0; b < BATCH; b++) {
         y[b] = sinf(0.7f * (float)b), cls[b] = classes ? b % classes : 0, len[b] = SEQ - (b * 7 % (SEQ / 2));
         for (int p = 0; p < SEQ; p++) { /* per token: OUT targets of the unpadded token (--pad ID changes none) */
@@ -206,25 +218,11 @@ int main(int argc, char **argv)
             tok[i] = pad && p >= len[b] ? pad : t;
         }
     }
-    for (int step = 1; step <= steps; step++) {
-        for (int k = 0; k < micro; k++) /* tokens, key lengths (--pad), targets */
-            sw_ctx_load_tokens(&m->x, k, tok, NULL, m->tokens[k], NULL), pad ? sw_ctx_load_key_lengths(&m->x, k, len) : (void)0,
-            per_token ? sw_ctx_load_floats(&m->x, k, yt, OUT, m->targets[k]) : sw_ctx_load_seq_targets(&m->x, k, classes ? (const void *)cls : (const void *)y, m->targets[k]);
-        sw_pipeline_step(m->pipe, step);
-        float n2; sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l), sw_tensor_read_host(sw_params_grad_norm2(m->p), &n2); /* before clipping */
-        if (sw_rank() == 0) printf("step %2d  loss %.7f  grad_norm %.7f\n", step, l, sqrtf(n2));
-        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
-    }
-    /* the last step's gradients, from the ranks holding distinct parts: TP rank 0 for a replicated one */
-    for (int i = 0; m->x.ur == 0 && m->x.rr == 0 && m->x.dp_rank == 0 && i < sw_params_count(m->p); i++) {
-        int64_t first; sw_tensor *g = sw_params_reduced_grad(m->p, i, &first); float *v = malloc(sw_tensor_bytes(g)); double s2 = 0, s1 = 0;
-        sw_tensor_read_host(g, v);
-        for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
-        if (sw_params_desc(m->p, i)->shard.n || m->x.tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(m->p, i)->name, s2, s1);
-        free(v);
-    }
-    sw_traffic model; /* the traffic model beside what the collectives counted */
-    sw_pipeline_traffic(m->pipe, &model), sw_comm_traffic_report(comm, &model, steps, stdout), sw_counters_print(stdout);
+    m->tok = tok, m->len = len, m->cls = cls, m->y = y, m->yt = yt, m->pad = pad, m->classes = classes;
+    train_loop t = {.prog = "encoder_regress", .steps = steps, .model = m, .load = load, .pipe = m->pipe, .params = m->p, .grad_norm = 1};
+    train_loop_run(&t);
+    train_print_grads(m->p, &m->x); /* the last step's gradients, from the ranks holding distinct parts */
+    train_traffic_report(m->pipe, comm, steps); /* the traffic model beside what the collectives counted */
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
     sw_tensor_free(m->nfg), sw_tensor_free(m->predg), sw_tensor_free(m->dpredg), sw_tensor_free(m->dnf);
     sw_tensor_free(m->nf), sw_tensor_free(m->nf_mean), sw_tensor_free(m->nf_rstd), sw_tensor_free(m->pred), sw_row_mse_destroy(m->rows);
