@@ -280,7 +280,13 @@ void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_s
  * the prediction against the noise (DDPM's epsilon objective). Every layout
  * of the step driver applies (sw_pipeline: tp with sp, Ulysses, Ring, dp,
  * ZeRO, pipeline stages, recomputation, offload). */
-enum { SW_DIT_MAX_LAYERS = 16, SW_DIT_MAX_MICRO = 64, SW_DIT_FREQ = 256 /**< the timestep embedder's frequencies */ };
+/** The DiT's limits and constants */
+enum {
+    SW_DIT_MAX_LAYERS = 16, /**< blocks at most */
+    SW_DIT_MAX_MICRO = 64,  /**< micro-batches per step at most */
+    SW_DIT_FREQ = 256       /**< the timestep embedder's frequencies */
+};
+/** The DiT's shape, training and layout (sw_dit_config_default: dit_train's defaults) */
 typedef struct sw_dit_config {
     int frames, height, width, channels, patch; /**< latents per sample, the patch size */
     int hidden, heads, layers;                  /**< hidden must be even and divisible by heads */
@@ -291,7 +297,7 @@ typedef struct sw_dit_config {
     sw_dtype dtype;                             /**< SW_BF16: the linears' GEMMs on bf16 operands */
     float lr, init_std, adaln_std;              /**< AdamW (weight decay 0.01, clip 1); the weights' N(0, init_std);
                                                      adaln_std > 0: adaLN weights N(0, adaln_std), not zero (tests) */
-    uint64_t seed;
+    uint64_t seed;                              /**< the init's and the noise's */
 } sw_dit_config;
 /** A DiT (opaque): sw_dit_create. */
 typedef struct sw_dit sw_dit;
@@ -302,6 +308,7 @@ void sw_dit_config_default(sw_dit_config *c);
  * model's tensors, loads the position embedding. The layout's rules (frames and patches per frame
  * divisible by ulysses x ring, heads by tp, batch by dp x micro) are the caller's to check. Collective. */
 sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm);
+/** Frees the model, its tensors and its registry (not the comm). */
 void sw_dit_destroy(sw_dit *m);
 /** The conditioning of every micro-batch, global [cond_len batch, cond_dim] in [s, b] order (this rank's part taken). */
 void sw_dit_load_cond(sw_dit *m, const float *cond);
@@ -319,16 +326,20 @@ float sw_dit_normal(uint64_t seed, uint64_t a, uint64_t b, uint64_t i);
 void sw_dit_step(sw_dit *m, int step);
 /** [1,1] the step's loss (sw_pipeline_loss) */
 sw_tensor *sw_dit_loss(sw_dit *m);
+/** The model's parameter registry (checkpoints, gradients, exports) */
 sw_params *sw_dit_params(sw_dit *m);
+/** The model's layer context (its layout: ranks, rows) */
 sw_ctx *sw_dit_ctx(sw_dit *m);
+/** The model's step driver (its traffic model: sw_pipeline_traffic) */
 sw_pipeline *sw_dit_pipeline(sw_dit *m);
 /** The fields a checkpoint of this model must match (at most 8): its shape */
 int sw_dit_checkpoint_fields(const sw_dit *m, sw_ckpt_field *f);
 /** The memory model: the bytes of the whole model at creation on this rank (parameter state, the
- * blocks, the model's own tensors, the layers'); of the blocks alone; the saved activations of block l
- * (the model's and the registered tensors'; 0 on another stage) */
+ * blocks, the model's own tensors, the layers'), which StarPU's allocator counts to the byte */
 double sw_dit_bytes(sw_dit *m);
+/** The blocks' bytes (residual stream, saved sets, gradient; sw_pipeline_blocks_bytes) */
 double sw_dit_blocks_bytes(sw_dit *m);
+/** Block l's saved activations: the memory model's and the registered tensors' bytes */
 sw_block_memory sw_dit_saved_bytes(sw_dit *m, int l);
 
 #ifdef __cplusplus
