@@ -288,16 +288,33 @@ enum {
 };
 /** The DiT's shape, training and layout (sw_dit_config_default: dit_train's defaults) */
 typedef struct sw_dit_config {
-    int frames, height, width, channels, patch; /**< latents per sample, the patch size */
-    int hidden, heads, layers;                  /**< hidden must be even and divisible by heads */
-    int cond_len, cond_dim;                     /**< the conditioning sequence */
-    int batch, micro;                           /**< samples per step, micro-batches per step (at most SW_DIT_MAX_MICRO) */
-    int tp, sp, ulysses, ring, dp, zero, pp_virtual; /**< the layout (pipeline stages: the mesh's) */
-    int recompute, recompute_every, offload;    /**< sw_recompute, sw_blocks_config's */
-    sw_dtype dtype;                             /**< SW_BF16: the linears' GEMMs on bf16 operands */
-    float lr, init_std, adaln_std;              /**< AdamW (weight decay 0.01, clip 1); the weights' N(0, init_std);
-                                                     adaln_std > 0: adaLN weights N(0, adaln_std), not zero (tests) */
-    uint64_t seed;                              /**< the init's and the noise's */
+    int frames;          /**< latent frames per sample */
+    int height;          /**< latent height */
+    int width;           /**< latent width */
+    int channels;        /**< latent channels */
+    int patch;           /**< patch size, dividing height and width */
+    int hidden;          /**< hidden size: even, divisible by heads */
+    int heads;           /**< attention heads, divisible by tp */
+    int layers;          /**< blocks (at most SW_DIT_MAX_LAYERS) */
+    int cond_len;        /**< positions of the conditioning sequence */
+    int cond_dim;        /**< features of the conditioning sequence */
+    int batch;           /**< samples per step */
+    int micro;           /**< micro-batches per step (at most SW_DIT_MAX_MICRO) */
+    int tp;              /**< tensor-parallel degree */
+    int sp;              /**< sequence parallelism (with tp) */
+    int ulysses;         /**< DeepSpeed-Ulysses degree */
+    int ring;            /**< Ring attention degree */
+    int dp;              /**< data-parallel degree */
+    int zero;            /**< ZeRO stage (0-3) */
+    int pp_virtual;      /**< interleaved chunks per pipeline stage (the stages: the mesh's) */
+    int recompute;       /**< sw_recompute */
+    int recompute_every; /**< full recomputation: keep every K-th block's input */
+    int offload;         /**< the saved sets to the offload node */
+    sw_dtype dtype;      /**< SW_BF16: the linears' GEMMs on bf16 operands */
+    float lr;            /**< AdamW's learning rate (weight decay 0.01, clip 1) */
+    float init_std;      /**< the weights' N(0, init_std) */
+    float adaln_std;     /**< > 0: the adaLN weights N(0, adaln_std), not adaLN-Zero's zeros (tests) */
+    uint64_t seed;       /**< the init's and the noise's */
 } sw_dit_config;
 /** A DiT (opaque): sw_dit_create. */
 typedef struct sw_dit sw_dit;
