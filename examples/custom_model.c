@@ -21,6 +21,7 @@
 
 #include <starweave.h>
 #include "cli.h"
+#include "train_loop.h"
 
 enum { MAX_LAYERS = 8, HIDDEN = 64, HEADS = 4, VOCAB = 256, SEQ = 32, BATCH = 8 };
 
@@ -38,6 +39,8 @@ typedef struct model {
     sw_pipeline *pipe;
     sw_lm_head *head;
     sw_tensor *tokens[BATCH], *targets[BATCH], *nf, *nf_rstd; /* per micro-batch */
+    int32_t tok[SEQ * BATCH], tgt[SEQ * BATCH];              /* the batch (every step the same) */
+    int loss_every_rank;
 } model;
 
 /* what a block keeps: the norm output (gathered with sp), the MLP's hidden
@@ -143,6 +146,22 @@ static void head_traffic(void *mp, sw_traffic *t)
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
+/* the training loop's part (train_loop.h): the micro-batches, and with --loss-every-rank the model's own
+ * loss tensor on every rank (the driver fills it on every stage) */
+static void load(void *mp, int step)
+{
+    model *m = mp;
+    (void)step;
+    for (int k = 0; k < m->x.c.grad_accum; k++) sw_ctx_load_tokens(&m->x, k, m->tok, m->tgt, m->tokens[k], m->targets[k]);
+}
+static void after(void *mp, int step, float l)
+{
+    model *m = mp;
+    if (!m->loss_every_rank) return;
+    sw_tensor_read_host(sw_lm_head_loss(m->head), &l);
+    printf("rank %d step %2d  model loss %.7f\n", sw_rank(), step, l);
+}
+
 int main(int argc, char **argv)
 {
     int tp, sp = 0, dp, pp, pp_virtual, ulysses, ring, zero, steps, micro, layers, bidirectional = 0, recompute_full = 0;
@@ -226,28 +245,13 @@ int main(int argc, char **argv)
     }
 
     /* data: sequence b counts up by b + 1 modulo the vocabulary; the target is the next token */
-    int32_t tok[SEQ * BATCH], tgt[SEQ * BATCH];
     for (int p = 0; p < SEQ; p++)
         for (int b = 0; b < BATCH; b++)
-            tok[p * BATCH + b] = (p * (b + 1)) % VOCAB, tgt[p * BATCH + b] = ((p + 1) * (b + 1)) % VOCAB;
-    for (int step = 1; step <= steps; step++) {
-        for (int k = 0; k < micro; k++) sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
-        sw_pipeline_step(m->pipe, step); /* every micro-batch forward and backward, the update */
-        float l;
-        sw_tensor_read_host(sw_pipeline_loss(m->pipe), &l);
-        if (sw_rank() == 0) printf("step %2d  loss %.7f\n", step, l);
-        if (loss_every_rank) { /* the model's own loss tensor, on every rank (the driver fills it on every stage) */
-            sw_tensor_read_host(sw_lm_head_loss(m->head), &l);
-            printf("rank %d step %2d  model loss %.7f\n", sw_rank(), step, l);
-        }
-        fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
-    }
-    /* the traffic model (layers, blocks, stages, registry) beside what the collectives counted */
-    sw_traffic model;
-    sw_pipeline_traffic(m->pipe, &model);
-    /* on every rank: the exact bytes per group, and what ran (collectives by kind, GEMMs) */
-    sw_comm_traffic_report(comm, &model, steps, stdout);
-    sw_counters_print(stdout);
+            m->tok[p * BATCH + b] = (p * (b + 1)) % VOCAB, m->tgt[p * BATCH + b] = ((p + 1) * (b + 1)) % VOCAB;
+    m->loss_every_rank = loss_every_rank;
+    train_loop t = {.prog = "custom_model", .steps = steps, .model = m, .load = load, .after = after, .pipe = m->pipe};
+    train_loop_run(&t);
+    train_traffic_report(m->pipe, comm, steps); /* the traffic model beside what the collectives counted, every rank */
     for (int k = 0; k < micro; k++) sw_tensor_free(m->tokens[k]), sw_tensor_free(m->targets[k]);
     sw_tensor_free(m->nf);
     sw_tensor_free(m->nf_rstd);

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "starweave.h"
 #include "cli.h"
+#include "train_loop.h"
 #include "data.h"
 #include "tokenizer.h"
 
@@ -297,31 +297,6 @@ static void fill_batch(const int32_t *data, size_t n, const sw_gpt_config *c, in
     }
 }
 
-/* the step clock: StarPU's simulated clock in a simulated run
- * (docs/simulation.md), else the wall clock */
-static double wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-static double now_ms(void)
-{
-    if (sw_simulated()) return starpu_timing_now() / 1e3;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* A checkpoint's layout, as the re-shard line names it: "4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1" */
-static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
-{
-    char zero[16] = "no ZeRO";
-    if (l->zero) snprintf(zero, sizeof zero, "ZeRO-%d", l->zero);
-    snprintf(out, n, "%d rank%s: tp %d, ulysses %d, ring %d, dp %d, pp %d, %s", l->ranks, l->ranks == 1 ? "" : "s",
-             l->tp, l->ulysses, l->ring, l->dp, l->pp, zero);
-}
-
 /* Every rank's memory model, printed by rank 0 (MiB). */
 static void print_memory_model(sw_gpt_memory r)
 {
@@ -420,14 +395,14 @@ static void print_sample(sw_gpt *m, const int32_t *prompt, int p, int n, float t
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(p + n));
     if (!seq) { perror("malloc"); exit(1); }
     memcpy(seq, prompt, sizeof(int32_t) * (size_t)p);
-    double t0 = now_ms(), t1 = 0;
+    double t0 = train_now_ms(), t1 = 0;
     sw_gpt_generator_feed(g, seq, p);
     for (int i = p; i < p + n; i++) {
         sw_gpt_generator_sample(g, temperature, 0, seed, &seq[i]);
-        if (i == p) t1 = now_ms(); /* the prompt's pass and the first token */
+        if (i == p) t1 = train_now_ms(); /* the prompt's pass and the first token */
         if (i + 1 < p + n) sw_gpt_generator_feed(g, &seq[i], 1);
     }
-    const double t2 = now_ms();
+    const double t2 = train_now_ms();
     sw_gpt_generator_destroy(g);
     if (sw_rank() == 0) {
         printf("%s", label);
@@ -498,68 +473,6 @@ static int32_t *text_prompt(const char *text, int vocab, int *n, int quiet)
     return ids;
 }
 
-/* Pipeline stages: per stage, the share of each step (after the first)
- * in which its workers did not compute -- idle, or waiting for the
- * neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1) and
- * the interleaved schedule's (p - 1) / (v m + p - 1). */
-static void print_bubble(const sw_overlap *rows, int n, const sw_gpt_config *c)
-{
-    int per_stage = c->tp * c->ulysses * c->ring * c->dp, V = c->pp_virtual > 1 ? c->pp_virtual : 1;
-    for (int s = 0; s < c->pp; s++) {
-        double sum = 0;
-        int count = 0;
-        for (int i = 0; i < n; i++)
-            if (rows[i].rank / per_stage == s && rows[i].step > 1 && rows[i].wall_us > 0)
-                sum += 1 - rows[i].compute_us / rows[i].wall_us, count++;
-        if (count)
-            printf("bubble: stage %d: %.1f%% of the step without compute (steps after the first, %d rank-steps), "
-                   "1F1B's (p - 1) / (m + p - 1) = %.1f%%, interleaved (p - 1) / (v m + p - 1) = %.1f%% (v = %d; "
-                   "quota %s)\n", s, 100 * sum / count, count, 100.0 * (c->pp - 1) / (c->grad_accum + c->pp - 1),
-                   100.0 * (c->pp - 1) / (V * c->grad_accum + c->pp - 1), V, c->pp_inflight ? "given" : "1F1B");
-    }
-}
-
-/* The merged trace of every rank, its Paje twin and the overlap report;
- * the overlap per step printed by rank 0 (and with pipeline stages, the
- * bubble of each). Collective. */
-static void write_trace(const char *path, const sw_gpt_config *c)
-{
-    char paje[4096], overlap[4096];
-    snprintf(paje, sizeof paje, "%s.paje", path);
-    snprintf(overlap, sizeof overlap, "%s.overlap.json", path);
-    if (sw_trace_write(path, paje, overlap) != 0) {
-        if (sw_rank() == 0) fprintf(stderr, "gpt_train: could not write the trace %s\n", path);
-        return;
-    }
-    if (sw_rank() != 0) return;
-    sw_overlap rows[512];
-    int n = sw_trace_overlap(rows, 512);
-    printf("overlap: %4s %5s %10s %10s %10s %10s %10s %9s\n", "rank", "step", "wall ms", "compute ms", "comm ms",
-           "overlap ms", "idle ms", "comm hid");
-    for (int i = 0; i < n && i < 512; i++)
-        printf("overlap: %4d %5s %10.1f %10.1f %10.1f %10.1f %10.1f %8.1f%%\n", rows[i].rank,
-               rows[i].step < 0 ? "all" : (snprintf(paje, sizeof paje, "%d", rows[i].step), paje),
-               rows[i].wall_us / 1e3, rows[i].compute_us / 1e3, rows[i].comm_us / 1e3, rows[i].overlap_us / 1e3,
-               rows[i].idle_us / 1e3, 100 * rows[i].overlap_share);
-    if (c->pp > 1) print_bubble(rows, n < 512 ? n : 512, c);
-    printf("gpt_train: trace of %d rank(s) in %s (Chrome/Perfetto JSON), %s.paje (ViTE), %s.overlap.json\n",
-           sw_world_size(), path, path, path);
-}
-
-/* The task graph recorded (one step), every rank's, in one dot file. Collective. */
-static void write_dag(const char *path, int step)
-{
-    if (sw_trace_dag_write(path) != 0) {
-        if (sw_rank() == 0) fprintf(stderr, "gpt_train: could not write the task graph %s\n", path);
-        return;
-    }
-    long tasks, requests, edges, messages;
-    sw_trace_dag_counts(&tasks, &requests, &edges, &messages);
-    if (sw_rank() == 0)
-        printf("gpt_train: task graph of step %d in %s: %ld nodes (%ld tasks, %ld requests), %ld edges, %ld messages\n",
-               step, path, tasks + requests, tasks, requests, edges, messages);
-}
-
 /* Task time per codelet over steps 2..N, against the workers' wall time. */
 static void print_profile(double wall_ms)
 {
@@ -620,6 +533,43 @@ static void traffic_report(sw_gpt *m, const sw_comm *comm, int steps, int counte
         printf("\n");
     }
     free(all);
+}
+
+/* the training loop's part (train_loop.h) */
+typedef struct gpt_run {
+    sw_gpt *m;
+    const int32_t *data;
+    size_t n;
+    const sw_gpt_config *c;
+    int32_t *tok, *tgt;
+    const train_opts *o;
+} gpt_run;
+static void gpt_batch(void *rp, int step)
+{
+    gpt_run *r = rp;
+    fill_batch(r->data, r->n, r->c, step, r->tok, r->tgt);
+}
+static void gpt_load(void *rp, int step)
+{
+    gpt_run *r = rp;
+    (void)step;
+    for (int k = 0; k < r->c->grad_accum; k++) sw_gpt_load_micro_batch(r->m, k, r->tok, r->tgt); /* this rank's columns */
+}
+static void gpt_step(void *rp, int step) { sw_gpt_step(((gpt_run *)rp)->m, step); } /* every micro-batch, the update */
+static float gpt_loss(void *rp) { return sw_gpt_read_loss(((gpt_run *)rp)->m); }
+/* --sample-every: the first sequence's first tokens (global batch) continued */
+static void gpt_sample(void *rp, int step, float loss)
+{
+    gpt_run *r = rp;
+    const sw_gpt_config *c = r->c;
+    (void)loss;
+    if (r->o->sample_every <= 0 || step % r->o->sample_every != 0) return;
+    int32_t prompt[8];
+    int p = c->seq < 8 ? c->seq : 8;
+    for (int i = 0; i < p; i++) prompt[i] = r->tok[(int64_t)i * c->batch];
+    char label[64];
+    snprintf(label, sizeof label, "sample (step %d): ", step);
+    print_sample(r->m, prompt, p, r->o->sample_len, r->o->sample_temperature, c->seed + (uint64_t)step, label);
 }
 
 int main(int argc, char **argv)
@@ -702,7 +652,7 @@ int main(int argc, char **argv)
         prompt_len = prompt_tokens(o.generate, o.cfg.vocab, prompt);
     }
 
-    const double t_create = now_ms();
+    const double t_create = train_now_ms();
     sw_gpt *m = sw_gpt_create(&o.cfg, sw_world_size() > 1 ? comm : NULL);
     sw_ckpt_field fields[8];
     int nfields = sw_gpt_checkpoint_fields(m, fields);
@@ -732,22 +682,16 @@ int main(int argc, char **argv)
                    sw_gemm_backend_name(sw_gemm_get_backend()));
     }
 
-    float first = 0, loss = 0;
-    double total_ms = 0, submit_ms = 0;
-    int step0 = 0; /* the last step already done */
-    if (o.resume) {
-        sw_ckpt_layout saved, here;
-        step0 = sw_checkpoint_load_layout(sw_gpt_params(m), fields, nfields, o.resume, &saved, &here);
-        if (!o.quiet) printf("gpt_train: resumed from %s after step %d\n", o.resume, step0);
-        if (!o.quiet && memcmp(&saved, &here, sizeof saved) != 0) {
-            char from[128], to[128];
-            layout_text(&saved, from, sizeof from);
-            layout_text(&here, to, sizeof to);
-            printf("gpt_train: re-sharded the checkpoint from layout %s to layout %s\n", from, to);
-        }
-        if (step0 >= o.steps && o.steps > 0 && !o.generate)
-            sw_usage_error("the checkpoint is at step %d, nothing left of --steps %d", step0, o.steps);
-    }
+    /* the training loop (train_loop.h): the batch of each step, its micro-batches, the step, the loss, the
+     * log and the lines, checkpoints, samples, the trace */
+    gpt_run run = {m, data, n, c, tok, tgt, &o};
+    train_loop t = {.prog = "gpt_train", .steps = o.steps, .model = &run, .batch = gpt_batch, .load = gpt_load,
+                    .step = gpt_step, .loss = gpt_loss, .after = gpt_sample, .params = sw_gpt_params(m),
+                    .fields = fields, .nfields = nfields,
+                    .save = o.save, .resume = o.resume, .save_every = o.save_every, .trace = o.trace, .dag = o.dag,
+                    .pp = c->pp, .micro = c->grad_accum, .pp_virtual = c->pp_virtual, .pp_inflight = c->pp_inflight,
+                    .quiet = o.quiet, .tokens = T, .log = log, .profile = o.profile};
+    const int step0 = train_loop_resume(&t, o.steps > 0 && !o.generate); /* the last step already done */
     if (o.load_weights) {
         sw_weights_load(m, o.load_weights);
         if (!o.quiet)
@@ -765,63 +709,17 @@ int main(int argc, char **argv)
     }
     if (o.generate || o.steps == 0) goto done; /* no training */
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
-    if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", now_ms() - t_create);
-    if (o.trace) sw_trace_enable(1);
+    if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", train_now_ms() - t_create);
     if (o.memory_report) sw_memory_watch(1);
-    const double wall0 = wall_ms(), clock0 = now_ms();
-    for (int step = step0 + 1; step <= o.steps; step++) {
-        sw_trace_mark_step(step);
-        if (o.dag) sw_trace_dag_enable(step == step0 + 1); /* the first step's submission */
-        fill_batch(data, n, c, step, tok, tgt);
-        double t0 = now_ms();
-        for (int k = 0; k < c->grad_accum; k++) sw_gpt_load_micro_batch(m, k, tok, tgt); /* this rank's columns */
-        double ts = now_ms();
-        sw_gpt_step(m, step); /* every micro-batch's forward and backward on this stage, the update */
-        if (step > step0 + 1) submit_ms += now_ms() - ts;
-        sw_trace_dag_enable(0);
-        loss = sw_gpt_read_loss(m);
-        starpu_task_wait_for_all();
-        double ms = now_ms() - t0;
-        if (sw_simulated()) loss = NAN; /* not computed: the codelets did not run */
-        if (!sw_simulated() && !isfinite(loss)) {
-            fprintf(stderr, "gpt_train: loss is %g at step %d\n", loss, step);
-            return 1;
-        }
-        if (o.save && (step == o.steps || (o.save_every > 0 && step % o.save_every == 0))) {
-            sw_checkpoint_save(sw_gpt_params(m), fields, nfields, o.save, step);
-            if (!o.quiet) printf("gpt_train: checkpoint of step %d in %s\n", step, o.save);
-        }
-        if (step == step0 + 1) {
-            first = loss;
-            if (o.profile) sw_stats_enable(1); /* step 1 warms up allocations and perf models */
-        }
-        if (step > step0 + 1) total_ms += ms;
-        if (log) { /* flushed every step: a killed run keeps the steps it logged */
-            fprintf(log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, T / (ms / 1e3));
-            fflush(log);
-        }
-        if (!o.quiet && sw_simulated())
-            printf("step %4d/%d  loss (not computed)  %8.1f simulated ms/step  %9.0f simulated tokens/s\n", step,
-                   o.steps, ms, T / (ms / 1e3));
-        else if (!o.quiet)
-            printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, o.steps, loss, ms,
-                   T / (ms / 1e3));
-        if (o.sample_every > 0 && step % o.sample_every == 0) { /* the first sequence's first tokens (global batch) */
-            int32_t prompt[8];
-            int p = c->seq < 8 ? c->seq : 8;
-            for (int i = 0; i < p; i++) prompt[i] = tok[(int64_t)i * c->batch];
-            char label[64];
-            snprintf(label, sizeof label, "sample (step %d): ", step);
-            print_sample(m, prompt, p, o.sample_len, o.sample_temperature, c->seed + (uint64_t)step, label);
-        }
-        fflush(stdout);
-    }
-    int timed = o.steps - step0 - 1; /* the first step run warms up */
-    double avg = timed > 0 ? total_ms / timed : 0;
+    const double wall0 = train_wall_ms(), clock0 = train_now_ms();
+    train_loop_run(&t);
+    const float first = t.first, loss = t.last;
+    const int timed = t.timed; /* the first step run warms up */
+    const double total_ms = t.total_ms, submit_ms = t.submit_ms, avg = timed > 0 ? total_ms / timed : 0;
     if (me == 0 && sw_simulated()) /* the figure the simulation is for; bench/sim.sh reads this line */
         printf("simulation: %.3f simulated ms/step (steps %d..%d), %d steps in %.3f simulated ms, %.1f s of wall "
                "time, %d simulated rank(s); losses not computed\n", avg, step0 + 2, o.steps, o.steps - step0,
-               now_ms() - clock0, (wall_ms() - wall0) / 1e3, sw_world_size());
+               train_now_ms() - clock0, (train_wall_ms() - wall0) / 1e3, sw_world_size());
     else if (me == 0)
         printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps %d..%d), %.2f GFLOP/s; log: %s\n",
                first, loss, o.steps, avg, step0 + 2, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0,
@@ -836,8 +734,7 @@ int main(int argc, char **argv)
     }
     if (o.memory_report) memory_report(m);
     else if (sw_simulated()) print_memory_model(sw_gpt_memory_model(m)); /* the simulated ranks' memory */
-    if (o.trace) write_trace(o.trace, c);
-    if (o.dag) write_dag(o.dag, step0 + 1);
+    train_loop_report(&t); /* --trace, --dag */
     traffic_report(m, comm, o.steps - step0, o.counters);
 done:
     if (log) fclose(log);

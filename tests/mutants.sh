@@ -107,7 +107,7 @@ checkpoint-save-id-unchecked|graphs/checkpoint.c|s/                  h->save_id 
 checkpoint-files-in-place|graphs/checkpoint.c|s/    staging_dir(stage, sizeof stage, dir, step);/    step_dir(stage, sizeof stage, dir, step);/|tests/test_checkpoint.sh|injected
 checkpoint-latest-before-files|graphs/checkpoint.c|s/            clear_staging(stage);/            clear_staging(stage), snprintf(path, sizeof path, "%s\/latest", dir), write_atomic(path, dir, sdir + strlen(dir) + 1, 13, err, sizeof err);/|tests/test_checkpoint.sh|injected
 checkpoint-column-check-dropped|graphs/checkpoint.c|s/ x->cols != d->cols) {/ 0) {/|tests/test_checkpoint.sh|shape
-gpt-train-log-unflushed|examples/gpt_train.c|s/            fflush(log);/            (void)log;/|tests/test_checkpoint.sh|kill -9 1 rank
+gpt-train-log-unflushed|examples/train_loop.c|s/            fflush(t->log);/            (void)t->log;/|tests/test_checkpoint.sh|kill -9 1 rank
 data-binary-read-as-bytes|examples/data.c|s/    } else if (memchr(buf, 0, len) != NULL) {/    } else if (0) {/|tests/test_data.sh|badmagic
 data-bin-name-ignored|examples/data.c|s/ends_with(path, ".bin") \(.\)\1 ends_with(path, ".idx")) {/0) {/|tests/test_data.sh|badmagic
 # the runtime: priorities, StarPU's reuse of freed buffers
@@ -276,15 +276,15 @@ prompt-text-through-a-shell|examples/tokenizer.c|s/char \*argv\[\] = {(char \*)e
 prompt-text-vocab-unchecked|examples/tokenizer.c|s/ v >= vocab) {/ 0) {/|tests/test_bpe.sh|not below vocab
 prompt-text-exit-status-ignored|examples/tokenizer.c|s/ WEXITSTATUS(status) != 0) {/ 0) {/|tests/test_bpe.sh|node not found
 prompt-text-encoder-not-beside|examples/tokenizer.c|s/if (access(buf, X_OK) == 0) {/if (0) {/|tests/test_install.sh|
-# the DiT model (examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
-dit-dc-not-accumulated|examples/dit_train.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
-dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&pd, batch, eps, tgt);/sw_patchify(\&pd, batch, x0, tgt);/|tests/test_dit_torch.sh|dit 2 blocks
-dit-noise-scale-a-not-sqrt|examples/dit_train.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
-dit-temporal-as-spatial|examples/dit_train.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
-dit-qkv-shard-k-of-head-0|examples/dit_train.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
-dit-cond-of-micro-batch-0|examples/dit_train.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
-dit-temporal-traffic-unmodelled|examples/dit_train.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
-dit-adaln-reads-c-not-silu|examples/dit_train.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
+# the DiT model (graphs/dit_model.c, trained by examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
+dit-dc-not-accumulated|graphs/dit_model.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&r->pd, B, r->eps, r->tgt);/sw_patchify(\&r->pd, B, r->x0, r->tgt);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-noise-scale-a-not-sqrt|graphs/dit_model.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
+dit-temporal-as-spatial|graphs/dit_model.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
+dit-qkv-shard-k-of-head-0|graphs/dit_model.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
+dit-cond-of-micro-batch-0|graphs/dit_model.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
+dit-temporal-traffic-unmodelled|graphs/dit_model.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
+dit-adaln-reads-c-not-silu|graphs/dit_model.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
 # a model's conditioning between pipeline stages (the driver), the zero op, the DiT with stages
 pp-cond-not-sent|graphs/pipeline.c|s/for (int r = 1; r < s->pp \&\& cond; r++) sw_send_on/for (int r = 1; 0 \&\& cond; r++) sw_send_on/;s/if (c == 0 \&\& conditioning(s, k, 0)) sw_recv_on/if (0) sw_recv_on/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 pp-dcond-parts-overwrite|graphs/pipeline.c|s/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_W), 0);/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
@@ -293,18 +293,20 @@ pp-dcond-sent-before-last-chunk|graphs/pipeline.c|s/if (c == 0 \&\& dcond) sw_se
 pp-cond-traffic-unmodelled|graphs/pipeline.c|s/if (first) t->forward\[SW_GROUP_PP\] += (s->pp - 1) \* bytes;/if (first) t->forward[SW_GROUP_PP] += 0 * bytes;/|tests/test_dit_model.sh|traffic np=2 --pp 2
 zero-op-writes-nothing|codelets/add.c|s/memset(x + r \* ld, 0, sizeof(float) \* (size_t)C);/(void)x;/|tests/test_add|
 timestep-embedder-one-set|graphs/dit.c|s/const int k = x->micro;/const int k = 0;/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
-dit-pp-ignored|examples/dit_train.c|s/.pp = pp});/.pp = 1});/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
-dit-dtype-ignored|examples/dit_train.c|s/.dtype = bf16 ? SW_BF16 : SW_F32,/.dtype = SW_F32,/|tests/test_dit_model.sh|bf16
-dit-resume-step-ignored|examples/dit_train.c|s/        step0 = sw_checkpoint_load(m->p, fields, nfields, resume);/        sw_checkpoint_load(m->p, fields, nfields, resume);/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
-dit-save-at-the-end-only-every|examples/dit_train.c|s/(step == steps [^ ]* (save_every/((save_every/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
+dit-pp-ignored|examples/dit_train.c|s/.pp = o.pp});/.pp = 1});/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
+dit-dtype-ignored|examples/dit_train.c|s/c->dtype = bf16 ? SW_BF16 : SW_F32;/c->dtype = SW_F32;/|tests/test_dit_model.sh|bf16
+dit-resume-step-ignored|examples/train_loop.c|s/    t->step0 = sw_checkpoint_load_layout(/    (void)sw_checkpoint_load_layout(/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
+dit-save-at-the-end-only-every|examples/train_loop.c|s/(step == t->steps [^ ]* (t->save_every/((t->save_every/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
+# the training loop every program runs (examples/train_loop.c): each step's micro-batches loaded
+train-loop-batch-of-step-1-only|examples/train_loop.c|s/        t->load(t->model, step);/        if (first) t->load(t->model, step);/|tests/test_dit_torch.sh|dit 2 blocks
 # the DiT's whole memory (dit_train --memory-report): the model's bytes from the shapes = StarPU's main-RAM count
 row-mse-bytes-step-sum-missed|graphs/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
 timestep-embedder-bytes-dact-missed|graphs/dit.c|s/ + (double)h); \/\* freq, u, a per micro-batch; da \*\//); \/* da missed *\//|tests/test_dit_model.sh|^memory np=1 $
 timestep-embedder-bytes-one-micro-batch|graphs/dit.c|s/return 4.0 \* (double)x->B \* (micro \* (/return 4.0 * (double)x->B * ((/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
-dit-memory-blocks-of-chunk-0|examples/dit_train.c|s/sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l)/sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l)/|tests/test_dit_model.sh|memory np=2 --pp 2
-dit-memory-loss-copy-missed|examples/dit_train.c|s/(sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0);/0.0;/|tests/test_dit_model.sh|memory np=2 --pp 2
-dit-own-bytes-cond-missed|examples/dit_train.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
-dit-own-bytes-one-micro-batch|examples/dit_train.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+dit-memory-blocks-of-chunk-0|graphs/dit_model.c|s/sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l)/sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l)/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-memory-loss-copy-missed|graphs/dit_model.c|s/(sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0);/0.0;/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-own-bytes-cond-missed|graphs/dit_model.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
+dit-own-bytes-one-micro-batch|graphs/dit_model.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
 zero-pool-token-unmodelled|graphs/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
 scratch-bytes-first-skipped|graphs/layers.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
 # the programs' command line (examples/cli.c): an unknown flag skipped, a range, a number or trailing junk unchecked, no nearest flag named, --help without the flags
@@ -314,6 +316,8 @@ cli-float-not-a-number-read-as-0|examples/cli.c|s/sw_usage_error("%s expects a n
 cli-int-trailing-junk-accepted|examples/cli.c|s/\*end .. end == v .. x < -INT_MAX/end == v ? 1 : x < -INT_MAX/|tests/test_cli.sh|
 cli-no-suggestion|examples/cli.c|s/const char \*near = nearest(flags, a, len);/const char *near = 0 ? nearest(flags, a, len) : NULL;/|tests/test_cli.sh|
 cli-help-without-flags|examples/cli.c|s/        int col = fprintf(out, "%s", left);/        int col = 0; continue;/|tests/test_cli.sh|
+# docs/layout.md names every source file (tests/test_layout.sh)
+layout-doc-file-missing|docs/layout.md|/`trace_dag.c`/d|tests/test_layout.sh|
 EOF
 }
 
