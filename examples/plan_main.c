@@ -36,9 +36,7 @@ static int check_config(const sw_gpt_config *cfg, int world)
     char msg[256];
     sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
     if (sw_mesh_check(&d, world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
-    start_runtime();
-    for (int r = 0; r < world; r++) sw_gpt_plan_rank(cfg, r, NULL, NULL);
-    sw_shutdown();
+    for (int r = 0; r < world; r++) sw_gpt_plan_rank(cfg, r, NULL, NULL); /* no runtime needed: nothing allocated */
     printf("check-config: accepted on %d ranks\n", world);
     return 0;
 }
@@ -138,11 +136,13 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
         for (int i = 0; i < n; i++) {
             char fl[256];
             sw_plan_flags(&e[i].cfg, fl, sizeof fl);
-            fprintf(f, "%s\t%s\t%s\n", e[i].legal ? (e[i].fits ? "fits" : "dropped") : "illegal", fl,
-                    e[i].legal && e[i].fits ? "" : e[i].why);
+            if (e[i].legal && e[i].fits)
+                fprintf(f, "fits\t%s\tneed %.0f bytes on rank %d, %.3f ms/step\n", fl, e[i].need, e[i].need_rank, e[i].ms);
+            else fprintf(f, "%s\t%s\t%s\n", e[i].legal ? "dropped" : "illegal", fl, e[i].why);
         }
         fclose(f);
     }
+    fflush(stdout);
     if (!legal) sw_usage_error("no legal layout of this model on %d ranks (e.g. %s)", world, n ? e[0].why : "none");
     if (!fit) { /* sorted: the first dropped one needs the least */
         char fl[256];

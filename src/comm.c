@@ -126,7 +126,10 @@ sw_comm *sw_comm_virtual(const sw_mesh *m)
     c->small_bytes = SW_COMM_SMALL_BYTES;
     for (int g = 0; g < SW_GROUP_COUNT; g++) c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
     c->is_virtual = 1;
-    c->virtual_nbc = sw_nbc_available();
+    int inited = 0;
+    MPI_Initialized(&inited);
+    c->virtual_nbc = inited ? sw_nbc_available() : 1; /* before MPI: as a run with MPI_THREAD_MULTIPLE (its memory
+                                                        * model is the same either way; only bytes differ) */
     return c;
 }
 
