@@ -27,10 +27,16 @@ extern "C" {
 typedef struct sw_plan_machine {
     double gemm_gflops;     /**< one CPU worker's fp32 GEMM rate (GFLOP/s) */
     double cores;           /**< cores per node the ranks of a node share */
+    ///@{
     double intra_gbs, intra_us; /**< link between ranks of a node: GB/s, latency per message (us) */
+    ///@}
+    ///@{
     double inter_gbs, inter_us; /**< between nodes */
+    ///@}
     double task_us;         /**< runtime cost per task (StarPU's submission and scheduling, us) */
+    ///@{
     char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160]; /**< where each comes from */
+    ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
@@ -53,7 +59,9 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
 /** The world: ranks per node times nodes (the mesh puts tp, the innermost
  * group, on the nearest ranks). */
 typedef struct sw_plan_world {
-    int ranks_per_node, nodes;
+    ///@{
+    int ranks_per_node, nodes; /**< ranks per node, nodes */
+    ///@}
 } sw_plan_world;
 
 /** What the search varies (each a list, -1 ends it; NULL/empty: the
@@ -78,7 +86,9 @@ typedef struct sw_plan_entry {
     double need;        /**< the most bytes any rank needs (sw_gpt_memory.need) */
     int need_rank;      /**< that rank */
     double ms;          /**< predicted ms per step */
+    ///@{
     double compute_ms, comm_ms, bubble_ms, overhead_ms; /**< its parts (exposed communication only) */
+    ///@}
     double traffic;     /**< bytes the busiest rank sends per step (the traffic model) */
 } sw_plan_entry;
 
