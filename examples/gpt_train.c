@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "train_loop.h"
 #include "data.h"
+#include "plan_main.h"
 #include "tokenizer.h"
 
 typedef struct train_opts {
@@ -207,6 +208,26 @@ static void parse_args(int argc, char **argv, train_opts *o)
                         "llmc-bf16 (llm.c's version 5, gpt2_124M_bf16.bin: bf16, rounded to nearest\n"
                         "even) (safetensors)"),
         CLI_BOOL("--quiet", &o->quiet, "only the final line"),
+        CLI_HEADING("planner (docs/planner.md): the best layout of the model's flags, nothing trained"),
+        CLI_BOOL("--plan", &plan_o.plan, "rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
+                 "micro-batches, in-flight quota, recomputation) by predicted ms/step, with\n"
+                 "its memory per rank (the exact model); exit 2 when none fits the budget"),
+        CLI_INT("--plan-ranks", &plan_o.ranks, NULL, I0, I1, "N", "the world (default: plan-ranks-per-node x plan-nodes)"),
+        CLI_INT("--plan-ranks-per-node", &plan_o.ranks_per_node, NULL, I0, I1, "R", "ranks per node (default: plan-ranks / plan-nodes)"),
+        CLI_INT("--plan-nodes", &plan_o.nodes, NULL, I0, I1, "N", "nodes (1)"),
+        CLI_INT("--plan-mem-mib", &plan_o.mem_mib, NULL, I0, I1, "N", "memory per rank in MiB (0: no budget)"),
+        CLI_STRING("--plan-machine", &plan_o.machine, NULL, "FILE", "the machine's figures, lines KEY VALUE [SOURCE] (default: this\n"
+                   "machine, measured: StarPU's GEMM model or a GEMM run, the link figures\n"
+                   "BENCHMARKS.md measured)"),
+        CLI_INT("--plan-top", &plan_o.top, NULL, I0, I1, "N", "rows of the table (20)"),
+        CLI_STRING("--plan-list", &plan_o.list, NULL, "FILE", "write every candidate layout, its verdict and why"),
+        CLI_INT("--verify", &plan_o.verify, NULL, I0, I1, "K", "with --plan: run the top K and --verify-bottom from the bottom for real\n"
+                "(mpirun, at most 4 ranks): predicted beside measured, Spearman's rank\n"
+                "correlation (0)"),
+        CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
+        CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
+        CLI_BOOL("--check-config", &plan_o.check_config, "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
+                 "rules, the world, the pipeline's schedule) and stop: exit 0 or 2"),
         CLI_END};
     cli_parse("gpt_train", "gpt_train [options]",
               "Trains a GPT-2 shaped model (pre-LN, learned positions, tied LM head) whose\n"
@@ -576,6 +597,7 @@ int main(int argc, char **argv)
 {
     train_opts o;
     parse_args(argc, argv, &o);
+    if (plan_o.plan || plan_o.check_config) return plan_main(&o.cfg, argv[0]); /* no training */
 
     /* the token stream: every rank loads all of it and checks it (a bad
      * file exits 2 on every rank, the message printed once) */

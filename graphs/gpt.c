@@ -370,6 +370,51 @@ sw_gpt_memory sw_gpt_memory_plan(const sw_gpt_config *cfg, sw_comm *comm)
     return r;
 }
 
+void sw_gpt_plan_rank(const sw_gpt_config *cfg, int rank, sw_gpt_memory *mem, sw_traffic *t)
+{
+    sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
+    sw_mesh *mesh = sw_mesh_virtual(&d, rank);
+    sw_comm *comm = sw_comm_virtual(mesh);
+    sw_gpt *m = model_described(cfg, comm);
+    const sw_gpt_config *c = &m->c;
+    if (mem) *mem = memory_model(m);
+    if (t) { /* sw_pipeline_traffic's sum for this rank's stage, on the described model */
+        memset(t, 0, sizeof *t);
+        int pp = c->pp, stage = sw_mesh_stage(mesh), V = c->pp_virtual > 1 ? c->pp_virtual : 1, K = c->grad_accum;
+        int first = stage == 0, last = stage == pp - 1;
+        if (first) embed_traffic(m, t);
+        for (int k = 0; k < K; k++) {
+            if (first) sw_params_gather_traffic(m->params, SW_UNIT_BEFORE, 0, t);
+            if (first) sw_params_gather_traffic(m->params, SW_UNIT_BEFORE, 1, t);
+            if (last) sw_params_gather_traffic(m->params, SW_UNIT_AFTER, 1, t);
+        }
+        sw_blocks_config bc = blocks_config(m);
+        double boundary = sw_comm_bytes(comm, SW_GROUP_PP, SW_COLL_SEND, bc.rows, bc.cols);
+        for (int v = 0; v < V; v++) {
+            int j = v * pp + stage;
+            sw_blocks_config b = bc;
+            b.count = c->layers / (pp * V);
+            b.first = j * b.count;
+            b.params = m->params;
+            sw_blocks_traffic(&b, &block_ops, m, t);
+            if (j < pp * V - 1) t->forward[SW_GROUP_PP] += K * boundary;
+            if (j > 0) t->backward[SW_GROUP_PP] += K * boundary;
+        }
+        if (last) {
+            m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
+            sw_lm_head_set_ignore_index(m->head, c->ignore_index);
+            head_traffic(m, t);
+            sw_lm_head_destroy(m->head);
+            m->head = NULL;
+            t->backward[SW_GROUP_PP] += (pp - 1) * sw_comm_bytes(comm, SW_GROUP_PP, SW_COLL_SEND, 1, 1);
+        }
+        sw_params_traffic(m->params, t);
+    }
+    model_undescribed(m);
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
+}
+
 sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
 {
     sw_gpt *m = model_described(cfg, comm);

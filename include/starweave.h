@@ -16,6 +16,7 @@
 #include "starweave/pipeline.h"
 #include "starweave/dit.h"
 #include "starweave/graphs.h"
+#include "starweave/plan.h"
 #include "starweave/checkpoint.h"
 #include "starweave/weights.h"
 #include "starweave/trace.h"

@@ -55,6 +55,8 @@ struct sw_comm {
      * it and received from it so far (the next tag of each pair) */
     MPI_Comm p2p_comm[SW_GROUP_COUNT];
     int64_t *p2p_sent[SW_GROUP_COUNT], *p2p_received[SW_GROUP_COUNT];
+    int is_virtual;                    /* made by sw_comm_virtual: no communicator, for the models only */
+    int virtual_nbc;                   /* sw_comm_virtual: 1 where a real context would let MPI run collectives */
 };
 
 /* GPU builds: a context handed an NCCL one passes each collective on. */
@@ -115,9 +117,29 @@ sw_comm *sw_comm_create(const sw_mesh *m)
     return c;
 }
 
+sw_comm *sw_comm_virtual(const sw_mesh *m)
+{
+    sw_comm *c = calloc(1, sizeof *c);
+    if (!c) sw_fail(__FILE__, __LINE__, "calloc(sw_comm)", -ENOMEM);
+    c->mesh = m;
+    c->algo = SW_ALGO_AUTO;
+    c->small_bytes = SW_COMM_SMALL_BYTES;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
+    c->is_virtual = 1;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    c->virtual_nbc = inited ? sw_nbc_available() : 1; /* before MPI: as a run with MPI_THREAD_MULTIPLE (its memory
+                                                        * model is the same either way; only bytes differ) */
+    return c;
+}
+
 void sw_comm_destroy(sw_comm *c)
 {
     if (!c) return;
+    if (c->is_virtual) { /* sw_comm_virtual's: nothing but itself */
+        free(c);
+        return;
+    }
     for (int g = 0; g < SW_GROUP_COUNT; g++) {
         free(c->p2p_sent[g]);
         free(c->p2p_received[g]);
@@ -477,7 +499,7 @@ static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
 /* whether MPI runs a collective of `bytes` (the full tensor) on g */
 static int via_mpi(const sw_comm *c, sw_group g, double bytes)
 {
-    return c->token[g] && (c->algo == SW_ALGO_MPI || (c->algo == SW_ALGO_AUTO && bytes <= SW_COMM_MPI_BYTES));
+    return (c->token[g] || (c->virtual_nbc && sw_mesh_size(c->mesh, g) > 1)) && (c->algo == SW_ALGO_MPI || (c->algo == SW_ALGO_AUTO && bytes <= SW_COMM_MPI_BYTES));
 }
 
 /* Submits MPI's collective on g (see via_mpi), its bytes counted by the

@@ -138,6 +138,33 @@ sw_mesh *sw_mesh_create(const sw_mesh_dims *dims)
     return m;
 }
 
+sw_mesh *sw_mesh_virtual(const sw_mesh_dims *d, int world_rank)
+{
+    char msg[256];
+    int world = d ? d->tp * d->ulysses * d->ring * d->dp * d->pp : 0;
+    if (sw_mesh_check(d, world, msg, sizeof msg) != 0) sw_usage_error("sw_mesh_virtual: %s", msg);
+    if (world_rank < 0 || world_rank >= world)
+        sw_usage_error("sw_mesh_virtual: world rank %d outside [0, %d)", world_rank, world);
+    sw_mesh *m = calloc(1, sizeof *m);
+    if (!m) sw_fail(__FILE__, __LINE__, "calloc(sw_mesh)", -ENOMEM);
+    m->dims = *d;
+    const int deg[AXIS_COUNT] = {d->tp, d->ulysses, d->ring, d->dp, d->pp};
+    for (int a = 0, rest = world_rank; a < AXIS_COUNT; a++) {
+        m->deg[a] = deg[a];
+        m->coord[a] = rest % deg[a];
+        rest /= deg[a];
+    }
+    /* the ranks and sizes sw_mesh_create's splits give (same keys), no communicator */
+    const int p = m->coord[AXIS_P], end = p == 0 || p == d->pp - 1;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        m->comm[g] = MPI_COMM_NULL;
+        m->rank[g] = mixed_radix(m->deg, m->coord, group_axes[g]);
+        m->size[g] = axes_size(m->deg, group_axes[g]);
+        if (g == SW_GROUP_PP_ENDS) m->rank[g] = end ? p > 0 : 0, m->size[g] = end ? (d->pp > 1 ? 2 : 1) : 1;
+    }
+    return m;
+}
+
 void sw_mesh_destroy(sw_mesh *m)
 {
     if (!m) return;

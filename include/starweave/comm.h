@@ -83,6 +83,14 @@ typedef struct sw_comm sw_comm;
  * relative to other contexts (it duplicates each group's communicator for
  * the collectives MPI runs). Never returns NULL. */
 sw_comm *sw_comm_create(const sw_mesh *m);
+/** A context for the models only (sw_comm_bytes and the layers' traffic
+ * models) on a mesh of sw_mesh_virtual: no communicator, nothing
+ * submitted through it; its byte counts are those sw_comm_create's context
+ * would give (whether MPI runs a collective is sw_nbc_available's, as
+ * there; before MPI is initialised, as with MPI_THREAD_MULTIPLE -- only
+ * some collectives' byte counts depend on it, never the memory model).
+ * Local; free with sw_comm_destroy. */
+sw_comm *sw_comm_virtual(const sw_mesh *m);
 /** Frees the context, on every rank: waits for the collectives MPI runs and
  * an NCCL backend's (submitted StarPU-MPI requests do not refer to it).
  * NULL: no-op. */

@@ -305,6 +305,13 @@ sw_gpt_memory sw_gpt_memory_model(const sw_gpt *m);
  * does not fit, as sw_gpt_create) with nothing allocated. Collective. */
 sw_gpt_memory sw_gpt_memory_plan(const sw_gpt_config *cfg, sw_comm *comm);
 
+/** The planner's view (plan.h) of world rank `rank` of cfg's layout, which
+ * this process does not run: the memory model sw_gpt_memory_plan gives that
+ * rank (mem; without the refusal) and the traffic model sw_gpt_traffic gives
+ * it (t), from the model described on a virtual mesh (sw_mesh_virtual,
+ * sw_comm_virtual), nothing allocated. Local, after sw_init; either pointer
+ * may be NULL. A configuration sw_gpt_config_check refuses: exit 2. */
+void sw_gpt_plan_rank(const sw_gpt_config *cfg, int rank, sw_gpt_memory *mem, sw_traffic *t);
 /** The traffic model of the step (layers.h, "traffic model"): what this
  * rank sends per training step on each group, forward and backward apart,
  * summed from the model's layers, block policy and registry; compare with

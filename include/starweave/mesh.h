@@ -62,6 +62,12 @@ int sw_mesh_check(const sw_mesh_dims *d, int world_size, char *msg, size_t n);
  * every rank exits 2). Then splits MPI_COMM_WORLD once per group (collective
  * over the world). Never returns NULL. */
 sw_mesh *sw_mesh_create(const sw_mesh_dims *d);
+/** A mesh of the degrees d seen from world rank world_rank, without
+ * communicators (every sw_mesh_comm is MPI_COMM_NULL) and without MPI: the
+ * ranks and sizes sw_mesh_create would give that rank, for the models
+ * (memory, traffic) of a layout this process does not run -- the planner's
+ * (plan.h). Bad degrees or rank: sw_usage_error. Free with sw_mesh_destroy. */
+sw_mesh *sw_mesh_virtual(const sw_mesh_dims *d, int world_rank);
 /** Frees the communicators (collective); call before sw_shutdown. NULL is a no-op. */
 void sw_mesh_destroy(sw_mesh *m);
 

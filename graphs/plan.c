@@ -1,0 +1,361 @@
+/* The planner (plan.h, docs/planner.md): enumeration by the programs' rules,
+ * memory and traffic from the library's models (sw_gpt_plan_rank), a
+ * deterministic estimate from a machine's figures. */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "layer_util.h"
+#include "schedule.h"
+#include "starweave/plan.h"
+#include "starweave/mesh.h"
+#include "starweave/ops.h"
+#include "starweave/runtime.h"
+
+/* ------------------------------------------------------------ machine */
+
+int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(msg, n, "cannot read machine file '%s'", path);
+        return -1;
+    }
+    char line[512];
+    int ln = 0;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || !*p) continue;
+        char key[64], src[256] = "";
+        double v;
+        int used = 0;
+        if (sscanf(p, "%63s %lf%n", key, &v, &used) != 2 || !(v > 0) || !isfinite(v)) {
+            snprintf(msg, n, "machine file '%s' line %d: must be KEY VALUE [SOURCE] with a positive VALUE", path, ln);
+            fclose(f);
+            return -1;
+        }
+        const char *rest = p + used;
+        rest += strspn(rest, " \t");
+        size_t len = strcspn(rest, "\n");
+        if (len) snprintf(src, sizeof src, "%.*s", (int)len, rest);
+        else snprintf(src, sizeof src, "typed in %s", path);
+        struct { const char *k; double *v; char *s; size_t sn; } keys[] = {
+            {"gemm_gflops", &m->gemm_gflops, m->gemm_src, sizeof m->gemm_src},
+            {"cores", &m->cores, m->cores_src, sizeof m->cores_src},
+            {"intra_gbs", &m->intra_gbs, m->intra_src, sizeof m->intra_src},
+            {"intra_us", &m->intra_us, m->intra_src, sizeof m->intra_src},
+            {"inter_gbs", &m->inter_gbs, m->inter_src, sizeof m->inter_src},
+            {"inter_us", &m->inter_us, m->inter_src, sizeof m->inter_src},
+            {"task_us", &m->task_us, m->task_src, sizeof m->task_src},
+        };
+        size_t k = 0;
+        while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
+        if (k == sizeof keys / sizeof keys[0]) {
+            snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
+                     "inter_gbs, inter_us, task_us)", path, ln, key);
+            fclose(f);
+            return -1;
+        }
+        *keys[k].v = v;
+        snprintf(keys[k].s, keys[k].sn, "%s", src);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* StarPU's history model of sw_gemm under dir (codelets/45/sw_gemm.HOST):
+ * GFLOP/s over every recorded size, weighted by its samples; 0 if none */
+static double perfmodel_gflops(const char *dir, char *file, size_t fn)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/codelets/45", dir);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    double flops = 0, us = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "sw_gemm.", 8)) continue; /* sw_gemm_bias.* is another codelet */
+        char p[1400], line[512];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        while (fgets(line, sizeof line, f)) {
+            char hash[32];
+            double size, fl, mean, dev, sum, sum2, cnt;
+            if (sscanf(line, "%31s %lf %lf %lf %lf %lf %lf %lf", hash, &size, &fl, &mean, &dev, &sum, &sum2, &cnt) == 8 &&
+                strspn(hash, "0123456789abcdef") == 8 && fl > 0 && mean > 0 && cnt > 0) {
+                flops += fl * cnt, us += mean * cnt;
+                snprintf(file, fn, "%s", p);
+            }
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return us > 0 ? flops / us / 1e3 : 0;
+}
+
+void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
+{
+    memset(m, 0, sizeof *m);
+    char file[1400] = "", home[1024];
+    const char *dirs[3] = {dir, getenv("STARPU_PERF_MODEL_DIR"), NULL};
+    const char *sh = getenv("STARPU_HOME") ? getenv("STARPU_HOME") : getenv("HOME");
+    if (sh) snprintf(home, sizeof home, "%s/.starpu/sampling", sh), dirs[2] = home;
+    for (int i = 0; i < 3 && !m->gemm_gflops; i++)
+        if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], file, sizeof file)) > 0)
+            snprintf(m->gemm_src, sizeof m->gemm_src, "measured: StarPU's history model %s", file);
+    if (!m->gemm_gflops) { /* one worker's kernel, now */
+        int M = 256, N = hidden > 0 ? hidden : 768, K = N;
+        float *a = sw_xcalloc((size_t)M * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
+              *c = sw_xcalloc((size_t)M * N, sizeof *c);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
+        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+        struct timespec t0, t1;
+        sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double s = 0;
+        int reps = 0;
+        do {
+            sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
+            reps++;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        } while (s < 0.3 || reps < 3);
+        m->gemm_gflops = 2.0 * M * N * (double)K * reps / s / 1e9;
+        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu %dx%dx%d, one thread, %d runs in %.2f s "
+                 "(no StarPU model of sw_gemm found)", M, N, K, reps, s);
+        free(a), free(b), free(c);
+    }
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    m->cores = nc > 0 ? (double)nc : 1;
+    snprintf(m->cores_src, sizeof m->cores_src, "counted (sysconf, online CPUs of this node)");
+    m->intra_gbs = m->inter_gbs = 0.83, m->intra_us = m->inter_us = 16;
+    snprintf(m->intra_src, sizeof m->intra_src, "measured in BENCHMARKS.md (bench/sim-platform.sh --preset vm-measured: "
+             "2 ranks of this VM through shared memory), not by the planner");
+    snprintf(m->inter_src, sizeof m->inter_src, "the same vm-measured figures (this machine has one node)");
+    m->task_us = 20;
+    snprintf(m->task_src, sizeof m->task_src, "typed: ASSUMPTION (StarPU's cost per task on this VM, order of magnitude)");
+}
+
+void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix)
+{
+    fprintf(f, "%sGEMM %.2f GFLOP/s per worker: %s\n", prefix, m->gemm_gflops, m->gemm_src);
+    fprintf(f, "%scores per node %.0f: %s\n", prefix, m->cores, m->cores_src);
+    fprintf(f, "%sintra-node link %.3g GB/s, %.3g us: %s\n", prefix, m->intra_gbs, m->intra_us, m->intra_src);
+    fprintf(f, "%sinter-node link %.3g GB/s, %.3g us: %s\n", prefix, m->inter_gbs, m->inter_us, m->inter_src);
+    fprintf(f, "%scost per task %.3g us: %s\n", prefix, m->task_us, m->task_src);
+}
+
+/* -------------------------------------------------------------- rules */
+
+int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n)
+{
+    if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;
+    sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
+    if (sw_mesh_check(&d, world, msg, n) != 0) return -1;
+    /* the pipeline's rules (sw_pipeline_create refuses the same: graphs/pipeline.c) */
+    int pp = cfg->pp, V = cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, K = cfg->grad_accum, stuck = 0;
+    SW_RULE(pp * V <= SW_P2P_CHANNELS / 2 - 1, "pipeline stages times chunks (pp %d x %d) must be at most %d", pp, V,
+            SW_P2P_CHANNELS / 2 - 1);
+    sw_unit *all = sw_xcalloc((size_t)pp * (size_t)(2 * K * V), sizeof *all);
+    int *slots = sw_xcalloc((size_t)pp * (size_t)V, sizeof *slots);
+    int bad = sw_schedule(pp, V, K, cfg->pp_inflight, all, slots, &stuck);
+    free(all), free(slots);
+    SW_RULE(!bad, "no order of the pipeline's work fits the in-flight quotas (pp %d, %d chunks per stage, %d "
+            "micro-batches, pp-inflight %d)", pp, V, K, cfg->pp_inflight);
+    return 0;
+}
+
+void sw_plan_space_default(sw_plan_space *s)
+{
+    memset(s, 0, sizeof *s);
+    const int zero[] = {0, 1, 2, 3, -1}, rec[] = {SW_RECOMPUTE_NONE, SW_RECOMPUTE_SELECTIVE, SW_RECOMPUTE_FULL, -1},
+              v[] = {1, 2, -1, -1};
+    memcpy(s->zero, zero, sizeof zero), memcpy(s->recompute, rec, sizeof rec), memcpy(s->virtual_, v, sizeof v);
+    s->max_accum = 8;
+    s->sp = 1;
+    s->inflight = 1;
+}
+
+void sw_plan_flags(const sw_gpt_config *c, char *out, size_t n)
+{
+    int at = snprintf(out, n, "--tp %d%s --ulysses %d --ring %d --dp %d --pp %d", c->tp, c->sp ? " --sp" : "",
+                      c->ulysses, c->ring, c->dp, c->pp);
+    if (c->ring > 1 && !c->zigzag && at < (int)n) at += snprintf(out + at, n - at, " --no-zigzag");
+    if (c->pp_virtual > 1 && at < (int)n) at += snprintf(out + at, n - at, " --pp-virtual %d", c->pp_virtual);
+    if (c->pp_inflight && at < (int)n) at += snprintf(out + at, n - at, " --pp-inflight %d", c->pp_inflight);
+    if (at < (int)n)
+        snprintf(out + at, n - at, " --zero %d --grad-accum %d --recompute %s", c->zero, c->grad_accum,
+                 sw_recompute_name(c->recompute));
+}
+
+/* ------------------------------------------------------------ estimate */
+
+/* the extent of the ranks a group spans (it fits in a node when at most ranks_per_node) */
+static int group_span(const sw_gpt_config *c, int g)
+{
+    int T = c->tp, U = c->ulysses, R = c->ring, D = c->dp, P = c->pp;
+    switch (g) {
+    case SW_GROUP_TP: return T;
+    case SW_GROUP_ULYSSES: return T * U;
+    case SW_GROUP_RING: case SW_GROUP_SP: case SW_GROUP_TP_SP: return T * U * R;
+    case SW_GROUP_DP: case SW_GROUP_SP_DP: return T * U * R * D;
+    default: return T * U * R * D * P;
+    }
+}
+
+/* messages per step of a group (each pays the latency), from the layers' structure: a tensor-parallel
+ * block all-reduces (or gathers and scatters) twice forward and twice backward, Ulysses exchanges q, k,
+ * v and the output both ways, Ring shifts K/V ring - 1 times forward and twice that backward, the
+ * gradient buckets once per step, ZeRO-3 gathers each block forward and backward, the pipeline sends an
+ * activation and a gradient per micro-batch and chunk */
+static double messages(const sw_gpt_config *c, int g, int layers_here, double param_bytes)
+{
+    double K = c->grad_accum, V = c->pp_virtual > 1 ? c->pp_virtual : 1;
+    switch (g) {
+    case SW_GROUP_TP: return K * (layers_here * (c->sp ? 6.0 : 4.0) + 5.0);
+    case SW_GROUP_ULYSSES: case SW_GROUP_SP: return K * layers_here * 8.0;
+    case SW_GROUP_RING: return K * layers_here * 3.0 * (c->ring - 1);
+    case SW_GROUP_DP: case SW_GROUP_SP_DP:
+        return ceil(param_bytes / (c->bucket_mb * SW_MIB)) + 1 + (c->zero == 3 ? K * 2.0 * layers_here : 0);
+    case SW_GROUP_PP: return 2.0 * K * V;
+    default: return 1;
+    }
+}
+
+/* one stage's time (ms) at world rank `rank`: its parts into e */
+static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
+                       sw_plan_entry *e)
+{
+    sw_gpt_memory mem;
+    sw_traffic t;
+    sw_gpt_plan_rank(c, rank, &mem, &t);
+    int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, stage = rank / (world / c->pp);
+    int cp = c->ulysses * c->ring, last = stage == c->pp - 1, layers_here = c->layers / c->pp;
+    double K = c->grad_accum, B = (double)c->batch / (c->dp * K), Tm = (double)c->seq * B / cp; /* rows per micro */
+    double h = c->hidden, F = c->ffn, s = c->seq;
+    /* one block's forward FLOPs on this rank per micro-batch: the GEMMs split over tp, attention over tp and
+     * the sequence (causal: about half the square is computed, masked tiles are skipped) */
+    double gemm = (8.0 * Tm * h * h + (c->model == SW_MODEL_LLAMA ? 6.0 : 4.0) * Tm * h * F) / c->tp;
+    double attn = 0.5 * 4.0 * B * s * s * h / (c->tp * cp);
+    double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
+    double block = 3.0 * (gemm + attn) + redo;
+    double head = last ? 3.0 * 2.0 * Tm * h * (c->vocab_padded / c->tp) : 0;
+    double workers = mc->cores / w->ranks_per_node;
+    double rate = mc->gemm_gflops * 1e9 * workers; /* FLOP/s of this rank */
+    double compute = K * (layers_here * block + head) / rate * 1e3;
+    double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
+    /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
+    double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
+    double overhead = tasks * mc->task_us / 1e3 / (workers < 1 ? 1 : workers);
+    double comm = 0, traffic = 0;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        double bytes = t.forward[g] + t.backward[g];
+        if (bytes <= 0) continue;
+        traffic += bytes;
+        int intra = group_span(c, g) <= w->ranks_per_node;
+        double gbs = intra ? mc->intra_gbs : mc->inter_gbs, us = intra ? mc->intra_us : mc->inter_us;
+        double ms = bytes / (gbs * 1e9) * 1e3 + messages(c, g, layers_here, mem.state / 4.0) * us / 1e3;
+        /* what overlaps (the graph's structure): Ring's shifts run under the attention tiles; the gradient
+         * buckets under the last micro-batch's backward; ZeRO-3's gathers ahead of the block computing;
+         * tensor-parallel, Ulysses and pipeline messages sit on the critical path */
+        if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
+        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        comm += ms;
+    }
+    e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
+    return compute + comm + overhead;
+}
+
+static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc)
+{
+    const sw_gpt_config *c = &e->cfg;
+    int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, per = world / c->pp;
+    double worst = 0;
+    sw_plan_entry best = *e;
+    for (int p = 0; p < c->pp; p++) {
+        sw_plan_entry x = *e;
+        double ms = stage_ms(c, w, mc, p * per, &x);
+        if (ms >= worst) worst = ms, best = x;
+    }
+    double V = c->pp_virtual > 1 ? c->pp_virtual : 1;
+    e->compute_ms = best.compute_ms, e->comm_ms = best.comm_ms, e->overhead_ms = best.overhead_ms;
+    e->traffic = best.traffic;
+    /* the pipeline's fill and drain: (pp - 1) / (K V) of a stage's step */
+    e->bubble_ms = worst * (c->pp - 1) / (c->grad_accum * V);
+    e->ms = worst + e->bubble_ms;
+}
+
+/* ---------------------------------------------------------- the search */
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const sw_plan_entry *x = a, *y = b;
+    int cx = x->legal ? (x->fits ? 0 : 1) : 2, cy = y->legal ? (y->fits ? 0 : 1) : 2;
+    if (cx != cy) return cx - cy;
+    double kx = cx == 0 ? x->ms : x->need, ky = cy == 0 ? y->ms : y->need;
+    return kx < ky ? -1 : kx > ky ? 1 : 0;
+}
+
+sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w, const sw_plan_space *sp,
+                       const sw_plan_machine *mc, double budget, int *count)
+{
+    sw_plan_space def;
+    if (!sp) sw_plan_space_default(&def), sp = &def;
+    int world = w->ranks_per_node * w->nodes, n = 0, cap = 256;
+    sw_plan_entry *out = sw_xcalloc((size_t)cap, sizeof *out);
+    for (int tp = 1; tp <= world; tp++)
+    for (int u = 1; u <= world / tp; u++)
+    for (int r = 1; r <= world / (tp * u); r++)
+    for (int pp = 1; pp <= world / (tp * u * r); pp++) {
+        if (world % (tp * u * r * pp)) continue;
+        int dp = world / (tp * u * r * pp), gg = u * r * dp;
+        for (int spf = 0; spf <= (sp->sp && tp > 1); spf++)
+        for (int zi = 0; zi < 5 && sp->zero[zi] >= 0; zi++) {
+            if (gg == 1 && sp->zero[zi] > 0) continue; /* a group of 1: plain training (a duplicate) */
+            for (int vi = 0; vi < 4 && sp->virtual_[vi] >= 0; vi++) {
+                if (pp == 1 && sp->virtual_[vi] > 1) continue;
+                for (int K = 1; K <= sp->max_accum; K *= 2)
+                for (int q = 0; q <= (sp->inflight && pp > 1 && K > 1); q++)
+                for (int ri = 0; ri < 4 && sp->recompute[ri] >= 0; ri++) {
+                    if (n == cap) out = realloc(out, sizeof *out * (size_t)(cap *= 2));
+                    if (!out) sw_fail(__FILE__, __LINE__, "realloc(plan)", -12);
+                    sw_plan_entry *e = &out[n++];
+                    memset(e, 0, sizeof *e);
+                    e->cfg = *base;
+                    sw_gpt_config *c = &e->cfg;
+                    c->tp = tp, c->sp = spf, c->ulysses = u, c->ring = r, c->dp = dp, c->pp = pp;
+                    c->zero = sp->zero[zi], c->pp_virtual = sp->virtual_[vi] > 1 ? sp->virtual_[vi] : 0;
+                    c->grad_accum = K, c->pp_inflight = q ? K : 0, c->recompute = sp->recompute[ri];
+                    c->tp_recompute_allgather = 0, c->offload = 0;
+                    e->legal = sw_plan_check(c, world, e->why, sizeof e->why) == 0;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        sw_plan_entry *e = &out[i];
+        if (!e->legal) continue;
+        const sw_gpt_config *c = &e->cfg;
+        int per = world / c->pp;
+        e->need = -1;
+        for (int p = 0; p < c->pp; p++)
+            for (int k = 0; k < per; k = world <= 64 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
+                sw_gpt_memory mem;
+                sw_gpt_plan_rank(c, p * per + k, &mem, NULL);
+                if (mem.need > e->need) e->need = mem.need, e->need_rank = p * per + k;
+            }
+        e->fits = budget <= 0 || e->need <= budget;
+        if (!e->fits)
+            snprintf(e->why, sizeof e->why, "needs %.0f bytes (%.1f MiB) on rank %d, more than the budget %.0f bytes "
+                     "(%.1f MiB)", e->need, e->need / SW_MIB, e->need_rank, budget, budget / SW_MIB);
+        else estimate(e, w, mc);
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_entry);
+    *count = n;
+    return out;
+}

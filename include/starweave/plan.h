@@ -1,0 +1,119 @@
+/** @file
+ * The planner (docs/planner.md): every legal layout of a decoder model
+ * (graphs.h) over a world of ranks, its memory per rank from the exact
+ * memory model, a fast estimate of its step time from the FLOPs, the
+ * traffic model and a machine's measured rates, ranked.
+ *
+ * Legality is the programs': sw_plan_check is sw_gpt_config_check (the
+ * rules gpt_train refuses flags by), sw_mesh_check (the world size) and the
+ * pipeline's schedule rules, so a layout the planner lists is one gpt_train
+ * runs. Memory is sw_gpt_plan_rank's (the model sw_gpt_create checks,
+ * equal to StarPU's allocator to the byte: tests/test_memory.sh); traffic
+ * the same function's (the layers' traffic models, equal to the bytes
+ * counted: tests/test_comm.sh). The estimate is a formula (docs/planner.md
+ * gives it); it is deterministic for a given machine. */
+#ifndef STARWEAVE_PLAN_H
+#define STARWEAVE_PLAN_H
+
+#include <stdio.h>
+#include "starweave/graphs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The machine the estimate prices: rates and where each figure comes from
+ * (the source strings say "measured ..." or "typed ..."). */
+typedef struct sw_plan_machine {
+    double gemm_gflops;     /**< one CPU worker's fp32 GEMM rate (GFLOP/s) */
+    double cores;           /**< cores per node the ranks of a node share */
+    ///@{
+    double intra_gbs, intra_us; /**< link between ranks of a node: GB/s, latency per message (us) */
+    ///@}
+    ///@{
+    double inter_gbs, inter_us; /**< between nodes */
+    ///@}
+    double task_us;         /**< runtime cost per task (StarPU's submission and scheduling, us) */
+    ///@{
+    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160]; /**< where each comes from */
+    ///@}
+} sw_plan_machine;
+
+/** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
+ * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us;
+ * SOURCE (the rest of the line) says where the figure comes from ("typed in
+ * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
+ * the reason in msg. */
+int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t n);
+/** This machine: the GEMM rate from StarPU's history model of sw_gemm where
+ * one is found (dir: a perfmodel directory, e.g. $STARPU_PERF_MODEL_DIR,
+ * else $STARPU_HOME/.starpu/sampling, else ~/.starpu/sampling), else
+ * measured now (sw_gemm_cpu, one thread, about 0.3 s, at hidden x hidden x
+ * 4 hidden); the cores counted; the links bench/sim-platform.sh's
+ * vm-measured figures (2 ranks through shared memory, BENCHMARKS.md); the
+ * task cost typed. Needs sw_init's GEMM backend (call after sw_init). */
+void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
+/** Prints every figure of m and its source, one line each, after prefix. */
+void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix);
+
+/** The world: ranks per node times nodes (the mesh puts tp, the innermost
+ * group, on the nearest ranks). */
+typedef struct sw_plan_world {
+    ///@{
+    int ranks_per_node, nodes; /**< ranks per node, nodes */
+    ///@}
+} sw_plan_world;
+
+/** What the search varies (each a list, -1 ends it; NULL/empty: the
+ * defaults in sw_plan_space_default). */
+typedef struct sw_plan_space {
+    int zero[5];        /**< ZeRO stages (0 1 2 3) */
+    int recompute[4];   /**< SW_RECOMPUTE_* (none selective full) */
+    int virtual_[4];    /**< chunks per stage with pp > 1 (1 2) */
+    int max_accum;      /**< micro-batches per step: powers of 2 up to it (8) */
+    int sp;             /**< 1: try --sp with tp > 1 (1) */
+    int inflight;       /**< 1: with pp > 1 also GPipe's quota (pp-inflight = grad-accum) beside 1F1B (1) */
+} sw_plan_space;
+/** The defaults above. */
+void sw_plan_space_default(sw_plan_space *s);
+
+/** One layout, its verdict and its estimate. */
+typedef struct sw_plan_entry {
+    sw_gpt_config cfg;  /**< the model's flags with the layout's degrees */
+    int legal;          /**< sw_plan_check's verdict */
+    int fits;           /**< need <= the budget */
+    char why[256];      /**< refused: the rule; dropped: the bytes */
+    double need;        /**< the most bytes any rank needs (sw_gpt_memory.need) */
+    int need_rank;      /**< that rank */
+    double ms;          /**< predicted ms per step */
+    ///@{
+    double compute_ms, comm_ms, bubble_ms, overhead_ms; /**< its parts (exposed communication only) */
+    ///@}
+    double traffic;     /**< bytes the busiest rank sends per step (the traffic model) */
+} sw_plan_entry;
+
+/** The rules a layout must satisfy: sw_gpt_config_check (cfg's kv_heads,
+ * vocab_padded and ffn filled), sw_mesh_check against world ranks, and the
+ * pipeline's (pp x chunks at most SW_P2P_CHANNELS / 2 - 1; a schedule that
+ * fits the in-flight quotas). 0, or -1 with the rule in msg. */
+int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n);
+
+/** Every candidate layout of base (its model and batch; its degrees
+ * ignored) over the world: the products tp ulysses ring dp pp = ranks, and
+ * the space's choices; *count set. Each candidate judged (legal, why);
+ * the legal ones' memory computed on every rank (sw_gpt_plan_rank; at most
+ * 64 ranks, else each stage's first and last rank) and, where they fit
+ * budget_bytes (0: no budget), estimated. Sorted: fitting by predicted
+ * time, then not fitting by need, then illegal. Duplicates (sp with tp 1,
+ * ZeRO with a gradient group of 1) are left out. After sw_init. free() it. */
+sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w, const sw_plan_space *s,
+                       const sw_plan_machine *m, double budget_bytes, int *count);
+
+/** The gpt_train flags of a layout ("--tp 2 --sp --dp 2 --zero 1 ..."; the
+ * degrees, ZeRO, pipeline, micro-batches and recomputation). */
+void sw_plan_flags(const sw_gpt_config *c, char *out, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

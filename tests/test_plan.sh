@@ -1,0 +1,77 @@
+#!/bin/sh
+# The planner (gpt_train --plan, docs/planner.md): its layouts are exactly
+# those gpt_train accepts (every candidate of a grid of shapes run through
+# gpt_train's own validation, --check-config: the flags' rules, the world,
+# the pipeline's schedule), its estimate is deterministic for a machine
+# file, its memory per rank is the run's (--memory-plan on 2 ranks), and a
+# budget nothing fits is refused with the smallest need, exit 2.
+. "${top_srcdir:-.}/tests/common.sh"
+cat > "$TMPD/machine" <<'M'
+# typed figures: the test's, not a measurement
+gemm_gflops 10 typed for the test
+cores 2
+intra_gbs 1
+intra_us 20
+inter_gbs 0.5
+inter_us 40
+task_us 20
+M
+SMALL="--layers 4 --hidden 64 --heads 4 --seq 32 --batch 8 --tiles 2"
+
+# the candidates of a shape on N ranks against gpt_train's verdict; every
+# STEP-th (1: all) to keep the test in seconds
+crosscheck() { # crosscheck N STEP MODEL-FLAGS...
+  n=$1 step=$2; shift 2
+  want "crosscheck $n $*" || return 0
+  "$GPT_TRAIN" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" "$@" > "$TMPD/out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/out"
+  total=0 legal=0 bad=0 i=0
+  while IFS="$(printf '\t')" read -r verdict flags why; do
+    i=$((i + 1))
+    [ $(( (i - 1) % step )) = 0 ] || continue
+    total=$((total + 1))
+    # shellcheck disable=SC2086 # the flags are words
+    "$GPT_TRAIN" --check-config --plan-ranks "$n" "$@" $flags > "$TMPD/check" 2>&1
+    c=$?
+    case $verdict in
+      fits|dropped) legal=$((legal + 1)); [ "$c" = 0 ] || { bad=$((bad + 1)); echo "planner: legal, gpt_train: exit $c: $flags"; head -n 3 "$TMPD/check"; } ;;
+      illegal) [ "$c" = 2 ] || { bad=$((bad + 1)); echo "planner: illegal ($why), gpt_train: exit $c: $flags"; } ;;
+    esac
+  done < "$TMPD/list"
+  check "$n ranks, $*: $total candidates ($legal legal) judged as gpt_train judges them (exit $rc)" \
+    [ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]
+}
+crosscheck 2 4 $SMALL
+crosscheck 4 12 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
+crosscheck 3 4 --layers 3 --hidden 48 --heads 6 --seq 24 --batch 6 --tiles 2
+
+if want "deterministic"; then
+  "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/a" 2>&1
+  ra=$?
+  "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/b" 2>&1
+  rows=$(grep -c '^plan: *[0-9]' "$TMPD/a")
+  check "the same machine file, the same table ($rows rows, exit $ra)" \
+    [ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q 'typed for the test' "$TMPD/a"
+fi
+
+if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
+  layout="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 2 --recompute selective"
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" $SMALL > /dev/null 2>&1
+  planned=$(grep -F "	$layout	" "$TMPD/list" | sed 's/.*need \([0-9]*\) bytes.*/\1/')
+  # shellcheck disable=SC2086
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" $SMALL $layout --memory-plan > "$TMPD/mem" 2>&1
+  rc=$?
+  run=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$TMPD/mem" | sort -g | tail -n 1)
+  plan_mib=$(awk -v b="${planned:-0}" 'BEGIN { printf "%.2f", b / 1048576 }')
+  check "memory per rank: planner $plan_mib MiB ($planned bytes), the run's model $run MiB (exit $rc)" \
+    [ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]
+fi
+
+if want "budget"; then
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-mem-mib 1 $SMALL > "$TMPD/out" 2>&1
+  rc=$?
+  check "a budget nothing fits: refused with the smallest need and its layout, exit $rc" \
+    [ "$rc" = 2 ] && grep -q 'no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp' "$TMPD/out"
+fi
+finish
