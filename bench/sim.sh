@@ -95,8 +95,25 @@ t1=$(date +%s.%N)
 # samples of its size (it uses them anyway): one line per model instead
 # (and two lines that are no news: SMPI reports MPI_THREAD_SINGLE, whose
 # limits src/sim_smpi.cc lifts; SMPI does not time host code, as intended)
+# StarPU-MPI's end under SMPI: its receives of message envelopes stay
+# posted on the communicators whose last envelope came before the end, and
+# SMPI's MPI_Cancel does not wake the SimGrid actors StarPU-MPI left waiting
+# for them, so after the program's main returned SimGrid reports a deadlock
+# of those actors alone (each rank's SMPI process and its "wait for mpi
+# transfer" actors). That report, and only that one, is replaced by a line;
+# a deadlock with any other actor still waiting is a real one and kept.
+end_only=0
+if grep -q 'Deadlock detected' "$log" && grep -q '^simulation: ' "$log" &&
+   ! grep '\] Actor [0-9]* (' "$log" | grep -v -e '(wait for mpi transfer@' -e '([0-9]*@StarPU-MPI[0-9]*-rank)' | grep -q .; then
+  end_only=1
+fi
 grep -v -e 'is not calibrated enough' -e '_starpu_mpi_print_thread_level_support' \
-  -e 'You did not set the power of the host running the simulation' "$log" || true
+  -e 'You did not set the power of the host running the simulation' "$log" |
+  if [ "$end_only" = 1 ]; then
+    awk '/Deadlock detected/ { print "sim: after the program ended: StarPU-MPI'"'"'s envelope receives left waiting at its shutdown (SMPI'"'"'s MPI_Cancel does not end them; SimGrid calls it a deadlock; harmless)"; skip = 1; next }
+         skip && (/ker_engine\/INFO/ || /^Backtrace/ || /^  ->/ || /^$/ || /Stalling SMPI instance/) { next }
+         { skip = 0; print }'
+  else cat; fi || true
 weak=$(sed -n 's/.*model \([^ ]*\) is not calibrated enough for .* size \([0-9]*\) .*(only \([0-9]*\) measurements).*/\1 size \2: \3 samples/p' "$log" | sort -u)
 if [ -n "$weak" ]; then
   echo "$me: models with fewer than 10 samples of a size (used anyway; calibrate with more steps or --runs):"

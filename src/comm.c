@@ -54,6 +54,10 @@ struct sw_comm {
      * duplicate of its communicator, and per member the messages sent to
      * it and received from it so far (the next tag of each pair) */
     MPI_Comm p2p_comm[SW_GROUP_COUNT];
+    /* StarPU-MPI's messages of the collectives: a communicator of their
+     * own, so that in simulation it names StarPU-MPI's thread as each
+     * rank's sender (src/sim_smpi.cc), where the mesh's names main */
+    MPI_Comm coll_comm[SW_GROUP_COUNT];
     int64_t *p2p_sent[SW_GROUP_COUNT], *p2p_received[SW_GROUP_COUNT];
     int is_virtual;                    /* made by sw_comm_virtual: no communicator, for the models only */
     int virtual_nbc;                   /* sw_comm_virtual: 1 where a real context would let MPI run collectives */
@@ -96,10 +100,12 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         /* the standard guarantees at least 32767 */
         c->mpi_tag_ub[g] = c->tag_ub[g] = (flag && ub) ? *ub : 32767;
         c->next_tag[g] = 0;
-        c->nbc_comm[g] = c->p2p_comm[g] = MPI_COMM_NULL;
+        c->nbc_comm[g] = c->p2p_comm[g] = c->coll_comm[g] = MPI_COMM_NULL;
         if (sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->p2p_comm[g]));
             sw_sim_comm_made(c->p2p_comm[g]); /* simulated: StarPU-MPI's thread sends there */
+            SW_CHECK(MPI_Comm_dup(comm, &c->coll_comm[g]));
+            sw_sim_comm_made(c->coll_comm[g]);
             size_t counts = (size_t)sw_mesh_size(m, (sw_group)g) * SW_P2P_CHANNELS;
             c->p2p_sent[g] = calloc(counts, sizeof(int64_t));
             c->p2p_received[g] = calloc(counts, sizeof(int64_t));
@@ -144,8 +150,11 @@ void sw_comm_destroy(sw_comm *c)
         free(c->p2p_sent[g]);
         free(c->p2p_received[g]);
         if (c->p2p_comm[g] != MPI_COMM_NULL) {
-            starpu_mpi_wait_for_all(c->p2p_comm[g]); /* a detached request's communicator must outlive it */
+            /* a detached request's communicator must outlive it */
+            starpu_mpi_wait_for_all(c->p2p_comm[g]);
+            starpu_mpi_wait_for_all(c->coll_comm[g]);
             SW_CHECK(MPI_Comm_free(&c->p2p_comm[g]));
+            SW_CHECK(MPI_Comm_free(&c->coll_comm[g]));
         }
         if (!c->token[g]) continue;
         starpu_data_unregister(c->token[g]); /* waits for the group's collectives */
@@ -404,6 +413,7 @@ static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int6
 
 static void gate_cpu(void *buffers[], void *cl_arg) { (void)buffers; (void)cl_arg; }
 static struct starpu_codelet gate_cl = {
+    .flags = STARPU_CODELET_SIMGRID_EXECUTE, /* simulated: run (empty), no model to calibrate */
     .cpu_funcs = {gate_cpu},
     .cpu_funcs_name = {"gate_cpu"},
     .nbuffers = 2,
@@ -448,7 +458,7 @@ static void reduce3(starpu_data_handle_t x, starpu_data_handle_t y, starpu_data_
 static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int op)
 {
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, 2 * (int64_t)(p - 1));
     c->op = "allreduce_ring";
@@ -471,7 +481,7 @@ static void allreduce_ring(sw_comm *c, sw_group g, starpu_data_handle_t *ch, int
 static void allreduce_direct(sw_comm *c, sw_group g, sw_tensor *t, int op)
 {
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int64_t tag = take_tags(c, g, 1);
     c->op = "allreduce_direct";
     starpu_data_handle_t h = sw_tensor_whole(t, STARPU_RW);
@@ -639,7 +649,7 @@ static void allgather_ring(sw_comm *c, sw_group g, starpu_data_handle_t *o, star
                            const char *name)
 {
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
     c->op = name;
@@ -704,7 +714,7 @@ void sw_reduce_scatter(sw_comm *c, sw_group g, sw_tensor *in, sw_tensor *out, sw
         submit_via_mpi(c, g, SW_NBC_REDUCE_SCATTER, in, out, (int)op);
         return;
     }
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int right = mod(r + 1, p), left = mod(r - 1, p);
     const int64_t base = take_tags(c, g, p - 1);
     c->op = "reduce_scatter";
@@ -736,7 +746,7 @@ void sw_broadcast(sw_comm *c, sw_group g, sw_tensor *t, int root)
     const int p = sw_mesh_size(c->mesh, g), r = sw_mesh_rank(c->mesh, g);
     if (p < 1 || root < 0 || root >= p) sw_fail(__FILE__, __LINE__, "sw_broadcast: bad group or root", -EINVAL);
     if (p == 1) return;
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int64_t tag = take_tags(c, g, 1);
     c->op = "broadcast";
     if (r == root) {
@@ -778,7 +788,7 @@ void sw_ring_shift_handles(sw_comm *c, sw_group g, starpu_data_handle_t send, st
         if (recv) sw_copy(recv, send);
         return;
     }
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int64_t tag = take_tags(c, g, 1);
     c->op = "ring_shift";
     starpu_data_handle_t src = send, tmp = NULL;
@@ -856,7 +866,7 @@ static void alltoall_parts(sw_comm *c, sw_group g, int n, starpu_data_handle_t *
     for (int i = 0; i < n; i++) /* the local parts */
         sw_copy(recv[r * n + i], send[r * n + i]);
     if (p == 1) return;
-    const MPI_Comm comm = sw_mesh_comm(c->mesh, g);
+    const MPI_Comm comm = c->coll_comm[g];
     const int64_t tag = take_tags(c, g, n);
     c->op = "alltoall";
     /* one message per (source, destination, part): (source, tag) is unique */

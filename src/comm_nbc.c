@@ -155,6 +155,17 @@ static void *backstop(void *arg)
 }
 
 #ifdef STARPU_SIMGRID
+/* simulated: waits for a collective started by nbc_start_cpu, then ends its task */
+static void sim_wait(void *arg)
+{
+    inflight *f = arg;
+    SW_CHECK(MPI_Wait(&f->req, MPI_STATUS_IGNORE));
+    completed(f);
+    struct starpu_task *t = f->task;
+    free(f);
+    starpu_task_end_dep_release(t);
+}
+
 /* Simulated: SMPI matches messages by the sending actor, so one actor per
  * rank -- the first CPU worker's -- runs every collective of
  * sw_nbc_submit (a real run lets any worker start one: a difference of
@@ -162,6 +173,12 @@ static void *backstop(void *arg)
 static void pid_cpu(void *buffers[], void *arg)
 {
     (void)buffers;
+    /* adopted now, before the other ranks learn its pid: SMPI delivers a
+     * message into the receiving actor's process state, so one sent to it
+     * before its first collective landed in a state it then dropped (pp 2
+     * deadlocked: the last stage reached the tied embedding's all-reduce
+     * first, and its message was lost) */
+    sw_sim_adopt_worker();
     *(long *)arg = sw_sim_self_pid();
 }
 static struct starpu_codelet pid_cl = {
@@ -281,19 +298,24 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     if (rc != MPI_SUCCESS) sw_fail(__FILE__, __LINE__, "MPI non-blocking collective", rc);
     __atomic_add_fetch(a.sent_bytes, sent * (int64_t)sizeof(float), __ATOMIC_RELAXED);
     sw_counter_add(SW_COUNT_MPI_COLLECTIVE, 1);
-    if (sw_simulated()) {
+#ifdef STARPU_SIMGRID
+    {
         /* The task runs on its worker's SimGrid actor (the codelet's
          * STARPU_CODELET_SIMGRID_EXECUTE), so SMPI simulates the collective
-         * on the platform's network and the worker waits for it on the
-         * simulated clock: the collective's time is SMPI's, not a model's.
-         * Every collective of a rank runs on its first CPU worker
-         * (sw_nbc_sim_speaker), which it holds until done: collectives of
-         * different groups that the ranks reach in different orders would
-         * deadlock here, where a real run only delays them. */
-        SW_CHECK(MPI_Wait(&f.req, MPI_STATUS_IGNORE));
-        completed(&f);
+         * on the platform's network. As in a real run the worker is not
+         * held: an actor of the rank waits for the request on the
+         * simulated clock and ends the task then (a worker held in the
+         * wait deadlocked pp 2 with one worker per rank: the last stage
+         * reached the embedding's all-reduce with backward work for the
+         * first stage still queued behind it). */
+        inflight *h = malloc(sizeof *h);
+        if (!h) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+        *h = f;
+        starpu_task_end_dep_add(f.task, 1);
+        sw_sim_spawn("collective wait", sim_wait, h);
         return;
     }
+#endif
     /* where the peers are there already, a short wait (SW_COMM_SPIN_US)
      * finishes it here: an end deferred costs a hand-off to another thread
      * (the wait's length was chosen by measurement, BENCHMARKS.md) */

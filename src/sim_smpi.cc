@@ -17,6 +17,8 @@
 #include <simgrid/s4u/Actor.hpp>
 #include <smpi/smpi.h>
 
+#include <starpu.h>
+
 #include "sim_smpi.h"
 
 namespace simgrid {
@@ -106,4 +108,24 @@ void sw_sim_world_release(void)
 void sw_sim_adopt_worker(void) { adopt_self(); }
 
 long sw_sim_self_pid(void) { return (long)sg_actor_self_get_pid(); }
+
+struct spawned {
+    void (*fn)(void *);
+    void *arg;
+};
+static void *spawned_main(void *p)
+{
+    spawned s = *static_cast<spawned *>(p);
+    delete static_cast<spawned *>(p);
+    adopt_self();
+    s.fn(s.arg);
+    return nullptr;
+}
+
+void sw_sim_spawn(const char *name, void (*fn)(void *), void *arg)
+{
+    (void)name;
+    starpu_pthread_t t;
+    starpu_pthread_create(&t, nullptr, spawned_main, new spawned{fn, arg});
+}
 }

@@ -84,6 +84,28 @@ if want "simulated run"; then
   check "a 1000x slower link between the nodes: ${slow:-none} simulated ms/step against ${ms:-none} (exit $rc)" \
     awk -v a="${slow:-0}" -v b="${ms:-0}" 'BEGIN { exit !(b > 0 && a > 1.5 * b) }'
 fi
+# The layouts that move StarPU-MPI's messages or start a collective on one
+# rank before the other: pp 2 (activations and gradients between the
+# stages; the last stage reaches the tied embedding's all-reduce first) and
+# Ulysses 2 (all-to-alls behind gate tasks). Each is calibrated by a real
+# run of its own, then simulated: it must end, with its traffic counted.
+if want "pipeline and Ulysses"; then
+  for lay in "--pp 2 --grad-accum 4:pp" "--ulysses 2:ulysses"; do
+    args=${lay%:*} group=${lay##*:}
+    shape4=$(echo "$shape" | sed 's/--batch 2/--batch 4/')
+    sh "$top_srcdir/bench/calibrate.sh" --build "$real_build" --calibration "$calib-$group" --host $host-$group --np 2 \
+      examples/gpt_train $args $shape4 --steps 10 --quiet --log "$TMPD/calib.csv" > "$TMPD/calib-$group" 2>&1 ||
+      cat "$TMPD/calib-$group"
+    timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib-$group" --host $host-$group \
+      --platform "$TMPD/eth" examples/gpt_train $args $shape4 --steps 3 --log "$TMPD/sim.csv" > "$TMPD/$group" 2>&1
+    rc=$?
+    ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/$group")
+    sent=$(sed -n "s/^communication: rank 0 sent \([0-9.]*\) MiB per step on the $group group.*/\1/p" "$TMPD/$group")
+    [ "$rc" = 0 ] && [ -n "$ms" ] && [ -n "$sent" ] || cat "$TMPD/$group"
+    check "gpt_train $args simulated on 2 nodes: exit $rc, ${ms:-no} simulated ms/step, rank 0 sent ${sent:-nothing} MiB per step on the $group group" \
+      [ "$rc" = 0 -a -n "$ms" -a -n "$sent" ]
+  done
+fi
 if want "bad input"; then
   sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --out "$TMPD/one" > /dev/null
   t0=$(date +%s)
