@@ -15,6 +15,13 @@ entries per implementation); the entries of each section are united by
 footprint, a footprint seen in several files gets the samples of all:
 n, sum and sum2 added, mean = sum / n, dev = sqrt(sum2 / n - mean^2).
 OUT may be one of the IN files (read before it is written).
+
+An entry without a sample (n = 0: StarPU noted the size but kept no
+measurement -- it happens now and then to a one-off task such as a
+parameter's initialisation) would stop a simulation at its first task of
+that size; it gets an estimate instead, from the section's measured sizes
+by a power law fitted in log-log (mean = c * size^b), printed on stderr as
+such, with n = 1.
 """
 import math
 import sys
@@ -65,6 +72,25 @@ def combine(a, b):
     return [a[0], a[1], a[2], f"{mean:e}", f"{dev:e}", f"{s:e}", f"{s2:e}", str(n)]
 
 
+def estimate(entries, path):
+    """fills the entries without a sample from the measured ones (above)"""
+    pts = [(float(e[1]), float(e[3])) for e in entries.values() if int(e[7]) > 0 and float(e[1]) > 0 and float(e[3]) > 0]
+    for h, e in entries.items():
+        if int(e[7]) > 0 or not pts:
+            continue
+        size = float(e[1])
+        xs = [math.log(x) for x, _ in pts]
+        ys = [math.log(y) for _, y in pts]
+        n = len(pts)
+        mx, my = sum(xs) / n, sum(ys) / n
+        vx = sum((x - mx) ** 2 for x in xs)
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / vx if vx > 0 else 1.0
+        t = math.exp(my + b * (math.log(size) - mx)) if size > 0 else math.exp(my)
+        entries[h] = [e[0], e[1], e[2], f"{t:e}", f"{0.0:e}", f"{t:e}", f"{t * t:e}", "1"]
+        print(f"perfmodel_merge: {path}: size {e[1]} (footprint {h}) has no sample: estimated {t:.3g} us "
+              f"from {n} measured size(s), mean = c * size^{b:.2f}", file=sys.stderr)
+
+
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
@@ -80,6 +106,8 @@ def main():
         for k, entries in enumerate(secs):
             for h, e in entries.items():
                 merged[k][h] = combine(merged[k][h], e) if h in merged[k] else e
+    for entries in merged:
+        estimate(entries, out_path)
     text = []
     for j, x in enumerate(lines):
         if isinstance(x, tuple):

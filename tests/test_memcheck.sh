@@ -22,7 +22,7 @@ for f in $(ls "$s"/src/*.c | grep -v comm_nccl) "$s"/codelets/*.c "$s"/graphs/*.
   o="$TMPD/o/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
   $CC $cflags -c "$f" -o "$o" >> "$TMPD/cc.log" 2>&1 || built=false
 done
-$built && $CC $flags "$TMPD"/o/*.o "$s/examples/gpt_train.c" "$s/examples/cli.c" "$s/examples/data.c" "$s/examples/tokenizer.c" $cflags -o "$TMPD/gpt_train_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
+$built && $CC $flags "$TMPD"/o/*.o "$s/examples/gpt_train.c" "$s/examples/cli.c" "$s/examples/train_loop.c" "$s/examples/plan_main.c" "$s/examples/data.c" "$s/examples/tokenizer.c" $cflags -o "$TMPD/gpt_train_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
 $built && $CC $flags "$TMPD"/o/*.o "$s/tests/test_misuse.c" $cflags -o "$TMPD/test_misuse_asan" $libs >> "$TMPD/cc.log" 2>&1 || built=false
 if ! $built; then
   cat "$TMPD/cc.log"

@@ -91,6 +91,10 @@ struct sw_scratch;
  * Private to the layers (graphs/layer_util.h): which linear wrote which
  * tensor last, and each replicated linear's rows. */
 struct sw_ctx_log;
+/** \struct sw_wdefer
+ * Private to the layers and the step driver (graphs/pipeline.c): Zero
+ * Bubble's weight-gradient work deferred from a B unit to its W unit. */
+struct sw_wdefer;
 
 /** Where this rank's tokens are, and the groups the layers use. Filled by
  * sw_ctx_init; read-only for layers and models. */
@@ -136,9 +140,9 @@ typedef struct sw_ctx {
      * QKV linear by it) and each replicated linear's rows (the traffic model's rule) */
     struct sw_ctx_log *log;
     /** private to the layers and the step driver (Zero Bubble's split): the list the current B unit
-     * leaves its weight gradients in (NULL: computed at once), and where the next linear backward
-     * keeps its output gradient */
+     * leaves its weight gradients in (NULL: computed at once) */
     struct sw_wdefer *wdefer;
+    /** private, as wdefer: where the next linear backward keeps its output gradient for its W unit */
     sw_tensor *wdy;
 } sw_ctx;
 

@@ -1,0 +1,94 @@
+#!/bin/sh
+# The simulation against real runs (docs/simulation.md, "Accuracy"): for
+# every layout this machine runs, gpt_train is calibrated by a real run
+# (bench/calibrate.sh), run for real R times, and simulated (bench/sim.sh)
+# on a platform of this machine (1 node x the layout's ranks); prints the
+# median real ms/step, the simulated one and the difference.
+#
+# usage: bench/sim-accuracy.sh [--build DIR] [--sim-build DIR] [--runs R]
+#          [--steps N] [--shape main|w124] [--preset P] [--only REGEX]
+#   --build DIR      the real build (default: build in the source tree)
+#   --sim-build DIR  the simulation build (default: build-sim)
+#   --runs R         real runs per layout (5); the median is compared
+#   --steps N        steps per run (6); ms/step is the mean of steps 2..N
+#   --shape S        main: 2 layers, hidden 128, seq 64, batch 8 (default);
+#                    w124: GPT-2 124M at seq 64, batch 4 (bench/w124.sh)
+#   --preset P       bench/sim-platform.sh's network preset (vm-measured)
+#   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
+#                    ulysses2 ring2 pp2 pp2v2)
+# Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
+# Run it on a quiet machine: the calibration's times are the simulation's.
+set -eu
+me=sim-accuracy
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset=vm-measured only=
+die2() { echo "$me: error: $*" >&2; exit 2; }
+need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) need "$@"; build=$2; shift ;;
+    --sim-build) need "$@"; sim_build=$2; shift ;;
+    --runs) need "$@"; runs=$2; shift ;;
+    --steps) need "$@"; steps=$2; shift ;;
+    --shape) need "$@"; shape=$2; shift ;;
+    --preset) need "$@"; preset=$2; shift ;;
+    --only) need "$@"; only=$2; shift ;;
+    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die2 "unknown option '$1' (see --help)" ;;
+  esac
+  shift
+done
+case "$runs$steps" in *[!0-9]*) die2 "--runs and --steps must be positive integers" ;; esac
+[ "$steps" -ge 2 ] || die2 "--steps must be at least 2 (the first step is not timed)"
+case "$shape" in
+  main) args="--layers 2 --hidden 128 --heads 4 --seq 64 --batch 8" ;;
+  w124) args="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024" ;;
+  *) die2 "--shape must be main or w124 (got '$shape')" ;;
+esac
+[ -x "$build/examples/gpt_train" ] || die2 "no real build with examples/gpt_train in $build"
+[ -x "$sim_build/examples/gpt_train" ] || die2 "no simulation build in $sim_build (docs/simulation.md)"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d "${TMPDIR:-/tmp}/sw-acc.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+ms_of() { # mean ms of steps 2.. in gpt_train's CSV log
+  awk -F, 'NR > 2 { s += $3; n++ } END { if (n) printf "%.2f", s / n }' "$1"
+}
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform preset $preset; $(grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
+while read -r name np cpus layout; do
+  [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
+  flags="$layout --ncpus $cpus"
+  # 2 layers cannot make 2 stages x 2 chunks: the main shape's pp2v2 has 4
+  [ "$shape:$name" != main:pp2v2 ] || flags="$flags --layers 4"
+  cal=$work/cal-$name
+  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host acc-$name --np "$np" \
+    examples/gpt_train $args $flags --steps 12 --quiet --log "$work/cal.csv" > "$work/cal.out" 2>&1 ||
+    { echo "$name: calibration failed:"; tail -n 5 "$work/cal.out"; continue; }
+  real=
+  i=0
+  while [ $i -lt "$runs" ]; do
+    i=$((i + 1))
+    if [ "$np" = 1 ]; then "$build/examples/gpt_train" $args $flags --steps "$steps" --quiet --log "$work/r.csv" > "$work/r.out" 2>&1
+    else sh "$top/tests/mpi_launch.sh" "$np" "$build/examples/gpt_train" $args $flags --steps "$steps" --quiet \
+      --log "$work/r.csv" > "$work/r.out" 2>&1; fi || { echo "$name: real run failed"; tail -n 5 "$work/r.out"; continue 2; }
+    real="$real $(ms_of "$work/r.csv")"
+  done
+  med=$(echo $real | tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" --preset "$preset" \
+    --out "$work/plat-$name" > /dev/null
+  sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$name" \
+    examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||
+    { echo "$name: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
+  sim=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
+  printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" \
+    "$(awk -v s="$sim" -v r="$med" 'BEGIN { printf "%.2f", s / r }')" "$real"
+done <<LAYOUTS
+one 1 2
+tp2sp 2 1 --tp 2 --sp
+dp2 2 1 --dp 2
+dp2z3 2 1 --dp 2 --zero 3
+ulysses2 2 1 --ulysses 2
+ring2 2 1 --ring 2
+pp2 2 1 --pp 2 --grad-accum 4
+pp2v2 2 1 --pp 2 --pp-virtual 2 --grad-accum 4
+LAYOUTS
