@@ -20,6 +20,7 @@ typedef struct train_opts {
     sw_gpt_config cfg;
     int steps;
     int ncpus;
+    int algo;                /* sw_comm_algo: choices in its order */
     const char *sched;
     int gemm;                /* sw_gemm_backend */
     const char *data;
@@ -70,6 +71,7 @@ static void parse_args(int argc, char **argv, train_opts *o)
     o->where = 0;
     o->backend = SW_BACKEND_AUTO;
     int seed = (int)o->cfg.seed, no_zigzag = 0, dtype = -1, device = -1, comm = -1, recompute = -1, weights_format = -1;
+    o->algo = SW_ALGO_AUTO;
     const char *model = NULL, *gemm = NULL;
     /* The flags, their values and their help. The rules on the values (ranges, what goes with what) are
      * checked below and by sw_gpt_config_check, with messages naming the rule; the table's ranges are the
@@ -155,6 +157,9 @@ static void parse_args(int argc, char **argv, train_opts *o)
                         "op with a CUDA implementation on a GPU) or cpu"),
         CLI_CHOICE_META("--comm", &comm, "auto|mpi|nccl", "B", "collectives: auto (NCCL when every rank has a GPU of its own and there\n"
                         "are 2 ranks or more, else StarPU-MPI), mpi or nccl (auto)"),
+        CLI_CHOICE_META("--collective-algo", &o->algo, "auto|ring|direct|mpi", "A",
+                        "StarPU-MPI's collectives (comm.h's sw_comm_algo): auto (MPI's own up to 4 MiB,\n"
+                        "else ring or direct by size), ring, direct, or mpi (MPI's own at every size)"),
         CLI_STRING("--sched", &o->sched, NULL, "NAME", "StarPU scheduler (default: $STARPU_SCHED or lws)"),
         CLI_STRING("--gemm", &gemm, NULL, "B", "CPU GEMM kernel: auto ($SW_GEMM, else oneDNN on CPUs with AVX-512 where\n"
                    "built with it, else OpenBLAS), openblas or onednn"),
@@ -653,6 +658,7 @@ int main(int argc, char **argv)
     /* every rank checks the mesh against the world size before any collective */
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){o.cfg.tp, o.cfg.ulysses, o.cfg.ring, o.cfg.dp, o.cfg.pp});
     sw_comm *comm = sw_comm_create(mesh);
+    sw_comm_set_algo(comm, (sw_comm_algo)o.algo);
     char why[320];
     if (sw_comm_set_backend(comm, o.backend, why, sizeof why) < 0) sw_usage_error("--comm nccl: %s", why);
     int me = sw_rank();
