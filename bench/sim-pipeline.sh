@@ -58,7 +58,9 @@ for p in $pps; do
         { echo "pp $p K $k $zb: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
       ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
       bub=$(sed -n 's/^bubble: stage \([0-9]*\): \([0-9.]*%\) of the step.*/\2/p' "$work/s.out" | tr '\n' ' ')
-      printf '%-4s %-4s %-6s %12s %10s%%  %s (%s s)\n' "$p" "$k" "${zb:+ZB-H1}${zb:-1F1B}" "$ms" \
+      sched=1F1B
+      [ -z "$zb" ] || sched=ZB-H1
+      printf '%-4s %-4s %-6s %12s %10s%%  %s (%s s)\n' "$p" "$k" "$sched" "$ms" \
         "$(awk -v p="$p" -v m="$k" 'BEGIN { printf "%.1f", 100 * (p - 1) / (m + p - 1) }')" "$bub" "$(($(date +%s) - t0))"
     done
   done

@@ -74,6 +74,11 @@ busxml="$calib/bus/$host.config"
 export STARPU_PERF_MODEL_DIR="$calib" STARPU_HOSTNAME="$host"
 # the simulation needs no calibration of its own, and must not record any
 export STARPU_CALIBRATE=0
+# StarPU charges its scheduler's own time (measured on this host while it
+# simulates) to the simulated clock: the real run pays it per task
+# (accuracy runs, docs/simulation.md: one rank's small step went from 0.51
+# to 0.79 of the real time with it); 0 to leave it out
+export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-1}"
 log=$(mktemp "${TMPDIR:-/tmp}/sw-sim.XXXXXX")
 trap 'rm -f "$log"' EXIT
 t0=$(date +%s.%N)
@@ -83,10 +88,14 @@ set +e
 # routes to the others: the collectives that tasks start could not leave
 # their rank). Privatization: each rank has its own copy of the globals;
 # no host code is charged (only the codelets' models and SMPI's network).
+# Folded allocations map one block of SMPI's shared file per blocksize of
+# each allocation: 64 MiB blocks (SW_SIM_FOLD_BLOCK), since with SMPI's 1
+# MiB a GPT of 350M parameters on 8 ranks passed vm.max_map_count.
 stack=$(ulimit -s)
 [ "$stack" != unlimited ] || stack=8192
 "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
   --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
+  --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" \
   --log=xbt_cfg.thres:warning > "$log" 2>&1
 rc=$?
 set -e

@@ -57,6 +57,8 @@ static void print_line(const train_loop *t, int step, float loss, double ms)
     else if (t->tokens)
         printf("step %4d/%d  loss %.4f  %8.1f ms/step  %9.0f tokens/s\n", step, t->steps, loss, ms,
                t->tokens / (ms / 1e3));
+    else if (sw_simulated())
+        printf("step %2d  loss (not computed)  %.1f simulated ms\n", step, ms);
     else {
         printf("step %2d  loss %.7f", step, loss);
         if (t->grad_norm) { /* the registry's squared norm before clipping */
