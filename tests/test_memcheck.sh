@@ -4,6 +4,7 @@
 # (valgrind cannot run the -march=native kernels: it stops at AVX-512.)
 # The CPU sources only (also in GPU builds): src/comm_nccl.c belongs to CUDA builds.
 . "${top_srcdir:-.}/tests/common.sh"
+[ -n "${SW_CHECK_LONG:-}" ] || { echo "SKIP: a long test (an ASan build): make check-long runs it (.ci/run does)"; exit 77; }
 CC=${MPICC:-mpicc}
 s=$top_srcdir
 # a GPU build's config.h turns the CUDA functions on: this build is CPU only
