@@ -312,7 +312,7 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
         if (!h) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
         *h = f;
         starpu_task_end_dep_add(f.task, 1);
-        sw_sim_spawn("collective wait", sim_wait, h);
+        sw_sim_spawn(sim_wait, h);
         return;
     }
 #endif

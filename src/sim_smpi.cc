@@ -122,9 +122,8 @@ static void *spawned_main(void *p)
     return nullptr;
 }
 
-void sw_sim_spawn(const char *name, void (*fn)(void *), void *arg)
+void sw_sim_spawn(void (*fn)(void *), void *arg)
 {
-    (void)name;
     starpu_pthread_t t;
     starpu_pthread_create(&t, nullptr, spawned_main, new spawned{fn, arg});
 }

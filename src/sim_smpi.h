@@ -25,7 +25,7 @@ void sw_sim_adopt_worker(void);
 long sw_sim_self_pid(void);
 /* runs fn(arg) in a new actor on the caller's host, sharing its rank's MPI
  * process (to wait for a request there without holding the caller) */
-void sw_sim_spawn(const char *name, void (*fn)(void *), void *arg);
+void sw_sim_spawn(void (*fn)(void *), void *arg);
 #ifdef __cplusplus
 }
 #endif
