@@ -176,10 +176,23 @@ static void copy_flat_cpu(void *buffers[], void *cl_arg)
     STARPU_ASSERT_MSG(R * C == RY * CY, "copy_flat: %lld elements into %lld", (long long)(R * C), (long long)(RY * CY));
     const float *x = SW_F32_OF(buffers[0]);
     float *y = SW_F32_OF(buffers[1]);
-    for (int64_t i = 0; i < R * C; i++) {
-        float *d = y + (i / CY) * ldy + i % CY;
-        float v = x[(i / C) * ldx + i % C];
-        *d = accumulate ? *d + v : v;
+    /* in runs contiguous in both x and y (a whole row where the shapes
+     * agree): no division per element, and the inner loop vectorises --
+     * it runs over every gradient once per micro-batch */
+    int64_t yr = 0, yc = 0; /* where x's next element lands in y */
+    for (int64_t r = 0; r < R; r++) {
+        const float *xr = x + r * ldx;
+        for (int64_t c = 0; c < C;) {
+            int64_t n = C - c < CY - yc ? C - c : CY - yc;
+            float *restrict d = y + yr * ldy + yc;
+            const float *restrict v = xr + c;
+            if (accumulate)
+                for (int64_t i = 0; i < n; i++) d[i] += v[i];
+            else
+                memcpy(d, v, (size_t)n * sizeof *d);
+            c += n;
+            if ((yc += n) == CY) yc = 0, yr++;
+        }
     }
 }
 
