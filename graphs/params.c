@@ -643,7 +643,7 @@ static void new_step(sw_params *p)
     for (int i = 0; p->units && i < p->nunits; i++) p->units[i].reductions = 0;
 }
 
-void sw_params_update(sw_params *p, int step)
+static void update(sw_params *p, int step)
 {
     const sw_params_config *c = &p->c;
     sw_adamw_args a = {c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, step};
@@ -670,4 +670,17 @@ void sw_params_update(sw_params *p, int step)
     }
     free(g);
     new_step(p);
+}
+
+/* The update's tasks run at priority -2, below every backward task (dW
+ * drops to -1 with dw_last): a unit's update is ready as soon as its last
+ * gradient is, and on a pipeline stage it would otherwise delay the rest of
+ * the last micro-batch's backward, whose input gradient the previous stage
+ * waits for -- every stage's cooldown grew by its update (docs/simulation.md,
+ * "The pipeline judged"). */
+void sw_params_update(sw_params *p, int step)
+{
+    const int prio = sw_set_task_priority(-2);
+    update(p, step);
+    sw_set_task_priority(prio);
 }
