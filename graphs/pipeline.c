@@ -280,10 +280,20 @@ void sw_pipeline_step(sw_pipeline *s, int step)
 {
     sw_check_ptr("sw_pipeline_step", "s", s);
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
+    /* Each unit at a priority below the previous one's, 4 apart (the
+     * layers' own, -1..1, stay inside it): without, a stage's worker ran the
+     * tasks of every ready unit interleaved -- the first micro-batch's
+     * activation left stage 0 after all four warm-up forwards' embeddings
+     * and first layers, and each stage's input gradient after the next
+     * micro-batch's forward tasks (docs/simulation.md, "The pipeline
+     * judged"). */
+    const int base = sw_set_task_priority_base(0);
     for (int i = 0; i < s->units; i++) {
         const sw_unit *u = &s->order[i];
+        sw_set_task_priority_base(base + 4 * (s->units - i));
         (u->fwd ? forward : u->w ? weight_grads : backward)(s, step, u->chunk, u->k, u->slot);
     }
+    sw_set_task_priority_base(base);
     sw_counter_add(SW_COUNT_LATE_W, s->late_w);
     /* The scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it. Once per step, not after

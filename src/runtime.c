@@ -27,6 +27,7 @@ static struct {
     int rank, size;
     unsigned task_where; /* sw_set_task_where */
     int task_priority;   /* sw_set_task_priority */
+    int priority_base;   /* sw_set_task_priority_base */
     int offload_node, offload_budget_mb, memory_budget_mb;
     char offload_dir[4096];
     int pinned; /* home buffers page-locked (CUDA workers) */
@@ -526,6 +527,7 @@ int sw_task_submit(struct starpu_task *task)
         task->priority = sw_rt.task_priority;
         sw_counter_add(SW_COUNT_TASK_PRIORITY, 1);
     }
+    task->priority += sw_rt.priority_base;
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
     void (*done)(void *) = sw_stats_hook();
     if (!task->callback_func && !task->prologue_callback_func) {
@@ -615,6 +617,13 @@ int sw_set_task_priority(int priority)
 {
     int old = sw_rt.task_priority;
     sw_rt.task_priority = priority;
+    return old;
+}
+
+int sw_set_task_priority_base(int base)
+{
+    int old = sw_rt.priority_base;
+    sw_rt.priority_base = base;
     return old;
 }
 

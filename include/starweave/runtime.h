@@ -131,6 +131,13 @@ void sw_set_task_where(unsigned where);
  * orders by priority (lws, dmda, ...) runs it before work nothing waits
  * for yet. */
 int sw_set_task_priority(int priority);
+/** Added to the priority of every task submitted from now on (after
+ * sw_set_task_priority's), so that the priorities builders set stay relative
+ * to it; returns the one it replaces (0 by default). The pipeline's step
+ * driver sets each unit of its computed order a base below the previous
+ * unit's: a stage's worker then runs the order instead of interleaving the
+ * tasks of every unit that is ready. */
+int sw_set_task_priority_base(int base);
 /** The StarPU where mask of a task of cl under that restriction (-1: any). */
 int32_t sw_task_where(const struct starpu_codelet *cl);
 
