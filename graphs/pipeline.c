@@ -296,13 +296,13 @@ void sw_pipeline_step(sw_pipeline *s, int step)
     sw_set_task_priority_base(base);
     sw_counter_add(SW_COUNT_LATE_W, s->late_w);
     /* The scratch is dead until the next step: StarPU may drop every copy
-     * instead of keeping (or writing back) it. Once per step, not after
-     * each micro-batch's backward: the next micro-batch's tasks then ran
-     * beside the invalidation and read garbage (deterministically with tp
-     * 2 + sp and 4 micro-batches, tests/test_tp), and the gradient of the
-     * blocks' input is not invalidated at all where it was just sent (a
-     * detached send's read is not waited for: the previous stage received
-     * garbage once in five runs of --pp 2 --grad-accum 4). */
+     * instead of keeping (or writing back) it. Once per step: the next
+     * micro-batch overwrites it anyway. (Invalidating after each
+     * micro-batch once raced -- wrong losses with tp 2 + sp and 4
+     * micro-batches, garbage received by the previous stage -- because
+     * StarPU skipped the partitioning after an invalidation and the tiles'
+     * writes passed the whole tensor's pending readers; sw_tensor_invalidate
+     * orders them now, docs/runtime-notes.md.) */
     sw_scratch_invalidate(s->x);
     sw_params_update(s->x->params, step);
     /* the loss, from the last stage to every other */

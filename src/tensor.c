@@ -307,9 +307,29 @@ void sw_tensor_free(sw_tensor *t)
     free(t);
 }
 
+/* the order-only write's end */
+static void release_ram(void *h) { starpu_data_release_on_node(h, STARPU_MAIN_RAM); }
+
+/* StarPU 1.3's starpu_data_invalidate_submit clears the handle's
+ * "initialized" flag when it is submitted, and starpu_data_partition_submit
+ * on a handle without a value skips its switch task ("No need for
+ * coherency", datawizard/filters.c): the tiles' tasks submitted next would
+ * then wait for nothing submitted before on the whole handle -- neither the
+ * invalidation nor the readers still pending, such as a detached send of
+ * the tensor (StarPU-MPI holds it until the request completes) or the last
+ * micro-batch's GEMMs -- and overwrite the buffer under them (the tiles
+ * alias it). An empty write access right after the invalidation (an
+ * acquire in write mode in main memory: nothing copied, no worker) marks
+ * the handle written again at submission, so the next partitioning submits
+ * its switch task, ordered after the invalidation and everything before
+ * it; the main-memory copy is valid again (with no value: a switch task that
+ * reads an invalidated parent would stop StarPU, "the handle does not have
+ * a valid value"). docs/runtime-notes.md. */
 void sw_tensor_invalidate(sw_tensor *t)
 {
-    starpu_data_invalidate_submit(sw_tensor_whole(t, STARPU_W));
+    starpu_data_handle_t h = sw_tensor_whole(t, STARPU_W);
+    starpu_data_invalidate_submit(h);
+    if (t->nplans) SW_CHECK(starpu_data_acquire_on_node_cb(h, STARPU_MAIN_RAM, STARPU_W, release_ram, h));
 }
 
 static void host_copy(sw_tensor *t, void *buf, int to_tensor)

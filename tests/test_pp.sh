@@ -3,12 +3,12 @@
 # flight under a quota, the step driver.
 # - tests/test_tp against the single-rank model (losses of 3 steps 1e-5,
 #   every gradient of the last 1e-4, on each stage the parameters it holds):
-#   pp 2 and 4 with 1, 4 and 8 micro-batches, 1F1B's quota and GPipe's,
-#   pp x tp + sp, pp x dp + ZeRO-1, pp x Ring, pp x Ulysses, bf16, full
-#   recomputation, clipping (the tied embedding's norm counted once), LLaMA
-#   (untied head); interleaved chunks (--pp-virtual 2) with pp 2 and 4,
-#   1F1B's and GPipe's quotas, tp + sp, dp + ZeRO-1, full recomputation,
-#   LLaMA;
+#   pp 2 and 4 with 1, 4 and 8 micro-batches, pp x tp + sp, pp x dp +
+#   ZeRO-1/3, full recomputation, clipping (the tied embedding's norm
+#   counted once), LLaMA (untied head); interleaved chunks (--pp-virtual 2)
+#   with pp 2, tp + sp; Zero Bubble (tests/test_pp_long.sh, make
+#   check-long, has GPipe's quotas, pp x Ring / Ulysses, bf16, more chunks
+#   and issue 43's combinations);
 # - gpt_train: the bytes sent = the traffic model on every group of every
 #   rank, boundary sends counted (2 per micro-batch on a middle stage), the
 #   bubble report of --trace; the messages per stage with chunks;
@@ -19,31 +19,18 @@
 # equivalence (test_tp: tp = ranks / (dp * pp))
 run 2 --pp 2
 run 2 --pp 2 --grad-accum 4 --dropout 0.1
-run 2 --pp 2 --grad-accum 8 --batch 8 --pp-inflight 8     # GPipe: every micro-batch in flight
 run 4 --pp 4 --layers 4 --grad-accum 4
-run 4 --pp 4 --layers 4 --grad-accum 8 --batch 8 --dropout 0.1
-run 4 --pp 4 --layers 4
 run 4 --pp 2 --sp --grad-accum 4 --dropout 0.1          # pp 2 x tp 2 + sp
 run 4 --pp 2 --dp 2 --zero 1 --grad-accum 2 --batch 8   # pp 2 x dp 2 + ZeRO-1
 run 2 --pp 2 --grad-accum 4 --recompute full --layers 4 --recompute-every 2
 run 2 --pp 2 --grad-accum 4 --clip-grad 0.01
 run 2 --pp 2 --grad-accum 4 --model llama --dropout 0.1
-run 4 --pp 2 --ring 2 --grad-accum 2 --batch 8 --dropout 0.1   # pp 2 x Ring 2 (zigzag)
-run 4 --pp 2 --ulysses 2 --grad-accum 2 --model llama         # pp 2 x Ulysses 2
-run 2 --pp 2 --dtype bf16 --grad-accum 2                      # bf16 GEMMs (each step from the reference's parameters)
 run 4 --pp 2 --dp 2 --zero 3 --grad-accum 2 --batch 8 # pp 2 x dp 2 + ZeRO-3: the tied embedding summed over both ends, then reduce-scattered
 # interleaved chunks (--pp-virtual): stage s runs blocks s and s + pp of 2 pp
 run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --dropout 0.1
-run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 8 --batch 8
-run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2 --pp-inflight 2          # GPipe's quota
-run 4 --pp 4 --pp-virtual 2 --layers 8 --grad-accum 4
 run 4 --pp 2 --pp-virtual 2 --layers 4 --sp --grad-accum 4 --dropout 0.1       # x tp 2 + sp
-run 4 --pp 2 --pp-virtual 2 --layers 4 --dp 2 --zero 1 --grad-accum 2 --batch 8 # x dp 2 + ZeRO-1
-run 2 --pp 2 --pp-virtual 2 --layers 8 --grad-accum 4 --recompute full --recompute-every 2
-run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --model llama --clip-grad 0.01
 # Zero Bubble's split (ZB-H1): B and W units, the weight gradients from the kept output gradients
 run 2 --pp 2 --grad-accum 4 --zero-bubble --dropout 0.1
-run 2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4 --zero-bubble
 # traffic = model, exactly, and the boundary sends counted
 if want "traffic and counters"; then
 for args in "2 --pp 2 --grad-accum 4" "2 --pp 2 --pp-virtual 2 --layers 4 --grad-accum 4" "4 --pp 4 --layers 4 --grad-accum 2" "4 --pp 2 --tp 2 --sp --grad-accum 2" \

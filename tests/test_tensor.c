@@ -4,6 +4,8 @@
 
 #include "testutil.h"
 
+static void set_flag(void *arg) { __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE); }
+
 int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
@@ -67,6 +69,40 @@ int main(int argc, char **argv)
     sw_tensor_read_host(u, b);
     for (int64_t i = 0; i < R * C; i++) ref[i] = 3.0 * a[i];
     tu_close("explicit-size column split then a 3x2 grid", b, ref, R * C, 1e-6, 0);
+
+    /* sw_tensor_invalidate, then a write through tiles: ordered after the
+     * accesses pending on the whole tensor before the invalidation. The
+     * reader here is an acquire held by the application, as StarPU-MPI holds
+     * a detached send's data until the request completes; without the
+     * order-only write after the invalidation (src/tensor.c), StarPU's
+     * partitioning of the "uninitialized" handle skips its switch task and
+     * the tiles' writes run at once, under the reader (docs/runtime-notes.md). */
+    sw_tensor *v = tu_tensor("v", R, C, a);
+    /* as a layer's scratch: tiles written (v += 0 u), then the whole read
+     * (after the unpartitioning), invalidated, tiles written again */
+    for (int i = 0; i < 2; i++)
+        sw_axpy(0.0f, sw_tensor_tiles(u, SW_ROWS, 2, STARPU_R)[i], sw_tensor_tiles(v, SW_ROWS, 2, STARPU_RW)[i]);
+    starpu_data_handle_t hv = sw_tensor_whole(v, STARPU_R);
+    int held = 0;
+    if (starpu_data_acquire_cb(hv, STARPU_R, set_flag, &held)) return 99;
+    while (!__atomic_load_n(&held, __ATOMIC_ACQUIRE)) usleep(1000);
+    sw_tensor_invalidate(v);
+    starpu_data_handle_t *vt = sw_tensor_tiles(v, SW_ROWS, 2, STARPU_W);
+    int wrote = 0;
+    for (int i = 0; i < 2; i++) sw_zero(vt[i]);
+    if (starpu_data_acquire_cb(vt[1], STARPU_R, set_flag, &wrote)) return 99; /* the tiles' writes have run */
+    for (int i = 0; i < 500 && !__atomic_load_n(&wrote, __ATOMIC_ACQUIRE); i++) usleep(1000); /* 0.5 s: they may not */
+    int early = __atomic_load_n(&wrote, __ATOMIC_ACQUIRE), intact = !memcmp(v->data, a, sizeof(float) * R * C);
+    starpu_data_release(hv);
+    while (!__atomic_load_n(&wrote, __ATOMIC_ACQUIRE)) usleep(1000);
+    starpu_data_release(vt[1]);
+    starpu_task_wait_for_all();
+    int zeroed = 1;
+    for (int64_t i = 0; i < R * C; i++) zeroed &= ((float *)v->data)[i] == 0.0f;
+    tu_true("invalidate, then tiles written: the writes wait for the reader held before (not run in 0.5 s, "
+            "the data intact), run once it is released",
+            !early && intact && zeroed);
+    sw_tensor_free(v);
     sw_tensor_free(t);
     sw_tensor_free(u);
     free(a); free(b); free(ref);
