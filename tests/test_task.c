@@ -3,7 +3,8 @@
  * exported trace JSON with its name, phase, layer, step and FLOPs, in the
  * task graph and in sw_stats; its own completion and prologue callbacks
  * still run; it computes what it should. sw_set_task_priority gives the
- * tasks submitted after it that priority, unless they set their own.
+ * tasks submitted after it that priority, unless they set their own;
+ * sw_set_task_priority_base is added to either.
  * Temporaries' buffers (home node -1, as the bf16 GEMM operands) are
  * reused: a second and third one of the same size take no page faults. */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
@@ -200,6 +201,12 @@ int main(int argc, char **argv)
     tu_true("and one that sets its own (STARPU_PRIORITY 2) at 2", probe(2) == 2);
     tu_true("sw_set_task_priority(0) returns 3", sw_set_task_priority(0) == 3);
     tu_true("then a task runs at 0 again", probe(0) == 0);
+    tu_true("sw_set_task_priority_base(40) returns the base it replaces (0)", sw_set_task_priority_base(40) == 0);
+    tu_true("then a task runs at 40, one that sets 2 at 42", probe(0) == 40 && probe(2) == 42);
+    sw_set_task_priority(-2);
+    tu_true("and with sw_set_task_priority(-2) at 38", probe(0) == 38);
+    sw_set_task_priority(0);
+    tu_true("sw_set_task_priority_base(0) returns 40, a task then runs at 0", sw_set_task_priority_base(0) == 40 && probe(0) == 0);
 
     const long f1 = temp_faults(), f2 = temp_faults(), f3 = temp_faults();
     char what[256];
