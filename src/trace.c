@@ -146,6 +146,7 @@ void sw_trace_task_end(void *arg)
     r.phase = a->ctx.phase;
     r.layer = a->ctx.layer;
     r.step = a->ctx.step;
+    r.prio = t->priority;
     copy_name(r.name, sizeof r.name, t->cl && t->cl->name ? t->cl->name : t->name);
     pthread_mutex_lock(&tr.lock);
     *(task_rec *)vec_push(&tr.tasks) = r;

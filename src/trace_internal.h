@@ -19,7 +19,7 @@
 
 typedef struct task_rec {
     double start_us, end_us, bytes, flops;
-    int32_t rank, worker, phase, layer, step, pad_;
+    int32_t rank, worker, phase, layer, step, prio; /* prio: StarPU's priority of the task */
     char name[40];
 } task_rec;
 

@@ -133,8 +133,8 @@ int sw_trace_write_json(const char *path)
         json_x(f, t[i].name, sw_phase_name((sw_phase)t[i].phase), t[i].start_us, t[i].end_us, t[i].rank, t[i].worker);
         fputs("\"op\":", f);
         json_str(f, t[i].name);
-        fprintf(f, ",\"phase\":\"%s\",\"layer\":%d,\"step\":%d,\"bytes\":%.0f,\"flops\":%.0f}}",
-                sw_phase_name((sw_phase)t[i].phase), t[i].layer, t[i].step, t[i].bytes, t[i].flops);
+        fprintf(f, ",\"phase\":\"%s\",\"layer\":%d,\"step\":%d,\"bytes\":%.0f,\"flops\":%.0f,\"prio\":%d}}",
+                sw_phase_name((sw_phase)t[i].phase), t[i].layer, t[i].step, t[i].bytes, t[i].flops, t[i].prio);
     }
     const comm_rec *c = sw_trace_m.mcomms.p;
     for (size_t i = 0; i < sw_trace_m.mcomms.n; i++) {

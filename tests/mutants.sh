@@ -153,6 +153,8 @@ pp-boundary-unmodelled|graphs/pipeline.c|s/        if (j < J - 1) t->forward\[SW
 pp-loss-not-sent|graphs/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
 pp-virtual-placed-contiguously|graphs/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, -1, s->wmask, 0);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
+pp-units-interleaved|graphs/pipeline.c|s/        sw_set_task_priority_base(base + 4 \* (s->units - i));/        (void)i;/|tests/test_pp.sh|bubble report
+update-before-backward|graphs/params.c|s/const int prio = sw_set_task_priority(-2);/const int prio = sw_set_task_priority(0);/|tests/test_pp.sh|bubble report
 pp-virtual-bytes-pool-per-chunk|graphs/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
 pp-virtual-pool-per-chunk|graphs/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
 # the schedule (graphs/schedule.c, a pure function) and the driver's channels, by its unit test

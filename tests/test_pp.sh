@@ -59,6 +59,19 @@ rc=$?
 n=$(grep -c '^bubble: stage [01]: [0-9.]*% of the step without compute .* = 20.0%, interleaved .* = 20.0% (v = 1; quota 1F1B)$' "$TMPD/out")
 [ "$rc" = 0 ] && [ "$n" = 2 ] || cat "$TMPD/out"
 check "gpt_train --pp 2 --trace: a bubble line per stage ($n) beside 1F1B's 20.0% (exit $rc)" [ "$rc" = 0 -a "$n" = 2 ]
+# the task priorities in that trace (args.prio): every update task (adamw) at -2, below the backward; the
+# forward tasks of each stage on at least 4 priority bases (one per micro-batch's forward unit, in the order
+# the schedule computed: sw_set_task_priority_base), every one of them above the update's
+prios=$(python3 -c '
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and "prio" in e.get("args", {})]
+for r in (0, 1):
+    upd = {e["args"]["prio"] for e in ev if e["pid"] == r and e["name"] == "adamw"}
+    fwd = {e["args"]["prio"] // 4 for e in ev if e["pid"] == r and e["args"]["phase"] == "forward"}
+    print("%s:%d:%d" % (",".join(map(str, sorted(upd))), len(fwd), min(fwd) * 4 if fwd else -99), end=" ")
+' "$TMPD/pp.json" 2>&1)
+check "gpt_train --pp 2 --trace: per stage the update's priorities:forward bases:lowest forward base ($prios) = -2:>=4:>0" \
+  sh -c "echo '$prios' | awk '{ for (i = 1; i <= NF; i++) { split(\$i, a, \":\"); if (a[1] != \"-2\" || a[2] < 4 || a[3] <= 0) exit 1 } exit NF != 2 }'"
 fi
 # --dw-last (a priority, not Zero Bubble's split): the weight-gradient tasks at priority -1 on both stages (counted by
 # task_priority: more tasks prioritised than without), the losses of 3 steps bit for bit the same
