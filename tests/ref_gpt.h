@@ -1,5 +1,5 @@
 /* Plain serial double-precision reference of the starweave GPT-2 model
- * (graphs/gpt.c, include/starweave/graphs.h), for the model tests.
+ * (graphs/models/gpt.c, include/starweave/graphs.h), for the model tests.
  * No StarPU, no threads: straight loops, llm.c style forward/backward pairs.
  *
  * Model: tokens/targets [T = seq*batch] in [s, b] order (row = pos*batch + b).

@@ -268,7 +268,7 @@ void sw_grid_attention_backward(sw_ctx *x, sw_grid_attention *a, const sw_grid_s
 
 /* ------------------------------------------------------- the DiT model */
 
-/** The DiT model of examples/dit_train (graphs/dit_model.c, where its
+/** The DiT model of examples/dit_train (graphs/models/dit_model.c, where its
  * equations are written out): a spatial-temporal video diffusion
  * transformer (Open-Sora's STDiT) from the layers above. Per sample the
  * latents [frames, height, width, channels] are patchified into

@@ -49,7 +49,7 @@
  * micro-batch keeps its slot until its W, every stage up to the first
  * stage's quota (1F1B's peak memory: later stages hold more than under
  * 1F1B), and an idle stage starts a forward, else a B, else its oldest W
- * (graphs/schedule.h). */
+ * (graphs/step/schedule.h). */
 #ifndef STARWEAVE_PIPELINE_H
 #define STARWEAVE_PIPELINE_H
 

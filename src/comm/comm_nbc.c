@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "codelet_util.h"
-#include "sim_smpi.h"
+#include "core/sim_smpi.h"
 #include "starweave/comm.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "layer_util.h"
-#include "params_internal.h"
+#include "train/params_internal.h"
 #include "starweave/mesh.h"
 #include "starweave/runtime.h"
 

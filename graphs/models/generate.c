@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gpt_internal.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/heads.h"
 #include "starweave/runtime.h"
 

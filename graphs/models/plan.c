@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layer_util.h"
-#include "schedule.h"
+#include "layers/layer_util.h"
+#include "step/schedule.h"
 #include "starweave/plan.h"
 #include "starweave/mesh.h"
 #include "starweave/ops.h"

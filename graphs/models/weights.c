@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "bf16.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/runtime.h"
 
 #define LLMC_MAGIC 20240326

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/graphs.h"
 
 

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer_util.h"
-#include "params_internal.h"
+#include "layers/layer_util.h"
+#include "train/params_internal.h"
 #include "schedule.h"
 #include "starweave/pipeline.h"
 #include "starweave/runtime.h"

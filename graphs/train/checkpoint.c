@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/mesh.h"
 #include "starweave/runtime.h"
 

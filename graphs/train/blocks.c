@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/blocks.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"

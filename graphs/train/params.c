@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "codelet_util.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "params_internal.h"
 #include "philox.h"
 #include "starweave/mesh.h"

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "gpt_internal.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/graphs.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"

@@ -5,7 +5,7 @@
  * only to serve the collectives' decomposition (op chosen at run time,
  * variable number of buffers) and are not ops a graph builder submits. */
 #include "starweave/comm.h"
-#include "sim_smpi.h"
+#include "core/sim_smpi.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
-#include "comm_p2p.h"
+#include "comm/comm_p2p.h"
 #include "sim_smpi.h"
 
 #include <cblas.h>
