@@ -320,6 +320,7 @@ cli-no-suggestion|examples/cli.c|s/const char \*near = nearest(flags, a, len);/c
 cli-help-without-flags|examples/cli.c|s/        int col = fprintf(out, "%s", left);/        int col = 0; continue;/|tests/test_cli.sh|
 # docs/layout.md names every source file (tests/test_layout.sh)
 layout-doc-file-missing|docs/layout.md|/`trace_dag.c`/d|tests/test_layout.sh|
+structure-codelet-includes-mesh|codelets/gelu.c|s/^#include "codelet_util.h"/#include "codelet_util.h"\n#include "starweave\/mesh.h"/|tests/test_structure.sh|
 EOF
 }
 

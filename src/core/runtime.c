@@ -4,7 +4,7 @@
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
-#include "comm/comm_p2p.h"
+#include "p2p.h"
 #include "sim_smpi.h"
 
 #include <cblas.h>
@@ -122,19 +122,20 @@ static int env_int(const char *name, int fallback)
  * idle worker that sleeps a little instead leaves the core to the
  * progression thread and wakes up (preempting it) within the sleep time.
  * The worker sleeps only while the rank has point-to-point requests
- * outstanding (comm_p2p.h): without them the progression thread has
+ * outstanding (p2p.h): without them the progression thread has
  * nothing to do, and a sleeping worker only delays the next task -- and
  * the collectives MPI runs (comm_nbc.c), whose requests idle workers test.
  * Where the node's ranks have more workers than it has cores, idle workers
  * always sleep: spinning ones take the cores from the working threads of
  * other ranks. bench/idle.sh measures the three choices (BENCHMARKS.md,
  * "Collective latency"). */
+int sw_p2p_pending; /* p2p.h: kept by src/comm/comm.c */
 static long idle_sleep_ns;
 static int idle_always; /* more workers on the node than cores */
 static unsigned idle_hook(void *arg)
 {
     (void)arg;
-    if (!idle_always && !sw_comm_p2p_pending()) return 0;
+    if (!idle_always && !__atomic_load_n(&sw_p2p_pending, __ATOMIC_RELAXED)) return 0;
     struct timespec ts = {0, idle_sleep_ns};
     nanosleep(&ts, NULL);
     return 0;
