@@ -38,15 +38,15 @@ tp-f-backward-unreduced|graphs/layers/mappings.c|s/^        sw_allreduce(tp->com
 sp-replicated-grad-unsummed|graphs/layers/mappings.c|s/if (active(tp) \&\& tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);/(void)grad;/|tests/test_tp.sh|llama --sp --kv-heads 1
 custom-model-sp-ignored|examples/custom_model.c|s/xc.tp = tp, xc.sp = sp,/xc.tp = tp, xc.sp = 0,/|tests/test_custom_model.sh|
 custom-model-bidirectional-causal|examples/custom_model.c|s/ac.causal = !bidirectional;/ac.causal = 1;/|tests/test_custom_model.sh|
-bf16-linear-backward-fp32|graphs/layers/layers.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
-linear-dx-priority-off|graphs/layers/layers.c|s/int prio = sw_set_task_priority(dx_first);/int prio = sw_set_task_priority(0);/|tests/test_tp.sh|traffic and counters
-bf16-linear-dx-fp32|graphs/layers/layers.c|s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dy), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_gpt_ref|
-bf16-linear-dw-fp32|graphs/layers/layers.c|/^static void gemm_backward_dw/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(in));/starpu_data_handle_t x16 = whole_r(in);/;s/sw_gemm(sw_tensor_split(dyg, SW_COLS/sw_gemm(sw_tensor_split(dy, SW_COLS/;/^static void gemm_backward_dw/,/^}/s/op_done(x, x16);/(void)dyg;/|tests/test_gpt_ref|
+bf16-linear-backward-fp32|graphs/layers/linear.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
+linear-dx-priority-off|graphs/layers/linear.c|s/int prio = sw_set_task_priority(dx_first);/int prio = sw_set_task_priority(0);/|tests/test_tp.sh|traffic and counters
+bf16-linear-dx-fp32|graphs/layers/linear.c|s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dy), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_gpt_ref|
+bf16-linear-dw-fp32|graphs/layers/linear.c|/^static void gemm_backward_dw/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(in));/starpu_data_handle_t x16 = whole_r(in);/;s/sw_gemm(sw_tensor_split(dyg, SW_COLS/sw_gemm(sw_tensor_split(dy, SW_COLS/;/^static void gemm_backward_dw/,/^}/s/op_done(x, x16);/(void)dyg;/|tests/test_gpt_ref|
 bf16-lm-head-forward-fp32|graphs/layers/layers.c|/^void sw_lm_head_forward/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(hd->in));/starpu_data_handle_t x16 = whole_r(hd->in);/;/^void sw_lm_head_forward/,/^}/s/sw_tensor_tiles(gemm_w(x, hd->w)/sw_tensor_tiles(param(x, hd->w)/;/^void sw_lm_head_forward/,/^}/s/    op_done(x, x16);//|tests/test_gpt_ref|
 bf16-weights-cast-once|graphs/models/gpt.c|s/if (x->micro == 0) sw_params_cast_bf16(m->params);/if (x->micro == 0 \&\& step == 1) sw_params_cast_bf16(m->params);/|tests/test_gpt_ref|
 bf16-truncating|codelets/bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u \&= 0xffff0000u;/|tests/test_gpt_ref|
 residual-dropout-off|graphs/layers/layers.c|s/    sw_tensor \*tmp = x->c.dropout > 0.0f ? sw_scratch/    sw_tensor *tmp = 0 ? sw_scratch/;s/    if (x->c.dropout == 0.0f) return dout;/    return dout;/|tests/test_gpt_ref|
-zigzag-off|graphs/layers/layers.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
+zigzag-off|graphs/layers/context.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
 dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
 # the planner: a rule the planner alone forgets (the model's rules with pipeline stages), caught by the cross-check with gpt_train's own validation
 plan-rules-skipped-with-pp|graphs/models/plan.c|s/    if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;/    if (sw_gpt_config_check(cfg, msg, n) != 0 \&\& cfg->pp == 1) return -1;/|tests/test_plan.sh|crosscheck
@@ -64,15 +64,15 @@ zero1-params-ungathered|graphs/train/params.c|s/sw_allgather_inplace(p->comm, p-
 # heads: pooling, the pooled head's gradient rule, the loss's scale, the per-sequence loader
 pool-allreduce-dropped|graphs/layers/heads.c|s/    if (pool_group(x, \&g)) sw_allreduce(x->comm, g, pooled, SW_SUM);/    (void)g;/|tests/test_encoder.sh|^$
 pool-first-local-position|graphs/layers/heads.c|s/if (sw_ctx_position(x, i) == 0)/if (i == 0)/|tests/test_encoder.sh|^--pool-first$
-same-rows-tp-summed|graphs/layers/layers.c|s/if (rows == x->B) cand\[n++\] = x->U \* x->R > 1 ? RULE_SEQ : RULE_PLAIN;/if (rows == x->B) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^$
-same-rows-cp-unscaled|graphs/layers/layers.c|s/               ? 1.0f \/ (float)(x->U \* x->R)$/               ? 1.0f/|tests/test_encoder.sh|^$
+same-rows-tp-summed|graphs/layers/linear.c|s/if (rows == x->B) cand\[n++\] = x->U \* x->R > 1 ? RULE_SEQ : RULE_PLAIN;/if (rows == x->B) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^$
+same-rows-cp-unscaled|graphs/layers/linear.c|s/               ? 1.0f \/ (float)(x->U \* x->R)$/               ? 1.0f/|tests/test_encoder.sh|^$
 # the replicated linear's rule from its rows, the attention's QKV linear, the loss on every stage, the registry against the context
-replicated-all-rows-summed|graphs/layers/layers.c|s/if (rows == x->T) cand\[n++\] = RULE_PLAIN;/if (rows == x->T) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
-replicated-local-rows-unsummed|graphs/layers/layers.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
-replicated-rows-unchecked|graphs/layers/layers.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
+replicated-all-rows-summed|graphs/layers/linear.c|s/if (rows == x->T) cand\[n++\] = RULE_PLAIN;/if (rows == x->T) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
+replicated-local-rows-unsummed|graphs/layers/linear.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
+replicated-rows-unchecked|graphs/layers/linear.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
 qkv-linear-unchecked|graphs/layers/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_sharding.sh|qkv-plain
 pipeline-loss-stage-local|graphs/step/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_sharding.sh|loss every rank
-ctx-registry-unchecked|graphs/layers/layers.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
+ctx-registry-unchecked|graphs/layers/context.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
 seq-loss-scale-local|graphs/layers/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
 seq-targets-micro-ignored|graphs/layers/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
 row-mse-loss-rows-unreduced|graphs/layers/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$
@@ -93,7 +93,7 @@ mlm-ignore-index-unset|examples/encoder_mlm.c|s/, sw_lm_head_set_ignore_index(m-
 # the key-padding mask: the lengths in the kernels' prefix rule, and reaching the tiles
 attn-key-length-ignored|codelets/attention_common.h|s/    int64_t lim = klen - kb;/    int64_t lim = INT64_MAX - kb;/|tests/test_attention|
 attn-key-padding-unset|graphs/layers/attention.c|s/        r.key_padding = 1;/        r.key_padding = 0;/|tests/test_encoder_mlm.sh|^key padding$
-key-lengths-local-batch|graphs/layers/layers.c|s/len + sw_ctx_micro_batch_first(x, k),/len + (size_t)k * x->B,/|tests/test_encoder_mlm.sh|^2 --dp 2 --pad$
+key-lengths-local-batch|graphs/layers/context.c|s/len + sw_ctx_micro_batch_first(x, k),/len + (size_t)k * x->B,/|tests/test_encoder_mlm.sh|^2 --dp 2 --pad$
 # block policies: recomputation, offload
 recompute-full-no-refill|graphs/train/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
 memory-model-input-unkept|graphs/train/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|
@@ -119,7 +119,7 @@ cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\
 load-ids-unchecked|graphs/models/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
 norm-mean-unchecked|graphs/layers/layers.c|s/^    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);$//|tests/test_misuse.sh|
-x-gathered-unchecked|graphs/layers/layers.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
+x-gathered-unchecked|graphs/layers/linear.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
 params-unallocated-unchecked|graphs/layers/layer_util.h|s/^    if (!sw_params_allocated(x->params, i))$/    if (0)/|tests/test_misuse.sh|
 # refusals: units forgotten, a ZeRO-3 parameter outside its unit, a rule one rank sees alone, the submit helpers' exit status
 units-unchecked|graphs/train/params.c|s/^    if (named == layers .*) return;$/    return;/|tests/test_misuse.sh|^np=2 units-
@@ -168,13 +168,13 @@ pp-channels-from-zero|graphs/step/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 
 # Zero Bubble's split: W's place in the schedule, the slot kept until W, the kept output gradients, the two reductions
 zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
 zb-slot-freed-at-b|graphs/step/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
-zb-w-reads-scratch-dy|graphs/layers/layers.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
+zb-w-reads-scratch-dy|graphs/layers/linear.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
 zb-w-grads-summed-at-b|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
 zb-kept-dy-undeclared|graphs/models/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
 pp-offload-micro-slots-shared|graphs/train/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 full-offload-kept-not-onloaded|graphs/train/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full
 full-offload-kept-bytes-unmodelled|graphs/train/blocks.c|s/if (kin) streams += (n + K - 1) \/ K < 2 ? 1 : 2;/(void)kin;/|tests/test_memory.sh|offload
-pp-dw-last-ignored|graphs/layers/layers.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
+pp-dw-last-ignored|graphs/layers/linear.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
 custom-model-pp-ignored|examples/custom_model.c|s/.dp = dp, .pp = pp});/.dp = dp, .pp = 1});/|tests/test_pp.sh|custom model
 # generation: the KV cache, positions, rotary, the tp candidates
 gen-cache-not-appended|graphs/layers/attention.c|s/    sw_copy_rows(part\[1\], sw_tensor_whole(kv->k, STARPU_RW), p0 \* x->B);/    (void)0;/|tests/test_generate.sh|
@@ -310,7 +310,7 @@ dit-memory-loss-copy-missed|graphs/models/dit_model.c|s/(sw_params_runs_unit(m->
 dit-own-bytes-cond-missed|graphs/models/dit_model.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
 dit-own-bytes-one-micro-batch|graphs/models/dit_model.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
 zero-pool-token-unmodelled|graphs/train/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
-scratch-bytes-first-skipped|graphs/layers/layers.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
+scratch-bytes-first-skipped|graphs/layers/context.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
 # the programs' command line (examples/cli.c): an unknown flag skipped, a range, a number or trailing junk unchecked, no nearest flag named, --help without the flags
 cli-unknown-flag-skipped|examples/cli.c|s/^        if (!f) {/        if (!f)\n            continue;\n        if (0) {/|tests/test_cli.sh|
 cli-int-range-unchecked|examples/cli.c|s/if ((double)x < f->min .. (double)x > f->max)/if (0)/|tests/test_cli.sh|

@@ -63,6 +63,19 @@ struct sw_ctx_log {
     signed char *rows;
     int nrows;
 };
+/* a parameter every TP rank holds whole (norms, embeddings' positions, biases) */
+static const sw_shard replicated = {0, 0, {0}, {0}, {0}};
+/* a replicated linear's rows rule (linear.c's replicated_rule, sw_ctx_log.rows, the traffic model) */
+enum { RULE_SUM_TP = 1, RULE_PLAIN = 2, RULE_SEQ = 3 };
+/* context.c: the scratch tensor (name, dt, shape) of x, created on first use
+ * (sw_scratch: fp32; keep: sw_scratch_invalidate leaves it), and whether t
+ * is one of x's scratch tensors */
+sw_tensor *sw_scratch_typed(sw_ctx *x, const char *name, sw_dtype dt, int64_t rows, int64_t cols, int keep);
+int sw_is_scratch(const sw_ctx *x, const sw_tensor *t);
+/* linear.c: registers parameter name+suffix [rows, cols] of this TP rank's shard in the
+ * context's registry (every layer's parameters); returns its index */
+int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_shard shard,
+                       int gemm, float std, float value);
 /* the linear whose sw_linear_forward wrote y last; NULL: none recorded */
 const sw_linear *sw_ctx_writer(const sw_ctx *x, const sw_tensor *y);
 static inline sw_tensor *param(const sw_ctx *x, int i) { return sw_params_value(x->params, i); }
