@@ -56,7 +56,7 @@ struct sw_comm {
     MPI_Comm p2p_comm[SW_GROUP_COUNT];
     /* StarPU-MPI's messages of the collectives: a communicator of their
      * own, so that in simulation it names StarPU-MPI's thread as each
-     * rank's sender (src/sim_smpi.cc), where the mesh's names main */
+     * rank's sender (src/core/sim_smpi.cc), where the mesh's names main */
     MPI_Comm coll_comm[SW_GROUP_COUNT];
     int64_t *p2p_sent[SW_GROUP_COUNT], *p2p_received[SW_GROUP_COUNT];
     int is_virtual;                    /* made by sw_comm_virtual: no communicator, for the models only */

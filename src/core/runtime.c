@@ -214,7 +214,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     /* Simulated: StarPU's main (starpu_simgrid_wrap.h renames the
      * program's) initialised the rank's SMPI process, which became
      * StarPU-MPI's progression thread and started main in an actor of its
-     * own: that actor joins the rank's MPI process (src/sim_smpi.cc). */
+     * own: that actor joins the rank's MPI process (src/core/sim_smpi.cc). */
     if (sw_simulated() && sw_sim_adopt_main() != 0) {
         fprintf(stderr, "starweave: simulated, but the program was not started by starpu_smpirun through StarPU's "
                         "main (docs/simulation.md)\n");
@@ -262,7 +262,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
 #ifdef STARPU_SIMGRID
     /* The buffers StarPU allocates in main RAM (temporaries, StarPU-MPI's
      * receive buffers) are folded like the tensors' home buffers
-     * (src/tensor.c): a model far larger than this machine is simulated on
+     * (src/core/tensor.c): a model far larger than this machine is simulated on
      * it. StarPU still counts them (STARPU_MALLOC_COUNT). */
     starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM,
                                             STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT | STARPU_MALLOC_SIMULATION_FOLDED);
