@@ -103,7 +103,7 @@ t1=$(date +%s.%N)
 # StarPU warns at every task whose history model has fewer than 10
 # samples of its size (it uses them anyway): one line per model instead
 # (and two lines that are no news: SMPI reports MPI_THREAD_SINGLE, whose
-# limits src/sim_smpi.cc lifts; SMPI does not time host code, as intended)
+# limits src/core/sim_smpi.cc lifts; SMPI does not time host code, as intended)
 # StarPU-MPI's end under SMPI: its receives of message envelopes stay
 # posted on the communicators whose last envelope came before the end, and
 # SMPI's MPI_Cancel does not wake the SimGrid actors StarPU-MPI left waiting

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch timing peer for the starweave GPT-2 benchmark (W124 by default).
 
-Same architecture as graphs/gpt.c: learned positions, pre-LN blocks, fused
+Same architecture as graphs/models/gpt.c: learned positions, pre-LN blocks, fused
 qkv projection (columns [q | k | v]), causal attention (grouped-query with
 --kv-heads < --heads: K/V heads repeat_interleave'd to the query heads), 4h
 tanh-GELU MLP, tied LM head over the

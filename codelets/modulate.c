@@ -7,7 +7,7 @@
  *   gate fwd:     out = res + gate[b] * branch
  *   gate bwd:     dbranch = gate[b] * dy; dgate[b] = sum_r dy * branch
  * The sums run in double, over the rows in order (the CUDA kernels too).
- * The layers (graphs/dit.c) pass the h-column chunks of the modulation
+ * The layers (graphs/layers/dit.c) pass the h-column chunks of the modulation
  * [B, k h] as strided handles. */
 #include "codelet_util.h"
 #include "starweave/ops.h"

@@ -1,7 +1,7 @@
 /* Mean-squared-error pieces over a block of predictions and targets.
  *   fwd: out[1,1] = alpha * sum (pred - tgt)^2 (in double, row-major order)
  *   bwd: dpred = 2 alpha (pred - tgt)
- * alpha is 1 / (the elements the mean is over); the layer (graphs/heads.c)
+ * alpha is 1 / (the elements the mean is over); the layer (graphs/layers/heads.c)
  * picks it for the global batch. */
 #include "codelet_util.h"
 #include "starweave/ops.h"

@@ -2,7 +2,7 @@
  * y with the first two row axes swapped,
  *   y[(i2 n1 + i1) n3 + i3] = x[(i1 n2 + i2) n3 + i3]
  * (a copy; its inverse, and so its backward, swaps back: n1 and n2
- * exchanged). The video attention (graphs/dit.c) switches the tokens of
+ * exchanged). The video attention (graphs/layers/dit.c) switches the tokens of
  * frame-major rows [frame, patch, sample] to [patch, frame, sample] with
  * it. */
 #include <string.h>

@@ -4,7 +4,7 @@
  *        np = 0 writes zeros)
  *   bwd: dx[i*B + b, c] = alpha * dy[b,c] for i in p0 .. p0+np-1, else 0
  * Mean pooling is every position with alpha = 1/seq, first-token pooling
- * position 0 alone with alpha 1 (the layer, graphs/heads.c, picks them).
+ * position 0 alone with alpha 1 (the layer, graphs/layers/heads.c, picks them).
  * With per-sequence lengths (sw_pool_fwd_len, a padded batch) only the
  * positions i whose global position is below len[b] count, and sequence b
  * is scaled by alpha / len[b] (in double); without them nothing changes. */

@@ -1,5 +1,5 @@
 /* dit_train: trains the DiT of the library (dit.h: sw_dit_create; its equations in
- * graphs/dit_model.c), a spatial-temporal video diffusion transformer
+ * graphs/models/dit_model.c), a spatial-temporal video diffusion transformer
  * (Open-Sora's STDiT), on deterministic synthetic latents:
  *
  *   latents x0 [frames, height, width, channels] per sample (a smooth pattern),

@@ -27,31 +27,31 @@ jobs=$(nproc 2>/dev/null || echo 2)
 mutants() {
   cat <<'EOF'
 # collectives and the traffic they count
-comm-model-reduce-scatter|src/comm.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
-comm-mpi-reduce-scatter-bytes|src/comm_nbc.c|s/sent = SW_NUMEL_OF(buffers\[1\]) - f.counts\[me\];/sent = SW_NUMEL_OF(buffers[1]);/|tests/test_tp.sh|traffic and counters
-clip-allreduce-unmodelled|graphs/params.c|s/if (c->clip_grad > 0) g\[SW_GROUP_WORLD\]/if (0) g[SW_GROUP_WORLD]/|tests/test_tp.sh|traffic and counters
-comm-ring-allreduce-chunk|src/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|collectives np=[23]
-comm-mpi-max-as-sum|src/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|collectives np=2
-mpi-ends-never-deferred|src/comm_nbc.c|s/if (MPI_Wtime() - t0 > nbc.spin_s) break;/if (0) break;/|tests/test_comm.sh|deferred
+comm-model-reduce-scatter|src/comm/comm.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
+comm-mpi-reduce-scatter-bytes|src/comm/comm_nbc.c|s/sent = SW_NUMEL_OF(buffers\[1\]) - f.counts\[me\];/sent = SW_NUMEL_OF(buffers[1]);/|tests/test_tp.sh|traffic and counters
+clip-allreduce-unmodelled|graphs/train/params.c|s/if (c->clip_grad > 0) g\[SW_GROUP_WORLD\]/if (0) g[SW_GROUP_WORLD]/|tests/test_tp.sh|traffic and counters
+comm-ring-allreduce-chunk|src/comm/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|collectives np=[23]
+comm-mpi-max-as-sum|src/comm/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|collectives np=2
+mpi-ends-never-deferred|src/comm/comm_nbc.c|s/if (MPI_Wtime() - t0 > nbc.spin_s) break;/if (0) break;/|tests/test_comm.sh|deferred
 # layers: the f/g operators, sequence parallelism, bf16 operands
-tp-f-backward-unreduced|graphs/mappings.c|s/^        sw_allreduce(tp->comm, SW_GROUP_TP, partial, SW_SUM);/        (void)partial;/|tests/test_tp.sh|^np=2 $
-sp-replicated-grad-unsummed|graphs/mappings.c|s/if (active(tp) \&\& tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);/(void)grad;/|tests/test_tp.sh|llama --sp --kv-heads 1
+tp-f-backward-unreduced|graphs/layers/mappings.c|s/^        sw_allreduce(tp->comm, SW_GROUP_TP, partial, SW_SUM);/        (void)partial;/|tests/test_tp.sh|^np=2 $
+sp-replicated-grad-unsummed|graphs/layers/mappings.c|s/if (active(tp) \&\& tp->sp) sw_allreduce(tp->comm, SW_GROUP_TP, grad, SW_SUM);/(void)grad;/|tests/test_tp.sh|llama --sp --kv-heads 1
 custom-model-sp-ignored|examples/custom_model.c|s/xc.tp = tp, xc.sp = sp,/xc.tp = tp, xc.sp = 0,/|tests/test_custom_model.sh|
 custom-model-bidirectional-causal|examples/custom_model.c|s/ac.causal = !bidirectional;/ac.causal = 1;/|tests/test_custom_model.sh|
-bf16-linear-backward-fp32|graphs/layers.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
-linear-dx-priority-off|graphs/layers.c|s/int prio = sw_set_task_priority(dx_first);/int prio = sw_set_task_priority(0);/|tests/test_tp.sh|traffic and counters
-bf16-linear-dx-fp32|graphs/layers.c|s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dy), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_gpt_ref|
-bf16-linear-dw-fp32|graphs/layers.c|/^static void gemm_backward_dw/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(in));/starpu_data_handle_t x16 = whole_r(in);/;s/sw_gemm(sw_tensor_split(dyg, SW_COLS/sw_gemm(sw_tensor_split(dy, SW_COLS/;/^static void gemm_backward_dw/,/^}/s/op_done(x, x16);/(void)dyg;/|tests/test_gpt_ref|
-bf16-lm-head-forward-fp32|graphs/layers.c|/^void sw_lm_head_forward/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(hd->in));/starpu_data_handle_t x16 = whole_r(hd->in);/;/^void sw_lm_head_forward/,/^}/s/sw_tensor_tiles(gemm_w(x, hd->w)/sw_tensor_tiles(param(x, hd->w)/;/^void sw_lm_head_forward/,/^}/s/    op_done(x, x16);//|tests/test_gpt_ref|
-bf16-weights-cast-once|graphs/gpt.c|s/if (x->micro == 0) sw_params_cast_bf16(m->params);/if (x->micro == 0 \&\& step == 1) sw_params_cast_bf16(m->params);/|tests/test_gpt_ref|
+bf16-linear-backward-fp32|graphs/layers/linear.c|/^static void gemm_backward_dw/,/^}/{s/op16(x, whole_r(in))/whole_r(in)/;s/op_done(x, x16);//};s/    if (bf16_gemms(x)) {$/    if (0) {/;s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_tp.sh|bf16 GEMM counters
+linear-dx-priority-off|graphs/layers/linear.c|s/int prio = sw_set_task_priority(dx_first);/int prio = sw_set_task_priority(0);/|tests/test_tp.sh|traffic and counters
+bf16-linear-dx-fp32|graphs/layers/linear.c|s/sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w)/sw_gemm(whole_r(dy), 0, sw_tensor_tiles(param(x, l->w)/|tests/test_gpt_ref|
+bf16-linear-dw-fp32|graphs/layers/linear.c|/^static void gemm_backward_dw/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(in));/starpu_data_handle_t x16 = whole_r(in);/;s/sw_gemm(sw_tensor_split(dyg, SW_COLS/sw_gemm(sw_tensor_split(dy, SW_COLS/;/^static void gemm_backward_dw/,/^}/s/op_done(x, x16);/(void)dyg;/|tests/test_gpt_ref|
+bf16-lm-head-forward-fp32|graphs/layers/layers.c|/^void sw_lm_head_forward/,/^}/s/starpu_data_handle_t x16 = op16(x, whole_r(hd->in));/starpu_data_handle_t x16 = whole_r(hd->in);/;/^void sw_lm_head_forward/,/^}/s/sw_tensor_tiles(gemm_w(x, hd->w)/sw_tensor_tiles(param(x, hd->w)/;/^void sw_lm_head_forward/,/^}/s/    op_done(x, x16);//|tests/test_gpt_ref|
+bf16-weights-cast-once|graphs/models/gpt.c|s/if (x->micro == 0) sw_params_cast_bf16(m->params);/if (x->micro == 0 \&\& step == 1) sw_params_cast_bf16(m->params);/|tests/test_gpt_ref|
 bf16-truncating|codelets/bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u \&= 0xffff0000u;/|tests/test_gpt_ref|
-residual-dropout-off|graphs/layers.c|s/    sw_tensor \*tmp = x->c.dropout > 0.0f ? sw_scratch/    sw_tensor *tmp = 0 ? sw_scratch/;s/    if (x->c.dropout == 0.0f) return dout;/    return dout;/|tests/test_gpt_ref|
-zigzag-off|graphs/layers.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
+residual-dropout-off|graphs/layers/layers.c|s/    sw_tensor \*tmp = x->c.dropout > 0.0f ? sw_scratch/    sw_tensor *tmp = 0 ? sw_scratch/;s/    if (x->c.dropout == 0.0f) return dout;/    return dout;/|tests/test_gpt_ref|
+zigzag-off|graphs/layers/context.c|s/    if (x->zig) {/    if (0) {/|tests/test_tp.sh|^np=2 --ring 2 --dropout
 dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
 # the planner: a rule the planner alone forgets (the model's rules with pipeline stages), caught by the cross-check with gpt_train's own validation
-plan-rules-skipped-with-pp|graphs/plan.c|s/    if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;/    if (sw_gpt_config_check(cfg, msg, n) != 0 \&\& cfg->pp == 1) return -1;/|tests/test_plan.sh|crosscheck
+plan-rules-skipped-with-pp|graphs/models/plan.c|s/    if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;/    if (sw_gpt_config_check(cfg, msg, n) != 0 \&\& cfg->pp == 1) return -1;/|tests/test_plan.sh|crosscheck
 # CPU GEMM backends
-sw-gemm-env-ignored|src/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
+sw-gemm-env-ignored|src/core/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
 gemm-backend-unset|codelets/gemm.c|s/^    backend = b;$/    (void)b;/|tests/test_gemm|
 onednn-calls-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && m > 0/if (0 \&\& backend == SW_GEMM_ONEDNN \&\& m > 0/|tests/test_gemm|
 onednn-openblas-without-avx512|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN && m > 0/if (backend == SW_GEMM_ONEDNN \&\& onednn_has(dnnl_cpu_isa_avx512_core) \&\& m > 0/|tests/test_gemm_isa.sh|
@@ -59,181 +59,181 @@ onednn-widened-bf16-to-openblas|codelets/gemm.c|s/if (backend == SW_GEMM_ONEDNN 
 bf16-always-widened|codelets/gemm.c|s/const int widen = bf16 \&\& !sw_gemm_bf16_native();/const int widen = bf16;/|tests/test_bf16|
 onednn-cache-key-without-ld|codelets/gemm.c|s/if (!memcmp(&c->e\[i\].key, k, sizeof \*k)) e = &c->e\[i\];/if (!memcmp(\&c->e[i].key, k, 3 * sizeof(int)) \&\& !memcmp(\&c->e[i].key.transA, \&k->transA, sizeof *k - 6 * sizeof(int))) e = \&c->e[i];/|tests/test_gemm|
 # the registry: data-parallel buckets, ZeRO-1
-dp-buckets-unreduced|graphs/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout
-zero1-params-ungathered|graphs/params.c|s/sw_allgather_inplace(p->comm, p->c.grad_group, t);/(void)t;/|tests/test_tp.sh|zero 1 --dropout
+dp-buckets-unreduced|graphs/train/params.c|s/if (p->gn > 1 \&\& !p->c.zero) sw_allreduce(/if (0) sw_allreduce(/|tests/test_tp.sh|^np=2 --dp 2 --dropout
+zero1-params-ungathered|graphs/train/params.c|s/sw_allgather_inplace(p->comm, p->c.grad_group, t);/(void)t;/|tests/test_tp.sh|zero 1 --dropout
 # heads: pooling, the pooled head's gradient rule, the loss's scale, the per-sequence loader
-pool-allreduce-dropped|graphs/heads.c|s/    if (pool_group(x, \&g)) sw_allreduce(x->comm, g, pooled, SW_SUM);/    (void)g;/|tests/test_encoder.sh|^$
-pool-first-local-position|graphs/heads.c|s/if (sw_ctx_position(x, i) == 0)/if (i == 0)/|tests/test_encoder.sh|^--pool-first$
-same-rows-tp-summed|graphs/layers.c|s/if (rows == x->B) cand\[n++\] = x->U \* x->R > 1 ? RULE_SEQ : RULE_PLAIN;/if (rows == x->B) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^$
-same-rows-cp-unscaled|graphs/layers.c|s/               ? 1.0f \/ (float)(x->U \* x->R)$/               ? 1.0f/|tests/test_encoder.sh|^$
+pool-allreduce-dropped|graphs/layers/heads.c|s/    if (pool_group(x, \&g)) sw_allreduce(x->comm, g, pooled, SW_SUM);/    (void)g;/|tests/test_encoder.sh|^$
+pool-first-local-position|graphs/layers/heads.c|s/if (sw_ctx_position(x, i) == 0)/if (i == 0)/|tests/test_encoder.sh|^--pool-first$
+same-rows-tp-summed|graphs/layers/linear.c|s/if (rows == x->B) cand\[n++\] = x->U \* x->R > 1 ? RULE_SEQ : RULE_PLAIN;/if (rows == x->B) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^$
+same-rows-cp-unscaled|graphs/layers/linear.c|s/               ? 1.0f \/ (float)(x->U \* x->R)$/               ? 1.0f/|tests/test_encoder.sh|^$
 # the replicated linear's rule from its rows, the attention's QKV linear, the loss on every stage, the registry against the context
-replicated-all-rows-summed|graphs/layers.c|s/if (rows == x->T) cand\[n++\] = RULE_PLAIN;/if (rows == x->T) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
-replicated-local-rows-unsummed|graphs/layers.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
-replicated-rows-unchecked|graphs/layers.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
-qkv-linear-unchecked|graphs/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_sharding.sh|qkv-plain
-pipeline-loss-stage-local|graphs/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_sharding.sh|loss every rank
-ctx-registry-unchecked|graphs/layers.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
-seq-loss-scale-local|graphs/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
-seq-targets-micro-ignored|graphs/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
-row-mse-loss-rows-unreduced|graphs/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$
-row-mse-scale-local|graphs/heads.c|s/return (double)x->c.seq \* x->c.batch \* r->n;/return (double)x->Tl * r->n;/|tests/test_encoder.sh|^--per-token$
+replicated-all-rows-summed|graphs/layers/linear.c|s/if (rows == x->T) cand\[n++\] = RULE_PLAIN;/if (rows == x->T) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
+replicated-local-rows-unsummed|graphs/layers/linear.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
+replicated-rows-unchecked|graphs/layers/linear.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
+qkv-linear-unchecked|graphs/layers/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_sharding.sh|qkv-plain
+pipeline-loss-stage-local|graphs/step/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_sharding.sh|loss every rank
+ctx-registry-unchecked|graphs/layers/context.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
+seq-loss-scale-local|graphs/layers/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
+seq-targets-micro-ignored|graphs/layers/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
+row-mse-loss-rows-unreduced|graphs/layers/heads.c|s/        if (rows) g\[k++\] = pg;/        (void)pg;/|tests/test_encoder.sh|^--per-token$
+row-mse-scale-local|graphs/layers/heads.c|s/return (double)x->c.seq \* x->c.batch \* r->n;/return (double)x->Tl * r->n;/|tests/test_encoder.sh|^--per-token$
 # the heads' absolute losses (test_heads: against a recomputation; encoder and DiT: a Ulysses x dp layout against one rank)
-row-mse-sp-dp-as-sp|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_heads.sh|ulysses 2 --dp 2
-row-mse-sp-dp-as-sp-encoder|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_encoder.sh|^--per-token$
-row-mse-sp-dp-as-sp-dit|graphs/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_dit_model.sh|np=4 --ulysses 2 --dp 2
-pool-tp-sp-group-as-sp|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_heads.sh|tp 2 --sp --ulysses 2
-pool-tp-sp-group-as-sp-encoder|graphs/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_encoder.sh|^$
-pool-lengths-ignored|graphs/heads.c|s/    if (pool_lengths(x, "sw_pool_forward", mode, \&L))/    if (0)/|tests/test_encoder.sh|padding
-pool-lengths-local-positions|graphs/heads.c|s/const int64_t pos = sw_ctx_position(x, first + i);/const int64_t pos = first + i;/|tests/test_encoder.sh|^--pad$
+row-mse-sp-dp-as-sp|graphs/layers/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_heads.sh|ulysses 2 --dp 2
+row-mse-sp-dp-as-sp-encoder|graphs/layers/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_encoder.sh|^--per-token$
+row-mse-sp-dp-as-sp-dit|graphs/layers/heads.c|s/g\[k++\] = SW_GROUP_SP_DP;/g[k++] = SW_GROUP_SP;/|tests/test_dit_model.sh|np=4 --ulysses 2 --dp 2
+pool-tp-sp-group-as-sp|graphs/layers/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_heads.sh|tp 2 --sp --ulysses 2
+pool-tp-sp-group-as-sp-encoder|graphs/layers/heads.c|s/by_tp \&\& by_cp ? SW_GROUP_TP_SP/by_tp \&\& by_cp ? SW_GROUP_SP/|tests/test_encoder.sh|^$
+pool-lengths-ignored|graphs/layers/heads.c|s/    if (pool_lengths(x, "sw_pool_forward", mode, \&L))/    if (0)/|tests/test_encoder.sh|padding
+pool-lengths-local-positions|graphs/layers/heads.c|s/const int64_t pos = sw_ctx_position(x, first + i);/const int64_t pos = first + i;/|tests/test_encoder.sh|^--pad$
 pool-len-scale-seq|codelets/pool.c|s/(double)a.alpha \/ (double)a.L.len\[b\]/(double)a.alpha \/ 32.0/g|tests/test_pool|
 # the extra embedding table (token types) and the masked LM
-token-type-forward-dropped|graphs/layers.c|s/        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));/        (void)rows;/|tests/test_embedding|
-token-type-grad-tp-unsummed|graphs/layers.c|s/    sw_tp_sum_replicated_grad(\&x->tp, grad(x, e->w));/    (void)e;/|tests/test_encoder_mlm.sh|^2 --tp 2 --sp$
+token-type-forward-dropped|graphs/layers/layers.c|s/        sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));/        (void)rows;/|tests/test_embedding|
+token-type-grad-tp-unsummed|graphs/layers/layers.c|s/    sw_tp_sum_replicated_grad(\&x->tp, grad(x, e->w));/    (void)e;/|tests/test_encoder_mlm.sh|^2 --tp 2 --sp$
 mlm-ignore-index-unset|examples/encoder_mlm.c|s/, sw_lm_head_set_ignore_index(m->head, IGNORE);/;/|tests/test_encoder_mlm.sh|^ignore index$
 # the key-padding mask: the lengths in the kernels' prefix rule, and reaching the tiles
 attn-key-length-ignored|codelets/attention_common.h|s/    int64_t lim = klen - kb;/    int64_t lim = INT64_MAX - kb;/|tests/test_attention|
-attn-key-padding-unset|graphs/attention.c|s/        r.key_padding = 1;/        r.key_padding = 0;/|tests/test_encoder_mlm.sh|^key padding$
-key-lengths-local-batch|graphs/layers.c|s/len + sw_ctx_micro_batch_first(x, k),/len + (size_t)k * x->B,/|tests/test_encoder_mlm.sh|^2 --dp 2 --pad$
+attn-key-padding-unset|graphs/layers/attention.c|s/        r.key_padding = 1;/        r.key_padding = 0;/|tests/test_encoder_mlm.sh|^key padding$
+key-lengths-local-batch|graphs/layers/context.c|s/len + sw_ctx_micro_batch_first(x, k),/len + (size_t)k * x->B,/|tests/test_encoder_mlm.sh|^2 --dp 2 --pad$
 # block policies: recomputation, offload
-recompute-full-no-refill|graphs/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
-memory-model-input-unkept|graphs/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|
-offload-nothing-stashed|graphs/blocks.c|s/        if (b->stash) offload_block(b, i);/        (void)0;/|tests/test_recompute.sh|
+recompute-full-no-refill|graphs/train/blocks.c|s/if (b->K \&\& ((i + 1) % b->K == 0/if (0 \&\& b->K \&\& ((i + 1) % b->K == 0/|tests/test_recompute.sh|recompute full
+memory-model-input-unkept|graphs/train/blocks.c|s/    return input + set_bytes;/    return set_bytes;/|tests/test_memory.sh|
+offload-nothing-stashed|graphs/train/blocks.c|s/        if (b->stash) offload_block(b, i);/        (void)0;/|tests/test_recompute.sh|
 # the API reference: an undocumented public function
 doc-function-undocumented|include/starweave/tensor.h|/^\/\*\* Blocking: waits for the submitted tasks on t, unregisters and frees it\. \*\/$/d|tests/test_doc.sh|
 # README's example: what a reader copies must train
 readme-example-no-update|README.md|s/        sw_gpt_step(m, step);                  \/\* forward, backward, AdamW: submitted \*\//        sw_gpt_forward(m, step);/|tests/test_install.sh|
 # checkpoints
-checkpoint-checksum-unchecked|graphs/checkpoint.c|s/if (sum != stored) return/if (0) return/|tests/test_checkpoint.sh|refused
+checkpoint-checksum-unchecked|graphs/train/checkpoint.c|s/if (sum != stored) return/if (0) return/|tests/test_checkpoint.sh|refused
 # a step committed as a whole (issues 41, 42): the save id, the staging directory, latest last, the shape check, the log
-checkpoint-save-id-unchecked|graphs/checkpoint.c|s/                  h->save_id != first->save_id))/                  0))/|tests/test_checkpoint.sh|another save
-checkpoint-files-in-place|graphs/checkpoint.c|s/    staging_dir(stage, sizeof stage, dir, step);/    step_dir(stage, sizeof stage, dir, step);/|tests/test_checkpoint.sh|injected
-checkpoint-latest-before-files|graphs/checkpoint.c|s/            clear_staging(stage);/            clear_staging(stage), snprintf(path, sizeof path, "%s\/latest", dir), write_atomic(path, dir, sdir + strlen(dir) + 1, 13, err, sizeof err);/|tests/test_checkpoint.sh|injected
-checkpoint-column-check-dropped|graphs/checkpoint.c|s/ x->cols != d->cols) {/ 0) {/|tests/test_checkpoint.sh|shape
+checkpoint-save-id-unchecked|graphs/train/checkpoint.c|s/                  h->save_id != first->save_id))/                  0))/|tests/test_checkpoint.sh|another save
+checkpoint-files-in-place|graphs/train/checkpoint.c|s/    staging_dir(stage, sizeof stage, dir, step);/    step_dir(stage, sizeof stage, dir, step);/|tests/test_checkpoint.sh|injected
+checkpoint-latest-before-files|graphs/train/checkpoint.c|s/            clear_staging(stage);/            clear_staging(stage), snprintf(path, sizeof path, "%s\/latest", dir), write_atomic(path, dir, sdir + strlen(dir) + 1, 13, err, sizeof err);/|tests/test_checkpoint.sh|injected
+checkpoint-column-check-dropped|graphs/train/checkpoint.c|s/ x->cols != d->cols) {/ 0) {/|tests/test_checkpoint.sh|shape
 gpt-train-log-unflushed|examples/train_loop.c|s/            fflush(t->log);/            (void)t->log;/|tests/test_checkpoint.sh|kill -9 1 rank
 data-binary-read-as-bytes|examples/data.c|s/    } else if (memchr(buf, 0, len) != NULL) {/    } else if (0) {/|tests/test_data.sh|badmagic
 data-bin-name-ignored|examples/data.c|s/ends_with(path, ".bin") \(.\)\1 ends_with(path, ".idx")) {/0) {/|tests/test_data.sh|badmagic
 # the runtime: priorities, StarPU's reuse of freed buffers
-task-priority-ignored|src/runtime.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
-cpu-mem-limit-unset|src/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
+task-priority-ignored|src/core/runtime.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
+cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
 # misuse of the API: ids outside the vocabulary
-load-ids-unchecked|graphs/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
+load-ids-unchecked|graphs/models/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
-norm-mean-unchecked|graphs/layers.c|s/^    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);$//|tests/test_misuse.sh|
-x-gathered-unchecked|graphs/layers.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
-params-unallocated-unchecked|graphs/layer_util.h|s/^    if (!sw_params_allocated(x->params, i))$/    if (0)/|tests/test_misuse.sh|
+norm-mean-unchecked|graphs/layers/layers.c|s/^    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);$//|tests/test_misuse.sh|
+x-gathered-unchecked|graphs/layers/linear.c|s/^    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);$//|tests/test_misuse.sh|
+params-unallocated-unchecked|graphs/layers/layer_util.h|s/^    if (!sw_params_allocated(x->params, i))$/    if (0)/|tests/test_misuse.sh|
 # refusals: units forgotten, a ZeRO-3 parameter outside its unit, a rule one rank sees alone, the submit helpers' exit status
-units-unchecked|graphs/params.c|s/^    if (named == layers .*) return;$/    return;/|tests/test_misuse.sh|^np=2 units-
-zero3-ungathered-unchecked|graphs/layer_util.h|s/^    if (sw_params_value_sharded(x->params, i))$/    if (0)/|tests/test_misuse.sh|^np=2 zero3-other-unit$
-refusal-barrier-alone|src/runtime.c|s/if (heard == size - 1 \&\& starpu_worker_get_id() < 0) {/if (starpu_worker_get_id() < 0) {/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-end-unsent|src/runtime.c|s/MPI_INT, r, REFUSE_TAG_END, rf.comm/MPI_INT, r, REFUSE_TAG_REFUSING, rf.comm/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-alone-unprinted|src/runtime.c|s/^    if (rank != 0) print_refusal(msg);$/    (void)0;/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-watcher-unstarted|src/runtime.c|s/^    refuse_watch_start(provided);$/    (void)provided;/|tests/test_misuse.sh|^np=2 stage-head$
-refusal-starpu-warning|src/runtime.c|s/if (\&_starpu_silent) _starpu_silent = 1;/(void)0;/g|tests/test_shapes.sh|
-failf-exit-1|src/runtime.c|/^void sw_failf/,/^}/s/^    vrefuse(fmt, ap);$/    vfprintf(stderr, fmt, ap), abort_all(1);/|tests/test_shapes.sh|
-offload-budget-unchecked|graphs/blocks.c|s/^    if (budget < 2 \* block_mib)$/    if (0)/|tests/test_dit_model.sh|offload-budget-mb
+units-unchecked|graphs/train/params.c|s/^    if (named == layers .*) return;$/    return;/|tests/test_misuse.sh|^np=2 units-
+zero3-ungathered-unchecked|graphs/layers/layer_util.h|s/^    if (sw_params_value_sharded(x->params, i))$/    if (0)/|tests/test_misuse.sh|^np=2 zero3-other-unit$
+refusal-barrier-alone|src/core/runtime.c|s/if (heard == size - 1 \&\& starpu_worker_get_id() < 0) {/if (starpu_worker_get_id() < 0) {/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-end-unsent|src/core/runtime.c|s/MPI_INT, r, REFUSE_TAG_END, rf.comm/MPI_INT, r, REFUSE_TAG_REFUSING, rf.comm/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-alone-unprinted|src/core/runtime.c|s/^    if (rank != 0) print_refusal(msg);$/    (void)0;/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-watcher-unstarted|src/core/runtime.c|s/^    refuse_watch_start(provided);$/    (void)provided;/|tests/test_misuse.sh|^np=2 stage-head$
+refusal-starpu-warning|src/core/runtime.c|s/if (\&_starpu_silent) _starpu_silent = 1;/(void)0;/g|tests/test_shapes.sh|
+failf-exit-1|src/core/runtime.c|/^void sw_failf/,/^}/s/^    vrefuse(fmt, ap);$/    vfprintf(stderr, fmt, ap), abort_all(1);/|tests/test_shapes.sh|
+offload-budget-unchecked|graphs/train/blocks.c|s/^    if (budget < 2 \* block_mib)$/    if (0)/|tests/test_dit_model.sh|offload-budget-mb
 # the LM head's ignore index: ignored rows out of the count and the loss, no gradient, the count of the global batch
 ce-ignored-rows-counted|codelets/crossentropy.c|s/rw\[r \* rs\] = t\[r \* tstr\] == a.ignore ? 0.0f :/rw[r * rs] = 0 \&\& t[r * tstr] == a.ignore ? 0.0f :/|tests/test_crossentropy|
 ce-ignored-rows-gradient|codelets/crossentropy.c|s/if (weighted \&\& rw\[r \* rs\] == 0.0f) {/if (0) {/;s/float scale = weighted ? rw\[r \* rs\] \/ cnt/float scale = weighted ? 1.0f \/ cnt/|tests/test_crossentropy|
-ce-count-one-micro-batch|graphs/layers.c|s/k ? STARPU_RW : STARPU_W), 1.0f, k ? 1.0f : 0.0f);/k ? STARPU_RW : STARPU_W), 1.0f, 0.0f);/|tests/test_tp.sh|np=1 --grad-accum 2 --ignore-index
-ce-count-not-allreduced|graphs/layers.c|s/if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/if (0) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/|tests/test_tp.sh|dp 2 --grad-accum 2 --ignore-index
-ce-count-traffic-unmodelled|graphs/layers.c|s/(hd->weighted ? 2 : 1) \* sw_comm_bytes/sw_comm_bytes/|tests/test_tp.sh|traffic and counters
-ce-ignore-index-refused|graphs/gpt.c|s/\&\& tgt\[i\] != c->ignore_index))/\&\& 1))/|tests/test_tp.sh|np=2 --sp --ignore-index
+ce-count-one-micro-batch|graphs/layers/layers.c|s/k ? STARPU_RW : STARPU_W), 1.0f, k ? 1.0f : 0.0f);/k ? STARPU_RW : STARPU_W), 1.0f, 0.0f);/|tests/test_tp.sh|np=1 --grad-accum 2 --ignore-index
+ce-count-not-allreduced|graphs/layers/layers.c|s/if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/if (0) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);/|tests/test_tp.sh|dp 2 --grad-accum 2 --ignore-index
+ce-count-traffic-unmodelled|graphs/layers/layers.c|s/(hd->weighted ? 2 : 1) \* sw_comm_bytes/sw_comm_bytes/|tests/test_tp.sh|traffic and counters
+ce-ignore-index-refused|graphs/models/gpt.c|s/\&\& tgt\[i\] != c->ignore_index))/\&\& 1))/|tests/test_tp.sh|np=2 --sp --ignore-index
 # gpt_train --data: llm.c's uint16 tokens, Megatron's sequence pointers
 data-llmc-uint16-as-bytes|examples/data.c|s/le(buf + LLMC_HEADER_BYTES + 2 \* i, 2)/le(buf + LLMC_HEADER_BYTES + i, 1)/|tests/test_data.sh|same losses np=1
 data-megatron-pointers-ignored|examples/data.c|s/item(bin + ptr + i \* isz, isz, sgn)/item(bin + 0 * ptr + (int64_t)d->n * isz, isz, sgn)/|tests/test_data.sh|same losses np=1
 # the installed .pc: strict ISO C11 programs need StarPU's POSIX types
 pc-default-source-missing|starweave.pc.in|s/ -D_DEFAULT_SOURCE//|tests/test_install.sh|
 # pipeline stages: the quota, the tied embedding, micro slots, the sends between stages
-pp-quota-gpipe|graphs/schedule.c|s/int q = inflight ? inflight \* V : (V - 1) \* pp + pp - s;/int q = inflight ? inflight * V : K * V;/|tests/test_memory.sh|
-pp-tied-grads-unsummed|graphs/params.c|s/    if (q->ends) sw_allreduce(p->comm, SW_GROUP_PP_ENDS, q->grad, SW_SUM);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
-pp-tied-norm-counted-twice|graphs/params.c|s/ \/ (q->ends ? 2.0 : 1.0); \/\* a tied weight/ \/ 1.0; \/* a tied weight/|tests/test_pp.sh|clip-grad
-pp-embedding-adds-to-stale-dwte|graphs/layers.c|s/e->tied \&\& sw_params_runs_unit(x->params, SW_UNIT_AFTER) ? 0 : SW_EMB_ZERO_WTE/e->tied ? 0 : SW_EMB_ZERO_WTE/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
-pp-micro-slots-shared|graphs/blocks.c|s/return \&b->slots\[(shared_sets(b) ? 0 : b->cur \* b->count) + i % b->per_micro\];/return \&b->slots[i % b->per_micro];/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
-pp-boundary-unmodelled|graphs/pipeline.c|s/        if (j < J - 1) t->forward\[SW_GROUP_PP\] += K \* boundary;/        (void)boundary;/|tests/test_pp.sh|traffic and counters
-pp-loss-not-sent|graphs/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
-pp-virtual-placed-contiguously|graphs/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
-pp-virtual-chunk-grads-at-once|graphs/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, -1, s->wmask, 0);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
-pp-units-interleaved|graphs/pipeline.c|s/        sw_set_task_priority_base(base + 4 \* (s->units - i));/        (void)i;/|tests/test_pp.sh|bubble report
-update-before-backward|graphs/params.c|s/const int prio = sw_set_task_priority(-2);/const int prio = sw_set_task_priority(0);/|tests/test_pp.sh|bubble report
-pp-virtual-bytes-pool-per-chunk|graphs/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
-pp-virtual-pool-per-chunk|graphs/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
-# the schedule (graphs/schedule.c, a pure function) and the driver's channels, by its unit test
-sched-quota-off-by-one|graphs/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s) \&\& kept <= q; c--/|tests/test_schedule|
-sched-backward-costs-1|graphs/schedule.c|s/busy\[s\] = t + (kind == 0 \&\& !split ? 2 : 1);/busy[s] = t + 1;/|tests/test_schedule|
-sched-next-stage-backward-not-awaited|graphs/schedule.c|s/READY(bdone, j + 1, k)/1/|tests/test_schedule|
-sched-previous-stage-forward-not-awaited|graphs/schedule.c|s/READY(fdone, j - 1, k)/1/|tests/test_schedule|
-sched-earliest-chunk-first|graphs/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c++)/|tests/test_schedule|
-sched-pool-sized-by-last-slot|graphs/schedule.c|s/if (\*at + 1 > slots\[s\]) slots\[s\] = \*at + 1;/slots[s] = *at + 1;/|tests/test_schedule|
-pp-channels-per-global-boundary|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + 2 * j + backward/|tests/test_schedule|
-pp-channels-chunk-ignored|graphs/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
-pp-channels-from-zero|graphs/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
+pp-quota-gpipe|graphs/step/schedule.c|s/int q = inflight ? inflight \* V : (V - 1) \* pp + pp - s;/int q = inflight ? inflight * V : K * V;/|tests/test_memory.sh|
+pp-tied-grads-unsummed|graphs/train/params.c|s/    if (q->ends) sw_allreduce(p->comm, SW_GROUP_PP_ENDS, q->grad, SW_SUM);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
+pp-tied-norm-counted-twice|graphs/train/params.c|s/ \/ (q->ends ? 2.0 : 1.0); \/\* a tied weight/ \/ 1.0; \/* a tied weight/|tests/test_pp.sh|clip-grad
+pp-embedding-adds-to-stale-dwte|graphs/layers/layers.c|s/e->tied \&\& sw_params_runs_unit(x->params, SW_UNIT_AFTER) ? 0 : SW_EMB_ZERO_WTE/e->tied ? 0 : SW_EMB_ZERO_WTE/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
+pp-micro-slots-shared|graphs/train/blocks.c|s/return \&b->slots\[(shared_sets(b) ? 0 : b->cur \* b->count) + i % b->per_micro\];/return \&b->slots[i % b->per_micro];/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
+pp-boundary-unmodelled|graphs/step/pipeline.c|s/        if (j < J - 1) t->forward\[SW_GROUP_PP\] += K \* boundary;/        (void)boundary;/|tests/test_pp.sh|traffic and counters
+pp-loss-not-sent|graphs/step/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
+pp-virtual-placed-contiguously|graphs/step/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
+pp-virtual-chunk-grads-at-once|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, -1, s->wmask, 0);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
+pp-units-interleaved|graphs/step/pipeline.c|s/        sw_set_task_priority_base(base + 4 \* (s->units - i));/        (void)i;/|tests/test_pp.sh|bubble report
+update-before-backward|graphs/train/params.c|s/const int prio = sw_set_task_priority(-2);/const int prio = sw_set_task_priority(0);/|tests/test_pp.sh|bubble report
+pp-virtual-bytes-pool-per-chunk|graphs/step/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
+pp-virtual-pool-per-chunk|graphs/step/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
+# the schedule (graphs/step/schedule.c, a pure function) and the driver's channels, by its unit test
+sched-quota-off-by-one|graphs/step/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s) \&\& kept <= q; c--/|tests/test_schedule|
+sched-backward-costs-1|graphs/step/schedule.c|s/busy\[s\] = t + (kind == 0 \&\& !split ? 2 : 1);/busy[s] = t + 1;/|tests/test_schedule|
+sched-next-stage-backward-not-awaited|graphs/step/schedule.c|s/READY(bdone, j + 1, k)/1/|tests/test_schedule|
+sched-previous-stage-forward-not-awaited|graphs/step/schedule.c|s/READY(fdone, j - 1, k)/1/|tests/test_schedule|
+sched-earliest-chunk-first|graphs/step/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c++)/|tests/test_schedule|
+sched-pool-sized-by-last-slot|graphs/step/schedule.c|s/if (\*at + 1 > slots\[s\]) slots\[s\] = \*at + 1;/slots[s] = *at + 1;/|tests/test_schedule|
+pp-channels-per-global-boundary|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + 2 * j + backward/|tests/test_schedule|
+pp-channels-chunk-ignored|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
+pp-channels-from-zero|graphs/step/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
 # invalidation then tiles: the empty write that makes StarPU partition (and order) again (docs/runtime-notes.md)
-tensor-invalidate-unordered|src/tensor.c|s/    if (t->nplans) SW_CHECK(starpu_data_acquire_on_node_cb(/    if (0) SW_CHECK(starpu_data_acquire_on_node_cb(/|tests/test_tensor|
+tensor-invalidate-unordered|src/core/tensor.c|s/    if (t->nplans) SW_CHECK(starpu_data_acquire_on_node_cb(/    if (0) SW_CHECK(starpu_data_acquire_on_node_cb(/|tests/test_tensor|
 # Zero Bubble's split: W's place in the schedule, the slot kept until W, the kept output gradients, the two reductions
-zb-w-right-after-b|graphs/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
-zb-slot-freed-at-b|graphs/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
-zb-w-reads-scratch-dy|graphs/layers.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
-zb-w-grads-summed-at-b|graphs/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
-zb-kept-dy-undeclared|graphs/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
-pp-offload-micro-slots-shared|graphs/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
-full-offload-kept-not-onloaded|graphs/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full
-full-offload-kept-bytes-unmodelled|graphs/blocks.c|s/if (kin) streams += (n + K - 1) \/ K < 2 ? 1 : 2;/(void)kin;/|tests/test_memory.sh|offload
-pp-dw-last-ignored|graphs/layers.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
+zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
+zb-slot-freed-at-b|graphs/step/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
+zb-w-reads-scratch-dy|graphs/layers/linear.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
+zb-w-grads-summed-at-b|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
+zb-kept-dy-undeclared|graphs/models/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
+pp-offload-micro-slots-shared|graphs/train/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
+full-offload-kept-not-onloaded|graphs/train/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full
+full-offload-kept-bytes-unmodelled|graphs/train/blocks.c|s/if (kin) streams += (n + K - 1) \/ K < 2 ? 1 : 2;/(void)kin;/|tests/test_memory.sh|offload
+pp-dw-last-ignored|graphs/layers/linear.c|s/sw_set_task_priority(x->c.dw_last ? -1 : prio);/sw_set_task_priority(prio);/|tests/test_pp.sh|dw-last
 custom-model-pp-ignored|examples/custom_model.c|s/.dp = dp, .pp = pp});/.dp = dp, .pp = 1});/|tests/test_pp.sh|custom model
 # generation: the KV cache, positions, rotary, the tp candidates
-gen-cache-not-appended|graphs/attention.c|s/    sw_copy_rows(part\[1\], sw_tensor_whole(kv->k, STARPU_RW), p0 \* x->B);/    (void)0;/|tests/test_generate.sh|
-gen-position-ignored|graphs/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
-gen-rope-unrotated|graphs/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
-gen-candidates-not-gathered|graphs/heads.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
+gen-cache-not-appended|graphs/layers/attention.c|s/    sw_copy_rows(part\[1\], sw_tensor_whole(kv->k, STARPU_RW), p0 \* x->B);/    (void)0;/|tests/test_generate.sh|
+gen-position-ignored|graphs/models/generate.c|s/sw_ctx_set_first_position(x, g->pos);/sw_ctx_set_first_position(x, 0);/|tests/test_generate.sh|
+gen-rope-unrotated|graphs/layers/attention.c|s/    if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);/    (void)0;/|tests/test_generate.sh|
+gen-candidates-not-gathered|graphs/layers/heads.c|s/    if (tp > 1) { \/\* every rank's/    if (0) { \/* every rank's/|tests/test_generate.sh|
 # sampling against the inverse CDF recomputed on the host (test_generate --sampler): top-k, temperature, padding, position
-sample-topk-every-candidate|graphs/heads.c|s/int m = k < n ? k : n;/int m = n;/|tests/test_generate.sh|sampler
-sample-temperature-multiplied|graphs/heads.c|s/ - cand\[0\]) \/ temperature)/ - cand[0]) * temperature)/g|tests/test_generate.sh|sampler
-sample-padding-offered|graphs/heads.c|s/for (int j = 0; j < vl \&\& v0 + j < vocab; j++, n++)/for (int j = 0; j < vl; j++, n++)/|tests/test_generate.sh|sampler
-sample-position-ignored|graphs/heads.c|s/u = uniform(seed, position, (uint64_t)b) \* sum;/u = uniform(seed, 0, (uint64_t)b) * sum;/|tests/test_generate.sh|sampler
+sample-topk-every-candidate|graphs/layers/heads.c|s/int m = k < n ? k : n;/int m = n;/|tests/test_generate.sh|sampler
+sample-temperature-multiplied|graphs/layers/heads.c|s/ - cand\[0\]) \/ temperature)/ - cand[0]) * temperature)/g|tests/test_generate.sh|sampler
+sample-padding-offered|graphs/layers/heads.c|s/for (int j = 0; j < vl \&\& v0 + j < vocab; j++, n++)/for (int j = 0; j < vl; j++, n++)/|tests/test_generate.sh|sampler
+sample-position-ignored|graphs/layers/heads.c|s/u = uniform(seed, position, (uint64_t)b) \* sum;/u = uniform(seed, 0, (uint64_t)b) * sum;/|tests/test_generate.sh|sampler
 # checkpoints that re-shard: a piece's place in the tensor, coverage, a collective refusal
-checkpoint-reshard-column-offset-ignored|graphs/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard
-checkpoint-reshard-block-row-offset-ignored|graphs/checkpoint.c|s/{{s->start\[b\] + lo - at, 0,/{{lo - at, 0,/|tests/test_checkpoint.sh|re-shard
-checkpoint-reshard-zero-rows-ignored|graphs/checkpoint.c|s/mesh ? sw_mesh_rank(mesh, g) : 0, first, count);/mesh ? sw_mesh_rank(mesh, g) : 0, first, count), *first = 0;/|tests/test_checkpoint.sh|re-shard
-checkpoint-reshard-row-offset-ignored|graphs/checkpoint.c|s/(size_t)((c->row0 - fp->row0) \* fp->cols)/(size_t)0/|tests/test_checkpoint.sh|re-shard
-checkpoint-coverage-unchecked|graphs/checkpoint.c|s/if (missing > 0) {/if (0) {/|tests/test_checkpoint.sh|refused
-checkpoint-refusal-not-collective|graphs/checkpoint.c|s/if (first == INT_MAX) return;/if (!err[0]) return;/|tests/test_checkpoint.sh|refused
+checkpoint-reshard-column-offset-ignored|graphs/train/checkpoint.c|s/rows + r \* fp->cols + (c->col0 - fp->col0)/rows + r * fp->cols/|tests/test_checkpoint.sh|re-shard
+checkpoint-reshard-block-row-offset-ignored|graphs/train/checkpoint.c|s/{{s->start\[b\] + lo - at, 0,/{{lo - at, 0,/|tests/test_checkpoint.sh|re-shard
+checkpoint-reshard-zero-rows-ignored|graphs/train/checkpoint.c|s/mesh ? sw_mesh_rank(mesh, g) : 0, first, count);/mesh ? sw_mesh_rank(mesh, g) : 0, first, count), *first = 0;/|tests/test_checkpoint.sh|re-shard
+checkpoint-reshard-row-offset-ignored|graphs/train/checkpoint.c|s/(size_t)((c->row0 - fp->row0) \* fp->cols)/(size_t)0/|tests/test_checkpoint.sh|re-shard
+checkpoint-coverage-unchecked|graphs/train/checkpoint.c|s/if (missing > 0) {/if (0) {/|tests/test_checkpoint.sh|refused
+checkpoint-refusal-not-collective|graphs/train/checkpoint.c|s/if (first == INT_MAX) return;/if (!err[0]) return;/|tests/test_checkpoint.sh|refused
 # ZeRO-2/3
-zero3-gather-skipped-before-backward|graphs/blocks.c|s/if (b->c.params) sw_params_gather_unit(b->c.params, layer, 1);/(void)layer;/|tests/test_tp.sh|^np=2 --dp 2 --zero 3 --dropout
-zero3-bf16-gathered-as-fp32|graphs/params_internal.h|s/return value_pooled(p, k) \&\& p->c.dtype == SW_BF16/return 0 \&\& p->c.dtype == SW_BF16/|tests/test_tp.sh|traffic and counters
+zero3-gather-skipped-before-backward|graphs/train/blocks.c|s/if (b->c.params) sw_params_gather_unit(b->c.params, layer, 1);/(void)layer;/|tests/test_tp.sh|^np=2 --dp 2 --zero 3 --dropout
+zero3-bf16-gathered-as-fp32|graphs/train/params_internal.h|s/return value_pooled(p, k) \&\& p->c.dtype == SW_BF16/return 0 \&\& p->c.dtype == SW_BF16/|tests/test_tp.sh|traffic and counters
 zero3-bf16-pack-unrounded|codelets/cast.c|s/d\[r \* ld16 + c\] = sw_bf16_from_f32(s\[r \* lds + c\]);/d[r * ld16 + c] = (uint16_t)(sw_bf16_from_f32(s[r * lds + c]) + 1);/|tests/test_tp.sh|--zero 3 --dtype bf16
-zero2-shard-not-reduce-scattered|graphs/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
-zero-shards-overwritten-per-micro-batch|graphs/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
-zero3-gather-unmodelled|graphs/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
+zero2-shard-not-reduce-scattered|graphs/train/zero.c|s/sw_reduce_scatter(p->comm, p->c.grad_group, u->grad\[s\]\[j\], q->shard, SW_SUM);/sw_copy_flat(sw_tensor_tiles(u->grad[s][j], SW_ROWS, p->gn, STARPU_R)[p->gr], sw_tensor_whole(q->shard, STARPU_W), 0);/|tests/test_tp.sh|^np=2 --dp 2 --zero 2 --dropout
+zero-shards-overwritten-per-micro-batch|graphs/train/zero.c|s/if (!u->reductions) {/if (1) {/|tests/test_tp.sh|zero 3 --grad-accum 2 --clip
+zero3-gather-unmodelled|graphs/train/zero.c|s/g\[p->c.grad_group\] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);/(void)g;/|tests/test_tp.sh|traffic and counters
 # ZeRO-3's pool from the task graph (test_trace: deterministic, not the timing of a run): the prefetch depth, the slot fences
-zero3-prefetch-off-by-one|graphs/gpt.c|s/c->clip_grad, c->zero_prefetch + 1, c->pp_virtual};/c->clip_grad, c->zero_prefetch, c->pp_virtual};/|tests/test_trace.sh|
-zero-pool-claim-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_W); \/\* claim/    (void)0; \/* claim/|tests/test_trace.sh|
-zero-pool-release-unfenced|graphs/zero.c|s/    pool_fence(p, u, s, STARPU_RW); \/\* release/    (void)0; \/* release/|tests/test_trace.sh|
+zero3-prefetch-off-by-one|graphs/models/gpt.c|s/c->clip_grad, c->zero_prefetch + 1, c->pp_virtual};/c->clip_grad, c->zero_prefetch, c->pp_virtual};/|tests/test_trace.sh|
+zero-pool-claim-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_W); \/\* claim/    (void)0; \/* claim/|tests/test_trace.sh|
+zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_RW); \/\* release/    (void)0; \/* release/|tests/test_trace.sh|
 # weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, shards, ZeRO-3 rows, replicas, dtypes, checks
 # the simulation's scripts (docs/simulation.md): tests/test_sim.sh skips
 # without a simulation build, so these need SW_SIM_BUILD=<one> in the
 # environment (it simulates with that build and the scratch tree's scripts)
 sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
 sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
-weights-conv1d-untransposed|graphs/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
-weights-transformer-prefix-refused|graphs/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
-weights-llmc-layers-unstacked|graphs/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
-weights-llmc-export-unstacked|graphs/weights.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
-weights-llmc-padded-vocab-ignored|graphs/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
-weights-llama-kv-rows-misplaced|graphs/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
-weights-tp-shard-unextracted|graphs/weights.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
-weights-zero3-rows-ignored|graphs/weights.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
-weights-export-replicas-summed|graphs/weights.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
-weights-bf16-read-as-f16|graphs/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
-weights-truncation-unchecked|graphs/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
-weights-shape-unchecked|graphs/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
+weights-conv1d-untransposed|graphs/models/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-transformer-prefix-refused|graphs/models/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
+weights-llmc-export-unstacked|graphs/models/weights.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
+weights-llmc-padded-vocab-ignored|graphs/models/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
+weights-llama-kv-rows-misplaced|graphs/models/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
+weights-tp-shard-unextracted|graphs/models/weights.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
+weights-zero3-rows-ignored|graphs/models/weights.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
+weights-export-replicas-summed|graphs/models/weights.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
+weights-bf16-read-as-f16|graphs/models/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
+weights-truncation-unchecked|graphs/models/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
+weights-shape-unchecked|graphs/models/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
 # llm.c's bf16 written (version 5): the rounding, the header, the layout, the hard values, the detection
-weights-llmc-bf16-truncated|graphs/weights.c|s/const uint16_t b = sw_bf16_from_f32(src\[i\]);/uint32_t u; memcpy(\&u, \&src[i], 4); const uint16_t b = (uint16_t)(u >> 16);/|tests/test_weights.sh|^bf16 export
-weights-llmc-bf16-version-3|graphs/weights.c|s/const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;/const int32_t version = LLMC_F32;/|tests/test_weights.sh|^bf16 export
-weights-llmc-bf16-offsets-fp32|graphs/weights.c|s/const uint64_t es = dtype_size(written_dtype(format));/const uint64_t es = 4;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-truncated|graphs/models/weights.c|s/const uint16_t b = sw_bf16_from_f32(src\[i\]);/uint32_t u; memcpy(\&u, \&src[i], 4); const uint16_t b = (uint16_t)(u >> 16);/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-version-3|graphs/models/weights.c|s/const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;/const int32_t version = LLMC_F32;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-offsets-fp32|graphs/models/weights.c|s/const uint64_t es = dtype_size(written_dtype(format));/const uint64_t es = 4;/|tests/test_weights.sh|^bf16 export
 weights-llmc-bf16-ties-up|codelets/bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0x8000u;/|tests/test_weights.sh|^bf16 export
 weights-llmc-bf16-nan-rounded|codelets/bf16.h|s/if ((u \& 0x7fffffffu) > 0x7f800000u) return/if (0) return/|tests/test_weights.sh|^bf16 export
-weights-export-negative-zero-lost|graphs/weights.c|s/g\[k\] = -0\.0;/g[k] = 0.0;/|tests/test_weights.sh|^bf16 export
-weights-llmc-bf16-detected-as-fp32|graphs/weights.c|s/return le32(b + 4) == LLMC_BF16 ? SW_WEIGHTS_LLMC_BF16 : SW_WEIGHTS_LLMC;/return SW_WEIGHTS_LLMC;/|tests/test_weights.sh|^bf16 export
+weights-export-negative-zero-lost|graphs/models/weights.c|s/g\[k\] = -0\.0;/g[k] = 0.0;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-detected-as-fp32|graphs/models/weights.c|s/return le32(b + 4) == LLMC_BF16 ? SW_WEIGHTS_LLMC_BF16 : SW_WEIGHTS_LLMC;/return SW_WEIGHTS_LLMC;/|tests/test_weights.sh|^bf16 export
 rope-interleaved-pairs|codelets/rope.c|s/float \*u = xr + h \* a.d, \*v = u + half;/float *u = xr + h * a.d, *v = u + 1;/;s/const float s = u\[i\], t = v\[i\];/const float s = u[2 * i], t = v[2 * i];/;s/                u\[i\] = s \* cs\[i\] - t \* sn\[i\];/                u[2 * i] = s * cs[i] - t * sn[i];/;s/                v\[i\] = s \* sn\[i\] + t \* cs\[i\];/                v[2 * i] = s * sn[i] + t * cs[i];/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
 # DiT layers (dit.h): adaLN-Zero, timestep embedding, patchify, cross-attention, spatial/temporal attention
 modulate-scale-not-one-plus|codelets/modulate.c|s/y\[r \* ldy + c\] = x\[r \* ldx + c\] \* (1.0f + sc\[b \* ldsc + c\]) + sh/y[r * ldy + c] = x[r * ldx + c] * sc[b * ldsc + c] + sh/|tests/test_modulate|
@@ -242,30 +242,30 @@ gate-first-sequence-only|codelets/modulate.c|s/out\[r \* ldo + c\] = res\[r \* l
 timestep-cos-sin-swapped|codelets/timestep.c|s/y\[b \* ldy + i\] = (float)cos((double)arg);/y[b * ldy + i] = (float)sin((double)arg);/|tests/test_timestep|
 timestep-freq-not-over-half|codelets/timestep.c|s/return (float)exp((double)(a \/ (float)half));/return (float)exp((double)(a \/ (float)(2 * half)));/|tests/test_timestep|
 silu-bwd-sigmoid-only|codelets/silu.c|s/g\[r \* ldg + c\] \*= sg \* (1.0f + a \* oms);/g[r * ldg + c] *= sg * (1.0f + 0 * a * oms);/|tests/test_timestep|
-timestep-embedder-silu-bwd-skipped|graphs/dit.c|s/    sw_silu_backward(x, te->u\[k\], te->da);/    (void)te->u;/|tests/test_timestep|
-patchify-columns-v-major|graphs/dit.c|s/const int64_t tok = row \* cols + (u \* p + v) \* C + c;/const int64_t tok = row * cols + (v * p + u) * C + c;/|tests/test_patchify|
-patchify-rows-sample-major|graphs/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
-cross-attention-v-read-as-k|graphs/dit.c|s/kv\[j\], kv\[G + j\],/kv[j], kv[j],/|tests/test_cross_attention|
-cross-attention-last-key-dropped|graphs/dit.c|s/(int)(x->T \/ x->B), a->len);/(int)(x->T \/ x->B), a->len - 1);/|tests/test_cross_attention|
-cross-kv-bias-ignored|graphs/dit.c|s/        if (b) sw_gemm_bias(in, 0, W\[j\], 1, b\[j\], kj);/        if (0) sw_gemm_bias(in, 0, W[j], 1, b[j], kj);/|tests/test_cross_attention|
-cross-kv-dw-added-to-last-micro-batch|graphs/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_RW)[j], 1.0f, 1.0f);/|tests/test_cross_attention|
-cross-kv-db-skipped|graphs/dit.c|s/    if (l->lin.b >= 0) sw_colsum(whole_r(dkv), whole_w(grad(x, l->lin.b)), 1.0f, 0.0f);/    (void)dkv;/|tests/test_cross_attention|
-cross-kv-dcond-skipped|graphs/dit.c|s/    if (dcond) { \/\* dcond/    if (0) { \/* dcond/|tests/test_cross_attention|
-cross-kv-bf16-forward-fp32|graphs/dit.c|s/starpu_data_handle_t in = op16(x, whole_r(cond));/starpu_data_handle_t in = whole_r(cond);/;s/    op_done(x, in);/    (void)in;/;s/sw_tensor_tiles(gemm_w(x, l->lin.w), SW_ROWS, n, STARPU_R)/sw_tensor_tiles(param(x, l->lin.w), SW_ROWS, n, STARPU_R)/|tests/test_cross_attention|
-cross-kv-bf16-dw-fp32|graphs/dit.c|s/starpu_data_handle_t dj = op16(x, sw_tensor_tiles(dkv, SW_COLS, n, STARPU_R)\[j\]);/starpu_data_handle_t dj = sw_tensor_tiles(dkv, SW_COLS, n, STARPU_R)[j];/;s/        op_done(x, dj);//;s/starpu_data_handle_t c16 = op16(x, whole_r(cond));/starpu_data_handle_t c16 = whole_r(cond);/;s/    op_done(x, c16);//|tests/test_cross_attention|
-cross-kv-bf16-dcond-fp32|graphs/dit.c|s/starpu_data_handle_t d16 = op16(x, whole_r(dkv));/starpu_data_handle_t d16 = whole_r(dkv);/;s/        op_done(x, d16);//;s/sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, l->lin.w), SW_COLS/sw_gemm(d16, 0, sw_tensor_tiles(param(x, l->lin.w), SW_COLS/|tests/test_cross_attention|
-grid-attention-spatial-unpermuted|graphs/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL /static int permuted(const sw_grid_attention *a) { return (int)a->axis == -1 /|tests/test_grid_attention|
-grid-attention-not-swapped-back|graphs/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), S, Fl, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), Fl, S, a->x->B);/|tests/test_grid_attention|
+timestep-embedder-silu-bwd-skipped|graphs/layers/dit.c|s/    sw_silu_backward(x, te->u\[k\], te->da);/    (void)te->u;/|tests/test_timestep|
+patchify-columns-v-major|graphs/layers/dit.c|s/const int64_t tok = row \* cols + (u \* p + v) \* C + c;/const int64_t tok = row * cols + (v * p + u) * C + c;/|tests/test_patchify|
+patchify-rows-sample-major|graphs/layers/dit.c|s/row = s \* batch + b;/row = b * N + s;/|tests/test_patchify|
+cross-attention-v-read-as-k|graphs/layers/dit.c|s/kv\[j\], kv\[G + j\],/kv[j], kv[j],/|tests/test_cross_attention|
+cross-attention-last-key-dropped|graphs/layers/dit.c|s/(int)(x->T \/ x->B), a->len);/(int)(x->T \/ x->B), a->len - 1);/|tests/test_cross_attention|
+cross-kv-bias-ignored|graphs/layers/dit.c|s/        if (b) sw_gemm_bias(in, 0, W\[j\], 1, b\[j\], kj);/        if (0) sw_gemm_bias(in, 0, W[j], 1, b[j], kj);/|tests/test_cross_attention|
+cross-kv-dw-added-to-last-micro-batch|graphs/layers/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_RW)[j], 1.0f, 1.0f);/|tests/test_cross_attention|
+cross-kv-db-skipped|graphs/layers/dit.c|s/    if (l->lin.b >= 0) sw_colsum(whole_r(dkv), whole_w(grad(x, l->lin.b)), 1.0f, 0.0f);/    (void)dkv;/|tests/test_cross_attention|
+cross-kv-dcond-skipped|graphs/layers/dit.c|s/    if (dcond) { \/\* dcond/    if (0) { \/* dcond/|tests/test_cross_attention|
+cross-kv-bf16-forward-fp32|graphs/layers/dit.c|s/starpu_data_handle_t in = op16(x, whole_r(cond));/starpu_data_handle_t in = whole_r(cond);/;s/    op_done(x, in);/    (void)in;/;s/sw_tensor_tiles(gemm_w(x, l->lin.w), SW_ROWS, n, STARPU_R)/sw_tensor_tiles(param(x, l->lin.w), SW_ROWS, n, STARPU_R)/|tests/test_cross_attention|
+cross-kv-bf16-dw-fp32|graphs/layers/dit.c|s/starpu_data_handle_t dj = op16(x, sw_tensor_tiles(dkv, SW_COLS, n, STARPU_R)\[j\]);/starpu_data_handle_t dj = sw_tensor_tiles(dkv, SW_COLS, n, STARPU_R)[j];/;s/        op_done(x, dj);//;s/starpu_data_handle_t c16 = op16(x, whole_r(cond));/starpu_data_handle_t c16 = whole_r(cond);/;s/    op_done(x, c16);//|tests/test_cross_attention|
+cross-kv-bf16-dcond-fp32|graphs/layers/dit.c|s/starpu_data_handle_t d16 = op16(x, whole_r(dkv));/starpu_data_handle_t d16 = whole_r(dkv);/;s/        op_done(x, d16);//;s/sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, l->lin.w), SW_COLS/sw_gemm(d16, 0, sw_tensor_tiles(param(x, l->lin.w), SW_COLS/|tests/test_cross_attention|
+grid-attention-spatial-unpermuted|graphs/layers/dit.c|s/static int permuted(const sw_grid_attention \*a) { return a->axis == SW_AXIS_SPATIAL /static int permuted(const sw_grid_attention *a) { return (int)a->axis == -1 /|tests/test_grid_attention|
+grid-attention-not-swapped-back|graphs/layers/dit.c|s/sw_swap_rows(whole_r(src), whole_w(dst), S, Fl, a->x->B);/sw_swap_rows(whole_r(src), whole_w(dst), Fl, S, a->x->B);/|tests/test_grid_attention|
 swap-rows-identity|codelets/permute.c|s/memcpy(y + ((i2 \* a.n1 + i1) \* a.n3 + i3) \* ldy/memcpy(y + ((i1 * a.n2 + i2) * a.n3 + i3) * ldy/|tests/test_grid_attention|
-adaln-dmod-unreduced|graphs/dit.c|s/    if (seq_group(x, \&g)) sw_allreduce(x->comm, g, dmod, SW_SUM);/    (void)g;/|tests/test_dit.sh|np=2
-adaln-dmod-reduced-over-tp-without-sp|graphs/dit.c|s/const int by_tp = tp_on(x) \&\& x->c.sp,/const int by_tp = tp_on(x),/|tests/test_dit.sh|np=2 --tp 2
-grid-attention-temporal-no-alltoall|graphs/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
-grid-attention-temporal-parts-unswapped|graphs/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
-grid-attention-temporal-traffic-unmodelled|graphs/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
-cross-kv-shard-k-of-head-0|graphs/dit.c|s/{r \* (h \/ t), h + r \* (h \/ t)}/{r * (h \/ t), h}/|tests/test_dit.sh|np=2 --tp 2$
-cross-kv-dw-halved|graphs/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 0.5f, 0.0f);/|tests/test_dit_torch.sh|dit 2 blocks
-cross-kv-dw-scaled-by-sp|graphs/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 1.0f \/ (float)(x->U * x->R), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
-cross-kv-dcond-summed-over-tp|graphs/dit.c|s/        op_done(x, d16);/        op_done(x, d16), sw_allreduce(x->comm, SW_GROUP_TP, dcond, SW_SUM);/|tests/test_dit.sh|np=2 --tp 2$
+adaln-dmod-unreduced|graphs/layers/dit.c|s/    if (seq_group(x, \&g)) sw_allreduce(x->comm, g, dmod, SW_SUM);/    (void)g;/|tests/test_dit.sh|np=2
+adaln-dmod-reduced-over-tp-without-sp|graphs/layers/dit.c|s/const int by_tp = tp_on(x) \&\& x->c.sp,/const int by_tp = tp_on(x),/|tests/test_dit.sh|np=2 --tp 2
+grid-attention-temporal-no-alltoall|graphs/layers/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
+grid-attention-temporal-parts-unswapped|graphs/layers/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
+grid-attention-temporal-traffic-unmodelled|graphs/layers/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
+cross-kv-shard-k-of-head-0|graphs/layers/dit.c|s/{r \* (h \/ t), h + r \* (h \/ t)}/{r * (h \/ t), h}/|tests/test_dit.sh|np=2 --tp 2$
+cross-kv-dw-halved|graphs/layers/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 0.5f, 0.0f);/|tests/test_dit_torch.sh|dit 2 blocks
+cross-kv-dw-scaled-by-sp|graphs/layers/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 1.0f \/ (float)(x->U * x->R), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
+cross-kv-dcond-summed-over-tp|graphs/layers/dit.c|s/        op_done(x, d16);/        op_done(x, d16), sw_allreduce(x->comm, SW_GROUP_TP, dcond, SW_SUM);/|tests/test_dit.sh|np=2 --tp 2$
 # gpt_train --tokenizer (examples/tokenizer.c): llm.c's table read and printed
 tokenizer-length-byte-as-text|examples/tokenizer.c|s/memcpy(t->bytes + n, buf + at, k);/memcpy(t->bytes + n, buf + at - 1, k);/|tests/test_bpe.sh|^train$
 tokenizer-length-7-bits|examples/tokenizer.c|s/size_t k = buf\[at++\];/size_t k = buf[at++] \& 0x7f;/|tests/test_bpe.sh|^train$
@@ -282,23 +282,23 @@ prompt-text-through-a-shell|examples/tokenizer.c|s/char \*argv\[\] = {(char \*)e
 prompt-text-vocab-unchecked|examples/tokenizer.c|s/ v >= vocab) {/ 0) {/|tests/test_bpe.sh|not below vocab
 prompt-text-exit-status-ignored|examples/tokenizer.c|s/ WEXITSTATUS(status) != 0) {/ 0) {/|tests/test_bpe.sh|node not found
 prompt-text-encoder-not-beside|examples/tokenizer.c|s/if (access(buf, X_OK) == 0) {/if (0) {/|tests/test_install.sh|
-# the DiT model (graphs/dit_model.c, trained by examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
-dit-dc-not-accumulated|graphs/dit_model.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
+# the DiT model (graphs/models/dit_model.c, trained by examples/dit_train): c's gradient over the blocks, the noise target, the axes, the schedule, the layouts
+dit-dc-not-accumulated|graphs/models/dit_model.c|s/sw_tensor_whole(m->dsc\[x->micro\], STARPU_RW), 1);/sw_tensor_whole(m->dsc[x->micro], STARPU_W), 0);/|tests/test_dit_torch.sh|dit 2 blocks
 dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&r->pd, B, r->eps, r->tgt);/sw_patchify(\&r->pd, B, r->x0, r->tgt);/|tests/test_dit_torch.sh|dit 2 blocks
-dit-noise-scale-a-not-sqrt|graphs/dit_model.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
-dit-temporal-as-spatial|graphs/dit_model.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
-dit-qkv-shard-k-of-head-0|graphs/dit_model.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
-dit-cond-of-micro-batch-0|graphs/dit_model.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
-dit-temporal-traffic-unmodelled|graphs/dit_model.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
-dit-adaln-reads-c-not-silu|graphs/dit_model.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
+dit-noise-scale-a-not-sqrt|graphs/models/dit_model.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
+dit-temporal-as-spatial|graphs/models/dit_model.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
+dit-qkv-shard-k-of-head-0|graphs/models/dit_model.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
+dit-cond-of-micro-batch-0|graphs/models/dit_model.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
+dit-temporal-traffic-unmodelled|graphs/models/dit_model.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
+dit-adaln-reads-c-not-silu|graphs/models/dit_model.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks
 # a model's conditioning between pipeline stages (the driver), the zero op, the DiT with stages
-pp-cond-not-sent|graphs/pipeline.c|s/for (int r = 1; r < s->pp \&\& cond; r++) sw_send_on/for (int r = 1; 0 \&\& cond; r++) sw_send_on/;s/if (c == 0 \&\& conditioning(s, k, 0)) sw_recv_on/if (0) sw_recv_on/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
-pp-dcond-parts-overwrite|graphs/pipeline.c|s/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_W), 0);/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
-pp-dcond-zeroed-every-chunk|graphs/pipeline.c|s/if (c == s->V - 1 \&\& dcond) sw_zero/if (dcond) sw_zero/|tests/test_dit_model.sh|pp-virtual 2
-pp-dcond-sent-before-last-chunk|graphs/pipeline.c|s/if (c == 0 \&\& dcond) sw_send_on/if (c == s->V - 1 \&\& dcond) sw_send_on/|tests/test_dit_model.sh|pp-virtual 2
-pp-cond-traffic-unmodelled|graphs/pipeline.c|s/if (first) t->forward\[SW_GROUP_PP\] += (s->pp - 1) \* bytes;/if (first) t->forward[SW_GROUP_PP] += 0 * bytes;/|tests/test_dit_model.sh|traffic np=2 --pp 2
+pp-cond-not-sent|graphs/step/pipeline.c|s/for (int r = 1; r < s->pp \&\& cond; r++) sw_send_on/for (int r = 1; 0 \&\& cond; r++) sw_send_on/;s/if (c == 0 \&\& conditioning(s, k, 0)) sw_recv_on/if (0) sw_recv_on/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
+pp-dcond-parts-overwrite|graphs/step/pipeline.c|s/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_W), 0);/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
+pp-dcond-zeroed-every-chunk|graphs/step/pipeline.c|s/if (c == s->V - 1 \&\& dcond) sw_zero/if (dcond) sw_zero/|tests/test_dit_model.sh|pp-virtual 2
+pp-dcond-sent-before-last-chunk|graphs/step/pipeline.c|s/if (c == 0 \&\& dcond) sw_send_on/if (c == s->V - 1 \&\& dcond) sw_send_on/|tests/test_dit_model.sh|pp-virtual 2
+pp-cond-traffic-unmodelled|graphs/step/pipeline.c|s/if (first) t->forward\[SW_GROUP_PP\] += (s->pp - 1) \* bytes;/if (first) t->forward[SW_GROUP_PP] += 0 * bytes;/|tests/test_dit_model.sh|traffic np=2 --pp 2
 zero-op-writes-nothing|codelets/add.c|s/memset(x + r \* ld, 0, sizeof(float) \* (size_t)C);/(void)x;/|tests/test_add|
-timestep-embedder-one-set|graphs/dit.c|s/const int k = x->micro;/const int k = 0;/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
+timestep-embedder-one-set|graphs/layers/dit.c|s/const int k = x->micro;/const int k = 0;/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-pp-ignored|examples/dit_train.c|s/.pp = o.pp});/.pp = 1});/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 dit-dtype-ignored|examples/dit_train.c|s/c->dtype = bf16 ? SW_BF16 : SW_F32;/c->dtype = SW_F32;/|tests/test_dit_model.sh|bf16
 dit-resume-step-ignored|examples/train_loop.c|s/    t->step0 = sw_checkpoint_load_layout(/    (void)sw_checkpoint_load_layout(/|tests/test_dit_model.sh|checkpoint|zero 3 --memory
@@ -306,15 +306,15 @@ dit-save-at-the-end-only-every|examples/train_loop.c|s/(step == t->steps [^ ]* (
 # the training loop every program runs (examples/train_loop.c): each step's micro-batches loaded
 train-loop-batch-of-step-1-only|examples/train_loop.c|s/        t->load(t->model, step);/        if (first) t->load(t->model, step);/|tests/test_dit_torch.sh|dit 2 blocks
 # the DiT's whole memory (dit_train --memory-report): the model's bytes from the shapes = StarPU's main-RAM count
-row-mse-bytes-step-sum-missed|graphs/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
-timestep-embedder-bytes-dact-missed|graphs/dit.c|s/ + (double)h); \/\* freq, u, a per micro-batch; da \*\//); \/* da missed *\//|tests/test_dit_model.sh|^memory np=1 $
-timestep-embedder-bytes-one-micro-batch|graphs/dit.c|s/return 4.0 \* (double)x->B \* (micro \* (/return 4.0 * (double)x->B * ((/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
-dit-memory-blocks-of-chunk-0|graphs/dit_model.c|s/sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l)/sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l)/|tests/test_dit_model.sh|memory np=2 --pp 2
-dit-memory-loss-copy-missed|graphs/dit_model.c|s/(sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0);/0.0;/|tests/test_dit_model.sh|memory np=2 --pp 2
-dit-own-bytes-cond-missed|graphs/dit_model.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
-dit-own-bytes-one-micro-batch|graphs/dit_model.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
-zero-pool-token-unmodelled|graphs/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
-scratch-bytes-first-skipped|graphs/layers.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
+row-mse-bytes-step-sum-missed|graphs/layers/heads.c|s/ + 1\.0 + row_mse_summed(x));/ + 1.0);/|tests/test_dit_model.sh|^memory np=2 --ulysses 2
+timestep-embedder-bytes-dact-missed|graphs/layers/dit.c|s/ + (double)h); \/\* freq, u, a per micro-batch; da \*\//); \/* da missed *\//|tests/test_dit_model.sh|^memory np=1 $
+timestep-embedder-bytes-one-micro-batch|graphs/layers/dit.c|s/return 4.0 \* (double)x->B \* (micro \* (/return 4.0 * (double)x->B * ((/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+dit-memory-blocks-of-chunk-0|graphs/models/dit_model.c|s/sw_blocks_saved_bytes(sw_pipeline_chunk(m->pipe, sw_params_unit_chunk(m->p, l)), l)/sw_blocks_saved_bytes(sw_pipeline_blocks(m->pipe), l)/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-memory-loss-copy-missed|graphs/models/dit_model.c|s/(sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0);/0.0;/|tests/test_dit_model.sh|memory np=2 --pp 2
+dit-own-bytes-cond-missed|graphs/models/dit_model.c|s/ + cond_len \* B \* cond_dim + 5\.0 \* B \* h/ + 5.0 * B * h/|tests/test_dit_model.sh|^memory np=1 $
+dit-own-bytes-one-micro-batch|graphs/models/dit_model.c|s/ + micro \* (2\.0 \* l \* ppc/ + (2.0 * l * ppc/|tests/test_dit_model.sh|np=1 --micro 2 --memory-report
+zero-pool-token-unmodelled|graphs/train/zero.c|s/slots \* (4\.0 \* (double)(int64_t)(slot \/ 4) + 4\.0)/slots * (4.0 * (double)(int64_t)(slot \/ 4))/|tests/test_dit_model.sh|np=2 --dp 2 --zero 3 --memory-report
+scratch-bytes-first-skipped|graphs/layers/context.c|s/for (const struct sw_scratch \*s = x->scratch; s; s = s->next)/for (const struct sw_scratch *s = x->scratch ? x->scratch->next : NULL; s; s = s->next)/|tests/test_dit_model.sh|^memory np=2 --tp 2 --sp
 # the programs' command line (examples/cli.c): an unknown flag skipped, a range, a number or trailing junk unchecked, no nearest flag named, --help without the flags
 cli-unknown-flag-skipped|examples/cli.c|s/^        if (!f) {/        if (!f)\n            continue;\n        if (0) {/|tests/test_cli.sh|
 cli-int-range-unchecked|examples/cli.c|s/if ((double)x < f->min .. (double)x > f->max)/if (0)/|tests/test_cli.sh|
@@ -324,6 +324,7 @@ cli-no-suggestion|examples/cli.c|s/const char \*near = nearest(flags, a, len);/c
 cli-help-without-flags|examples/cli.c|s/        int col = fprintf(out, "%s", left);/        int col = 0; continue;/|tests/test_cli.sh|
 # docs/layout.md names every source file (tests/test_layout.sh)
 layout-doc-file-missing|docs/layout.md|/`trace_dag.c`/d|tests/test_layout.sh|
+structure-codelet-includes-mesh|codelets/gelu.c|s/^#include "codelet_util.h"/#include "codelet_util.h"\n#include "starweave\/mesh.h"/|tests/test_structure.sh|
 EOF
 }
 

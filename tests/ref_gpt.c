@@ -195,7 +195,7 @@ static void layernorm_backward(double *dinp, double *dw, double *db, const doubl
 }
 
 /* --dtype bf16 (c->dtype == SW_BF16): every GEMM of the library reads bf16
- * operands, fp32 elsewhere (graphs.h). The library holds each operand in
+ * operands, fp32 elsewhere (gpt.h). The library holds each operand in
  * fp32 and casts it with bf16.h's sw_bf16_from_f32 (round to nearest, ties to even),
  * so the reference rounds the double value to fp32, then to bf16; the
  * products and sums stay in double (the library's are exact products of

@@ -1,5 +1,5 @@
 /* Plain serial double-precision reference of the starweave GPT-2 model
- * (graphs/gpt.c, include/starweave/graphs.h), for the model tests.
+ * (graphs/models/gpt.c, include/starweave/gpt.h), for the model tests.
  * No StarPU, no threads: straight loops, llm.c style forward/backward pairs.
  *
  * Model: tokens/targets [T = seq*batch] in [s, b] order (row = pos*batch + b).
@@ -13,7 +13,7 @@
  * (op 3); logits = LNf(x) wte^T over [T, Vp]; loss = mean cross-entropy over
  * the real vocabulary columns. Masks: sw_dropout_keep(seed, step, layer, op,
  * idx, p), kept values scaled by 1/(1-p). AdamW with PyTorch semantics on
- * every parameter. Parameters in graphs.h order (ref_gpt_param_numel).
+ * every parameter. Parameters in gpt.h order (ref_gpt_param_numel).
  * cfg->dtype SW_BF16 (--dtype bf16): the operands of the linears' and the LM
  * head's GEMMs (forward, dx and dW) rounded to bf16 as codelets/bf16.h's
  * sw_bf16_from_f32 rounds their fp32 values (ties to even); everything else,
@@ -22,7 +22,7 @@
 #define STARWEAVE_REF_GPT_H
 
 #include <stdint.h>
-#include "starweave/graphs.h"
+#include "starweave/gpt.h"
 
 /* Number of parameter tensors (2 + 12 * layers + 2) and their sizes, with
  * cfg->vocab_padded as the rows of wte. */

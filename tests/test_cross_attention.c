@@ -1,4 +1,4 @@
-/* Cross-attention (dit.h, graphs/dit.c): queries from the tokens [S B, a d],
+/* Cross-attention (dit.h, graphs/layers/dit.c): queries from the tokens [S B, a d],
  * keys and values from a conditioning sequence of another length
  * [L B, 2 a d] (k heads | v heads), non-causal, multi-head, on the attention
  * tile with sq != sk. On one rank, with 2 tiles (two head-group tasks) and

@@ -1,4 +1,4 @@
-/* Generation with a KV cache (graphs.h, sw_gpt_generator), on tp = the
+/* Generation with a KV cache (gpt.h, sw_gpt_generator), on tp = the
  * ranks: a small model trained 20 steps on token streams (each token 7
  * after the previous), then
  * - the training forward's loss on a batch (full causal attention, no

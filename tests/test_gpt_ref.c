@@ -1,4 +1,4 @@
-/* Model test: the GPT-2 graph (graphs.h) against the serial double-precision
+/* Model test: the GPT-2 graph (gpt.h) against the serial double-precision
  * reference (ref_gpt.c), with dropout 0 and 0.1, full and grouped-query attention:
  *   - the reference itself against central finite differences (tiny model);
  *   - step-1 loss and every parameter gradient;
@@ -280,7 +280,7 @@ static void run_case(float dropout, int kv_heads, int vocab, int do_export)
     tu_true("vocab padded to a multiple of 128", c.vocab_padded >= c.vocab && c.vocab_padded % 128 == 0 &&
                                                      c.vocab_padded - c.vocab < 128);
     int n = ref_gpt_num_params(&c);
-    if (!tu_true("parameter count matches graphs.h order", sw_gpt_num_params(&c) == n)) return;
+    if (!tu_true("parameter count matches gpt.h order", sw_gpt_num_params(&c) == n)) return;
     char (*names)[64] = xmalloc((size_t)n * sizeof *names);
     int shapes_ok = 1;
     for (int i = 0; i < n; i++) {
@@ -293,7 +293,7 @@ static void run_case(float dropout, int kv_heads, int vocab, int do_export)
             shapes_ok = 0;
         }
     }
-    if (!tu_true("parameter shapes match graphs.h", shapes_ok)) { free(names); return; }
+    if (!tu_true("parameter shapes match gpt.h", shapes_ok)) { free(names); return; }
 
     sw_gpt *m = sw_gpt_create(&c, NULL);
     int64_t T = (int64_t)c.seq * c.batch, C = c.hidden;
@@ -464,7 +464,7 @@ static void run_bf16_case(void)
     sw_gpt_config cf = c; /* the fp32 reference: what the step computes without bf16 GEMMs */
     cf.dtype = SW_F32;
     int n = ref_gpt_num_params(&c);
-    if (!tu_true("bf16: parameter count matches graphs.h order", sw_gpt_num_params(&c) == n)) return;
+    if (!tu_true("bf16: parameter count matches gpt.h order", sw_gpt_num_params(&c) == n)) return;
     char (*names)[64] = xmalloc((size_t)n * sizeof *names);
     int64_t T = (int64_t)c.seq * c.batch;
     float **Pf[2];

@@ -1,5 +1,5 @@
 /* Spatial and temporal attention over a video's tokens (dit.h,
- * graphs/dit.c, codelets/permute.c): frame-major tokens (position f S + s
+ * graphs/layers/dit.c, codelets/permute.c): frame-major tokens (position f S + s
  * for patch s of frame f), rows in [s, b] order. Spatial: each token
  * attends to the tokens of its frame (and sample); temporal: to the tokens
  * of its patch position across frames. On one rank, both axes, with 1 and

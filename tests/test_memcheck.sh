@@ -2,7 +2,7 @@
 # A tiny model (with dropout) runs clean under AddressSanitizer + UBSan, and
 # every misuse of tests/test_misuse.sh is refused there too (one rank).
 # (valgrind cannot run the -march=native kernels: it stops at AVX-512.)
-# The CPU sources only (also in GPU builds): src/comm_nccl.c belongs to CUDA builds.
+# The CPU sources only (also in GPU builds): src/comm/comm_nccl.c belongs to CUDA builds.
 . "${top_srcdir:-.}/tests/common.sh"
 [ -n "${SW_CHECK_LONG:-}" ] || { echo "SKIP: a long test (an ASan build): make check-long runs it (.ci/run does)"; exit 77; }
 CC=${MPICC:-mpicc}
@@ -14,12 +14,12 @@ if grep -q '^#define STARWEAVE_USE_CUDA' "$top_builddir/config.h"; then
   inc=$TMPD
 fi
 flags="-std=gnu11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
-cflags="$flags -I$inc -I$s/include -I$s/codelets $(pkg-config --cflags starpu-1.3)"
+cflags="$flags -I$inc -I$s/include -I$s/codelets -I$s/src -I$s/graphs $(pkg-config --cflags starpu-1.3)"
 libs="$(pkg-config --libs starpumpi-1.3 starpu-1.3) ${BLAS_LIBS:--lopenblas} $(pkg-config --libs jansson 2> /dev/null || echo -ljansson) -lm"
 # the library's objects once (two attention.c: named by their directory), then gpt_train and test_misuse
 built=true
 mkdir -p "$TMPD/o"
-for f in $(ls "$s"/src/*.c | grep -v comm_nccl) "$s"/codelets/*.c "$s"/graphs/*.c; do
+for f in $(ls "$s"/src/*/*.c | grep -v comm_nccl) "$s"/codelets/*.c "$s"/graphs/*/*.c; do
   o="$TMPD/o/$(basename "$(dirname "$f")")_$(basename "$f" .c).o"
   $CC $cflags -c "$f" -o "$o" >> "$TMPD/cc.log" 2>&1 || built=false
 done

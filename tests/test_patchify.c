@@ -1,4 +1,4 @@
-/* Patch embedding and un-patchify (dit.h, graphs/dit.c): latents
+/* Patch embedding and un-patchify (dit.h, graphs/layers/dit.c): latents
  * [batch][frames][height][width][channels] to tokens [frames (height/p)
  * (width/p) * batch, p p channels] in [s, b] order, against a reference
  * that walks the tokens (each element's pixel from its token and column);

@@ -135,7 +135,7 @@ expect_bad 2 "pp-virtual (2) needs pipeline stages (pp = 1)" --pp-virtual 2 --dp
 expect_bad 2 "no order of the pipeline's work fits the in-flight quotas: stage 1 holds 2 chunks' saved sets (pp 2, 2 chunks per stage, 2 micro-batches, pp-inflight 1)" \
   --pp 2 --pp-virtual 2 --layers 4 --grad-accum 2 --pp-inflight 1
 expect_bad 2 "zero-bubble needs tp, ulysses, ring and dp 1 (tp 1, ulysses 1, ring 1, dp 2)" --dp 2 --batch 4 --zero-bubble
-# two point-to-point channels per chunk between a pair of neighbours (graphs/schedule.h), whatever the stages
+# two point-to-point channels per chunk between a pair of neighbours (graphs/step/schedule.h), whatever the stages
 expect_bad 2 "interleaved chunks per stage (15, pp 2) must be at most 14 (two point-to-point channels each)" \
   --pp 2 --pp-virtual 15 --layers 30 --grad-accum 2
 finish

@@ -1,4 +1,4 @@
-/* The pipeline's schedule (graphs/schedule.c), a pure function: no StarPU,
+/* The pipeline's schedule (graphs/step/schedule.c), a pure function: no StarPU,
  * no MPI. Checks
  *  - 1F1B: with the default quota and no chunks, each stage's order equals
  *    Megatron-core's non-interleaved 1F1B (megatron/core/pipeline_parallel/

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
      * accesses pending on the whole tensor before the invalidation. The
      * reader here is an acquire held by the application, as StarPU-MPI holds
      * a detached send's data until the request completes; without the
-     * order-only write after the invalidation (src/tensor.c), StarPU's
+     * order-only write after the invalidation (src/core/tensor.c), StarPU's
      * partitioning of the "uninitialized" handle skips its switch task and
      * the tiles' writes run at once, under the reader (docs/runtime-notes.md). */
     sw_tensor *v = tu_tensor("v", R, C, a);

@@ -92,7 +92,7 @@ def read_index(d):
 
 
 def forward(cfg, P, tokens, targets):
-    """P: parameters in graphs.h order; tokens/targets [S*B] in [s, b] order.
+    """P: parameters in gpt.h order; tokens/targets [S*B] in [s, b] order.
     targets None: the logits [S*B, Vp] instead of the loss."""
     logits = (forward_llama if cfg["model"] == "llama" else forward_gpt)(cfg, P, tokens)
     return logits if targets is None else F.cross_entropy(logits[:, :cfg["vocab"]], targets.long())

@@ -88,11 +88,11 @@ void sw_ctx_config_default(sw_ctx_config *c);
 
 struct sw_scratch;
 /** \struct sw_ctx_log
- * Private to the layers (graphs/layer_util.h): which linear wrote which
+ * Private to the layers (graphs/layers/layer_util.h): which linear wrote which
  * tensor last, and each replicated linear's rows. */
 struct sw_ctx_log;
 /** \struct sw_wdefer
- * Private to the layers and the step driver (graphs/pipeline.c): Zero
+ * Private to the layers and the step driver (graphs/step/pipeline.c): Zero
  * Bubble's weight-gradient work deferred from a B unit to its W unit. */
 struct sw_wdefer;
 

@@ -111,10 +111,12 @@ sw_params *sw_params_new(const sw_params_config *c, sw_comm *comm);
 int sw_params_add(sw_params *p, const sw_param_desc *d);
 /** The units of a model's parameters (sw_params_set_unit): what comes
  * before the blocks (the embedding), block l (l >= 0), what comes after
- * them (final norm, head). Pipeline stages place units: the first stage
- * runs SW_UNIT_BEFORE, stage s the blocks sw_pipeline_stage_of gives it,
+ * them (final norm, head). The registry places the units on the pipeline
+ * stages (the mesh's pp, pp_chunks of the configuration): the first stage
+ * runs SW_UNIT_BEFORE, stage s the blocks sw_params_stage_of gives it,
  * the last SW_UNIT_AFTER; a rank holds (allocates, updates, saves) only the
- * parameters of the units its stage runs. */
+ * parameters of the units its stage runs, and the step driver (pipeline.h)
+ * runs on each stage the blocks placed there. */
 enum {
     SW_UNIT_BEFORE = -1, /**< what comes before the blocks (the default unit) */
     SW_UNIT_AFTER = -2   /**< what comes after the blocks */
@@ -128,6 +130,12 @@ void sw_params_set_unit(sw_params *p, int unit);
  * end stages hold it and its gradients are summed between them (the mesh's
  * pp_ends group) before the update. Anything else is refused (exit 2). */
 void sw_params_share(sw_params *p, int i, int unit);
+/** The stage that runs block `layer` of `layers` over pp stages of
+ * `chunks` chunks each (0 or 1: contiguous ranges of layers / pp blocks;
+ * else virtual stage layer / (layers / (pp chunks)), on stage that mod pp):
+ * the placement of the blocks, the registry's (sw_pipeline_stage_of is the
+ * same). */
+int sw_params_stage_of(int layer, int layers, int pp, int chunks);
 /** The pipeline stage that runs `unit` (0 without pipeline stages). */
 int sw_params_unit_stage(const sw_params *p, int unit);
 /** The chunk of its stage that runs `unit` (0 .. pp_chunks - 1; 0 without chunks). */

@@ -49,7 +49,7 @@
  * micro-batch keeps its slot until its W, every stage up to the first
  * stage's quota (1F1B's peak memory: later stages hold more than under
  * 1F1B), and an idle stage starts a forward, else a B, else its oldest W
- * (graphs/schedule.h). */
+ * (graphs/step/schedule.h). */
 #ifndef STARWEAVE_PIPELINE_H
 #define STARWEAVE_PIPELINE_H
 
@@ -63,8 +63,8 @@ extern "C" {
 #endif
 
 /** The stage that runs block `layer` of `layers` over pp stages of
- * `chunks` chunks each (0 or 1: contiguous ranges of layers / pp blocks;
- * else virtual stage layer / (layers / (pp chunks)), on stage that mod pp). */
+ * `chunks` chunks each: the registry's placement (sw_params_stage_of), which
+ * the driver follows. */
 int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks);
 
 /** What a model gives the driver besides its blocks. The current

@@ -1,6 +1,6 @@
 /** @file
  * The planner (docs/planner.md): every legal layout of a decoder model
- * (graphs.h) over a world of ranks, its memory per rank from the exact
+ * (gpt.h) over a world of ranks, its memory per rank from the exact
  * memory model, a fast estimate of its step time from the FLOPs, the
  * traffic model and a machine's measured rates, ranked.
  *
@@ -16,7 +16,7 @@
 #define STARWEAVE_PLAN_H
 
 #include <stdio.h>
-#include "starweave/graphs.h"
+#include "starweave/gpt.h"
 
 #ifdef __cplusplus
 extern "C" {

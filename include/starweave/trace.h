@@ -97,8 +97,8 @@ void (*sw_trace_task_prologue(void *rec))(void *);
  * with the record of sw_trace_task_begin. */
 void sw_trace_task_end(void *rec);
 
-/* ---- hooks for communication (src/comm.c) ---- */
-/** Hook for communication (src/comm.c): call right before starpu_mpi_isend_detached / irecv_detached on handle h
+/* ---- hooks for communication (src/comm/comm.c) ---- */
+/** Hook for communication (src/comm/comm.c): call right before starpu_mpi_isend_detached / irecv_detached on handle h
  * (same thread, same order, so the readiness probe is ordered like the
  * request) and pass the result as the request's callback argument with
  * sw_trace_comm_done as the callback: NULL when tracing is off, and then
@@ -178,7 +178,7 @@ void sw_trace_counts(long *ntasks, long *ncomm, int *nranks);
  * data of which one at least writes, back to the last write that covered
  * it (a read on the last writers, a write on them and on the readers
  * since). A tensor's tiles are other handles than the tensor itself: two
- * accesses overlap when their sw_blocks do (src/tensor.c); any other handle
+ * accesses overlap when their sw_blocks do (src/core/tensor.c); any other handle
  * (a temporary) is a datum of its own. SCRATCH accesses are private; REDUX
  * and COMMUTE ones count as RW. Copies (starpu_data_cpy, declared with
  * sw_trace_dag_copy) are not nodes, but dependencies pass through them.

@@ -10,7 +10,7 @@
  * llm.c checkpoint begins with a 256-int32 header whose first int is
  * 20240326.
  *
- * Names and layouts (starweave's parameters: graphs.h; its linear weights
+ * Names and layouts (starweave's parameters: gpt.h; its linear weights
  * are [out, in], y = x W^T):
  * - GPT-2 safetensors: `wte.weight` [V, h], `wpe.weight` [max_pos, h],
  *   `h.N.ln_1.{weight,bias}`, `h.N.attn.c_attn.{weight,bias}`,
@@ -54,7 +54,10 @@
 #define STARWEAVE_WEIGHTS_H
 
 #include <stddef.h>
-#include "starweave/graphs.h"
+
+/** The model whose weights these are (gpt.h): all this header needs of it
+ * (C11 allows the same typedef twice). */
+typedef struct sw_gpt sw_gpt;
 
 #ifdef __cplusplus
 extern "C" {

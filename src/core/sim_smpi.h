@@ -1,4 +1,4 @@
-/* The simulation build's MPI for every thread of a rank (src/sim_smpi.cc,
+/* The simulation build's MPI for every thread of a rank (src/core/sim_smpi.cc,
  * docs/simulation.md); in other builds these do nothing. */
 #ifndef SW_SIM_SMPI_H
 #define SW_SIM_SMPI_H

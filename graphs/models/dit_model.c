@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "starweave.h"
+#include "starweave/dit_model.h"
+#include "starweave/heads.h"
+#include "starweave/runtime.h"
 
 enum { MAX_LAYERS = SW_DIT_MAX_LAYERS, MAX_MICRO = SW_DIT_MAX_MICRO, FREQ = SW_DIT_FREQ, CHUNKS = 12, BRANCHES = 4 };
 enum { SPATIAL, TEMPORAL, CROSS, MLP };

@@ -1,4 +1,4 @@
-/* Generation with a KV cache for GPT-2 and LLaMA (graphs.h): the prompt
+/* Generation with a KV cache for GPT-2 and LLaMA (gpt.h): the prompt
  * through the forward (prefill), then one position at a time (decode), each
  * layer appending its keys and values to its cache and attending to it;
  * the next token chosen from the vocab-parallel logits, the same on every
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "gpt_internal.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/heads.h"
 #include "starweave/runtime.h"
 

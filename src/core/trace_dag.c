@@ -93,7 +93,7 @@ static dag_datum *dag_datum_of(const void *key)
 /* user data of the temporaries seen: never written through */
 static const char dag_temp_mark;
 
-/* Where h lies: a tensor's block (src/tensor.c), keyed by the tensor; any
+/* Where h lies: a tensor's block (src/core/tensor.c), keyed by the tensor; any
  * other handle, a temporary, is the whole of itself. StarPU may give a
  * new temporary the address of one unregistered before: the new one has
  * no user data yet, and its history starts afresh. */

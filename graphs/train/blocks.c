@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer_util.h"
+#include "core/check.h"
+#include "train_internal.h"
 #include "starweave/blocks.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"

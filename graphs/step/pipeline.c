@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layer_util.h"
-#include "params_internal.h"
+#include "layers/layer_util.h"
+#include "train/params_internal.h"
 #include "schedule.h"
 #include "starweave/pipeline.h"
 #include "starweave/runtime.h"
@@ -29,11 +29,8 @@ struct sw_pipeline {
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
 
-int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks)
-{
-    int V = chunks > 1 ? chunks : 1;
-    return pp > 1 && layers >= pp * V ? layer / (layers / (pp * V)) % pp : 0;
-}
+/* the registry places the units (params.h): the driver runs the blocks it places on this stage */
+int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks) { return sw_params_stage_of(layer, layers, pp, chunks); }
 
 /* the schedule of this rank's stage, refused (exit 2 on every rank: each
  * simulates every stage) when the quotas let no order finish */

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "codelet_util.h"
-#include "sim_smpi.h"
+#include "core/sim_smpi.h"
 #include "starweave/comm.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
@@ -55,7 +55,7 @@ static struct {
 int sw_nbc_available(void)
 {
     /* simulated: SMPI says MPI_THREAD_SINGLE, but every actor of a rank
-     * may call MPI (src/sim_smpi.cc), as the real run's threads do */
+     * may call MPI (src/core/sim_smpi.cc), as the real run's threads do */
     if (sw_simulated()) return 1;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
@@ -122,7 +122,7 @@ static int test_elsewhere(void)
 }
 
 /* StarPU's idle hook, called by a worker that found no task (between the
- * naps of src/runtime.c's idle hook where ranks share cores). */
+ * naps of src/core/runtime.c's idle hook where ranks share cores). */
 static unsigned idle_hook(void *arg)
 {
     (void)arg;
@@ -264,7 +264,7 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
 {
     struct nbc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    if (sw_simulated()) sw_sim_adopt_worker(); /* its rank's MPI process (src/sim_smpi.cc) */
+    if (sw_simulated()) sw_sim_adopt_worker(); /* its rank's MPI process (src/core/sim_smpi.cc) */
     const MPI_Op op = a.op == SW_MAX ? MPI_MAX : MPI_SUM;
     inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, a.recs, 0};
     float *in = SW_F32_OF(buffers[1]);

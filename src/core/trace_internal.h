@@ -1,5 +1,5 @@
-/* Private to the trace recorder (src/trace.c: records and their merge;
- * src/trace_write.c: Chrome JSON, Paje, overlap; src/trace_dag.c: the
+/* Private to the trace recorder (src/core/trace.c: records and their merge;
+ * src/core/trace_write.c: Chrome JSON, Paje, overlap; src/core/trace_dag.c: the
  * task graph): the record types, which are also the wire format of the
  * gathers, and the merged trace on rank 0. */
 #ifndef STARWEAVE_TRACE_INTERNAL_H

@@ -361,7 +361,7 @@ int sw_trace_collect(void)
      * the traced requests are counted until their callbacks have run.
      * Not starpu_mpi_wait_for_all: its barrier (StarPU-MPI 1.3.10) hung in
      * 2 to 4 runs in 20 of tests/test_trace at 3 ranks, 2 CPU workers each,
-     * eager, on 2 cores, with tracing off and src/comm.c unchanged too (one
+     * eager, on 2 cores, with tracing off and src/comm/comm.c unchanged too (one
      * rank's progression thread never entered the barrier); 0 in 25 since. */
     starpu_task_wait_for_all();
     for (int k = 0; k < 60000 && atomic_load(&tr.comm_pending) > 0; k++) {

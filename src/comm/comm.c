@@ -5,7 +5,7 @@
  * only to serve the collectives' decomposition (op chosen at run time,
  * variable number of buffers) and are not ops a graph builder submits. */
 #include "starweave/comm.h"
-#include "sim_smpi.h"
+#include "core/sim_smpi.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 
 #include "codelet_util.h"
 #include "comm_nbc.h"
-#include "comm_p2p.h"
+#include "core/p2p.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -56,7 +56,7 @@ struct sw_comm {
     MPI_Comm p2p_comm[SW_GROUP_COUNT];
     /* StarPU-MPI's messages of the collectives: a communicator of their
      * own, so that in simulation it names StarPU-MPI's thread as each
-     * rank's sender (src/sim_smpi.cc), where the mesh's names main */
+     * rank's sender (src/core/sim_smpi.cc), where the mesh's names main */
     MPI_Comm coll_comm[SW_GROUP_COUNT];
     int64_t *p2p_sent[SW_GROUP_COUNT], *p2p_received[SW_GROUP_COUNT];
     int is_virtual;                    /* made by sw_comm_virtual: no communicator, for the models only */
@@ -389,14 +389,12 @@ static starpu_data_handle_t temp_like(starpu_data_handle_t h)
     return t;
 }
 
-/* detached requests submitted and not yet completed (comm_p2p.h) */
-static int p2p_pending;
-int sw_comm_p2p_pending(void) { return __atomic_load_n(&p2p_pending, __ATOMIC_RELAXED); }
+/* detached requests submitted and not yet completed: sw_p2p_pending (core/p2p.h) */
 
 /* a detached request's completion: the count, then its trace record (or NULL) */
 static void p2p_done(void *rec)
 {
-    __atomic_sub_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&sw_p2p_pending, 1, __ATOMIC_RELAXED);
     if (rec) sw_trace_comm_done(rec);
 }
 
@@ -407,7 +405,7 @@ static void isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int6
     __atomic_add_fetch(&c->sent_bytes[g], bytes, __ATOMIC_RELAXED);
     sw_counter_add(SW_COUNT_P2P_SEND, 1);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, dest, 1, tag, h);
-    __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sw_p2p_pending, 1, __ATOMIC_RELAXED);
     SW_CHECK(starpu_mpi_isend_detached(h, dest, (starpu_mpi_tag_t)tag, comm, p2p_done, tr));
 }
 
@@ -435,7 +433,7 @@ static void irecv_after(sw_comm *c, sw_group g, starpu_data_handle_t after, star
 {
     if (after) COMM_INSERT(&gate_cl, STARPU_R, after, STARPU_W, h);
     void *tr = sw_trace_comm_begin(c->op, sw_group_name(g), (int)(tag - c->op_base), comm, src, 0, tag, h);
-    __atomic_add_fetch(&p2p_pending, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&sw_p2p_pending, 1, __ATOMIC_RELAXED);
     SW_CHECK(starpu_mpi_irecv_detached(h, src, (starpu_mpi_tag_t)tag, comm, p2p_done, tr));
 }
 

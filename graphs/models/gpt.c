@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "gpt_internal.h"
-#include "layer_util.h"
-#include "starweave/graphs.h"
+#include "layers/layer_util.h"
+#include "starweave/gpt.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -55,7 +55,7 @@ static sw_attention_config attention_config(const sw_gpt_config *c)
 
 /* ---------------------------------------------------------- parameters */
 
-/* In graphs.h order: token embedding (and learned positions), per block
+/* In gpt.h order: token embedding (and learned positions), per block
  * norm1 qkv proj norm2 fc fc2, final norm (and an untied LM head).
  * N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), norms 1 (and 0),
  * biases 0. */

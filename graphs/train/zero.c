@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "codelet_util.h"
-#include "layer_util.h"
+#include "core/check.h"
+#include "train_internal.h"
 #include "params_internal.h"
 #include "starweave/ops.h"
 #include "starweave/runtime.h"

@@ -6,7 +6,7 @@
  * and StarPU's workers are other SimGrid actors, which SMPI does not know
  * as MPI processes ("MPI_Init was not called"). starweave calls MPI from
  * main (the mesh's communicators, gathers) and from tasks (the collectives
- * of src/comm_nbc.c). An actor adopted here shares its rank's SMPI process
+ * of src/comm/comm_nbc.c). An actor adopted here shares its rank's SMPI process
  * state (its mailboxes, MPI_COMM_WORLD: the same MPI process, as threads of
  * one are) and is given that rank in the groups of the communicators it
  * uses. This reaches into SimGrid 3.32's SMPI process extension

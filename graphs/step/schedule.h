@@ -1,4 +1,4 @@
-/* The pipeline's schedule (private to the library; graphs/pipeline.c and
+/* The pipeline's schedule (private to the library; graphs/step/pipeline.c and
  * tests/test_schedule.c): the order in which each stage submits its units
  * of work, computed -- not written down -- from the stages' in-flight
  * quotas, a priority (the latest chunk's forward first, then a backward)

@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "layer_util.h"
+#include "core/check.h"
+#include "train_internal.h"
 #include "starweave/mesh.h"
 #include "starweave/runtime.h"
 

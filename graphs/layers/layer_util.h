@@ -10,6 +10,8 @@
 #include "starweave/layers.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
+#include "core/check.h"
+#include "train/train_internal.h"
 
 static inline starpu_data_handle_t rows_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_R)[i]; }
 static inline starpu_data_handle_t rows_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_W)[i]; }
@@ -18,39 +20,6 @@ static inline starpu_data_handle_t cols_r(const sw_ctx *x, sw_tensor *t, int i) 
 static inline starpu_data_handle_t cols_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->Pc, STARPU_W)[i]; }
 static inline starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
 static inline starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
-
-/* configuration checks: on a violated rule, "rule (values)" into msg (of
- * size n) and return -1 from the checking function */
-#define SW_RULE(cond, ...)                      \
-    do {                                        \
-        if (!(cond)) {                          \
-            snprintf(msg, n, __VA_ARGS__);      \
-            return -1;                          \
-        }                                       \
-    } while (0)
-
-/* Argument checks at submission (docs/own-model.md, "Misuse"): host-side
- * and cheap; on misuse "fn: arg: rule (values)" and exit 2 on every rank
- * (each checks the same thing), before anything is submitted. */
-/* arg is not NULL (a context, a layer handle, a saved set) */
-static inline void sw_check_ptr(const char *fn, const char *arg, const void *v)
-{
-    if (!v) sw_usage_error("%s: %s: must not be NULL", fn, arg);
-}
-/* t is a tensor [rows, cols] */
-static inline void sw_check_tensor(const char *fn, const char *arg, const sw_tensor *t, int64_t rows, int64_t cols)
-{
-    if (!t) sw_usage_error("%s: %s: must be a tensor [%lld, %lld] (NULL)", fn, arg, (long long)rows, (long long)cols);
-    if (t->rows != rows || t->cols != cols)
-        sw_usage_error("%s: %s: must be a tensor [%lld, %lld] ([%lld, %lld] given)", fn, arg, (long long)rows,
-                       (long long)cols, (long long)t->rows, (long long)t->cols);
-}
-/* private to graphs/ (params.c): 1 when parameter i's value is at rest as
- * this rank's ZeRO-3 shard (its unit is not gathered); refuses (exit 2)
- * units that do not name the model's `layers` blocks where pipeline stages
- * or ZeRO-2/3 need them (fn: the caller, for the message) */
-int sw_params_value_sharded(const sw_params *p, int i);
-void sw_params_check_units(const sw_params *p, const char *fn, int layers);
 
 /* the context x and its registry, and parameter i of it allocated on
  * this rank (a layer called before sw_params_allocate, or of another
@@ -94,6 +63,19 @@ struct sw_ctx_log {
     signed char *rows;
     int nrows;
 };
+/* a parameter every TP rank holds whole (norms, embeddings' positions, biases) */
+static const sw_shard replicated = {0, 0, {0}, {0}, {0}};
+/* a replicated linear's rows rule (linear.c's replicated_rule, sw_ctx_log.rows, the traffic model) */
+enum { RULE_SUM_TP = 1, RULE_PLAIN = 2, RULE_SEQ = 3 };
+/* context.c: the scratch tensor (name, dt, shape) of x, created on first use
+ * (sw_scratch: fp32; keep: sw_scratch_invalidate leaves it), and whether t
+ * is one of x's scratch tensors */
+sw_tensor *sw_scratch_typed(sw_ctx *x, const char *name, sw_dtype dt, int64_t rows, int64_t cols, int keep);
+int sw_is_scratch(const sw_ctx *x, const sw_tensor *t);
+/* linear.c: registers parameter name+suffix [rows, cols] of this TP rank's shard in the
+ * context's registry (every layer's parameters); returns its index */
+int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_shard shard,
+                       int gemm, float std, float value);
 /* the linear whose sw_linear_forward wrote y last; NULL: none recorded */
 const sw_linear *sw_ctx_writer(const sw_ctx *x, const sw_tensor *y);
 static inline sw_tensor *param(const sw_ctx *x, int i) { return sw_params_value(x->params, i); }
@@ -108,20 +90,6 @@ static inline starpu_data_handle_t op16(const sw_ctx *x, starpu_data_handle_t h)
 static inline void op_done(const sw_ctx *x, starpu_data_handle_t h)
 {
     if (bf16_gemms(x)) starpu_data_unregister_submit(h);
-}
-
-static inline void *sw_xcalloc(size_t n, size_t size)
-{
-    void *v = calloc(n ? n : 1, size);
-    if (!v) { perror("starweave: calloc"); abort(); }
-    return v;
-}
-
-static inline void *sw_xrealloc(void *p, size_t size)
-{
-    void *v = realloc(p, size ? size : 1);
-    if (!v) { perror("starweave: realloc"); abort(); }
-    return v;
 }
 
 /* the traffic model: bytes sent per micro-batch on g, forward or
@@ -161,14 +129,5 @@ struct sw_wdefer {
 };
 /* the W unit: the list's weight gradients submitted in its order, the list emptied */
 void sw_linear_weight_grads(sw_ctx *x, struct sw_wdefer *d);
-
-/* Blocks that share another stack's micro slots (pipeline stages' chunks,
- * one pool per stage): block stack c (of the pool's shapes, micro slots
- * and policies) whose residual streams, saved sets, working sets and
- * offload stashes are the pool's tensors; only the gradient of its
- * residual stream is its own. Destroy it before the pool. */
-sw_blocks *sw_blocks_create_pooled(const sw_blocks_config *c, const sw_block_ops *ops, void *model, const sw_blocks *pool);
-/* what sw_blocks_create_pooled allocates: the gradient stream [rows, cols] */
-double sw_blocks_pooled_bytes(const sw_blocks_config *c);
 
 #endif

@@ -1,10 +1,10 @@
 /* The decoder's configuration (GPT-2, LLaMA): its rules and its FLOPs
- * (see graphs.h); its memory and traffic models are the layers'. */
+ * (see gpt.h); its memory and traffic models are the layers'. */
 #include <stdio.h>
 #include <string.h>
 
-#include "layer_util.h"
-#include "starweave/graphs.h"
+#include "layers/layer_util.h"
+#include "starweave/gpt.h"
 
 
 static const char *const model_names[] = {"gpt2", "llama"};

@@ -5,13 +5,13 @@
 #include <string.h>
 
 #include "codelet_util.h"
-#include "layer_util.h"
+#include "core/check.h"
+#include "train_internal.h"
 #include "params_internal.h"
 #include "philox.h"
 #include "starweave/mesh.h"
 #include "starweave/ops.h"
 #include "starweave/params.h"
-#include "starweave/pipeline.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
@@ -70,11 +70,17 @@ void sw_params_share(sw_params *p, int i, int unit)
     p->p[i].also = unit;
 }
 
+int sw_params_stage_of(int layer, int layers, int pp, int chunks)
+{
+    int V = chunks > 1 ? chunks : 1;
+    return pp > 1 && layers >= pp * V ? layer / (layers / (pp * V)) % pp : 0;
+}
+
 int sw_params_unit_stage(const sw_params *p, int unit)
 {
     if (unit == SW_UNIT_BEFORE) return 0;
     if (unit == SW_UNIT_AFTER) return p->pp - 1;
-    return sw_pipeline_stage_of(unit, block_count(p), p->pp, p->c.pp_chunks);
+    return sw_params_stage_of(unit, block_count(p), p->pp, p->c.pp_chunks);
 }
 
 int sw_params_unit_chunk(const sw_params *p, int unit)

@@ -3,7 +3,7 @@
 #ifndef STARWEAVE_GPT_INTERNAL_H
 #define STARWEAVE_GPT_INTERNAL_H
 
-#include "starweave/graphs.h"
+#include "starweave/gpt.h"
 
 /* the layers of the decoder (gpt.c's specs: GPT-2's and LLaMA's) */
 typedef struct decoder_spec {

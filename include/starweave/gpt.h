@@ -2,8 +2,8 @@
  * Models: GPT-2, built from the public layers (layers.h), the parameter
  * registry (params.h) and the block policies (blocks.h). Builders never
  * wait and never touch raw pointers. */
-#ifndef STARWEAVE_GRAPHS_H
-#define STARWEAVE_GRAPHS_H
+#ifndef STARWEAVE_GPT_H
+#define STARWEAVE_GPT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,13 +2,14 @@
  * and LLaMA names) and llm.c's GPT-2 checkpoint, in and out.
  *
  * Both directions go through one table: each of starweave's parameters
- * (graphs.h order) is made of up to three file tensors ("parts"), each
+ * (gpt.h order) is made of up to three file tensors ("parts"), each
  * filling a band of its rows, maybe transposed (GPT-2's Conv1D). Loading
  * reads a file's directory (name, dtype, shape, offset of every tensor),
  * checks the model and every shape against the table, then builds each
  * parameter's global tensor and writes this rank's part of it. Saving
  * assembles each global tensor on rank 0 and writes the parts back. */
 #include "starweave/weights.h"
+#include "starweave/gpt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@
 #include <unistd.h>
 
 #include "bf16.h"
-#include "layer_util.h"
+#include "layers/layer_util.h"
 #include "starweave/runtime.h"
 
 #define LLMC_MAGIC 20240326
@@ -130,7 +131,7 @@ static part mat(const char *name, int64_t r, int64_t c, int64_t row0, int transp
     return p;
 }
 
-/* GPT-2's per-layer parameters (graphs.h order): the transformers suffix,
+/* GPT-2's per-layer parameters (gpt.h order): the transformers suffix,
  * Conv1D (transposed), llm.c's tensor */
 static const struct { const char *hf; int conv1d; const char *llmc; } gpt2_layer[SW_GPT_LAYER_PARAMS] = {
     {"ln_1.weight", 0, "ln1w"},        {"ln_1.bias", 0, "ln1b"},         {"attn.c_attn.weight", 1, "qkvw"},

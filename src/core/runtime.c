@@ -4,7 +4,7 @@
 #include "starweave/ops.h"
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
-#include "comm_p2p.h"
+#include "p2p.h"
 #include "sim_smpi.h"
 
 #include <cblas.h>
@@ -123,19 +123,20 @@ static int env_int(const char *name, int fallback)
  * idle worker that sleeps a little instead leaves the core to the
  * progression thread and wakes up (preempting it) within the sleep time.
  * The worker sleeps only while the rank has point-to-point requests
- * outstanding (comm_p2p.h): without them the progression thread has
+ * outstanding (p2p.h): without them the progression thread has
  * nothing to do, and a sleeping worker only delays the next task -- and
  * the collectives MPI runs (comm_nbc.c), whose requests idle workers test.
  * Where the node's ranks have more workers than it has cores, idle workers
  * always sleep: spinning ones take the cores from the working threads of
  * other ranks. bench/idle.sh measures the three choices (BENCHMARKS.md,
  * "Collective latency"). */
+int sw_p2p_pending; /* p2p.h: kept by src/comm/comm.c */
 static long idle_sleep_ns;
 static int idle_always; /* more workers on the node than cores */
 static unsigned idle_hook(void *arg)
 {
     (void)arg;
-    if (!idle_always && !sw_comm_p2p_pending()) return 0;
+    if (!idle_always && !__atomic_load_n(&sw_p2p_pending, __ATOMIC_RELAXED)) return 0;
     struct timespec ts = {0, idle_sleep_ns};
     nanosleep(&ts, NULL);
     return 0;
@@ -214,7 +215,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     /* Simulated: StarPU's main (starpu_simgrid_wrap.h renames the
      * program's) initialised the rank's SMPI process, which became
      * StarPU-MPI's progression thread and started main in an actor of its
-     * own: that actor joins the rank's MPI process (src/sim_smpi.cc). */
+     * own: that actor joins the rank's MPI process (src/core/sim_smpi.cc). */
     if (sw_simulated() && sw_sim_adopt_main() != 0) {
         fprintf(stderr, "starweave: simulated, but the program was not started by starpu_smpirun through StarPU's "
                         "main (docs/simulation.md)\n");
@@ -262,7 +263,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
 #ifdef STARPU_SIMGRID
     /* The buffers StarPU allocates in main RAM (temporaries, StarPU-MPI's
      * receive buffers) are folded like the tensors' home buffers
-     * (src/tensor.c): a model far larger than this machine is simulated on
+     * (src/core/tensor.c): a model far larger than this machine is simulated on
      * it. StarPU still counts them (STARPU_MALLOC_COUNT). */
     starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM,
                                             STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT | STARPU_MALLOC_SIMULATION_FOLDED);

@@ -1,5 +1,5 @@
 /* Collectives that MPI itself runs, as graph nodes that hold no worker
- * (private to src/comm.c; see comm_nbc.c).
+ * (private to src/comm/comm.c; see comm_nbc.c).
  *
  * One task per collective starts MPI's non-blocking collective on the
  * buffers it was given, waits for it at most SW_COMM_SPIN_US microseconds

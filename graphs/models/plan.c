@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "layer_util.h"
-#include "schedule.h"
+#include "layers/layer_util.h"
+#include "step/schedule.h"
 #include "starweave/plan.h"
 #include "starweave/mesh.h"
 #include "starweave/ops.h"
@@ -157,7 +157,7 @@ int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n)
     if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;
     sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
     if (sw_mesh_check(&d, world, msg, n) != 0) return -1;
-    /* the pipeline's rules (sw_pipeline_create refuses the same: graphs/pipeline.c) */
+    /* the pipeline's rules (sw_pipeline_create refuses the same: graphs/step/pipeline.c) */
     int pp = cfg->pp, V = cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, K = cfg->grad_accum, stuck = 0;
     SW_RULE(pp * V <= SW_P2P_CHANNELS / 2 - 1, "pipeline stages times chunks (pp %d x %d) must be at most %d", pp, V,
             SW_P2P_CHANNELS / 2 - 1);
