@@ -143,7 +143,7 @@ tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
       fi
       ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
       bub=$(sed -n 's/^bubble: stage [0-9]*: \([0-9.]*\)%.*/\1/p' "$work/s.out" | sort -g | sed -n '1p;$p' | tr '\n' ' ')
-      f1=$(sed -n "s/^bubble: stage 0: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out")
+      f1=$(sed -n "s/^bubble: stage [0-9]*: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out" | head -n 1)
       hid=$(awk '$1 == "overlap:" && $3 == "all" { s += $9; c++ } END { if (c) printf "%.1f", s / c }' "$work/s.out")
       mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
       nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
