@@ -27,11 +27,12 @@ done
 cat > "$tmp/p.gp" <<EOF
 set terminal pngcairo size 900,560 font 'Sans,10'
 set output '$png'
-set title "SIMULATED step time (StarPU + SimGrid; this machine's CPU cores' calibration, regression estimates; network typed: nvlink-ib)"
+set title "SIMULATED step time: StarPU + SimGrid, one CPU core of this machine per rank\n(calibrated here, regression ESTIMATES for these sizes; network typed: nvlink-ib, an ASSUMPTION)"
 set xlabel 'simulated ranks (nodes of 8)'
 set ylabel 'simulated ms/step'
 set logscale xy
 set xtics (8, 64, 512)
+set xrange [5:800]
 set key outside right
 set grid
 plot $plot
