@@ -2,6 +2,10 @@
 """Merges StarPU 1.3 history-based performance model files (bench/calibrate.sh).
 
 usage: perfmodel_merge.py OUT IN...
+       perfmodel_merge.py --estimate MISSING SYMBOL FILE
+
+The second form (bench/sim.sh --estimate) adds regression estimates to a
+model file for the footprints a simulation needs (estimate_needed below).
 
 Why: each rank of a calibration run writes its models at exit, and StarPU
 1.3 overwrites the file with what that process knows (the file as loaded
@@ -91,23 +95,63 @@ def estimate(entries, path):
               f"from {n} measured size(s), mean = c * size^{b:.2f}", file=sys.stderr)
 
 
-def main():
-    if len(sys.argv) < 3:
-        raise SystemExit(__doc__)
-    out_path, inputs = sys.argv[1], sys.argv[2:]
-    parsed = [parse(p) for p in inputs]
-    layout = [x for x in parsed[0][0] if not isinstance(x, tuple)]
-    for p, (lines, _) in zip(inputs[1:], parsed[1:]):
-        if [x for x in lines if not isinstance(x, tuple)] != layout:
-            raise SystemExit(f"{p}: not the layout of {inputs[0]} (other workers?): not merged")
-    lines, sections = parsed[0]
-    merged = [dict() for _ in sections]
-    for _, secs in parsed:
-        for k, entries in enumerate(secs):
-            for h, e in entries.items():
-                merged[k][h] = combine(merged[k][h], e) if h in merged[k] else e
-    for entries in merged:
-        estimate(entries, out_path)
+def regress(pts, x):
+    """time at x from measured (x, time) points: log-log interpolation
+    between the two measured neighbours (a power law time = a * x^b fitted
+    on them), and beyond the measured range the rate (x per us) of the
+    nearest measured end (time proportional to x) -> (time, how)"""
+    by = {}
+    for px, py in pts:
+        by.setdefault(px, []).append(py)
+    xs = sorted(by)
+    ys = [sum(by[v]) / len(by[v]) for v in xs]
+    if x >= xs[-1]:
+        return ys[-1] * x / xs[-1], f"rate of the largest measured size ({xs[-1]:.4g}), x{x / xs[-1]:.3g} beyond it"
+    if x <= xs[0]:
+        return ys[0] * x / xs[0], f"rate of the smallest measured size ({xs[0]:.4g}), x{x / xs[0]:.3g} of it"
+    k = next(i for i in range(1, len(xs)) if xs[i] >= x)
+    b = math.log(ys[k] / ys[k - 1]) / math.log(xs[k] / xs[k - 1])
+    t = ys[k - 1] * (x / xs[k - 1]) ** b
+    return t, f"power law between measured {xs[k - 1]:.4g} and {xs[k]:.4g} (exponent {b:.2f})"
+
+
+def estimate_needed(missing_path, symbol, path):
+    """--estimate: adds to the model file `path` of codelet `symbol` an
+    entry for every footprint of it listed in missing_path (lines "symbol
+    footprint bytes flops", bench/sim.sh --estimate's first pass), its time
+    regressed (regress()) on flops where the codelet records flops, else on
+    bytes, from the measured entries of the same section; n = 10 (what
+    StarPU trusts), so the simulation takes it silently: each is printed on
+    stdout as an ESTIMATE."""
+    need = {}
+    with open(missing_path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) == 4 and w[0] == symbol:
+                need[w[1]] = (int(w[2]), float(w[3]))
+    if not need:
+        return
+    lines, sections = parse(path)
+    for k, entries in enumerate(sections):
+        measured = [e for e in entries.values() if int(e[7]) > 0 and float(e[3]) > 0]
+        if not measured:
+            raise SystemExit(f"perfmodel_merge: {path}: no measured size to fit a regression for {symbol}: calibrate it")
+        for h, (size, flops) in need.items():
+            if h in entries:
+                continue
+            use_flops = flops > 0 and all(float(e[2]) > 0 for e in measured)
+            pts = [(float(e[2]) if use_flops else float(e[1]), float(e[3])) for e in measured]
+            x = flops if use_flops else float(size)
+            if x <= 0:
+                x = 1.0
+            t, how = regress(pts, x)
+            entries[h] = [h, str(size), f"{flops:e}", f"{t:e}", f"{0.0:e}", f"{10 * t:e}", f"{10 * t * t:e}", "10"]
+            print(f"ESTIMATE {symbol} footprint {h} ({size} bytes, {flops:.4g} flops): {t:.4g} us, regressed on "
+                  f"{'flops' if use_flops else 'bytes'} from {len(measured)} measured size(s): {how}")
+    write(path, lines, sections)
+
+
+def write(out_path, lines, merged):
     text = []
     for j, x in enumerate(lines):
         if isinstance(x, tuple):
@@ -124,6 +168,29 @@ def main():
             text.append(str(len(merged[nxt[1]])))
     with open(out_path, "w") as f:
         f.write("\n".join(text))
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--estimate":
+        estimate_needed(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    out_path, inputs = sys.argv[1], sys.argv[2:]
+    parsed = [parse(p) for p in inputs]
+    layout = [x for x in parsed[0][0] if not isinstance(x, tuple)]
+    for p, (lines, _) in zip(inputs[1:], parsed[1:]):
+        if [x for x in lines if not isinstance(x, tuple)] != layout:
+            raise SystemExit(f"{p}: not the layout of {inputs[0]} (other workers?): not merged")
+    lines, sections = parsed[0]
+    merged = [dict() for _ in sections]
+    for _, secs in parsed:
+        for k, entries in enumerate(secs):
+            for h, e in entries.items():
+                merged[k][h] = combine(merged[k][h], e) if h in merged[k] else e
+    for entries in merged:
+        estimate(entries, out_path)
+    write(out_path, lines, merged)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,7 @@ set -eu
 me=sim-accuracy
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset=vm-measured only=
-die2() { echo "$me: error: $*" >&2; exit 2; }
-need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+. "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
@@ -33,7 +32,7 @@ while [ $# -gt 0 ]; do
     --shape) need "$@"; shape=$2; shift ;;
     --preset) need "$@"; preset=$2; shift ;;
     --only) need "$@"; only=$2; shift ;;
-    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
   shift
@@ -45,15 +44,14 @@ case "$shape" in
   w124) args="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024" ;;
   *) die2 "--shape must be main or w124 (got '$shape')" ;;
 esac
-[ -x "$build/examples/gpt_train" ] || die2 "no real build with examples/gpt_train in $build"
-[ -x "$sim_build/examples/gpt_train" ] || die2 "no simulation build in $sim_build (docs/simulation.md)"
+sim_builds "$build" "$sim_build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-acc.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 ms_of() { # mean ms of steps 2.. in gpt_train's CSV log
   awk -F, 'NR > 2 { s += $3; n++ } END { if (n) printf "%.2f", s / n }' "$1"
 }
-echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform preset $preset; $(grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform preset $preset; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
 while read -r name np cpus layout; do
   [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue

@@ -19,8 +19,7 @@ me=sim-pipeline
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build sim_build=$top/build-sim pps="4 8" micros="8 16" preset=nvlink-ib
 shape="--layers 8 --hidden 256 --heads 4 --seq 128 --vocab 512"
-die2() { echo "$me: error: $*" >&2; exit 2; }
-need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+. "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
@@ -29,13 +28,12 @@ while [ $# -gt 0 ]; do
     --micro) need "$@"; micros=$2; shift ;;
     --preset) need "$@"; preset=$2; shift ;;
     --shape) need "$@"; shape=$2; shift ;;
-    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
   shift
 done
-[ -x "$build/examples/gpt_train" ] || die2 "no real build with examples/gpt_train in $build"
-[ -x "$sim_build/examples/gpt_train" ] || die2 "no simulation build in $sim_build (docs/simulation.md)"
+sim_builds "$build" "$sim_build"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-pipe.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cal=$work/cal
@@ -45,7 +43,7 @@ for zb in "" --zero-bubble; do
     --pp 2 --grad-accum "$k0" --batch "$k0" --ncpus 1 $zb --steps 12 --quiet --log "$work/c.csv" > "$work/c.out" 2>&1 ||
     { tail -n 5 "$work/c.out"; die2 "calibration failed"; }
 done
-echo "$me: $shape, one core per stage, micro-batches of 1 sequence, preset $preset; calibrated by real pp 2 runs on $(grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+echo "$me: $shape, one core per stage, micro-batches of 1 sequence, preset $preset; calibrated by real pp 2 runs on $(cpu_model)"
 printf '%-4s %-4s %-6s %12s %11s  %s\n' pp K sched "sim ms/step" "1F1B form." "bubble per stage (simulated trace)"
 for p in $pps; do
   sh "$top/bench/sim-platform.sh" --nodes "$p" --ranks-per-node 1 --cpus 1 --preset "$preset" --out "$work/plat$p" > /dev/null

@@ -1,78 +1,156 @@
 #!/bin/sh
-# Scale by simulation (docs/simulation.md, "Scale"): a GPT on 8, 64 and 512
-# simulated ranks in the layouts whose per-rank task sizes one real pp 2
-# run of this machine calibrates (a block's tasks depend on the hidden
-# size, the sequence and the micro-batch, not on the number of stages or dp
-# ranks): pipeline stages (1F1B), data parallelism (no ZeRO: ZeRO's shards
-# have sizes of their own), and both. Every collective is MPI's own
-# (--collective-algo mpi), simulated by SMPI on the platform's network.
-# Each simulated rank computes at this machine's measured per-core rate
-# (one CPU worker per rank); the network is a typed preset. Prints, per
-# layout: simulated ms/step, the bubble of the first and last stage from
-# the simulated trace, and the wall time the simulation took.
+# Scale by simulation (docs/simulation.md, "Scale"): GPT-2 1.5B and
+# LLaMA-7B shapes on 8, 64 and 512 simulated ranks (nodes of 8) in the
+# layouts a user would try -- tp 8 + sp inside a node; pp across nodes,
+# 1F1B and interleaved; dp with ZeRO-1 and ZeRO-3; their combinations --
+# run by bench/sim.sh --estimate: each simulated rank computes at this
+# machine's calibrated per-core rates (one CPU worker per rank), and every
+# task size the calibration never ran (all of these shapes' sizes: they
+# cannot run here) takes a regression ESTIMATE from the sizes measured
+# (bench/perfmodel_merge.py --estimate, printed by sim.sh). The network is
+# a typed preset: ASSUMPTIONS. Prints per layout: simulated ms/step, each
+# stage's bubble (min..max over the stages, from the simulated trace)
+# against 1F1B's (p-1)/(m+p-1), the share of communication hidden behind
+# compute, the memory model's bytes per rank, the number of estimated
+# sizes, and the wall time the simulation took.
 #
-# usage: bench/sim-scale.sh [--build DIR] [--sim-build DIR] [--ranks "8 64"]
-#          [--preset P] [--shape "ARGS"] [--layers L] [--micro K]
-#   --ranks LIST   world sizes (default "8 64"; 512 takes long)
-#   --shape ARGS   the model but its layers (default GPT-2 medium at seq
-#                  512: --hidden 1024 --heads 16 --vocab 50257 --seq 512)
-#   --layers L     layers of the simulated model (24)
-#   --micro K      micro-batches of one sequence per step and pipeline (16)
-#   --preset P     bench/sim-platform.sh's preset (nvlink-ib: 8 ranks per node)
+# usage: bench/sim-scale.sh [--build DIR] [--sim-build DIR] [--models LIST]
+#          [--ranks LIST] [--layers L] [--micro K] [--preset P]
+#          [--only REGEX] [--steps N] [--out FILE]
+#   --models LIST  gpt2-1.5b llama-7b (default both)
+#   --ranks LIST   world sizes among 8 64 512 (default "8 64")
+#   --layers L     layers simulated (default 16: the full 48 and 32 take
+#                  longer than this machine's time allows; a layout's
+#                  step grows with its layers per stage, said in the output)
+#   --micro K      micro-batches of one sequence per pipeline and step (16)
+#   --only REGEX   the layouts whose names match: LLaMA-7B tp8sp pp8 pp8v2
+#                  dp8z1 dp8z3 (8 ranks) tp8pp8 tp8pp8v2 tp8dp8z1 tp8dp8z3
+#                  (64) tp8pp8dp8z1 (512); GPT-2 1.5B (25 heads: no tp 8)
+#                  pp8 pp8v2 dp8z1 dp8z3, pp8dp8z1 pp8v2dp8z1 dp64z3,
+#                  pp8dp64z1
+#   --steps N      simulated steps (2: the second is the one measured)
+#   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
+# Calibration: ~/.cache/starweave/calibration-scale (SW_SIM_SCALE_CALIBRATION),
+# host 'scale'; what is missing is calibrated first by small real runs of
+# each model kind and layout family (bench/calibrate.sh): run those on a
+# quiet machine, their times are the simulation's.
 set -eu
 me=sim-scale
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim ranks="8 64" preset=nvlink-ib layers=24 micro=16
-shape="--hidden 1024 --heads 16 --vocab 50257 --seq 512 --max-pos 1024"
-die2() { echo "$me: error: $*" >&2; exit 2; }
-need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
+. "$top/bench/common.sh"
+build=$top/build sim_build=$top/build-sim ranks="8 64" preset=nvlink-ib layers=16 micro=16 only= steps=2 out=
+models="gpt2-1.5b llama-7b"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
     --sim-build) need "$@"; sim_build=$2; shift ;;
+    --models) need "$@"; models=$2; shift ;;
     --ranks) need "$@"; ranks=$2; shift ;;
     --preset) need "$@"; preset=$2; shift ;;
-    --shape) need "$@"; shape=$2; shift ;;
     --layers) need "$@"; layers=$2; shift ;;
     --micro) need "$@"; micro=$2; shift ;;
-    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --only) need "$@"; only=$2; shift ;;
+    --steps) need "$@"; steps=$2; shift ;;
+    --out) need "$@"; out=$2; shift ;;
+    -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
   shift
 done
-[ -x "$build/examples/gpt_train" ] || die2 "no real build with examples/gpt_train in $build"
-[ -x "$sim_build/examples/gpt_train" ] || die2 "no simulation build in $sim_build (docs/simulation.md)"
+posint --layers "$layers"; posint --micro "$micro"; posint --steps "$steps"
+sim_builds "$build" "$sim_build"
 cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
-host=scale-$(echo "$shape" | tr -c 'a-z0-9' '_' | tr -s _)
-if ! ls "$cal/codelets/"*/*".$host" > /dev/null 2>&1; then
+host=scale
+calibrate() { # NAME ARGS: one real calibration run (2 ranks, 11 steps) unless done
+  name=$1; shift
+  [ -f "$cal/done.$name" ] && return 0
   t0=$(date +%s)
-  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host "$host" --np 2 examples/gpt_train $shape \
-    --layers 2 --pp 2 --grad-accum 4 --batch 4 --ncpus 1 --collective-algo mpi --steps 11 --quiet --log /dev/null ||
-    die2 "calibration failed"
-  echo "$me: calibrated in $(($(date +%s) - t0)) s ($cal, host $host)"
-fi
+  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host "$host" --np 2 examples/gpt_train "$@" \
+    --ncpus 1 --collective-algo mpi --steps 11 --quiet --log /dev/null > "$cal/calibrate-$name.out" 2>&1 ||
+    { tail -n 5 "$cal/calibrate-$name.out"; die2 "calibration $name failed"; }
+  echo "$me: calibrated $name in $(($(date +%s) - t0)) s, load $(cut -d' ' -f1 /proc/loadavg): $*" | tee "$cal/done.$name"
+}
+mkdir -p "$cal"
+# GPT-2 medium's sizes at seq 512 (the largest this machine runs in
+# minutes), and small shapes for the codelets only the other layouts and
+# LLaMA run (the regression scales them: the more sizes measured, the
+# better it interpolates)
+g2="--model gpt2 --layers 2 --hidden 1024 --heads 16 --vocab 50257 --seq 512 --max-pos 1024"
+small="--layers 2 --hidden 256 --heads 4 --vocab 2048 --seq 128"
+calibrate gpt2-pp2 $g2 --pp 2 --grad-accum 4 --batch 4
+calibrate gpt2-tp2 --model gpt2 $small --tp 2 --sp --batch 2
+calibrate gpt2-z3 --model gpt2 $small --dp 2 --zero 3 --batch 2
+calibrate llama-pp2 --model llama $small --pp 2 --grad-accum 4 --batch 4
+calibrate llama-tp2 --model llama $small --tp 2 --sp --batch 2
+calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-echo "$me: SIMULATION. $shape --layers $layers, micro-batches of 1 sequence, $micro per pipeline per step; ranks compute at $(grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //') per-core rates (calibrated); network: preset $preset (typed)"
-printf '%-6s %-22s %12s %14s %10s %10s\n' ranks layout "sim ms/step" "seq/s (sim)" "bubble s0" "wall s"
-for n in $ranks; do
-  rpn=$((n < 8 ? n : 8))
-  sh "$top/bench/sim-platform.sh" --nodes $((n / rpn)) --ranks-per-node $rpn --cpus 1 --preset "$preset" \
-    --out "$work/p$n" > /dev/null
-  for pp in 1 8; do
-    [ $((n % pp)) = 0 ] && [ $((layers % pp)) = 0 ] || continue
-    dp=$((n / pp))
+echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step; $steps steps, the last one measured"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s" > "$out"
+printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s"
+for model in $models; do
+  case "$model" in
+    gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" ;;
+    llama-7b) shape="--model llama --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --seq 2048" ;;
+    *) die2 "unknown model '$model' (gpt2-1.5b, llama-7b)" ;;
+  esac
+  for n in $ranks; do
+    rpn=$((n < 8 ? n : 8))
+    sh "$top/bench/sim-platform.sh" --nodes $((n / rpn)) --ranks-per-node $rpn --cpus 1 --preset "$preset" \
+      --out "$work/p$n" > "$work/platform.out"
     k=$micro
-    [ "$pp" = 1 ] && k=1
-    lay="--pp $pp --dp $dp --grad-accum $k --batch $((dp * k))"
-    t0=$(date +%s)
-    sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" \
-      examples/gpt_train $shape --layers "$layers" $lay --ncpus 1 --collective-algo mpi --steps 2 \
-      --log "$work/s.csv" --trace "$work/t.json" > "$work/s.out" 2>&1 ||
-      { echo "$n ranks, pp $pp dp $dp: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
-    ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
-    b0=$(sed -n 's/^bubble: stage 0: \([0-9.]*%\).*/\1/p' "$work/s.out")
-    printf '%-6s %-22s %12s %14s %10s %10s\n' "$n" "pp $pp x dp $dp, K $k" "$ms" \
-      "$(awk -v m="$ms" -v b=$((dp * k)) 'BEGIN { printf "%.1f", b / (m / 1000) }')" "${b0:--}" "$(($(date +%s) - t0))"
+    case "$model:$n" in
+      # GPT-2 1.5B's 25 heads divide by no tp of a node of 8 (gpt_train
+      # refuses tp 8: "heads (25) must be divisible by tp (8)"): no tp
+      gpt2*:8) list="pp8:--pp 8 --grad-accum $k --batch $k
+pp8v2:--pp 8 --pp-virtual 2 --grad-accum $k --batch $k
+dp8z1:--dp 8 --zero 1 --batch 8
+dp8z3:--dp 8 --zero 3 --batch 8" ;;
+      gpt2*:64) list="pp8dp8z1:--pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
+pp8v2dp8z1:--pp 8 --pp-virtual 2 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
+dp64z3:--dp 64 --zero 3 --batch 64" ;;
+      gpt2*:512) list="pp8dp64z1:--pp 8 --dp 64 --zero 1 --grad-accum $k --batch $((64 * k))" ;;
+      *) case "$n" in
+      8) list="tp8sp:--tp 8 --sp --batch 1
+pp8:--pp 8 --grad-accum $k --batch $k
+pp8v2:--pp 8 --pp-virtual 2 --grad-accum $k --batch $k
+dp8z1:--dp 8 --zero 1 --batch 8
+dp8z3:--dp 8 --zero 3 --batch 8" ;;
+      64) list="tp8pp8:--tp 8 --sp --pp 8 --grad-accum $k --batch $k
+tp8pp8v2:--tp 8 --sp --pp 8 --pp-virtual 2 --grad-accum $k --batch $k
+tp8dp8z1:--tp 8 --sp --dp 8 --zero 1 --batch 8
+tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
+      512) list="tp8pp8dp8z1:--tp 8 --sp --pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))" ;;
+      *) die2 "--ranks: 8, 64 or 512 (got $n)" ;;
+    esac ;;
+    esac
+    echo "$list" | while IFS=: read -r name lay; do
+      [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
+      trace="--trace $work/t.json"
+      [ "$n" -le 64 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
+      t0=$(date +%s)
+      rc=0
+      sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate \
+        examples/gpt_train $shape --layers "$layers" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
+        --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
+      wall=$(($(date +%s) - t0))
+      cp "$work/s.out" "${SW_SIM_SCALE_KEEP:-$work}/$model-$n-$name.out" 2>/dev/null || true
+      if [ "$rc" != 0 ]; then
+        printf '%-10s %-5s %-22s failed (exit %s, %s s): %s\n' "$model" "$n" "$name" "$rc" "$wall" \
+          "$(grep -v -e 'calibrated enough' -e '^sim: ESTIMATE' "$work/s.out" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"
+        continue
+      fi
+      ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
+      bub=$(sed -n 's/^bubble: stage [0-9]*: \([0-9.]*\)%.*/\1/p' "$work/s.out" | sort -g | sed -n '1p;$p' | tr '\n' ' ')
+      f1=$(sed -n "s/^bubble: stage [0-9]*: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out" | head -n 1)
+      hid=$(awk '$1 == "overlap:" && $3 == "all" { s += $9; c++ } END { if (c) printf "%.1f", s / c }' "$work/s.out")
+      mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
+      nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
+      b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
+      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s\n' "$model" "$n" "$name" "${ms:-?}" \
+        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall" >> "$out"
+    done
   done
 done

@@ -84,9 +84,18 @@ static inline void sw_same_numel_(const char *file, int line, const char *op, co
                  SW_DIMS(a), nb, SW_DIMS(b), ea, eb);
 }
 
-/* History-based perf model named after the codelet. */
+/* History-based perf model named after the codelet. In the simulation
+ * build its footprint is StarPU's own, computed by src/sim_model.c, which
+ * first checks that the calibration has a time for it (else: what to
+ * calibrate, exit 2). */
+#ifdef STARPU_SIMGRID
+uint32_t sw_sim_footprint(struct starpu_task *task);
+#define SW_PERFMODEL(var, sym) \
+    static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym, .footprint = sw_sim_footprint}
+#else
 #define SW_PERFMODEL(var, sym) \
     static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym}
+#endif
 
 /* Submit a task as starpu_task_insert does, through sw_task_submit
  * (runtime.h): recorded by sw_trace, its task graph and sw_stats, run where

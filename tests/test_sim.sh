@@ -9,7 +9,8 @@
 # link between the nodes takes more simulated time per step (the collectives'
 # MPI calls reach SMPI from their tasks). Bad input: a platform with fewer
 # hosts than ranks, a calibration that does not exist, and a shape whose
-# sizes were never calibrated are refused with exit 2 and what to do.
+# sizes were never calibrated are refused with exit 2 and what to do; the
+# same shape with --estimate runs on regression estimates, labelled.
 # Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
 # --simgrid's prefix>): this build if it is one, else $SW_SIM_BUILD, else
 # build-sim in the source tree; and a real build to calibrate with: this
@@ -124,9 +125,19 @@ if want "bad input"; then
   # another shape: its sizes were never run here
   sim nosize "$TMPD/eth" examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 1
   rc=$?
-  what=$(sed -n "s/^sim: error: codelet '\([^']*\)' has no calibrated time.*/\1/p" "$TMPD/nosize")
+  what=$(sed -n "s/^starweave: simulation: codelet '\([^']*\)' has no calibrated time for a task of [0-9]* bytes.*calibrate this shape.*/\1/p" "$TMPD/nosize" | head -n 1)
   [ "$rc" = 2 ] && [ -n "$what" ] || cat "$TMPD/nosize"
-  check "a size never calibrated (--hidden 128): exit $rc (expected 2), the codelet named (${what:-none})" \
+  check "a size never calibrated (--hidden 128): exit $rc (expected 2), the codelet and its size named (${what:-none}), $(($(date +%s) - t0)) s" \
     [ "$rc" = 2 -a -n "$what" ]
+  # the same with --estimate: every size the calibration lacks gets a
+  # regression estimate from the measured ones, printed as such
+  sim est "$TMPD/eth" --estimate examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 2
+  rc=$?
+  n=$(grep -c '^sim: ESTIMATE ' "$TMPD/est")
+  ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/est")
+  said=$(grep -c "^sim: $n task size(s) took regression ESTIMATES" "$TMPD/est")
+  [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ -n "$ms" ] && [ "$said" = 1 ] || cat "$TMPD/est"
+  check "--estimate at --hidden 128: exit $rc, $n size(s) estimated and labelled ($said), ${ms:-no} simulated ms/step" \
+    [ "$rc" = 0 -a "$n" -gt 0 -a -n "$ms" -a "$said" = 1 ]
 fi
 finish

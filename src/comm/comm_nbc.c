@@ -31,6 +31,7 @@ typedef struct inflight {
     int *counts; /* counts[p], displs[p] (all-gather, reduce-scatter) */
     void **recs; /* its trace records (NULL-terminated), or NULL */
     int done;    /* complete, its task not ended yet */
+    void *sim_buf; /* simulated all-reduce: its buffers (below), freed at the end */
 } inflight;
 
 /* the request completed: its trace records end now */
@@ -161,6 +162,7 @@ static void sim_wait(void *arg)
     inflight *f = arg;
     SW_CHECK(MPI_Wait(&f->req, MPI_STATUS_IGNORE));
     completed(f);
+    if (f->sim_buf) SMPI_SHARED_FREE(f->sim_buf);
     struct starpu_task *t = f->task;
     free(f);
     starpu_task_end_dep_release(t);
@@ -266,7 +268,7 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     starpu_codelet_unpack_args(cl_arg, &a);
     if (sw_simulated()) sw_sim_adopt_worker(); /* its rank's MPI process (src/core/sim_smpi.cc) */
     const MPI_Op op = a.op == SW_MAX ? MPI_MAX : MPI_SUM;
-    inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, a.recs, 0};
+    inflight f = {MPI_REQUEST_NULL, starpu_task_get_current(), NULL, a.recs, 0, NULL};
     float *in = SW_F32_OF(buffers[1]);
     int rc = MPI_SUCCESS, p, me;
     int64_t sent = 0; /* elements of the call's send buffer meant for other ranks */
@@ -274,6 +276,36 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
     SW_CHECK(MPI_Comm_rank(a.comm, &me));
     switch (a.kind) {
     case SW_NBC_ALLREDUCE:
+#ifdef STARPU_SIMGRID
+        if (p > 1) {
+            /* Simulated: not SMPI's MPI_Iallreduce (SimGrid 3.32), which
+             * (1) copies an MPI_IN_PLACE buffer into a temporary it frees
+             * when the call returns, while its sends still read it (a 16
+             * MiB all-reduce then faulted inside SimGrid's copy, in a loop
+             * of SIGSEGVs: the "stuck" 8-rank dp runs of GPT-2 medium),
+             * and (2) sends the whole buffer to every other rank, (p-1) x
+             * N, with p-1 temporaries of N on each rank: p/2 times the
+             * bytes of a ring or reduce-scatter + all-gather all-reduce,
+             * and memory that grows with p^2 over the simulated ranks.
+             * Instead one reduce-scatter of 2N elements: each rank sends
+             * 2N(p-1)/p, the bytes of a ring all-reduce, in one round of
+             * messages (one latency where a real reduce-scatter +
+             * all-gather pays two). The values are not computed in
+             * simulation: the buffers are SMPI's folded memory (SMPI
+             * skips copying its shared blocks, bench/sim.sh's 64 MiB; a
+             * smaller one is copied, read from untouched pages). */
+            int64_t n = SW_NUMEL_OF(buffers[1]);
+            int part = (int)((2 * n + p - 1) / p);
+            f.sim_buf = SMPI_SHARED_MALLOC(sizeof(float) * (size_t)part * (size_t)(p + 1));
+            f.counts = malloc(sizeof(int) * (size_t)p);
+            if (!f.sim_buf || !f.counts) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+            for (int i = 0; i < p; i++) f.counts[i] = part;
+            rc = MPI_Ireduce_scatter(f.sim_buf, (float *)f.sim_buf + (size_t)part * (size_t)p, f.counts, MPI_FLOAT, op,
+                                     a.comm, &f.req);
+            sent = n; /* what the real run counts (MPI_Iallreduce's buffer) */
+            break;
+        }
+#endif
         rc = MPI_Iallreduce(MPI_IN_PLACE, in, (int)SW_NUMEL_OF(buffers[1]), MPI_FLOAT, op, a.comm, &f.req);
         sent = SW_NUMEL_OF(buffers[1]);
         break;
