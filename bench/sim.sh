@@ -107,7 +107,7 @@ run_sim() { # OUT: the simulation, its output in OUT
 }
 nest=0
 if [ "$estimate" = 1 ]; then
-  # Sizes never calibrated (src/sim_model.c): a first pass lists every
+  # Sizes never calibrated (src/core/sim_model.c): a first pass lists every
   # footprint the run needs and lacks (SW_SIM_MISSING), each such task
   # taking the time of one measured size of its codelet meanwhile
   # (SW_SIM_SUBSTITUTE: the task graph does not depend on the times);
@@ -170,7 +170,7 @@ if [ -n "$weak" ]; then
   echo "$me: models with fewer than 10 samples of a size (used anyway; calibrate with more steps or --runs):"
   echo "$weak" | sed "s/^/$me:   /"
 fi
-# a task without a calibrated time: src/sim_model.c names it and exits 2
+# a task without a calibrated time: src/core/sim_model.c names it and exits 2
 # (StarPU's own assertion, for a codelet outside SW_PERFMODEL, names only
 # the codelet)
 if grep -q '^starweave: simulation: codelet' "$log"; then
