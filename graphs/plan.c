@@ -157,16 +157,10 @@ int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n)
     if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;
     sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
     if (sw_mesh_check(&d, world, msg, n) != 0) return -1;
-    /* the pipeline's rules (sw_pipeline_create refuses the same: graphs/pipeline.c) */
-    int pp = cfg->pp, V = cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, K = cfg->grad_accum, stuck = 0;
-    SW_RULE(pp * V <= SW_P2P_CHANNELS / 2 - 1, "pipeline stages times chunks (pp %d x %d) must be at most %d", pp, V,
-            SW_P2P_CHANNELS / 2 - 1);
-    sw_unit *all = sw_xcalloc((size_t)pp * (size_t)(2 * K * V), sizeof *all);
-    int *slots = sw_xcalloc((size_t)pp * (size_t)V, sizeof *slots);
-    int bad = sw_schedule(pp, V, K, cfg->pp_inflight, all, slots, &stuck);
-    free(all), free(slots);
-    SW_RULE(!bad, "no order of the pipeline's work fits the in-flight quotas (pp %d, %d chunks per stage, %d "
-            "micro-batches, pp-inflight %d)", pp, V, K, cfg->pp_inflight);
+    /* the pipeline's rules: the function sw_pipeline_create refuses by (graphs/schedule.c) */
+    if (sw_schedule_check(cfg->pp, cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, cfg->grad_accum, cfg->pp_inflight,
+                          cfg->zero_bubble, msg, n) != 0)
+        return -1;
     return 0;
 }
 
