@@ -16,6 +16,8 @@ inter_gbs 0.5
 inter_us 40
 task_us 20
 M
+# a condition of several tests goes to check through eval (check runs one
+# command: "check WHAT [ a ] && [ b ]" would test b outside check)
 SMALL="--layers 4 --hidden 64 --heads 4 --seq 32 --batch 8 --tiles 2"
 
 # the candidates of a shape on N ranks against gpt_train's verdict; every
@@ -40,11 +42,60 @@ crosscheck() { # crosscheck N STEP MODEL-FLAGS...
     esac
   done < "$TMPD/list"
   check "$n ranks, $*: $total candidates ($legal legal) judged as gpt_train judges them (exit $rc)" \
-    [ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]
+    eval '[ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]'
 }
 crosscheck 2 4 $SMALL
-crosscheck 4 12 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
+crosscheck 4 24 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
 crosscheck 3 4 --layers 3 --hidden 48 --heads 6 --seq 24 --batch 6 --tiles 2
+
+# The other way: flags drawn without the planner -- every degree tuple of
+# 1, 2, 4 whose product is the world, half or twice it, each with one of
+# the space's other choices (ZeRO, micro-batches, chunks, quota,
+# recomputation, --sp) in turn, three per tuple of the world -- judged by gpt_train; each one it accepts
+# must be in the planner's list as legal (after the planner's two
+# documented duplicates: ZeRO over a gradient group of 1 is plain training,
+# --sp with tp 1 is without it), each one it refuses not legal there.
+reverse() { # reverse N MODEL-FLAGS...
+  n=$1; shift
+  want "reverse $n $*" || return 0
+  "$GPT_TRAIN" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/rlist" "$@" > "$TMPD/rout" 2>&1 ||
+    cat "$TMPD/rout"
+  awk -v n="$n" 'BEGIN {
+    i = 0
+    for (t = 1; t <= 4; t *= 2) for (u = 1; u <= 2; u *= 2) for (r = 1; r <= 2; r *= 2)
+    for (d = 1; d <= 4; d *= 2) for (p = 1; p <= 4; p *= 2) {
+      w = t * u * r * d * p
+      if (w != n && 2 * w != n && w != 2 * n) continue
+      for (c = 0; c < (w == n ? 3 : 1); c++) { # three draws of a tuple of the world, one of another
+      K = 2 ^ (i % 4); z = int(i / 4) % 4; v = (p > 1 && i % 3 == 0) ? 2 : 1
+      q = (p > 1 && K > 1 && i % 2) ? K : 0; rc = int(i / 2) % 3; sp = (t > 1 && i % 5 < 2)
+      f = "--tp " t (sp ? " --sp" : "") " --ulysses " u " --ring " r " --dp " d " --pp " p
+      if (v > 1) f = f " --pp-virtual " v
+      if (q) f = f " --pp-inflight " q
+      f = f " --zero " z " --grad-accum " K " --recompute " (rc == 0 ? "none" : rc == 1 ? "selective" : "full")
+      # the planner lists a duplicate once: ZeRO over a group of 1 as 0, --sp with tp 1 without it
+      canon = f
+      if (u * r * d == 1) sub(/--zero [0-9]/, "--zero 0", canon)
+      print f "\t" canon
+      i++
+    } } }' > "$TMPD/grid"
+  acc=0 ref=0 bad=0
+  while IFS="$(printf '\t')" read -r flags canon; do
+    # shellcheck disable=SC2086 # the flags are words
+    "$GPT_TRAIN" --check-config --plan-ranks "$n" "$@" $flags > /dev/null 2>&1
+    c=$?
+    verdict=$(awk -F '\t' -v f="$canon" '$2 == f { print $1; exit }' "$TMPD/rlist")
+    case $c in
+      0) acc=$((acc + 1)); case $verdict in fits|dropped) ;; *) bad=$((bad + 1)); echo "gpt_train accepts, the planner: ${verdict:-not listed}: $flags" ;; esac ;;
+      2) ref=$((ref + 1)); case $verdict in fits|dropped) bad=$((bad + 1)); echo "gpt_train refuses, the planner lists it legal: $flags" ;; esac ;;
+      *) bad=$((bad + 1)); echo "gpt_train --check-config exit $c: $flags" ;;
+    esac
+  done < "$TMPD/grid"
+  check "the other way, $n ranks, $*: of $((acc + ref)) flag sets drawn without the planner gpt_train accepts $acc, every one listed legal by the planner, refuses $ref, none listed legal" \
+    eval '[ "$bad" = 0 ] && [ "$acc" -gt 5 ] && [ "$ref" -gt 5 ]'
+}
+reverse 4 $SMALL
+reverse 2 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
 
 if want "deterministic"; then
   "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/a" 2>&1
@@ -52,7 +103,7 @@ if want "deterministic"; then
   "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/b" 2>&1
   rows=$(grep -c '^plan: *[0-9]' "$TMPD/a")
   check "the same machine file, the same table ($rows rows, exit $ra)" \
-    [ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q 'typed for the test' "$TMPD/a"
+    eval '[ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q "typed for the test" "$TMPD/a"'
 fi
 
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
@@ -65,13 +116,13 @@ if want "memory"; then # the planner's need per rank against the run's model (--
   run=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$TMPD/mem" | sort -g | tail -n 1)
   plan_mib=$(awk -v b="${planned:-0}" 'BEGIN { printf "%.2f", b / 1048576 }')
   check "memory per rank: planner $plan_mib MiB ($planned bytes), the run's model $run MiB (exit $rc)" \
-    [ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]
+    eval '[ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]'
 fi
 
 if want "budget"; then
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-mem-mib 1 $SMALL > "$TMPD/out" 2>&1
   rc=$?
   check "a budget nothing fits: refused with the smallest need and its layout, exit $rc" \
-    [ "$rc" = 2 ] && grep -q 'no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp' "$TMPD/out"
+    eval '[ "$rc" = 2 ] && grep -q "no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp" "$TMPD/out"'
 fi
 finish
