@@ -3,8 +3,10 @@
 # those gpt_train accepts (every candidate of a grid of shapes run through
 # gpt_train's own validation, --check-config: the flags' rules, the world,
 # the pipeline's schedule), its estimate is deterministic for a machine
-# file, its memory per rank is the run's (--memory-plan on 2 ranks), and a
-# budget nothing fits is refused with the smallest need, exit 2.
+# file, its memory per rank is the run's (--memory-plan on 2 ranks), a
+# budget nothing fits is refused with the smallest need, exit 2, and
+# --simulate puts a simulated ms/step beside the estimate (with a
+# simulation build; said and skipped without).
 . "${top_srcdir:-.}/tests/common.sh"
 cat > "$TMPD/machine" <<'M'
 # typed figures: the test's, not a measurement
@@ -117,6 +119,39 @@ if want "memory"; then # the planner's need per rank against the run's model (--
   plan_mib=$(awk -v b="${planned:-0}" 'BEGIN { printf "%.2f", b / 1048576 }')
   check "memory per rank: planner $plan_mib MiB ($planned bytes), the run's model $run MiB (exit $rc)" \
     eval '[ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]'
+fi
+
+# --simulate: the top layouts through the simulated task graph (each
+# calibrated by a real run of its own, then bench/sim.sh), a column of
+# simulated ms/step beside the estimate. Needs a simulation build (like
+# tests/test_sim.sh: $SW_SIM_BUILD, else build-sim in the source tree) and
+# this real build to calibrate with; without one the planner says so and
+# ranks by the estimate (checked always).
+if want "simulate"; then
+  is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/gpt_train" ]; }
+  sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
+  TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+    --sim-build "$TMPD/no-such-build" $TINY > "$TMPD/nosim" 2>&1
+  rc=$?
+  check "without a simulation build: said, ranked by the estimate alone (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "no simulation build .* ranked by the estimate alone" "$TMPD/nosim" && grep -q "^plan: *1 " "$TMPD/nosim"'
+  if is_sim "$sim_build" && grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; then
+    echo "SKIP simulate: this build is a simulation build (the planner calibrates with a real one)"
+  elif is_sim "$sim_build"; then
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+      --sim-build "$sim_build" $TINY > "$TMPD/sim" 2>&1
+    rc=$?
+    row=$(grep '^plan: simulated: *1 ' "$TMPD/sim")
+    est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
+    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/sim"
+    check "--simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
+      eval '[ "$rc" = 0 ] && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
+  else
+    echo "SKIP simulate: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
+  fi
 fi
 
 if want "budget"; then
