@@ -51,12 +51,15 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"inter_gbs", &m->inter_gbs, m->inter_src, sizeof m->inter_src},
             {"inter_us", &m->inter_us, m->inter_src, sizeof m->inter_src},
             {"task_us", &m->task_us, m->task_src, sizeof m->task_src},
+            {"gemm_half_rows", &m->gemm_half_rows, m->rows_src, sizeof m->rows_src},
+            {"adam_ns", &m->adam_ns, m->adam_src, sizeof m->adam_src},
+            {"p2p_spin", &m->p2p_spin, m->spin_src, sizeof m->spin_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin)", path, ln, key);
             fclose(f);
             return -1;
         }
@@ -108,27 +111,63 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     for (int i = 0; i < 3 && !m->gemm_gflops; i++)
         if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], file, sizeof file)) > 0)
             snprintf(m->gemm_src, sizeof m->gemm_src, "measured: StarPU's history model %s", file);
-    if (!m->gemm_gflops) { /* one worker's kernel, now */
-        int M = 256, N = hidden > 0 ? hidden : 768, K = N;
-        float *a = sw_xcalloc((size_t)M * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
-              *c = sw_xcalloc((size_t)M * N, sizeof *c);
-        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
-        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    /* one worker's kernel, now, at 16 and 256 rows: the rate's dependence on the rows of a tile */
+    int N = hidden > 0 ? hidden : 768, K = N, rows[2] = {16, 256};
+    double rate[2], secs[2];
+    int runs[2];
+    float *a = sw_xcalloc((size_t)256 * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
+          *c = sw_xcalloc((size_t)256 * N, sizeof *c);
+    for (size_t i = 0; i < (size_t)256 * K; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    for (int j = 0; j < 2; j++) {
+        int M = rows[j], reps = 0;
         struct timespec t0, t1;
         sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
         clock_gettime(CLOCK_MONOTONIC, &t0);
         double s = 0;
-        int reps = 0;
         do {
             sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
             reps++;
             clock_gettime(CLOCK_MONOTONIC, &t1);
             s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        } while (s < 0.3 || reps < 3);
-        m->gemm_gflops = 2.0 * M * N * (double)K * reps / s / 1e9;
-        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu %dx%dx%d, one thread, %d runs in %.2f s "
-                 "(no StarPU model of sw_gemm found)", M, N, K, reps, s);
-        free(a), free(b), free(c);
+        } while (s < 0.15 || reps < 3);
+        rate[j] = 2.0 * M * N * (double)K * reps / s / 1e9, secs[j] = s, runs[j] = reps;
+    }
+    free(a), free(b), free(c);
+    /* rate(M) = R M / (M + H): from the two rates, H = 4096 (1 - q) / (256 q - 16), q = rate(16) / rate(256) */
+    double q = rate[0] / rate[1], H = q >= 1 ? 0 : q <= 1.0 / 16 ? 1e4 : 4096 * (1 - q) / (256 * q - 16);
+    m->gemm_half_rows = H;
+    snprintf(m->rows_src, sizeof m->rows_src, "measured now: sw_gemm_cpu at 16 and 256 rows x %d x %d, one thread: %.1f "
+             "and %.1f GFLOP/s (%d and %d runs)", N, K, rate[0], rate[1], runs[0], runs[1]);
+    if (!m->gemm_gflops) {
+        m->gemm_gflops = rate[1] * (256 + H) / 256;
+        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu 256x%dx%d, one thread, %d runs in %.2f s, "
+                 "%.1f GFLOP/s, extrapolated to many rows (no StarPU model of sw_gemm found)", N, K, runs[1], secs[1],
+                 rate[1]);
+    }
+    { /* the optimizer: AdamW's update (decoupled weight decay) over 4M parameters, p g m v in fp32, one thread */
+        const size_t P = (size_t)1 << 22;
+        float *p = sw_xcalloc(P, sizeof *p), *g = sw_xcalloc(P, sizeof *g), *mm = sw_xcalloc(P, sizeof *mm),
+              *v = sw_xcalloc(P, sizeof *v);
+        for (size_t i = 0; i < P; i++) g[i] = (float)(i % 11) * 1e-3f, p[i] = 0.01f;
+        struct timespec t0, t1;
+        int reps = 0;
+        double s = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            for (size_t i = 0; i < P; i++) {
+                mm[i] = 0.9f * mm[i] + 0.1f * g[i];
+                v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
+                p[i] -= 1e-4f * (mm[i] / (sqrtf(v[i]) + 1e-8f) + 0.1f * p[i]);
+            }
+            reps++;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        } while (s < 0.15 || reps < 2);
+        m->adam_ns = s * 1e9 / ((double)P * reps);
+        snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over %zu fp32 "
+                 "parameters, one thread, %d passes (not the codelet)", P, reps);
+        free(p), free(g), free(mm), free(v);
     }
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     m->cores = nc > 0 ? (double)nc : 1;
@@ -137,6 +176,9 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     snprintf(m->intra_src, sizeof m->intra_src, "measured in BENCHMARKS.md (bench/sim-platform.sh --preset vm-measured: "
              "2 ranks of this VM through shared memory), not by the planner");
     snprintf(m->inter_src, sizeof m->inter_src, "the same vm-measured figures (this machine has one node)");
+    m->p2p_spin = 1;
+    snprintf(m->spin_src, sizeof m->spin_src, "typed from docs/simulation.md's traces (StarPU-MPI's progression thread "
+             "polls without sleeping while a receive is posted): ASSUMPTION, one core");
     m->task_us = 20;
     snprintf(m->task_src, sizeof m->task_src, "typed: ASSUMPTION (StarPU's cost per task on this VM, order of magnitude)");
 }
@@ -148,6 +190,15 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     fprintf(f, "%sintra-node link %.3g GB/s, %.3g us: %s\n", prefix, m->intra_gbs, m->intra_us, m->intra_src);
     fprintf(f, "%sinter-node link %.3g GB/s, %.3g us: %s\n", prefix, m->inter_gbs, m->inter_us, m->inter_src);
     fprintf(f, "%scost per task %.3g us: %s\n", prefix, m->task_us, m->task_src);
+    if (m->gemm_half_rows > 0)
+        fprintf(f, "%sGEMM at half rate with %.3g rows per tile: %s\n", prefix, m->gemm_half_rows, m->rows_src);
+    else fprintf(f, "%sGEMM rate independent of the rows per tile (gemm_half_rows not given)\n", prefix);
+    if (m->adam_ns > 0) fprintf(f, "%soptimizer %.3g ns per parameter per worker: %s\n", prefix, m->adam_ns, m->adam_src);
+    else fprintf(f, "%soptimizer's pass left out (adam_ns not given)\n", prefix);
+    if (m->p2p_spin > 0)
+        fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
+                m->spin_src);
+    else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
 }
 
 /* -------------------------------------------------------------- rules */
@@ -239,9 +290,22 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
     double block = 3.0 * (gemm + attn) + redo;
     double head = last ? 3.0 * 2.0 * Tm * h * (c->vocab_padded / c->tp) : 0;
-    double workers = mc->cores / w->ranks_per_node;
-    double rate = mc->gemm_gflops * 1e9 * workers; /* FLOP/s of this rank */
-    double compute = K * (layers_here * block + head) / rate * 1e3;
+    /* the rank's workers (as a run gets them: cores / ranks per node, at least one) and the share of a core each
+     * gets when the node's threads outnumber its cores -- the workers, and under point-to-point layouts (pipeline,
+     * Ring) each rank's progression thread polling */
+    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double threads = w->ranks_per_node * (run_workers + (c->pp > 1 || c->ring > 1 ? mc->p2p_spin : 0));
+    double workers = run_workers * fmin(1, mc->cores / threads);
+    /* a GEMM of M rows (a tile: the rank's rows of a micro-batch over the tiles) runs at M / (M + H) of the rate */
+    double M = Tm / (c->tiles > 0 ? c->tiles : 1), eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
+    double rate = mc->gemm_gflops * 1e9 * workers * eff; /* FLOP/s of this rank */
+    /* the optimizer's pass over the parameters this rank updates: its stage's blocks (and the embedding or the
+     * tied head at the ends) over tp, over the gradient group with ZeRO */
+    double kvd = h * c->kv_heads / c->heads, wblock = 2 * h * h + 2 * h * kvd + (c->model == SW_MODEL_LLAMA ? 3 : 2) * h * F;
+    double params = (layers_here * wblock + (stage == 0 || last ? (double)c->vocab_padded * h : 0)) / c->tp;
+    if (c->zero >= 1) params /= c->ulysses * c->ring * c->dp;
+    double optimizer = params * mc->adam_ns / 1e6 / workers;
+    double compute = K * (layers_here * block + head) / rate * 1e3 + optimizer;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
@@ -258,7 +322,10 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
          * buckets under the last micro-batch's backward; ZeRO-3's gathers ahead of the block computing;
          * tensor-parallel, Ulysses and pipeline messages sit on the critical path */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        /* the gradient reduction's tasks reduce on the rank's workers: with one worker (or less) they take it from
+         * the backward, nothing overlaps (W124 on 2 ranks of 1 worker: dp 2 3.7 s against tp 2's 1.2 s) */
+        else if ((g == SW_GROUP_DP || g == SW_GROUP_SP_DP) && workers > 1)
+            ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
         comm += ms;
     }
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);

@@ -34,13 +34,19 @@ typedef struct sw_plan_machine {
     double inter_gbs, inter_us; /**< between nodes */
     ///@}
     double task_us;         /**< runtime cost per task (StarPU's submission and scheduling, us) */
+    double gemm_half_rows;  /**< a GEMM of this many rows (M) runs at half gemm_gflops: rate(M) = gemm_gflops M /
+                                 (M + gemm_half_rows), M the rows of a tile (0: no dependence on M) */
+    double adam_ns;         /**< ns per parameter of one worker's optimizer update, a memory-bound pass (0: left out) */
+    double p2p_spin;        /**< cores a rank's StarPU-MPI progression thread takes while a point-to-point receive
+                                 is posted (pipeline, Ring): it polls without sleeping (0: left out) */
     ///@{
-    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160]; /**< where each comes from */
+    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
- * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us;
+ * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
+ * gemm_half_rows, adam_ns, p2p_spin;
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
