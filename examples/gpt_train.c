@@ -231,6 +231,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
                 "correlation (0)"),
         CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
         CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
+        CLI_INT("--verify-spread", &plan_o.verify_spread, NULL, I0, I1, "N", "with --plan: run N layouts spread evenly over the ranked table (the\n"
+                "first, the last, evenly between) instead of --verify's top and bottom"),
         CLI_INT("--simulate", &plan_o.simulate, NULL, I0, I1, "N", "with --plan: the top N through the simulated task graph (a simulation\n"
                 "build: --sim-build; each calibrated by a real run here unless\n"
                 "--sim-calibration): ranked by the simulated step beside the estimate (0)"),

@@ -286,7 +286,9 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     if (o->top < 1 || o->verify < 0 || o->verify_bottom < 0 || o->verify_steps < 2)
         sw_usage_error("plan-top must be positive (%d), verify and verify-bottom not negative (%d, %d), verify-steps "
                        "at least 2 (%d)", o->top, o->verify, o->verify_bottom, o->verify_steps);
-    if (o->verify && world > 4)
+    if (o->verify_spread < 0 || o->verify_spread > 64)
+        sw_usage_error("verify-spread must be 0 to 64 (verify-spread = %d)", o->verify_spread);
+    if ((o->verify || o->verify_spread) && world > 4)
         sw_usage_error("--verify runs the layouts on this machine: at most 4 ranks (plan-ranks = %d)", world);
     if (o->check_config) return check_config(cfg, world);
 
@@ -350,11 +352,18 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     sw_shutdown();
 
     if (o->simulate) simulate_top(e, fit, model, &mc, world);
-    if (o->verify) { /* the top K and a few from the bottom, run for real on this machine */
+    if (o->verify || o->verify_spread) { /* the top K and a few from the bottom, or a spread, run for real here */
         int pick[64], np = 0;
-        for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
-        for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
-            if (i >= o->verify) pick[np++] = i;
+        if (o->verify_spread) /* first, last and evenly between: a range of predicted times to rank */
+            for (int k = 0; k < o->verify_spread && k < fit; k++) {
+                int i = o->verify_spread > 1 && fit > 1 ? (int)lround((double)k * (fit - 1) / (o->verify_spread - 1)) : 0;
+                if (!np || i != pick[np - 1]) pick[np++] = i;
+            }
+        else {
+            for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
+            for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
+                if (i >= o->verify) pick[np++] = i;
+        }
         double pred[64], meas[64];
         int ok = 0, ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
         printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
@@ -376,8 +385,16 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
             printf("verify: %4d %12.1f %12.1f %7.1f%% %12.2f %12.2f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
                    100 * (x->ms - ms) / ms, x->need / SW_MIB, need, peak, fl);
         }
-        if (ok >= 2) printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts)\n",
-                            spearman(pred, meas, ok), ok);
+        if (ok >= 2) {
+            int within = 0;
+            double worst = 0;
+            for (int i = 0; i < ok; i++) {
+                double err = fabs(pred[i] - meas[i]) / meas[i];
+                within += err <= 0.2, worst = fmax(worst, err);
+            }
+            printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts); %d of %d "
+                   "within 20 %%, the largest error %.0f %%\n", spearman(pred, meas, ok), ok, within, ok, 100 * worst);
+        }
     }
     free(e);
     return 0;

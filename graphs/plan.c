@@ -405,7 +405,7 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
         int per = world / c->pp;
         e->need = -1;
         for (int p = 0; p < c->pp; p++)
-            for (int k = 0; k < per; k = world <= 64 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
+            for (int k = 0; k < per; k = world <= 8 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
                 sw_gpt_memory mem;
                 sw_gpt_plan_rank(c, p * per + k, &mem, NULL);
                 if (mem.need > e->need) e->need = mem.need, e->need_rank = p * per + k;
