@@ -33,8 +33,8 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
         char key[64], src[256] = "";
         double v;
         int used = 0;
-        if (sscanf(p, "%63s %lf%n", key, &v, &used) != 2 || !(v > 0) || !isfinite(v)) {
-            snprintf(msg, n, "machine file '%s' line %d: must be KEY VALUE [SOURCE] with a positive VALUE", path, ln);
+        if (sscanf(p, "%63s %lf%n", key, &v, &used) != 2 || !(v >= 0) || !isfinite(v)) {
+            snprintf(msg, n, "machine file '%s' line %d: must be KEY VALUE [SOURCE] with a VALUE not negative", path, ln);
             fclose(f);
             return -1;
         }
@@ -60,6 +60,11 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
                      "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin)", path, ln, key);
+            fclose(f);
+            return -1;
+        }
+        if (v == 0 && k < 7) { /* the last three may be 0: the term left out */
+            snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
             fclose(f);
             return -1;
         }

@@ -53,7 +53,7 @@ plan-rules-skipped-with-pp|graphs/plan.c|s/    if (sw_gpt_config_check(cfg, msg,
 # the planner's enumerator leaves out a degree gpt_train accepts (Ulysses), caught only by the other way round (flags drawn without the planner)
 plan-enumerator-no-ulysses|graphs/plan.c|s/for (int u = 1; u <= world \/ tp; u++)/for (int u = 1; u <= 1; u++)/|tests/test_plan.sh|reverse
 # the estimate depends on the process (not on the machine file alone)
-plan-estimate-not-deterministic|graphs/plan.c|s/double rate = mc->gemm_gflops \* 1e9 \* workers;/double rate = mc->gemm_gflops * 1e9 * workers * (1 + getpid() % 97 \/ 1e3);/|tests/test_plan.sh|deterministic
+plan-estimate-not-deterministic|graphs/plan.c|s/double rate = mc->gemm_gflops \* 1e9 \* workers \* eff;/double rate = mc->gemm_gflops * 1e9 * workers * eff * (1 + getpid() % 97 \/ 1e3);/|tests/test_plan.sh|deterministic
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) {/    if (0) {/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's
