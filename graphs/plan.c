@@ -279,11 +279,8 @@ static double messages(const sw_gpt_config *c, int g, int layers_here, double pa
 
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
-                       sw_plan_entry *e)
+                       sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
 {
-    sw_gpt_memory mem;
-    sw_traffic t;
-    sw_gpt_plan_rank(c, rank, &mem, &t);
     int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, stage = rank / (world / c->pp);
     int cp = c->ulysses * c->ring, last = stage == c->pp - 1, layers_here = c->layers / c->pp;
     double K = c->grad_accum, B = (double)c->batch / (c->dp * K), Tm = (double)c->seq * B / cp; /* rows per micro */
@@ -337,7 +334,9 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     return compute + comm + overhead;
 }
 
-static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc)
+/* mems, ts: each stage's first rank's memory and traffic models (sw_gpt_plan_rank) */
+static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc, const sw_gpt_memory *mems,
+                     const sw_traffic *ts)
 {
     const sw_gpt_config *c = &e->cfg;
     int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, per = world / c->pp;
@@ -345,7 +344,7 @@ static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_mac
     sw_plan_entry best = *e;
     for (int p = 0; p < c->pp; p++) {
         sw_plan_entry x = *e;
-        double ms = stage_ms(c, w, mc, p * per, &x);
+        double ms = stage_ms(c, w, mc, p * per, mems[p], ts[p], &x);
         if (ms >= worst) worst = ms, best = x;
     }
     double V = c->pp_virtual > 1 ? c->pp_virtual : 1;
@@ -409,17 +408,22 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
         const sw_gpt_config *c = &e->cfg;
         int per = world / c->pp;
         e->need = -1;
+        /* each stage's first rank described once, its memory and traffic kept for the estimate */
+        sw_gpt_memory *mems = sw_xcalloc((size_t)c->pp, sizeof *mems);
+        sw_traffic *ts = sw_xcalloc((size_t)c->pp, sizeof *ts);
         for (int p = 0; p < c->pp; p++)
             for (int k = 0; k < per; k = world <= 8 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
                 sw_gpt_memory mem;
-                sw_gpt_plan_rank(c, p * per + k, &mem, NULL);
+                sw_gpt_plan_rank(c, p * per + k, &mem, k ? NULL : &ts[p]);
+                if (!k) mems[p] = mem;
                 if (mem.need > e->need) e->need = mem.need, e->need_rank = p * per + k;
             }
         e->fits = budget <= 0 || e->need <= budget;
         if (!e->fits)
             snprintf(e->why, sizeof e->why, "needs %.0f bytes (%.1f MiB) on rank %d, more than the budget %.0f bytes "
                      "(%.1f MiB)", e->need, e->need / SW_MIB, e->need_rank, budget, budget / SW_MIB);
-        else estimate(e, w, mc);
+        else estimate(e, w, mc, mems, ts);
+        free(mems), free(ts);
     }
     qsort(out, (size_t)n, sizeof *out, cmp_entry);
     *count = n;

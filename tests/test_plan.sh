@@ -17,6 +17,9 @@ intra_us 20
 inter_gbs 0.5
 inter_us 40
 task_us 20
+gemm_half_rows 16
+adam_ns 5
+p2p_spin 1
 M
 # a condition of several tests goes to check through eval (check runs one
 # command: "check WHAT [ a ] && [ b ]" would test b outside check)
