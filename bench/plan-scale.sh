@@ -2,8 +2,8 @@
 # The planner at scale (docs/planner.md, issue 44): GPT-2 1.5B and LLaMA-7B
 # on 64 and 512 ranks (8 per node) under a per-rank memory budget -- the
 # planner's choice beside hand-written layouts from Megatron-LM's and
-# torchtitan's documentation, each priced by the same estimate (and
-# dropped, with its need, where it does not fit the budget). FAST ESTIMATE,
+# torchtitan's documentation, each priced by the same estimate with the
+# fewest micro-batches that fit the budget (or dropped, with its need at 8). FAST ESTIMATE,
 # not the simulated task graph: the simulation helper has no calibration of
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
@@ -40,11 +40,14 @@ adam_ns 8 typed: ASSUMPTION (8 ns per parameter per worker)
 p2p_spin 0 typed: a core per progression thread besides the workers
 M
 fi
-# model | budget MiB per rank | per-rank batch | flags
+# model | budget MiB per rank | sequences per rank | flags. LLaMA-7B: 1 per
+# rank (torchtitan's 8 would be a global batch whose [seq x batch, 4
+# hidden] tensor passes 32 bits: gpt_train refuses seq*batch*4*hidden >=
+# 2^32; at 512 ranks even 1 per rank does: the run says so)
 models() {
   cat <<'X'
 GPT-2 1.5B|16384|8|--model gpt2 --layers 48 --hidden 1600 --heads 25 --seq 1024 --max-pos 1024 --vocab 50257
-LLaMA-7B|40960|8|--model llama --layers 32 --hidden 4096 --heads 32 --kv-heads 32 --ffn 11008 --seq 2048 --max-pos 2048 --vocab 32000
+LLaMA-7B|40960|1|--model llama --layers 32 --hidden 4096 --heads 32 --kv-heads 32 --ffn 11008 --seq 2048 --max-pos 2048 --vocab 32000
 X
 }
 # hand-written layouts: model | source | flags (sw_plan_flags' form; DP = the world over the other degrees)
@@ -65,12 +68,13 @@ models | while IFS='|' read -r name budget per flags; do
     batch=$((per * n))
     t0=$(date +%s)
     # shellcheck disable=SC2086
+    rm -f "$tmp/list"
     "$build/examples/gpt_train" --plan --plan-ranks-per-node 8 --plan-nodes $((n / 8)) --plan-machine "$machine" \
       --plan-mem-mib "$budget" --plan-top 3 --plan-list "$tmp/list" $flags --batch "$batch" > "$tmp/out" 2>&1 || true
     best=$(grep -m1 '^plan: *1 ' "$tmp/out" || true)
     if [ -n "$best" ]; then
-      ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $8 }')
-      lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
+      ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
+      lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{8\}//')
       echo "| $name | $n | $budget | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
     else
       echo "| $name | $n | $budget | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
@@ -81,8 +85,12 @@ models | while IFS='|' read -r name budget per flags; do
       for d in $(echo "$hflags" | sed -n 's/.*--tp \([0-9]*\).*--ulysses \([0-9]*\) --ring \([0-9]*\).*--pp \([0-9]*\).*/\1 \2 \3 \4/p'); do
         rest=$((rest / d))
       done
-      hf=$(echo "$hflags" | sed "s/--dp DP/--dp $rest/")
-      row=$(awk -F '\t' -v f="$hf" '$2 == f { print; exit }' "$tmp/list")
+      # the micro-batches: the fewest that fit the budget (the documents leave the micro-batch size to the user)
+      for K in 1 2 4 8; do
+        hf=$(echo "$hflags" | sed "s/--dp DP/--dp $rest/; s/--grad-accum 1/--grad-accum $K/")
+        row=$(awk -F '\t' -v f="$hf" '$2 == f { print; exit }' "$tmp/list" 2> /dev/null)
+        case $row in fits*) break ;; esac
+      done
       case $row in
         fits*) ms=$(echo "$row" | sed 's/.*, \([0-9.]*\) ms\/step/\1/'); need=$(echo "$row" | sed 's/.*need \([0-9]*\) bytes.*/\1/')
           echo "| $name | $n | $budget | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;

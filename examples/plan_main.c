@@ -334,13 +334,13 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
         sw_usage_error("no layout fits the memory budget of %d MiB per rank: the smallest need found is %.2f MiB "
                        "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank, fl);
     }
-    printf("plan: %4s %10s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
-           "MiB/rank", "layout (gpt_train flags)");
+    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
+           "cores", "MiB/rank", "layout (gpt_train flags)");
     for (int i = 0; i < fit && i < o->top; i++) {
         char fl[256];
         sw_plan_flags(&e[i].cfg, fl, sizeof fl);
-        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms, e[i].comm_ms,
-               e[i].bubble_ms, e[i].overhead_ms, e[i].need / SW_MIB, fl);
+        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms,
+               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, fl);
     }
     if (fit > o->top) printf("plan: ... %d more that fit (--plan-top)\n", fit - o->top);
     for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++) {

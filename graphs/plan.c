@@ -106,6 +106,9 @@ static double perfmodel_gflops(const char *dir, char *file, size_t fn)
     return us > 0 ? flops / us / 1e3 : 0;
 }
 
+static void noop(void *buffers[], void *arg) { (void)buffers, (void)arg; }
+static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 0, .name = "sw_plan_noop"};
+
 void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
 {
     memset(m, 0, sizeof *m);
@@ -184,8 +187,19 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     m->p2p_spin = 1;
     snprintf(m->spin_src, sizeof m->spin_src, "typed from docs/simulation.md's traces (StarPU-MPI's progression thread "
              "polls without sleeping while a receive is posted): ASSUMPTION, one core");
-    m->task_us = 20;
-    snprintf(m->task_src, sizeof m->task_src, "typed: ASSUMPTION (StarPU's cost per task on this VM, order of magnitude)");
+    { /* StarPU's cost per task: empty tasks submitted and run on this runtime's worker(s), now */
+        const int N = 2000;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < N; i++)
+            if (starpu_task_insert(&noop_cl, 0) != 0) break;
+        starpu_task_wait_for_all();
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        m->task_us = s * 1e6 / N;
+        snprintf(m->task_src, sizeof m->task_src, "measured now: %d empty StarPU tasks submitted and run in %.3f s "
+                 "(%u CPU worker(s))", N, s, starpu_cpu_worker_get_count());
+    }
 }
 
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix)
@@ -292,12 +306,9 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
     double block = 3.0 * (gemm + attn) + redo;
     double head = last ? 3.0 * 2.0 * Tm * h * (c->vocab_padded / c->tp) : 0;
-    /* the rank's workers (as a run gets them: cores / ranks per node, at least one) and the share of a core each
-     * gets when the node's threads outnumber its cores -- the workers, and under point-to-point layouts (pipeline,
-     * Ring) each rank's progression thread polling */
-    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    double threads = w->ranks_per_node * (run_workers + (c->pp > 1 || c->ring > 1 ? mc->p2p_spin : 0));
-    double workers = run_workers * fmin(1, mc->cores / threads);
+    /* the rank's workers as a run gets them (cores / ranks per node, at least one), each on a core of its own
+     * here: where the node's threads outnumber its cores, estimate() bounds the step by the node's cores */
+    double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
     /* a GEMM of M rows (a tile: the rank's rows of a micro-batch over the tiles) runs at M / (M + H) of the rate */
     double M = Tm / (c->tiles > 0 ? c->tiles : 1), eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
     double rate = mc->gemm_gflops * 1e9 * workers * eff; /* FLOP/s of this rank */
@@ -340,11 +351,12 @@ static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_mac
 {
     const sw_gpt_config *c = &e->cfg;
     int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, per = world / c->pp;
-    double worst = 0;
+    double worst = 0, work[256]; /* each stage's compute and tasks (ms at a core per worker); pp <= layers */
     sw_plan_entry best = *e;
     for (int p = 0; p < c->pp; p++) {
         sw_plan_entry x = *e;
         double ms = stage_ms(c, w, mc, p * per, mems[p], ts[p], &x);
+        work[p < 256 ? p : 255] = x.compute_ms + x.overhead_ms;
         if (ms >= worst) worst = ms, best = x;
     }
     double V = c->pp_virtual > 1 ? c->pp_virtual : 1;
@@ -353,6 +365,24 @@ static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_mac
     /* the pipeline's fill and drain: (pp - 1) / (K V) of a stage's step */
     e->bubble_ms = worst * (c->pp - 1) / (c->grad_accum * V);
     e->ms = worst + e->bubble_ms;
+    /* the node's cores: where its ranks' threads outnumber them, the step is at least the work of all the
+     * node's ranks (each rank's compute and tasks at a core per worker) over its cores, every thread
+     * time-sliced -- the workers and, under point-to-point layouts (pipeline, Ring), each rank's progression
+     * thread polling (p2p_spin cores). A pipeline's idle stages leave their cores to the busy one: this bound,
+     * not a share per stage, prices 4 stages of one micro-batch on 2 cores. */
+    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double threads = run_workers + (c->pp > 1 || c->ring > 1 ? mc->p2p_spin : 0);
+    if (w->ranks_per_node * threads > mc->cores) {
+        double node = 0;
+        for (int n = 0; n * w->ranks_per_node < world; n++) {
+            double sum = 0;
+            for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++)
+                sum += work[r / per < 256 ? r / per : 255];
+            node = fmax(node, sum * threads / mc->cores);
+        }
+        e->cores_ms = node + best.comm_ms;
+        if (e->cores_ms > e->ms) e->ms = e->cores_ms;
+    }
 }
 
 /* ---------------------------------------------------------- the search */

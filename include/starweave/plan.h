@@ -95,6 +95,8 @@ typedef struct sw_plan_entry {
     ///@{
     double compute_ms, comm_ms, bubble_ms, overhead_ms; /**< its parts (exposed communication only) */
     ///@}
+    double cores_ms;    /**< the node's cores' bound where its ranks' threads outnumber them (0: none); ms is at
+                             least it */
     double traffic;     /**< bytes the busiest rank sends per step (the traffic model) */
 } sw_plan_entry;
 
