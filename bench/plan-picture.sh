@@ -41,7 +41,7 @@ for n in $worlds; do
     ${machine:+--plan-machine "$machine"} "$@" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
   best=$(grep -m1 '^plan: *1 ' "$tmp/out")
   ms=$(echo "$best" | awk '{ print $3 }')
-  lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{8\}//')
+  lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
   echo "$n $ms" >> "$tmp/pred"
   meas=-
   if echo " $runs " | grep -q " $n "; then

@@ -74,7 +74,7 @@ models | while IFS='|' read -r name budget per flags; do
     best=$(grep -m1 '^plan: *1 ' "$tmp/out" || true)
     if [ -n "$best" ]; then
       ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
-      lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{8\}//')
+      lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
       echo "| $name | $n | $budget | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
     else
       echo "| $name | $n | $budget | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"

@@ -56,7 +56,7 @@ plan-enumerator-no-ulysses|graphs/plan.c|s/for (int u = 1; u <= world \/ tp; u++
 plan-estimate-not-deterministic|graphs/plan.c|s/double rate = mc->gemm_gflops \* 1e9 \* workers \* eff;/double rate = mc->gemm_gflops * 1e9 * workers * eff * (1 + getpid() % 97 \/ 1e3);/|tests/test_plan.sh|deterministic
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) {/    if (0) {/|tests/test_plan.sh|budget
-# --simulate's column a copy of the estimate, not the simulated graph's
+# --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)
 plan-simulated-is-estimate|examples/plan_main.c|s/            r->sim = v;/            r->sim = r->est;/|tests/test_plan.sh|simulate
 # CPU GEMM backends
 sw-gemm-env-ignored|src/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
