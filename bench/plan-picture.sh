@@ -1,8 +1,8 @@
 #!/bin/sh
 # The planner's picture (docs/planner.md): predicted ms/step of the best
-# layout at each world size (gpt_train --plan, W124 by default; nodes of
-# this VM's cores, 2 ranks per node beyond 2 ranks, the machine's link
-# figures between them) and this machine's measured points on it: the
+# layout at each world size (gpt_train --plan, W124 by default; the sizes
+# run here on this one node, ranks sharing its cores; the others on nodes
+# of this VM's cores, the machine's link figures between them) and this machine's measured points on it: the
 # planner's best layout at 1, 2 and 4 ranks run for real (4 steps, steps
 # 2.. timed). Writes docs/plan-scaling.png (gnuplot) and prints the table.
 # usage: bench/plan-picture.sh [--build DIR] [--machine FILE] [--worlds "1 2 4 8 16 32 64"]
@@ -34,8 +34,9 @@ echo "bench/plan-picture.sh: $(date -u +%Y-%m-%dT%H:%MZ), $cores cores, load ave
 echo "| ranks | nodes x ranks | predicted ms/step (best layout) | measured ms/step | layout |"
 echo "|---|---|---|---|---|"
 for n in $worlds; do
+  # the sizes run here: one node, this one (4 ranks share its cores); beyond: nodes of this VM's cores
   rpn=$n
-  [ "$n" -le "$cores" ] || rpn=$cores
+  if echo " $runs " | grep -q " $n "; then :; elif [ "$n" -gt "$cores" ]; then rpn=$cores; fi
   # shellcheck disable=SC2086
   "$build/examples/gpt_train" --plan --plan-ranks-per-node "$rpn" --plan-nodes $((n / rpn)) --plan-top 1 \
     ${machine:+--plan-machine "$machine"} "$@" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
@@ -58,7 +59,7 @@ done
 gnuplot <<G
 set terminal pngcairo size 900,560 font ",11"
 set output "$out"
-set title "gpt_train --plan: the best layout's predicted step against world size (W124-class; fast estimate)"
+set title "gpt_train --plan, W124: the best layout's predicted step (fast estimate) and measured here\n1-4 ranks: this 2-core VM (ranks share its cores); 8-64: nodes of 2 ranks of it"
 set xlabel "ranks"
 set ylabel "ms per step"
 set logscale xy
