@@ -8,6 +8,7 @@
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
 # usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--worlds "64 512"]
+#   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
 # Default machine (typed, printed): 8 ranks per node of one CPU core each at
 # this VM's quiet GEMM rate (149 GFLOP/s per worker, BENCHMARKS.md
 # headline), bench/sim-platform.sh's nvlink-ib links (ASSUMPTIONS).
@@ -63,7 +64,7 @@ X
 echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); machine file:"
 grep -v '^#' "$machine" | sed 's/^/  /'
 printf '| model | ranks | budget MiB/rank | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|\n'
-models | while IFS='|' read -r name budget per flags; do
+models | grep -E "^(${SW_PLAN_SCALE_MODELS:-.*})\|" | while IFS='|' read -r name budget per flags; do
   for n in $worlds; do
     batch=$((per * n))
     t0=$(date +%s)
