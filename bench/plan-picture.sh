@@ -57,7 +57,7 @@ for n in $worlds; do
   echo "| $n | $((n / rpn)) x $rpn | $ms | $meas | \`$lay\` |"
 done
 gnuplot <<G
-set terminal pngcairo size 900,560 font ",11"
+set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "$out"
 set title "gpt_train --plan, W124: the best layout's predicted step (fast estimate) and measured here\n1-4 ranks: this 2-core VM (ranks share its cores); 8-64: nodes of 2 ranks of it"
 set xlabel "ranks"
