@@ -64,7 +64,7 @@ X
 echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); machine file:"
 grep -v '^#' "$machine" | sed 's/^/  /'
 printf '| model | ranks | budget MiB/rank | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|\n'
-models | grep -E "^(${SW_PLAN_SCALE_MODELS:-.*})\|" | while IFS='|' read -r name budget per flags; do
+models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|' read -r name budget per flags; do
   for n in $worlds; do
     batch=$((per * n))
     t0=$(date +%s)
