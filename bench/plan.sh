@@ -1,28 +1,40 @@
 #!/bin/sh
 # The planner checked against real runs (docs/planner.md): gpt_train --plan
-# --verify on this machine -- the top K layouts and a few from the bottom
-# run for real (mpirun --oversubscribe), predicted and measured ms/step and
-# memory side by side, Spearman's rank correlation.
-# usage: bench/plan.sh [--build DIR] [--ranks N] [--verify K] [--bottom B]
-#          [--steps S] [MODEL FLAGS...]
-# Default model: 4 layers, hidden 256, 8 heads, seq 128, batch 8 (a small
-# GPT-2; W124's shape takes minutes per step here); default 2 ranks, K 4, B 2.
+# --verify-spread on this machine, at each world size given -- N layouts
+# spread over the ranked table (the first, the last, evenly between) run for
+# real (mpirun --oversubscribe), predicted and measured ms/step and memory
+# side by side, Spearman's rank correlation, the layouts within 20 % and the
+# largest error.
+# usage: bench/plan.sh [--build DIR] [--ranks "2 4"] [--spread N]
+#          [--steps S] [--machine FILE] [MODEL FLAGS...]
+# Default model: W124 (GPT-2 124M, seq 64, batch 4: bench/w124.sh's shape);
+# ranks 2 and 4, 8 layouts each, 4 steps (the first not timed). Without
+# --machine the planner measures this machine at its start (GEMM rates at
+# 16 and 256 rows, an AdamW pass) -- on a loaded machine those figures are
+# the load's: run it on a quiet one. OPENBLAS_CORETYPE is set as
+# bench/common.sh sets it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build ranks=2 verify=4 bottom=2 steps=4
+build=$top/build ranks="2 4" spread=8 steps=4 machine=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
-    --verify) verify=$2; shift 2 ;;
-    --bottom) bottom=$2; shift 2 ;;
+    --spread) spread=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --machine) machine=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) break ;;
   esac
 done
-[ $# -gt 0 ] || set -- --layers 4 --hidden 256 --heads 8 --seq 128 --batch 8
+[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-echo "bench/plan.sh: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-exec "$build/examples/gpt_train" --plan --plan-ranks "$ranks" --verify "$verify" --verify-bottom "$bottom" \
-  --verify-steps "$steps" "$@"
+. "$top/bench/common.sh"
+for n in $ranks; do
+  echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  "$build/examples/gpt_train" --plan --plan-ranks "$n" --plan-top 10 ${machine:+--plan-machine "$machine"} \
+    --verify-spread "$spread" --verify-steps "$steps" "$@"
+  echo "bench/plan.sh: $n ranks took $(($(date +%s) - t0)) s"
+done

@@ -231,6 +231,17 @@ static void parse_args(int argc, char **argv, train_opts *o)
                 "correlation (0)"),
         CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
         CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
+        CLI_INT("--verify-spread", &plan_o.verify_spread, NULL, I0, I1, "N", "with --plan: run N layouts spread evenly over the ranked table (the\n"
+                "first, the last, evenly between) instead of --verify's top and bottom"),
+        CLI_INT("--simulate", &plan_o.simulate, NULL, I0, I1, "N", "with --plan: the top N through the simulated task graph (a simulation\n"
+                "build: --sim-build; each calibrated by a real run here unless\n"
+                "--sim-calibration): ranked by the simulated step beside the estimate (0)"),
+        CLI_STRING("--sim-build", &plan_o.sim_build, NULL, "DIR", "the simulation build (default: $SW_SIM_BUILD, else build-sim in the\n"
+                   "source tree)"),
+        CLI_STRING("--sim-calibration", &plan_o.sim_calibration, NULL, "DIR", "a calibration of every candidate's sizes (bench/calibrate.sh; host\n"
+                   "name $SW_SIM_HOST): no calibration runs"),
+        CLI_STRING("--sim-preset", &plan_o.sim_preset, NULL, "NAME", "the simulated network: a bench/sim-platform.sh preset (default: the\n"
+                   "machine's link figures)"),
         CLI_BOOL("--check-config", &plan_o.check_config, "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
                  "rules, the world, the pipeline's schedule) and stop: exit 0 or 2"),
         CLI_END};

@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "plan_main.h"
 
@@ -87,6 +90,184 @@ static int run_one(const char *argv0, const char *model, const sw_plan_entry *e,
     return rc == 0 && isfinite(*ms) ? 0 : -1;
 }
 
+/* ---------------------------------------------------- --simulate N */
+
+/* snprintf into an array, refusing what does not fit (a path too long) */
+#define FMT(buf, ...)                                                                          \
+    do {                                                                                       \
+        if (snprintf(buf, sizeof buf, __VA_ARGS__) >= (int)sizeof buf)                         \
+            sw_usage_error("--simulate: a command or path longer than %zu characters", sizeof buf); \
+    } while (0)
+
+#ifndef SW_SRCDIR
+#define SW_SRCDIR "."
+#endif
+#ifndef SW_BUILDDIR
+#define SW_BUILDDIR "."
+#endif
+
+/* 1 if dir is a simulation build with gpt_train (configure saw StarPU's SimGrid: docs/simulation.md) */
+static int is_sim_build(const char *dir)
+{
+    char path[1200], line[256];
+    FMT(path, "%s/examples/gpt_train", dir);
+    if (access(path, X_OK) != 0) return 0;
+    FMT(path, "%s/config.h", dir);
+    FILE *f = fopen(path, "r");
+    int yes = 0;
+    while (f && !yes && fgets(line, sizeof line, f)) yes = !strncmp(line, "#define STARWEAVE_SIMGRID 1", 27);
+    if (f) fclose(f);
+    return yes;
+}
+
+/* runs cmd (sh), its output into log; the exit status */
+static int run_logged(const char *cmd, const char *log)
+{
+    char full[4096];
+    FMT(full, "(%s) > '%s' 2>&1 < /dev/null", cmd, log);
+    fflush(stdout);
+    int rc = system(full);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* the first line of log starting with prefix (its rest in out), 1 if found */
+static int log_line(const char *log, const char *prefix, char *out, size_t n)
+{
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        if (!strncmp(line, prefix, strlen(prefix))) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(out, n, "%s", line + strlen(prefix));
+            found = 1;
+        }
+    if (f) fclose(f);
+    return found;
+}
+
+typedef struct sim_row {
+    int rank;          /* in the estimate's table (1-based) */
+    double est, sim;   /* ms/step: the estimate, the simulated graph (NAN: none) */
+    char note[300];    /* why there is no simulated figure */
+} sim_row;
+
+static int cmp_sim(const void *a, const void *b)
+{
+    const sim_row *x = a, *y = b;
+    int nx = isnan(x->sim), ny = isnan(y->sim);
+    if (nx != ny) return nx - ny;
+    double kx = nx ? x->est : x->sim, ky = ny ? y->est : y->sim;
+    return kx < ky ? -1 : kx > ky ? 1 : x->rank - y->rank;
+}
+
+/* --simulate N: the top N layouts of the estimate through the simulated task graph (bench/sim.sh on a
+ * platform of the machine's link figures, bench/sim-platform.sh), each calibrated by a real run of its
+ * own (bench/calibrate.sh, at most 4 ranks here) unless --sim-calibration names a calibration; a table
+ * ranked by the simulated step with the estimate beside it. Without a simulation build: says so. */
+static void simulate_top(const sw_plan_entry *e, int fit, const char *model, const sw_plan_machine *mc, int world)
+{
+    plan_opts *o = &plan_o;
+    char simb[1024];
+    const char *env = getenv("SW_SIM_BUILD");
+    FMT(simb, "%s", o->sim_build ? o->sim_build : env && *env ? env : SW_SRCDIR "/build-sim");
+    if (!is_sim_build(simb)) {
+        printf("plan: simulation: no simulation build with examples/gpt_train in %s (docs/simulation.md: "
+               "autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or --sim-build DIR, "
+               "SW_SIM_BUILD): ranked by the estimate alone\n", simb);
+        return;
+    }
+    if (!o->sim_calibration && world > 4) {
+        printf("plan: simulation: each layout's sizes need a calibration (a real run; this machine runs at most 4 "
+               "ranks, the world is %d): give --sim-calibration DIR (bench/calibrate.sh): ranked by the estimate "
+               "alone\n", world);
+        return;
+    }
+    char tmp[] = "/tmp/sw-plan-sim.XXXXXX";
+    if (!mkdtemp(tmp)) sw_usage_error("--simulate: cannot make a temporary directory in /tmp");
+    int ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
+    char cmd[4096], log[1100], line[1024], plat[1100];
+    FMT(plat, "%s/platform", tmp);
+    /* the platform prices the network as the estimate does: the machine's link figures, unless a preset is named */
+    if (o->sim_preset)
+        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' "
+                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, ncpus, o->sim_preset, plat);
+    else
+        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --intra-bw %g "
+                 "--intra-lat %g --inter-bw %g --inter-lat %g --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
+                 ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, plat);
+    FMT(log, "%s/platform.log", tmp);
+    if (run_logged(cmd, log) != 0) {
+        FILE *f = fopen(log, "r");
+        while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
+        if (f) fclose(f);
+        sw_usage_error("--simulate: bench/sim-platform.sh failed (%s)", cmd);
+    }
+    int n = o->simulate < fit ? o->simulate : fit;
+    sim_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    if (!rows) sw_usage_error("--simulate: out of memory");
+    printf("plan: simulation: the top %d layouts through the simulated task graph (bench/sim.sh, %s; platform: %d node(s) "
+           "x %d rank(s), %d CPU worker(s) each, %s), each %s\n", n, simb, o->nodes, o->ranks_per_node, ncpus,
+           o->sim_preset ? o->sim_preset : "the machine's link figures",
+           o->sim_calibration ? "with the calibration given (--sim-calibration)"
+                              : "calibrated by a real run of its own on this machine (bench/calibrate.sh, 10 steps)");
+    for (int i = 0; i < n; i++) {
+        sim_row *r = &rows[i];
+        r->rank = i + 1, r->est = e[i].ms, r->sim = NAN;
+        char fl[256], cal[1100], host[64];
+        sw_plan_flags(&e[i].cfg, fl, sizeof fl);
+        if (o->sim_calibration) FMT(cal, "%s", o->sim_calibration);
+        else FMT(cal, "%s/cal%d", tmp, i);
+        FMT(host, "%s", getenv("SW_SIM_HOST") && o->sim_calibration ? getenv("SW_SIM_HOST") : "");
+        if (!*host) FMT(host, "plan-%d", i);
+        if (!o->sim_calibration) {
+            FMT(cmd, "sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d "
+                     "examples/gpt_train %s %s --ncpus %d --steps 10 --quiet --log /dev/null", SW_SRCDIR, SW_BUILDDIR,
+                     cal, host, world, model, fl, ncpus);
+            FMT(log, "%s/cal%d.log", tmp, i);
+            int rc = run_logged(cmd, log);
+            if (rc != 0) {
+                FMT(r->note, "calibration failed (exit %d; %s)", rc, cmd);
+                continue;
+            }
+        }
+        FMT(cmd, "sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' "
+                 "examples/gpt_train %s %s --ncpus %d --steps 3 --log /dev/null", SW_SRCDIR, simb, cal, host, plat, model,
+                 fl, ncpus);
+        FMT(log, "%s/sim%d.log", tmp, i);
+        int rc = run_logged(cmd, log);
+        char rest[1024];
+        double v;
+        if (rc == 0 && log_line(log, "simulation: ", rest, sizeof rest) && sscanf(rest, "%lf", &v) == 1 && v > 0)
+            r->sim = v;
+        else if (log_line(log, "sim: error: ", rest, sizeof rest))
+            FMT(r->note, "not simulated (exit %d): %.240s", rc, rest);
+        else FMT(r->note, "not simulated (exit %d; its output: %s)", rc, log);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, cmp_sim);
+    printf("plan: simulated: %4s %4s %12s %14s %8s  %s\n", "sim", "est", "estimate ms", "simulated ms", "sim/est",
+           "layout (gpt_train flags)");
+    int done = 0;
+    for (int i = 0; i < n; i++) {
+        const sim_row *r = &rows[i];
+        char fl[256];
+        sw_plan_flags(&e[r->rank - 1].cfg, fl, sizeof fl);
+        if (isnan(r->sim)) {
+            printf("plan: simulated: %4s %4d %12.3f %14s %8s  %s: %s\n", "-", r->rank, r->est, "-", "-", fl, r->note);
+            continue;
+        }
+        done++;
+        printf("plan: simulated: %4d %4d %12.3f %14.3f %8.2f  %s\n", done, r->rank, r->est, r->sim, r->sim / r->est, fl);
+    }
+    if (done) printf("plan: simulation: best by the simulated graph: rank %d of the estimate (%.3f simulated ms/step)\n",
+                     rows[0].rank, rows[0].sim);
+    free(rows);
+    if (!getenv("SW_PLAN_KEEP")) {
+        FMT(cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0) fprintf(stderr, "plan: could not remove %s\n", tmp);
+    } else printf("plan: simulation: the calibrations, platform and logs kept in %s (SW_PLAN_KEEP)\n", tmp);
+}
+
 int plan_main(const sw_gpt_config *cfg, const char *argv0)
 {
     plan_opts *o = &plan_o;
@@ -101,10 +282,13 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
         sw_usage_error("plan-ranks (%d) must equal plan-ranks-per-node x plan-nodes (%d x %d)", world,
                        o->ranks_per_node, o->nodes);
     if (o->mem_mib < 0) sw_usage_error("plan-mem-mib must not be negative (plan-mem-mib = %d)", o->mem_mib);
+    if (o->simulate < 0) sw_usage_error("simulate must not be negative (simulate = %d)", o->simulate);
     if (o->top < 1 || o->verify < 0 || o->verify_bottom < 0 || o->verify_steps < 2)
         sw_usage_error("plan-top must be positive (%d), verify and verify-bottom not negative (%d, %d), verify-steps "
                        "at least 2 (%d)", o->top, o->verify, o->verify_bottom, o->verify_steps);
-    if (o->verify && world > 4)
+    if (o->verify_spread < 0 || o->verify_spread > 64)
+        sw_usage_error("verify-spread must be 0 to 64 (verify-spread = %d)", o->verify_spread);
+    if ((o->verify || o->verify_spread) && world > 4)
         sw_usage_error("--verify runs the layouts on this machine: at most 4 ranks (plan-ranks = %d)", world);
     if (o->check_config) return check_config(cfg, world);
 
@@ -150,13 +334,13 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
         sw_usage_error("no layout fits the memory budget of %d MiB per rank: the smallest need found is %.2f MiB "
                        "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank, fl);
     }
-    printf("plan: %4s %10s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
-           "MiB/rank", "layout (gpt_train flags)");
+    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
+           "cores", "MiB/rank", "layout (gpt_train flags)");
     for (int i = 0; i < fit && i < o->top; i++) {
         char fl[256];
         sw_plan_flags(&e[i].cfg, fl, sizeof fl);
-        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms, e[i].comm_ms,
-               e[i].bubble_ms, e[i].overhead_ms, e[i].need / SW_MIB, fl);
+        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms,
+               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, fl);
     }
     if (fit > o->top) printf("plan: ... %d more that fit (--plan-top)\n", fit - o->top);
     for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++) {
@@ -167,11 +351,19 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     if (legal - fit > 5) printf("plan: ... %d more dropped (--plan-list FILE lists every one)\n", legal - fit - 5);
     sw_shutdown();
 
-    if (o->verify) { /* the top K and a few from the bottom, run for real on this machine */
+    if (o->simulate) simulate_top(e, fit, model, &mc, world);
+    if (o->verify || o->verify_spread) { /* the top K and a few from the bottom, or a spread, run for real here */
         int pick[64], np = 0;
-        for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
-        for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
-            if (i >= o->verify) pick[np++] = i;
+        if (o->verify_spread) /* first, last and evenly between: a range of predicted times to rank */
+            for (int k = 0; k < o->verify_spread && k < fit; k++) {
+                int i = o->verify_spread > 1 && fit > 1 ? (int)lround((double)k * (fit - 1) / (o->verify_spread - 1)) : 0;
+                if (!np || i != pick[np - 1]) pick[np++] = i;
+            }
+        else {
+            for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
+            for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
+                if (i >= o->verify) pick[np++] = i;
+        }
         double pred[64], meas[64];
         int ok = 0, ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
         printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
@@ -193,8 +385,16 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
             printf("verify: %4d %12.1f %12.1f %7.1f%% %12.2f %12.2f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
                    100 * (x->ms - ms) / ms, x->need / SW_MIB, need, peak, fl);
         }
-        if (ok >= 2) printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts)\n",
-                            spearman(pred, meas, ok), ok);
+        if (ok >= 2) {
+            int within = 0;
+            double worst = 0;
+            for (int i = 0; i < ok; i++) {
+                double err = fabs(pred[i] - meas[i]) / meas[i];
+                within += err <= 0.2, worst = fmax(worst, err);
+            }
+            printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts); %d of %d "
+                   "within 20 %%, the largest error %.0f %%\n", spearman(pred, meas, ok), ok, within, ok, 100 * worst);
+        }
     }
     free(e);
     return 0;

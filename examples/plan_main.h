@@ -14,6 +14,9 @@ typedef struct plan_opts {
     int top;             /* rows of the table (--plan-top) */
     const char *list;    /* --plan-list FILE: every candidate, its verdict and flags */
     int verify, verify_bottom, verify_steps; /* --verify K: run the top K and verify_bottom from the bottom */
+    int verify_spread;   /* --verify-spread N: N layouts spread evenly over the ranked table (first and last) */
+    int simulate;        /* --simulate N: the top N through the simulated task graph (docs/simulation.md) */
+    const char *sim_build, *sim_calibration, *sim_preset; /* --sim-build, --sim-calibration, --sim-preset */
 } plan_opts;
 
 extern plan_opts plan_o;

@@ -50,6 +50,14 @@ zigzag-off|graphs/layers/context.c|s/    if (x->zig) {/    if (0) {/|tests/test_
 dropout-batch-local|codelets/dropout.c|s/if (k.batch_global > 0) g = /if (0) g = /|tests/test_tp.sh|^np=2 --dp 2 --dropout
 # the planner: a rule the planner alone forgets (the model's rules with pipeline stages), caught by the cross-check with gpt_train's own validation
 plan-rules-skipped-with-pp|graphs/models/plan.c|s/    if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;/    if (sw_gpt_config_check(cfg, msg, n) != 0 \&\& cfg->pp == 1) return -1;/|tests/test_plan.sh|crosscheck
+# the planner's enumerator leaves out a degree gpt_train accepts (Ulysses), caught only by the other way round (flags drawn without the planner)
+plan-enumerator-no-ulysses|graphs/models/plan.c|s/for (int u = 1; u <= world \/ tp; u++)/for (int u = 1; u <= 1; u++)/|tests/test_plan.sh|reverse
+# the estimate depends on the process (not on the machine file alone)
+plan-estimate-not-deterministic|graphs/models/plan.c|s/double rate = mc->gemm_gflops \* 1e9 \* workers \* eff;/double rate = mc->gemm_gflops * 1e9 * workers * eff * (1 + getpid() % 97 \/ 1e3);/|tests/test_plan.sh|deterministic
+# a budget nothing fits is not refused
+plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) {/    if (0) {/|tests/test_plan.sh|budget
+# --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)
+plan-simulated-is-estimate|examples/plan_main.c|s/            r->sim = v;/            r->sim = r->est;/|tests/test_plan.sh|simulate
 # CPU GEMM backends
 sw-gemm-env-ignored|src/core/runtime.c|s/getenv("SW_GEMM")/NULL/|tests/test_torch.sh|
 gemm-backend-unset|codelets/gemm.c|s/^    backend = b;$/    (void)b;/|tests/test_gemm|

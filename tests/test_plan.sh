@@ -3,8 +3,10 @@
 # those gpt_train accepts (every candidate of a grid of shapes run through
 # gpt_train's own validation, --check-config: the flags' rules, the world,
 # the pipeline's schedule), its estimate is deterministic for a machine
-# file, its memory per rank is the run's (--memory-plan on 2 ranks), and a
-# budget nothing fits is refused with the smallest need, exit 2.
+# file, its memory per rank is the run's (--memory-plan on 2 ranks), a
+# budget nothing fits is refused with the smallest need, exit 2, and
+# --simulate puts a simulated ms/step beside the estimate (with a
+# simulation build; said and skipped without).
 . "${top_srcdir:-.}/tests/common.sh"
 cat > "$TMPD/machine" <<'M'
 # typed figures: the test's, not a measurement
@@ -15,7 +17,12 @@ intra_us 20
 inter_gbs 0.5
 inter_us 40
 task_us 20
+gemm_half_rows 16
+adam_ns 5
+p2p_spin 1
 M
+# a condition of several tests goes to check through eval (check runs one
+# command: "check WHAT [ a ] && [ b ]" would test b outside check)
 SMALL="--layers 4 --hidden 64 --heads 4 --seq 32 --batch 8 --tiles 2"
 
 # the candidates of a shape on N ranks against gpt_train's verdict; every
@@ -40,11 +47,60 @@ crosscheck() { # crosscheck N STEP MODEL-FLAGS...
     esac
   done < "$TMPD/list"
   check "$n ranks, $*: $total candidates ($legal legal) judged as gpt_train judges them (exit $rc)" \
-    [ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]
+    eval '[ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]'
 }
 crosscheck 2 4 $SMALL
-crosscheck 4 12 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
+crosscheck 4 24 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
 crosscheck 3 4 --layers 3 --hidden 48 --heads 6 --seq 24 --batch 6 --tiles 2
+
+# The other way: flags drawn without the planner -- every degree tuple of
+# 1, 2, 4 whose product is the world, half or twice it, each with one of
+# the space's other choices (ZeRO, micro-batches, chunks, quota,
+# recomputation, --sp) in turn, three per tuple of the world -- judged by gpt_train; each one it accepts
+# must be in the planner's list as legal (after the planner's two
+# documented duplicates: ZeRO over a gradient group of 1 is plain training,
+# --sp with tp 1 is without it), each one it refuses not legal there.
+reverse() { # reverse N MODEL-FLAGS...
+  n=$1; shift
+  want "reverse $n $*" || return 0
+  "$GPT_TRAIN" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/rlist" "$@" > "$TMPD/rout" 2>&1 ||
+    cat "$TMPD/rout"
+  awk -v n="$n" 'BEGIN {
+    i = 0
+    for (t = 1; t <= 4; t *= 2) for (u = 1; u <= 2; u *= 2) for (r = 1; r <= 2; r *= 2)
+    for (d = 1; d <= 4; d *= 2) for (p = 1; p <= 4; p *= 2) {
+      w = t * u * r * d * p
+      if (w != n && 2 * w != n && w != 2 * n) continue
+      for (c = 0; c < (w == n ? 3 : 1); c++) { # three draws of a tuple of the world, one of another
+      K = 2 ^ (i % 4); z = int(i / 4) % 4; v = (p > 1 && i % 3 == 0) ? 2 : 1
+      q = (p > 1 && K > 1 && i % 2) ? K : 0; rc = int(i / 2) % 3; sp = (t > 1 && i % 5 < 2)
+      f = "--tp " t (sp ? " --sp" : "") " --ulysses " u " --ring " r " --dp " d " --pp " p
+      if (v > 1) f = f " --pp-virtual " v
+      if (q) f = f " --pp-inflight " q
+      f = f " --zero " z " --grad-accum " K " --recompute " (rc == 0 ? "none" : rc == 1 ? "selective" : "full")
+      # the planner lists a duplicate once: ZeRO over a group of 1 as 0, --sp with tp 1 without it
+      canon = f
+      if (u * r * d == 1) sub(/--zero [0-9]/, "--zero 0", canon)
+      print f "\t" canon
+      i++
+    } } }' > "$TMPD/grid"
+  acc=0 ref=0 bad=0
+  while IFS="$(printf '\t')" read -r flags canon; do
+    # shellcheck disable=SC2086 # the flags are words
+    "$GPT_TRAIN" --check-config --plan-ranks "$n" "$@" $flags > /dev/null 2>&1
+    c=$?
+    verdict=$(awk -F '\t' -v f="$canon" '$2 == f { print $1; exit }' "$TMPD/rlist")
+    case $c in
+      0) acc=$((acc + 1)); case $verdict in fits|dropped) ;; *) bad=$((bad + 1)); echo "gpt_train accepts, the planner: ${verdict:-not listed}: $flags" ;; esac ;;
+      2) ref=$((ref + 1)); case $verdict in fits|dropped) bad=$((bad + 1)); echo "gpt_train refuses, the planner lists it legal: $flags" ;; esac ;;
+      *) bad=$((bad + 1)); echo "gpt_train --check-config exit $c: $flags" ;;
+    esac
+  done < "$TMPD/grid"
+  check "the other way, $n ranks, $*: of $((acc + ref)) flag sets drawn without the planner gpt_train accepts $acc, every one listed legal by the planner, refuses $ref, none listed legal" \
+    eval '[ "$bad" = 0 ] && [ "$acc" -gt 5 ] && [ "$ref" -gt 5 ]'
+}
+reverse 4 $SMALL
+reverse 2 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
 
 if want "deterministic"; then
   "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/a" 2>&1
@@ -52,7 +108,7 @@ if want "deterministic"; then
   "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/b" 2>&1
   rows=$(grep -c '^plan: *[0-9]' "$TMPD/a")
   check "the same machine file, the same table ($rows rows, exit $ra)" \
-    [ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q 'typed for the test' "$TMPD/a"
+    eval '[ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q "typed for the test" "$TMPD/a"'
 fi
 
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
@@ -65,13 +121,46 @@ if want "memory"; then # the planner's need per rank against the run's model (--
   run=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$TMPD/mem" | sort -g | tail -n 1)
   plan_mib=$(awk -v b="${planned:-0}" 'BEGIN { printf "%.2f", b / 1048576 }')
   check "memory per rank: planner $plan_mib MiB ($planned bytes), the run's model $run MiB (exit $rc)" \
-    [ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]
+    eval '[ "$rc" = 0 ] && [ -n "$planned" ] && [ "$plan_mib" = "$run" ]'
+fi
+
+# --simulate: the top layouts through the simulated task graph (each
+# calibrated by a real run of its own, then bench/sim.sh), a column of
+# simulated ms/step beside the estimate. Needs a simulation build (like
+# tests/test_sim.sh: $SW_SIM_BUILD, else build-sim in the source tree) and
+# this real build to calibrate with; without one the planner says so and
+# ranks by the estimate (checked always).
+if want "simulate"; then
+  is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/gpt_train" ]; }
+  sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
+  TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+    --sim-build "$TMPD/no-such-build" $TINY > "$TMPD/nosim" 2>&1
+  rc=$?
+  check "without a simulation build: said, ranked by the estimate alone (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "no simulation build .* ranked by the estimate alone" "$TMPD/nosim" && grep -q "^plan: *1 " "$TMPD/nosim"'
+  if is_sim "$sim_build" && grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; then
+    echo "SKIP simulate: this build is a simulation build (the planner calibrates with a real one)"
+  elif is_sim "$sim_build"; then
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+      --sim-build "$sim_build" $TINY > "$TMPD/sim" 2>&1
+    rc=$?
+    row=$(grep '^plan: simulated: *1 ' "$TMPD/sim")
+    est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
+    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/sim"
+    check "--simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
+      eval '[ "$rc" = 0 ] && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
+  else
+    echo "SKIP simulate: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
+  fi
 fi
 
 if want "budget"; then
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-mem-mib 1 $SMALL > "$TMPD/out" 2>&1
   rc=$?
   check "a budget nothing fits: refused with the smallest need and its layout, exit $rc" \
-    [ "$rc" = 2 ] && grep -q 'no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp' "$TMPD/out"
+    eval '[ "$rc" = 2 ] && grep -q "no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp" "$TMPD/out"'
 fi
 finish

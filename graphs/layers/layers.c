@@ -379,6 +379,14 @@ sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded
     return hd;
 }
 
+sw_lm_head *sw_lm_head_describe(sw_ctx *x, int weight, int vocab, int vocab_padded)
+{
+    sw_lm_head *hd = sw_xcalloc(1, sizeof *hd); /* sw_lm_head_create's figures, none of its tensors */
+    hd->w = weight, hd->vocab = vocab, hd->Vl = vocab_padded / x->tp.t;
+    hd->ignore = SW_CE_IGNORE_NONE, hd->K = x->c.grad_accum, hd->T = x->T;
+    return hd;
+}
+
 double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h, int ignore_index)
 {
     double T = (double)x->T, xg = tp_on(x) && x->c.sp ? T * (double)h : 0;

@@ -401,7 +401,8 @@ void sw_gpt_plan_rank(const sw_gpt_config *cfg, int rank, sw_gpt_memory *mem, sw
             if (j > 0) t->backward[SW_GROUP_PP] += K * boundary;
         }
         if (last) {
-            m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
+            /* described, not created: the logits of a model planned for a bigger machine would not fit here */
+            m->head = sw_lm_head_describe(&m->x, m->head_w, c->vocab, c->vocab_padded);
             sw_lm_head_set_ignore_index(m->head, c->ignore_index);
             head_traffic(m, t);
             sw_lm_head_destroy(m->head);

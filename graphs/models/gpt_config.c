@@ -75,6 +75,11 @@ int sw_gpt_config_check(sw_gpt_config *c, char *msg, size_t n)
     SW_RULE(c->ulysses == 1 || c->kv_heads % (c->tp * c->ulysses) == 0,
          "kv-heads (%d) must be divisible by tp*ulysses (%d*%d): Ulysses splits the K/V heads", c->kv_heads, c->tp,
          c->ulysses);
+    /* the QKV GEMM has 3 x ulysses output tiles under Ulysses (graphs/attention.c), a linear at most 64
+     * (sw_linear.sizes): refused here, with the flags, not at the model's creation */
+    SW_RULE(3 * c->ulysses <= (int)(sizeof ((sw_linear *)0)->sizes / sizeof(int64_t)),
+            "ulysses (%d) must be at most %d: the QKV GEMM's 3 x ulysses output tiles, at most %d", c->ulysses,
+            (int)(sizeof ((sw_linear *)0)->sizes / sizeof(int64_t)) / 3, (int)(sizeof ((sw_linear *)0)->sizes / sizeof(int64_t)));
     int cp = c->ulysses * c->ring, zig = c->ring > 1 && c->zigzag;
     SW_RULE(!zig || c->seq % (2 * cp) == 0, "seq (%d) must be divisible by 2*ring*ulysses (2*%d*%d) with zigzag", c->seq,
          c->ring, c->ulysses);

@@ -33,8 +33,8 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
         char key[64], src[256] = "";
         double v;
         int used = 0;
-        if (sscanf(p, "%63s %lf%n", key, &v, &used) != 2 || !(v > 0) || !isfinite(v)) {
-            snprintf(msg, n, "machine file '%s' line %d: must be KEY VALUE [SOURCE] with a positive VALUE", path, ln);
+        if (sscanf(p, "%63s %lf%n", key, &v, &used) != 2 || !(v >= 0) || !isfinite(v)) {
+            snprintf(msg, n, "machine file '%s' line %d: must be KEY VALUE [SOURCE] with a VALUE not negative", path, ln);
             fclose(f);
             return -1;
         }
@@ -51,12 +51,20 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"inter_gbs", &m->inter_gbs, m->inter_src, sizeof m->inter_src},
             {"inter_us", &m->inter_us, m->inter_src, sizeof m->inter_src},
             {"task_us", &m->task_us, m->task_src, sizeof m->task_src},
+            {"gemm_half_rows", &m->gemm_half_rows, m->rows_src, sizeof m->rows_src},
+            {"adam_ns", &m->adam_ns, m->adam_src, sizeof m->adam_src},
+            {"p2p_spin", &m->p2p_spin, m->spin_src, sizeof m->spin_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin)", path, ln, key);
+            fclose(f);
+            return -1;
+        }
+        if (v == 0 && k < 7) { /* the last three may be 0: the term left out */
+            snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
             fclose(f);
             return -1;
         }
@@ -98,6 +106,9 @@ static double perfmodel_gflops(const char *dir, char *file, size_t fn)
     return us > 0 ? flops / us / 1e3 : 0;
 }
 
+static void noop(void *buffers[], void *arg) { (void)buffers, (void)arg; }
+static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 0, .name = "sw_plan_noop"};
+
 void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
 {
     memset(m, 0, sizeof *m);
@@ -108,27 +119,63 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     for (int i = 0; i < 3 && !m->gemm_gflops; i++)
         if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], file, sizeof file)) > 0)
             snprintf(m->gemm_src, sizeof m->gemm_src, "measured: StarPU's history model %s", file);
-    if (!m->gemm_gflops) { /* one worker's kernel, now */
-        int M = 256, N = hidden > 0 ? hidden : 768, K = N;
-        float *a = sw_xcalloc((size_t)M * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
-              *c = sw_xcalloc((size_t)M * N, sizeof *c);
-        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
-        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    /* one worker's kernel, now, at 16 and 256 rows: the rate's dependence on the rows of a tile */
+    int N = hidden > 0 ? hidden : 768, K = N, rows[2] = {16, 256};
+    double rate[2], secs[2];
+    int runs[2];
+    float *a = sw_xcalloc((size_t)256 * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
+          *c = sw_xcalloc((size_t)256 * N, sizeof *c);
+    for (size_t i = 0; i < (size_t)256 * K; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    for (int j = 0; j < 2; j++) {
+        int M = rows[j], reps = 0;
         struct timespec t0, t1;
         sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
         clock_gettime(CLOCK_MONOTONIC, &t0);
         double s = 0;
-        int reps = 0;
         do {
             sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
             reps++;
             clock_gettime(CLOCK_MONOTONIC, &t1);
             s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-        } while (s < 0.3 || reps < 3);
-        m->gemm_gflops = 2.0 * M * N * (double)K * reps / s / 1e9;
-        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu %dx%dx%d, one thread, %d runs in %.2f s "
-                 "(no StarPU model of sw_gemm found)", M, N, K, reps, s);
-        free(a), free(b), free(c);
+        } while (s < 0.15 || reps < 3);
+        rate[j] = 2.0 * M * N * (double)K * reps / s / 1e9, secs[j] = s, runs[j] = reps;
+    }
+    free(a), free(b), free(c);
+    /* rate(M) = R M / (M + H): from the two rates, H = 4096 (1 - q) / (256 q - 16), q = rate(16) / rate(256) */
+    double q = rate[0] / rate[1], H = q >= 1 ? 0 : q <= 1.0 / 16 ? 1e4 : 4096 * (1 - q) / (256 * q - 16);
+    m->gemm_half_rows = H;
+    snprintf(m->rows_src, sizeof m->rows_src, "measured now: sw_gemm_cpu at 16 and 256 rows x %d x %d, one thread: %.1f "
+             "and %.1f GFLOP/s (%d and %d runs)", N, K, rate[0], rate[1], runs[0], runs[1]);
+    if (!m->gemm_gflops) {
+        m->gemm_gflops = rate[1] * (256 + H) / 256;
+        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu 256x%dx%d, one thread, %d runs in %.2f s, "
+                 "%.1f GFLOP/s, extrapolated to many rows (no StarPU model of sw_gemm found)", N, K, runs[1], secs[1],
+                 rate[1]);
+    }
+    { /* the optimizer: AdamW's update (decoupled weight decay) over 4M parameters, p g m v in fp32, one thread */
+        const size_t P = (size_t)1 << 22;
+        float *p = sw_xcalloc(P, sizeof *p), *g = sw_xcalloc(P, sizeof *g), *mm = sw_xcalloc(P, sizeof *mm),
+              *v = sw_xcalloc(P, sizeof *v);
+        for (size_t i = 0; i < P; i++) g[i] = (float)(i % 11) * 1e-3f, p[i] = 0.01f;
+        struct timespec t0, t1;
+        int reps = 0;
+        double s = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            for (size_t i = 0; i < P; i++) {
+                mm[i] = 0.9f * mm[i] + 0.1f * g[i];
+                v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
+                p[i] -= 1e-4f * (mm[i] / (sqrtf(v[i]) + 1e-8f) + 0.1f * p[i]);
+            }
+            reps++;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        } while (s < 0.15 || reps < 2);
+        m->adam_ns = s * 1e9 / ((double)P * reps);
+        snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over %zu fp32 "
+                 "parameters, one thread, %d passes (not the codelet)", P, reps);
+        free(p), free(g), free(mm), free(v);
     }
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     m->cores = nc > 0 ? (double)nc : 1;
@@ -137,8 +184,22 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     snprintf(m->intra_src, sizeof m->intra_src, "measured in BENCHMARKS.md (bench/sim-platform.sh --preset vm-measured: "
              "2 ranks of this VM through shared memory), not by the planner");
     snprintf(m->inter_src, sizeof m->inter_src, "the same vm-measured figures (this machine has one node)");
-    m->task_us = 20;
-    snprintf(m->task_src, sizeof m->task_src, "typed: ASSUMPTION (StarPU's cost per task on this VM, order of magnitude)");
+    m->p2p_spin = 1;
+    snprintf(m->spin_src, sizeof m->spin_src, "typed from docs/simulation.md's traces (StarPU-MPI's progression thread "
+             "polls without sleeping while a receive is posted): ASSUMPTION, one core");
+    { /* StarPU's cost per task: empty tasks submitted and run on this runtime's worker(s), now */
+        const int N = 2000;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; i < N; i++)
+            if (starpu_task_insert(&noop_cl, 0) != 0) break;
+        starpu_task_wait_for_all();
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        m->task_us = s * 1e6 / N;
+        snprintf(m->task_src, sizeof m->task_src, "measured now: %d empty StarPU tasks submitted and run in %.3f s "
+                 "(%u CPU worker(s))", N, s, starpu_cpu_worker_get_count());
+    }
 }
 
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix)
@@ -148,6 +209,15 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     fprintf(f, "%sintra-node link %.3g GB/s, %.3g us: %s\n", prefix, m->intra_gbs, m->intra_us, m->intra_src);
     fprintf(f, "%sinter-node link %.3g GB/s, %.3g us: %s\n", prefix, m->inter_gbs, m->inter_us, m->inter_src);
     fprintf(f, "%scost per task %.3g us: %s\n", prefix, m->task_us, m->task_src);
+    if (m->gemm_half_rows > 0)
+        fprintf(f, "%sGEMM at half rate with %.3g rows per tile: %s\n", prefix, m->gemm_half_rows, m->rows_src);
+    else fprintf(f, "%sGEMM rate independent of the rows per tile (gemm_half_rows not given)\n", prefix);
+    if (m->adam_ns > 0) fprintf(f, "%soptimizer %.3g ns per parameter per worker: %s\n", prefix, m->adam_ns, m->adam_src);
+    else fprintf(f, "%soptimizer's pass left out (adam_ns not given)\n", prefix);
+    if (m->p2p_spin > 0)
+        fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
+                m->spin_src);
+    else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
 }
 
 /* -------------------------------------------------------------- rules */
@@ -157,16 +227,10 @@ int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n)
     if (sw_gpt_config_check(cfg, msg, n) != 0) return -1;
     sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, cfg->pp};
     if (sw_mesh_check(&d, world, msg, n) != 0) return -1;
-    /* the pipeline's rules (sw_pipeline_create refuses the same: graphs/step/pipeline.c) */
-    int pp = cfg->pp, V = cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, K = cfg->grad_accum, stuck = 0;
-    SW_RULE(pp * V <= SW_P2P_CHANNELS / 2 - 1, "pipeline stages times chunks (pp %d x %d) must be at most %d", pp, V,
-            SW_P2P_CHANNELS / 2 - 1);
-    sw_unit *all = sw_xcalloc((size_t)pp * (size_t)(2 * K * V), sizeof *all);
-    int *slots = sw_xcalloc((size_t)pp * (size_t)V, sizeof *slots);
-    int bad = sw_schedule(pp, V, K, cfg->pp_inflight, all, slots, &stuck);
-    free(all), free(slots);
-    SW_RULE(!bad, "no order of the pipeline's work fits the in-flight quotas (pp %d, %d chunks per stage, %d "
-            "micro-batches, pp-inflight %d)", pp, V, K, cfg->pp_inflight);
+    /* the pipeline's rules: the function sw_pipeline_create refuses by (graphs/step/schedule.c) */
+    if (sw_schedule_check(cfg->pp, cfg->pp_virtual > 1 ? cfg->pp_virtual : 1, cfg->grad_accum, cfg->pp_inflight,
+                          cfg->zero_bubble, msg, n) != 0)
+        return -1;
     return 0;
 }
 
@@ -229,11 +293,8 @@ static double messages(const sw_gpt_config *c, int g, int layers_here, double pa
 
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
-                       sw_plan_entry *e)
+                       sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
 {
-    sw_gpt_memory mem;
-    sw_traffic t;
-    sw_gpt_plan_rank(c, rank, &mem, &t);
     int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, stage = rank / (world / c->pp);
     int cp = c->ulysses * c->ring, last = stage == c->pp - 1, layers_here = c->layers / c->pp;
     double K = c->grad_accum, B = (double)c->batch / (c->dp * K), Tm = (double)c->seq * B / cp; /* rows per micro */
@@ -245,9 +306,19 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
     double block = 3.0 * (gemm + attn) + redo;
     double head = last ? 3.0 * 2.0 * Tm * h * (c->vocab_padded / c->tp) : 0;
-    double workers = mc->cores / w->ranks_per_node;
-    double rate = mc->gemm_gflops * 1e9 * workers; /* FLOP/s of this rank */
-    double compute = K * (layers_here * block + head) / rate * 1e3;
+    /* the rank's workers as a run gets them (cores / ranks per node, at least one), each on a core of its own
+     * here: where the node's threads outnumber its cores, estimate() bounds the step by the node's cores */
+    double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    /* a GEMM of M rows (a tile: the rank's rows of a micro-batch over the tiles) runs at M / (M + H) of the rate */
+    double M = Tm / (c->tiles > 0 ? c->tiles : 1), eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
+    double rate = mc->gemm_gflops * 1e9 * workers * eff; /* FLOP/s of this rank */
+    /* the optimizer's pass over the parameters this rank updates: its stage's blocks (and the embedding or the
+     * tied head at the ends) over tp, over the gradient group with ZeRO */
+    double kvd = h * c->kv_heads / c->heads, wblock = 2 * h * h + 2 * h * kvd + (c->model == SW_MODEL_LLAMA ? 3 : 2) * h * F;
+    double params = (layers_here * wblock + (stage == 0 || last ? (double)c->vocab_padded * h : 0)) / c->tp;
+    if (c->zero >= 1) params /= c->ulysses * c->ring * c->dp;
+    double optimizer = params * mc->adam_ns / 1e6 / workers;
+    double compute = K * (layers_here * block + head) / rate * 1e3 + optimizer;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
@@ -264,22 +335,28 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
          * buckets under the last micro-batch's backward; ZeRO-3's gathers ahead of the block computing;
          * tensor-parallel, Ulysses and pipeline messages sit on the critical path */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        /* the gradient reduction's tasks reduce on the rank's workers: with one worker (or less) they take it from
+         * the backward, nothing overlaps (W124 on 2 ranks of 1 worker: dp 2 3.7 s against tp 2's 1.2 s) */
+        else if ((g == SW_GROUP_DP || g == SW_GROUP_SP_DP) && workers > 1)
+            ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
         comm += ms;
     }
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
     return compute + comm + overhead;
 }
 
-static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc)
+/* mems, ts: each stage's first rank's memory and traffic models (sw_gpt_plan_rank) */
+static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc, const sw_gpt_memory *mems,
+                     const sw_traffic *ts)
 {
     const sw_gpt_config *c = &e->cfg;
     int world = c->tp * c->ulysses * c->ring * c->dp * c->pp, per = world / c->pp;
-    double worst = 0;
+    double worst = 0, work[256]; /* each stage's compute and tasks (ms at a core per worker); pp <= layers */
     sw_plan_entry best = *e;
     for (int p = 0; p < c->pp; p++) {
         sw_plan_entry x = *e;
-        double ms = stage_ms(c, w, mc, p * per, &x);
+        double ms = stage_ms(c, w, mc, p * per, mems[p], ts[p], &x);
+        work[p < 256 ? p : 255] = x.compute_ms + x.overhead_ms;
         if (ms >= worst) worst = ms, best = x;
     }
     double V = c->pp_virtual > 1 ? c->pp_virtual : 1;
@@ -288,6 +365,24 @@ static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_mac
     /* the pipeline's fill and drain: (pp - 1) / (K V) of a stage's step */
     e->bubble_ms = worst * (c->pp - 1) / (c->grad_accum * V);
     e->ms = worst + e->bubble_ms;
+    /* the node's cores: where its ranks' threads outnumber them, the step is at least the work of all the
+     * node's ranks (each rank's compute and tasks at a core per worker) over its cores, every thread
+     * time-sliced -- the workers and, under point-to-point layouts (pipeline, Ring), each rank's progression
+     * thread polling (p2p_spin cores). A pipeline's idle stages leave their cores to the busy one: this bound,
+     * not a share per stage, prices 4 stages of one micro-batch on 2 cores. */
+    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double threads = run_workers + (c->pp > 1 || c->ring > 1 ? mc->p2p_spin : 0);
+    if (w->ranks_per_node * threads > mc->cores) {
+        double node = 0;
+        for (int n = 0; n * w->ranks_per_node < world; n++) {
+            double sum = 0;
+            for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++)
+                sum += work[r / per < 256 ? r / per : 255];
+            node = fmax(node, sum * threads / mc->cores);
+        }
+        e->cores_ms = node + best.comm_ms;
+        if (e->cores_ms > e->ms) e->ms = e->cores_ms;
+    }
 }
 
 /* ---------------------------------------------------------- the search */
@@ -343,17 +438,22 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
         const sw_gpt_config *c = &e->cfg;
         int per = world / c->pp;
         e->need = -1;
+        /* each stage's first rank described once, its memory and traffic kept for the estimate */
+        sw_gpt_memory *mems = sw_xcalloc((size_t)c->pp, sizeof *mems);
+        sw_traffic *ts = sw_xcalloc((size_t)c->pp, sizeof *ts);
         for (int p = 0; p < c->pp; p++)
-            for (int k = 0; k < per; k = world <= 64 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
+            for (int k = 0; k < per; k = world <= 8 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
                 sw_gpt_memory mem;
-                sw_gpt_plan_rank(c, p * per + k, &mem, NULL);
+                sw_gpt_plan_rank(c, p * per + k, &mem, k ? NULL : &ts[p]);
+                if (!k) mems[p] = mem;
                 if (mem.need > e->need) e->need = mem.need, e->need_rank = p * per + k;
             }
         e->fits = budget <= 0 || e->need <= budget;
         if (!e->fits)
             snprintf(e->why, sizeof e->why, "needs %.0f bytes (%.1f MiB) on rank %d, more than the budget %.0f bytes "
                      "(%.1f MiB)", e->need, e->need / SW_MIB, e->need_rank, budget, budget / SW_MIB);
-        else estimate(e, w, mc);
+        else estimate(e, w, mc, mems, ts);
+        free(mems), free(ts);
     }
     qsort(out, (size_t)n, sizeof *out, cmp_entry);
     *count = n;

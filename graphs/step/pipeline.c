@@ -40,20 +40,14 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_
     *pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, *stage = mesh ? sw_mesh_stage(mesh) : 0;
     int chunks = x->params ? sw_params_get_config(x->params)->pp_chunks : 1, K = x->c.grad_accum, stuck = 0;
     *V = chunks > 1 ? chunks : 1;
-    if (inflight < 0) sw_usage_error("the micro-batches in flight per stage must be 0 (1F1B) or at least 1 (%d)", inflight);
-    if (*V > SW_PP_MAX_CHUNKS) /* two point-to-point channels each (schedule.h), whatever the stages */
-        sw_usage_error("interleaved chunks per stage (%d, pp %d) must be at most %d (two point-to-point channels each)",
-                       *V, *pp, SW_PP_MAX_CHUNKS);
-    if (*V > 1 && *pp < 2) sw_usage_error("interleaved chunks (%d per stage) need pipeline stages (pp %d)", *V, *pp);
+    char msg[512]; /* the rules the planner judges by too (sw_schedule_check) */
+    if (sw_schedule_check(*pp, *V, K, inflight, x->c.zero_bubble, msg, sizeof msg)) sw_usage_error("%s", msg);
     /* every stage's order (each rank simulates every stage), this one's kept */
     const int split = x->c.zero_bubble, n = sw_schedule_units(*V, K, split);
     sw_unit *all = sw_xcalloc((size_t)*pp * (size_t)n, sizeof *all);
     int *allslots = sw_xcalloc((size_t)*pp, sizeof *allslots);
     if (sw_schedule_split(*pp, *V, K, inflight, split, all, allslots, &stuck))
-        sw_usage_error("no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
-                       "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
-                       "(pp-inflight, in micro-batches; 0: the default)", stuck,
-                       sw_schedule_quota(*pp, *V, K, inflight, stuck), *pp, *V, K, inflight);
+        sw_usage_error("%s", "the pipeline's schedule: sw_schedule_split failed after sw_schedule_check passed");
     if (order) memcpy(order, all + (size_t)*stage * (size_t)n, (size_t)n * sizeof *order);
     *slots = allslots[*stage];
     free(all), free(allslots);

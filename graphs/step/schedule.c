@@ -128,3 +128,33 @@ int sw_schedule_late_w(const sw_unit *order, int n)
 }
 
 int sw_schedule_channel(int pp, int j, int backward) { return SW_P2P_MODEL_CHANNELS + 2 * (j / pp) + backward; }
+
+int sw_schedule_check(int pp, int V, int K, int inflight, int split, char *msg, size_t n)
+{
+    if (inflight < 0) {
+        snprintf(msg, n, "the micro-batches in flight per stage must be 0 (1F1B) or at least 1 (%d)", inflight);
+        return -1;
+    }
+    if (V > SW_PP_MAX_CHUNKS) { /* two point-to-point channels each (schedule.h), whatever the stages */
+        snprintf(msg, n, "interleaved chunks per stage (%d, pp %d) must be at most %d (two point-to-point channels "
+                 "each)", V, pp, SW_PP_MAX_CHUNKS);
+        return -1;
+    }
+    if (V > 1 && pp < 2) {
+        snprintf(msg, n, "interleaved chunks (%d per stage) need pipeline stages (pp %d)", V, pp);
+        return -1;
+    }
+    const int units = sw_schedule_units(V > 1 ? V : 1, K, split);
+    sw_unit *all = xcalloc((size_t)pp * (size_t)units, sizeof *all);
+    int *slots = xcalloc((size_t)pp, sizeof *slots), stuck = 0;
+    int bad = sw_schedule_split(pp, V > 1 ? V : 1, K, inflight, split, all, slots, &stuck);
+    free(all), free(slots);
+    if (bad) {
+        snprintf(msg, n, "no order of the pipeline's work fits the in-flight quotas: stage %d holds %d chunks' saved "
+                 "sets (pp %d, %d chunks per stage, %d micro-batches, pp-inflight %d): raise the quota "
+                 "(pp-inflight, in micro-batches; 0: the default)", stuck,
+                 sw_schedule_quota(pp, V > 1 ? V : 1, K, inflight, stuck), pp, V > 1 ? V : 1, K, inflight);
+        return -1;
+    }
+    return 0;
+}

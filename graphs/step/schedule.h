@@ -7,6 +7,8 @@
 #ifndef STARWEAVE_SCHEDULE_H
 #define STARWEAVE_SCHEDULE_H
 
+#include <stddef.h>
+
 #include "starweave/comm.h"
 
 /* one piece of a stage's work: micro-batch k's forward (fwd 1) or backward
@@ -52,6 +54,13 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
  * cooldown's above all, at 1F1B's memory. orders: pp x 3 K V units (2 K V
  * without the split). */
 int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *orders, int *slots, int *stuck);
+/* The pipeline's rules on its shape, one function for sw_pipeline_create
+ * (graphs/pipeline.c refuses by it) and the planner (sw_plan_check judges
+ * by it): the in-flight quota not negative, at most SW_PP_MAX_CHUNKS
+ * chunks per stage, chunks only with stages, and an order of every
+ * stage's work (with Zero Bubble's split when split) that fits the
+ * quotas. 0, or -1 with the rule and the values in msg. */
+int sw_schedule_check(int pp, int V, int K, int inflight, int split, char *msg, size_t n);
 /* the units per stage: 2 K V, or 3 K V with the split */
 int sw_schedule_units(int V, int K, int split);
 /* the W units of `order` (n units) after its last forward: the weight

@@ -387,6 +387,10 @@ int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padd
  * over no row, and the gradients 0. Without either, the mean over all
  * rows as before, bit for bit. */
 sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded, int64_t h);
+/** The head described, none of its tensors allocated: for sw_lm_head_traffic
+ * (and sw_lm_head_set_ignore_index, sw_lm_head_destroy) where the model is
+ * only planned (sw_gpt_plan_rank: a head too big for this machine). */
+sw_lm_head *sw_lm_head_describe(sw_ctx *x, int weight, int vocab, int vocab_padded);
 /** Rows whose target is ignore_index count for nothing (PyTorch's
  * ignore_index; -100 is its default). It must lie outside [0, vocab)
  * (refused, exit 2: it would drop a real token); SW_CE_IGNORE_NONE (the

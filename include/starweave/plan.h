@@ -11,7 +11,8 @@
  * equal to StarPU's allocator to the byte: tests/test_memory.sh); traffic
  * the same function's (the layers' traffic models, equal to the bytes
  * counted: tests/test_comm.sh). The estimate is a formula (docs/planner.md
- * gives it); it is deterministic for a given machine. */
+ * gives it); it is deterministic for a given machine. gpt_train --plan
+ * --simulate runs the top layouts through the simulated task graph. */
 #ifndef STARWEAVE_PLAN_H
 #define STARWEAVE_PLAN_H
 
@@ -34,13 +35,19 @@ typedef struct sw_plan_machine {
     double inter_gbs, inter_us; /**< between nodes */
     ///@}
     double task_us;         /**< runtime cost per task (StarPU's submission and scheduling, us) */
+    double gemm_half_rows;  /**< a GEMM of this many rows (M) runs at half gemm_gflops: rate(M) = gemm_gflops M /
+                                 (M + gemm_half_rows), M the rows of a tile (0: no dependence on M) */
+    double adam_ns;         /**< ns per parameter of one worker's optimizer update, a memory-bound pass (0: left out) */
+    double p2p_spin;        /**< cores a rank's StarPU-MPI progression thread takes while a point-to-point receive
+                                 is posted (pipeline, Ring): it polls without sleeping (0: left out) */
     ///@{
-    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160]; /**< where each comes from */
+    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
- * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us;
+ * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
+ * gemm_half_rows, adam_ns, p2p_spin;
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
@@ -48,10 +55,14 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
 /** This machine: the GEMM rate from StarPU's history model of sw_gemm where
  * one is found (dir: a perfmodel directory, e.g. $STARPU_PERF_MODEL_DIR,
  * else $STARPU_HOME/.starpu/sampling, else ~/.starpu/sampling), else
- * measured now (sw_gemm_cpu, one thread, about 0.3 s, at hidden x hidden x
- * 4 hidden); the cores counted; the links bench/sim-platform.sh's
- * vm-measured figures (2 ranks through shared memory, BENCHMARKS.md); the
- * task cost typed. Needs sw_init's GEMM backend (call after sw_init). */
+ * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden,
+ * extrapolated to many rows); gemm_half_rows measured now (the same GEMM
+ * at 16 and 256 rows); adam_ns measured now (an AdamW loop over 4M
+ * parameters, not the codelet); task_us measured now (2000 empty StarPU
+ * tasks: needs the runtime, sw_init); the cores counted; the links
+ * bench/sim-platform.sh's vm-measured figures (2 ranks through shared
+ * memory, BENCHMARKS.md); p2p_spin typed (1 core). About a second in all;
+ * on a loaded machine the figures are the load's. After sw_init. */
 void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
 /** Prints every figure of m and its source, one line each, after prefix. */
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix);
@@ -89,13 +100,17 @@ typedef struct sw_plan_entry {
     ///@{
     double compute_ms, comm_ms, bubble_ms, overhead_ms; /**< its parts (exposed communication only) */
     ///@}
+    double cores_ms;    /**< the node's cores' bound where its ranks' threads outnumber them (0: none); ms is at
+                             least it */
     double traffic;     /**< bytes the busiest rank sends per step (the traffic model) */
 } sw_plan_entry;
 
 /** The rules a layout must satisfy: sw_gpt_config_check (cfg's kv_heads,
  * vocab_padded and ffn filled), sw_mesh_check against world ranks, and the
- * pipeline's (pp x chunks at most SW_P2P_CHANNELS / 2 - 1; a schedule that
- * fits the in-flight quotas). 0, or -1 with the rule in msg. */
+ * pipeline's sw_schedule_check (graphs/schedule.h: the function
+ * sw_pipeline_create refuses by; chunks per stage at most SW_PP_MAX_CHUNKS,
+ * a schedule that fits the in-flight quotas, Zero Bubble's split where
+ * cfg asks for it). 0, or -1 with the rule in msg. */
 int sw_plan_check(sw_gpt_config *cfg, int world, char *msg, size_t n);
 
 /** Every candidate layout of base (its model and batch; its degrees

@@ -1,0 +1,71 @@
+#!/bin/sh
+# The planner's picture (docs/planner.md): predicted ms/step of the best
+# layout at each world size (gpt_train --plan, W124 by default; the sizes
+# run here on this one node, ranks sharing its cores; the others on nodes
+# of this VM's cores, the machine's link figures between them) and this machine's measured points on it: the
+# planner's best layout at 1, 2 and 4 ranks run for real (4 steps, steps
+# 2.. timed). Writes docs/plan-scaling.png (gnuplot) and prints the table.
+# usage: bench/plan-picture.sh [--build DIR] [--machine FILE] [--worlds "1 2 4 8 16 32 64"]
+#          [--run "1 2 4"] [--out PNG] [MODEL FLAGS...]
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build machine="" worlds="1 2 4 8 16 32 64" runs="1 2 4" out=$top/docs/plan-scaling.png
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --machine) machine=$2; shift 2 ;;
+    --worlds) worlds=$2; shift 2 ;;
+    --run) runs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
+command -v gnuplot > /dev/null || { echo "plan-picture: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 2; }
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+. "$top/bench/common.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/plan-picture.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cores=$(nproc)
+echo "bench/plan-picture.sh: $(date -u +%Y-%m-%dT%H:%MZ), $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+: > "$tmp/pred"
+: > "$tmp/meas"
+echo "| ranks | nodes x ranks | predicted ms/step (best layout) | measured ms/step | layout |"
+echo "|---|---|---|---|---|"
+for n in $worlds; do
+  # the sizes run here: one node, this one (4 ranks share its cores); beyond: nodes of this VM's cores
+  rpn=$n
+  if echo " $runs " | grep -q " $n "; then :; elif [ "$n" -gt "$cores" ]; then rpn=$cores; fi
+  # shellcheck disable=SC2086
+  "$build/examples/gpt_train" --plan --plan-ranks-per-node "$rpn" --plan-nodes $((n / rpn)) --plan-top 1 \
+    ${machine:+--plan-machine "$machine"} "$@" > "$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
+  best=$(grep -m1 '^plan: *1 ' "$tmp/out")
+  ms=$(echo "$best" | awk '{ print $3 }')
+  lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
+  echo "$n $ms" >> "$tmp/pred"
+  meas=-
+  if echo " $runs " | grep -q " $n "; then
+    ncpus=$((cores / n)); [ "$ncpus" -ge 1 ] || ncpus=1
+    # shellcheck disable=SC2086
+    if [ "$n" = 1 ]; then "$build/examples/gpt_train" "$@" $lay --ncpus "$ncpus" --steps 4 --log /dev/null > "$tmp/run" 2>&1
+    else mpirun --oversubscribe -np "$n" -x OPENBLAS_CORETYPE "$build/examples/gpt_train" "$@" $lay --ncpus "$ncpus" \
+      --steps 4 --log /dev/null > "$tmp/run" 2>&1 < /dev/null; fi || { tail -n 5 "$tmp/run"; }
+    meas=$(sed -n 's/^gpt_train: loss .* \([0-9.]*\) ms\/step.*/\1/p' "$tmp/run" | tail -n 1)
+    [ -n "$meas" ] && echo "$n $meas" >> "$tmp/meas" || meas="(failed)"
+  fi
+  echo "| $n | $((n / rpn)) x $rpn | $ms | $meas | \`$lay\` |"
+done
+gnuplot <<G
+set terminal pngcairo size 900,560 font ",11" noenhanced
+set output "$out"
+set title "gpt_train --plan, W124: the best layout's predicted step (fast estimate) and measured here\n1-4 ranks: this 2-core VM (ranks share its cores); 8-64: nodes of 2 ranks of it"
+set xlabel "ranks"
+set ylabel "ms per step"
+set logscale xy
+set grid
+set key top right
+plot "$tmp/pred" using 1:2 with linespoints lw 2 pt 7 title "predicted (best layout at each size)", \
+     "$tmp/meas" using 1:2 with points pt 9 ps 2 title "measured on this machine (the same layout)"
+G
+echo "bench/plan-picture.sh: wrote $out"

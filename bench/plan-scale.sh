@@ -1,0 +1,104 @@
+#!/bin/sh
+# The planner at scale (docs/planner.md, issue 44): GPT-2 1.5B and LLaMA-7B
+# on 64 and 512 ranks (8 per node) under a per-rank memory budget -- the
+# planner's choice beside hand-written layouts from Megatron-LM's and
+# torchtitan's documentation, each priced by the same estimate with the
+# fewest micro-batches that fit the budget (or dropped, with its need at 8). FAST ESTIMATE,
+# not the simulated task graph: the simulation helper has no calibration of
+# these shapes' sizes yet (docs/simulation.md), so every figure here is the
+# planner's formula on the machine file given -- labelled as such.
+# usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--worlds "64 512"]
+#   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
+# Default machine (typed, printed): 8 ranks per node of one CPU core each at
+# this VM's quiet GEMM rate (149 GFLOP/s per worker, BENCHMARKS.md
+# headline), bench/sim-platform.sh's nvlink-ib links (ASSUMPTIONS).
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build machine="" worlds="64 512"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --machine) machine=$2; shift 2 ;;
+    --worlds) worlds=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "plan-scale: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/plan-scale.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+if [ -z "$machine" ]; then
+  machine=$tmp/machine
+  cat > "$machine" <<'M'
+gemm_gflops 149 measured on this VM: BENCHMARKS.md headline 2026-11-26 (onednn, W124 tile, one worker, quiet)
+cores 8 typed: 8 ranks per node, one core each
+intra_gbs 300 typed: ASSUMPTION, bench/sim-platform.sh's nvlink-ib preset
+intra_us 1 typed: ASSUMPTION, nvlink-ib
+inter_gbs 50 typed: ASSUMPTION, nvlink-ib (400 Gb/s InfiniBand)
+inter_us 5 typed: ASSUMPTION, nvlink-ib
+task_us 20 typed: ASSUMPTION
+gemm_half_rows 8 typed: ASSUMPTION (a GEMM of 8 rows at half the rate)
+adam_ns 8 typed: ASSUMPTION (8 ns per parameter per worker)
+p2p_spin 0 typed: a core per progression thread besides the workers
+M
+fi
+# model | budget MiB per rank | sequences per rank | flags. LLaMA-7B: 1 per
+# rank (torchtitan's 8 would be a global batch whose [seq x batch, 4
+# hidden] tensor passes 32 bits: gpt_train refuses seq*batch*4*hidden >=
+# 2^32; at 512 ranks even 1 per rank does: the run says so)
+models() {
+  cat <<'X'
+GPT-2 1.5B|16384|8|--model gpt2 --layers 48 --hidden 1600 --heads 25 --seq 1024 --max-pos 1024 --vocab 50257
+LLaMA-7B|40960|1|--model llama --layers 32 --hidden 4096 --heads 32 --kv-heads 32 --ffn 11008 --seq 2048 --max-pos 2048 --vocab 32000
+X
+}
+# hand-written layouts: model | source | flags (sw_plan_flags' form; DP = the world over the other degrees)
+hands() {
+  cat <<'X'
+GPT-2 1.5B|Megatron-LM (arXiv 2104.04473 Table 1, its 1.7B row: TP 1, PP 1, data parallel; full activation recomputation)|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 0 --grad-accum 1 --recompute full
+GPT-2 1.5B|Megatron-LM's distributed optimizer (ZeRO-1) on the same layout|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 1 --grad-accum 1 --recompute full
+GPT-2 1.5B|torchtitan (FSDP over every rank = ZeRO-3, selective activation checkpointing, train_configs' default)|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
+LLaMA-7B|torchtitan train_configs/llama2_7b.toml (tensor_parallel_degree 1, data_parallel_degree -1 under FSDP = ZeRO-3, selective AC, batch 8, seq 2048)|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
+LLaMA-7B|Megatron-LM's rule of thumb (tensor parallel inside a node: TP 8 with sequence parallelism, distributed optimizer = ZeRO-1, selective recomputation)|--tp 8 --sp --ulysses 1 --ring 1 --dp DP --pp 1 --zero 1 --grad-accum 1 --recompute selective
+X
+}
+echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); machine file:"
+grep -v '^#' "$machine" | sed 's/^/  /'
+printf '| model | ranks | budget MiB/rank | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|\n'
+models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|' read -r name budget per flags; do
+  for n in $worlds; do
+    batch=$((per * n))
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    rm -f "$tmp/list"
+    "$build/examples/gpt_train" --plan --plan-ranks-per-node 8 --plan-nodes $((n / 8)) --plan-machine "$machine" \
+      --plan-mem-mib "$budget" --plan-top 3 --plan-list "$tmp/list" $flags --batch "$batch" > "$tmp/out" 2>&1 || true
+    best=$(grep -m1 '^plan: *1 ' "$tmp/out" || true)
+    if [ -n "$best" ]; then
+      ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
+      lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
+      echo "| $name | $n | $budget | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
+    else
+      echo "| $name | $n | $budget | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+    fi
+    hands | while IFS='|' read -r hname src hflags; do
+      [ "$hname" = "$name" ] || continue
+      rest=$((n))
+      for d in $(echo "$hflags" | sed -n 's/.*--tp \([0-9]*\).*--ulysses \([0-9]*\) --ring \([0-9]*\).*--pp \([0-9]*\).*/\1 \2 \3 \4/p'); do
+        rest=$((rest / d))
+      done
+      # the micro-batches: the fewest that fit the budget (the documents leave the micro-batch size to the user)
+      for K in 1 2 4 8; do
+        hf=$(echo "$hflags" | sed "s/--dp DP/--dp $rest/; s/--grad-accum 1/--grad-accum $K/")
+        row=$(awk -F '\t' -v f="$hf" '$2 == f { print; exit }' "$tmp/list" 2> /dev/null)
+        case $row in fits*) break ;; esac
+      done
+      case $row in
+        fits*) ms=$(echo "$row" | sed 's/.*, \([0-9.]*\) ms\/step/\1/'); need=$(echo "$row" | sed 's/.*need \([0-9]*\) bytes.*/\1/')
+          echo "| $name | $n | $budget | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;
+        dropped*) echo "| $name | $n | $budget | \`$hf\` | $src | does not fit: $(echo "$row" | cut -f3) | - |" ;;
+        illegal*) echo "| $name | $n | $budget | \`$hf\` | $src | refused: $(echo "$row" | cut -f3) | - |" ;;
+        *) echo "| $name | $n | $budget | \`$hf\` | $src | not in the planner's space | - |" ;;
+      esac
+    done
+  done
+done
