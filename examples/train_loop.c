@@ -71,9 +71,33 @@ static void print_line(const train_loop *t, int step, float loss, double ms)
     }
 }
 
+/* The costs the pipeline's order comes from (sw_pipeline_schedule_costs), each time they change: the
+ * guess for the first two steps, the second step's measured costs for the later ones. Returns what it
+ * showed. */
+static int print_costs(const train_loop *t, int shown)
+{
+    int measured = sw_pipeline_schedule_costs(t->pipe, 0, NULL, NULL, NULL);
+    if (measured == shown) return shown;
+    printf("schedule: costs");
+    for (int s = 0; s < (measured ? t->pp : 1); s++) {
+        double f, b, w;
+        sw_pipeline_schedule_costs(t->pipe, s, &f, &b, &w);
+        if (measured) printf("%s stage %d", s ? "," : "", s);
+        printf(" F %.3g B %.3g", f, b);
+        if (w > 0) printf(" W %.3g", w);
+        if (measured) printf(" ms");
+    }
+    printf(measured == 1 ? " (measured in the run's second step: the order of the later steps)\n"
+           : measured ? " (measured in the run's second step; no order of them fits the quotas and pools: the "
+                        "guess's order stays)\n"
+                      : " (guess)\n");
+    return measured;
+}
+
 void train_loop_run(train_loop *t)
 {
     const int me = sw_rank();
+    int costs_shown = -1;
     t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0;
     if (t->trace) sw_trace_enable(1);
     for (int step = t->step0 + 1; step <= t->steps; step++) {
@@ -113,6 +137,7 @@ void train_loop_run(train_loop *t)
             fprintf(t->log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, t->tokens / (ms / 1e3));
             fflush(t->log);
         }
+        if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown);
         if (!t->quiet && me == 0) print_line(t, step, loss, ms);
         if (t->after) t->after(t->model, step, loss);
         fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
