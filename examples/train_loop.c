@@ -100,6 +100,7 @@ void train_loop_run(train_loop *t)
     int costs_shown = -1;
     t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0;
     if (t->trace) sw_trace_enable(1);
+    if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown); /* the guess */
     for (int step = t->step0 + 1; step <= t->steps; step++) {
         const int first = step == t->step0 + 1;
         sw_trace_mark_step(step);
@@ -117,6 +118,7 @@ void train_loop_run(train_loop *t)
         else sw_tensor_read_host(sw_pipeline_loss(t->pipe), &loss);
         starpu_task_wait_for_all();
         const double ms = train_now_ms() - t0;
+        if (t->pipe) sw_pipeline_replan(t->pipe); /* after the measured step: the schedule from its costs */
         if (sw_simulated()) loss = NAN; /* not computed: the codelets did not run */
         if (!sw_simulated() && !isfinite(loss)) {
             fprintf(stderr, "%s: loss is %g at step %d\n", t->prog, loss, step);
@@ -137,8 +139,8 @@ void train_loop_run(train_loop *t)
             fprintf(t->log, "%d,%.9g,%.3f,%.1f\n", step, loss, ms, t->tokens / (ms / 1e3));
             fflush(t->log);
         }
-        if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown);
         if (!t->quiet && me == 0) print_line(t, step, loss, ms);
+        if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown);
         if (t->after) t->after(t->model, step, loss);
         fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }

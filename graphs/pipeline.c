@@ -1,11 +1,7 @@
 /* The step driver and pipeline stages (see pipeline.h). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <mpi.h>
-#include <starpu.h>
 
 #include "layer_util.h"
 #include "params_internal.h"
@@ -33,8 +29,8 @@ struct sw_pipeline {
     int inflight;          /* the quota asked for (sw_pipeline_create) */
     int *allslots;         /* every stage's pool of micro slots, sized at create (the re-planned order stays within) */
     /* the costs the order comes from (schedule.h): the guess until the second step's tasks are measured
-     * (meter 3: the first step, not measured; 1: this step's; 2: re-plan at this step; 0: done), then
-     * measured (1), per stage in us */
+     * (meter 3: the first step, not measured; 1: this step's; 2: measured, sw_pipeline_replan to call;
+     * 0: done), then measured (1; 2: but no order fits), per stage in us */
     int meter, measured;
     long long spent[3];    /* this rank's measured step: ns of its forward, B (the backward without the split), W tasks */
     sw_unit_costs *costs;  /* pp: the measured costs */
@@ -217,23 +213,24 @@ static void meter(sw_pipeline *s, int kind)
     if (s->meter == 1) sw_task_meter(&s->spent[kind]);
 }
 
-/* The order of this step and the later ones from the measured step's costs:
- * every rank's measured forward, B and W tasks summed per stage (integers,
- * so every rank has the same sums and computes the same orders), per unit
- * in microseconds; the simulation run again within the pools allocated at
- * create (schedule.h: cap), which the blocks' micro slots are. The guess's
- * order stays where a stage measured nothing or no order fits the pools. */
-static void replan(sw_pipeline *s)
+/* The order of the later steps from the measured step's costs (called by
+ * the program between steps, its tasks run): every rank's measured
+ * forward, B and W tasks summed per stage (integers, so every rank has the
+ * same sums and computes the same orders), per unit in microseconds; the
+ * simulation run again within the pools allocated at create (schedule.h:
+ * cap), which the blocks' micro slots are. The guess's order stays where
+ * a stage measured nothing or no order fits the pools. */
+int sw_pipeline_replan(sw_pipeline *s)
 {
+    sw_check_ptr("sw_pipeline_replan", "s", s);
+    if (s->meter != 2) return 0;
     s->meter = 0;
-    starpu_task_wait_for_all(); /* the measured step's tasks have run: their times are in the sums */
-    sw_task_meter_stop();
+    sw_task_meter_stop(); /* the measured step's tasks have run (the caller waited): their times are in the sums */
     const int pp = s->pp, n = s->units;
     long long *sum = sw_xcalloc((size_t)pp * 4, sizeof *sum);
     for (int i = 0; i < 3; i++) sum[s->stage * 4 + i] = s->spent[i];
     sum[s->stage * 4 + 3] = 1; /* this rank, one of its stage's */
-    MPI_Allreduce(MPI_IN_PLACE, sum, pp * 4, MPI_LONG_LONG, MPI_SUM,
-                  sw_mesh_comm(sw_comm_mesh(s->x->comm), SW_GROUP_WORLD));
+    sw_comm_sum_host(s->x->comm, SW_GROUP_WORLD, sum, pp * 4);
     sw_unit_costs *costs = sw_xcalloc((size_t)pp, sizeof *costs);
     int ok = 1;
     for (int t = 0; t < pp; t++) {
@@ -252,6 +249,7 @@ static void replan(sw_pipeline *s)
     } else if (ok) s->measured = 2; /* measured, but no order of them fits: the guess's order stays */
     if (ok) s->costs = costs, costs = NULL;
     free(costs), free(all), free(slots), free(sum);
+    return 1;
 }
 
 int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w)
@@ -359,13 +357,12 @@ static void weight_grads(sw_pipeline *s, int step, int c, int k, int slot)
 void sw_pipeline_step(sw_pipeline *s, int step)
 {
     sw_check_ptr("sw_pipeline_step", "s", s);
-    if (s->meter == 2) replan(s); /* the step after the measured one (the third) */
     sw_params_cast_bf16(s->x->params); /* bf16: the GEMMs' weights, as they are now */
     for (int i = 0; i < s->units; i++) {
         const sw_unit *u = &s->order[i];
         (u->fwd ? forward : u->w ? weight_grads : backward)(s, step, u->chunk, u->k, u->slot);
     }
-    if (s->meter == 1) sw_task_meter(NULL), s->meter = 2; /* measured: re-planned at the next step */
+    if (s->meter == 1) sw_task_meter(NULL), s->meter = 2; /* measured: sw_pipeline_replan once its tasks ran */
     else if (s->meter == 3) s->meter = 1;                 /* the first step: the next one measured */
     sw_counter_add(SW_COUNT_LATE_W, s->late_w);
     /* The scratch is dead until the next step: StarPU may drop every copy
