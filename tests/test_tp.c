@@ -50,7 +50,9 @@
  *
  * --pp P (pipeline stages): each rank
  * compares the gradients of the parameters its stage holds; the loss
- * every rank reads is the one the last stage sent. */
+ * every rank reads is the one the last stage sent; the third step runs
+ * the order computed from the second's measured costs
+ * (sw_pipeline_replan, as in gpt_train). */
 #include <string.h>
 
 #include "config.h"
@@ -306,6 +308,11 @@ int main(int argc, char **argv)
         snprintf(line, sizeof line, "%s: step %d loss %.9g vs %s %.9g (relative %.2g, bound %g)", what, step,
                  lp, same ? "selective" : "single rank", ls, e, loss_tol);
         tu_check_ranks(line, e <= loss_tol);
+        /* as gpt_train's loop: with stages, after the second step its measured costs give the order of the
+         * third (sw_pipeline_replan, collective: both models on every rank, in the same order) */
+        starpu_task_wait_for_all();
+        sw_pipeline_replan(sw_gpt_pipeline(single));
+        sw_pipeline_replan(sw_gpt_pipeline(par));
         if (c.clip_grad > 0 && !last && !restart) { /* both updated: the global norm each computed */
             float ns, np;
             sw_tensor_read_host(sw_params_grad_norm2(sw_gpt_params(single)), &ns);
