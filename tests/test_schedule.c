@@ -623,6 +623,22 @@ static void costs(void)
     check(line, !strcmp(got[0][1], "F0F1B0B1F2B2F3B3") && !strcmp(got[1][1], "F0B0F1B1F2B2F3B3") &&
                 !strcmp(got[0][0], got[1][0]));
 
+    /* the pool's cap: pp 2, K 4, 2 in flight takes 2 slots on stage 1 with the guess; capped at 1 there it
+     * runs one micro-batch at a time (1F1B's order) in 1 slot, stage 0 as before */
+    int cap[2] = {2, 1};
+    char capped[2][40] = {"", ""};
+    int ok = !sw_schedule_costed(2, 1, 4, 2, 0, NULL, cap, o, slots, &st);
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 8; i++) {
+            char u[4];
+            snprintf(u, sizeof u, "%c%d", o[s * 8 + i].fwd ? 'F' : 'B', o[s * 8 + i].k);
+            strcat(capped[s], u);
+        }
+    snprintf(line, sizeof line, "the pool's cap: pp 2, K 4, 2 in flight, stage 1 capped at 1 slot: %s in %d slot(s) "
+             "(uncapped: %s in 2), stage 0 %s", capped[1], slots[1], got[0][1], capped[0]);
+    check(line, ok && !strcmp(capped[1], "F0B0F1B1F2B2F3B3") && slots[1] == 1 && slots[0] == 2 &&
+                !strcmp(capped[0], got[0][0]));
+
     /* measured-like costs, within the guess's pools */
     int good = 0, refused = 0, total = 0, differs = 0, uncapped = 0, refused_v1 = 0;
     uint64_t r = 12345;
