@@ -314,7 +314,7 @@ int main(int argc, char **argv)
      * layout differs; the model's fields must match (the tensors' global shapes are checked too) */
     sw_ckpt_field fields[8];
     train_loop t = {.prog = "dit_train", .steps = o.steps, .model = &r, .batch = batch, .load = load, .step = step_dit,
-                    .loss = loss_dit, .after = after, .params = sw_dit_params(r.m), .fields = fields,
+                    .loss = loss_dit, .after = after, .pipe = sw_dit_pipeline(r.m), .params = sw_dit_params(r.m), .fields = fields,
                     .nfields = sw_dit_checkpoint_fields(r.m, fields), .save = o.save, .save_every = o.save_every,
                     .resume = o.resume, .trace = o.trace, .pp = o.pp, .micro = c.micro, .pp_virtual = c.pp_virtual,
                     .show_ms = 1};

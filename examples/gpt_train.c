@@ -725,7 +725,8 @@ int main(int argc, char **argv)
      * log and the lines, checkpoints, samples, the trace */
     gpt_run run = {m, data, n, c, tok, tgt, &o};
     train_loop t = {.prog = "gpt_train", .steps = o.steps, .model = &run, .batch = gpt_batch, .load = gpt_load,
-                    .step = gpt_step, .loss = gpt_loss, .after = gpt_sample, .params = sw_gpt_params(m),
+                    .step = gpt_step, .loss = gpt_loss, .after = gpt_sample, .pipe = sw_gpt_pipeline(m),
+                    .params = sw_gpt_params(m),
                     .fields = fields, .nfields = nfields,
                     .save = o.save, .resume = o.resume, .save_every = o.save_every, .trace = o.trace, .dag = o.dag,
                     .pp = c->pp, .micro = c->grad_accum, .pp_virtual = c->pp_virtual, .pp_inflight = c->pp_inflight,

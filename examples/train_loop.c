@@ -71,11 +71,36 @@ static void print_line(const train_loop *t, int step, float loss, double ms)
     }
 }
 
+/* The costs the pipeline's order comes from (sw_pipeline_schedule_costs), each time they change: the
+ * guess for the first two steps, the second step's measured costs for the later ones. Returns what it
+ * showed. */
+static int print_costs(const train_loop *t, int shown)
+{
+    int measured = sw_pipeline_schedule_costs(t->pipe, 0, NULL, NULL, NULL);
+    if (measured == shown) return shown;
+    printf("schedule: costs");
+    for (int s = 0; s < (measured ? t->pp : 1); s++) {
+        double f, b, w;
+        sw_pipeline_schedule_costs(t->pipe, s, &f, &b, &w);
+        if (measured) printf("%s stage %d", s ? "," : "", s);
+        printf(" F %.3g B %.3g", f, b);
+        if (w > 0) printf(" W %.3g", w);
+        if (measured) printf(" ms");
+    }
+    printf(measured == 1 ? " (measured in the run's second step: the order of the later steps)\n"
+           : measured ? " (measured in the run's second step; no order of them fits the quotas and pools: the "
+                        "guess's order stays)\n"
+                      : " (guess)\n");
+    return measured;
+}
+
 void train_loop_run(train_loop *t)
 {
     const int me = sw_rank();
+    int costs_shown = -1;
     t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0;
     if (t->trace) sw_trace_enable(1);
+    if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown); /* the guess */
     for (int step = t->step0 + 1; step <= t->steps; step++) {
         const int first = step == t->step0 + 1;
         sw_trace_mark_step(step);
@@ -93,6 +118,7 @@ void train_loop_run(train_loop *t)
         else sw_tensor_read_host(sw_pipeline_loss(t->pipe), &loss);
         starpu_task_wait_for_all();
         const double ms = train_now_ms() - t0;
+        if (t->pipe) sw_pipeline_replan(t->pipe); /* after the measured step: the schedule from its costs */
         if (sw_simulated()) loss = NAN; /* not computed: the codelets did not run */
         if (!sw_simulated() && !isfinite(loss)) {
             fprintf(stderr, "%s: loss is %g at step %d\n", t->prog, loss, step);
@@ -114,6 +140,7 @@ void train_loop_run(train_loop *t)
             fflush(t->log);
         }
         if (!t->quiet && me == 0) print_line(t, step, loss, ms);
+        if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown);
         if (t->after) t->after(t->model, step, loss);
         fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }

@@ -166,17 +166,29 @@ update-before-backward|graphs/train/params.c|s/const int prio = sw_set_task_prio
 pp-virtual-bytes-pool-per-chunk|graphs/step/pipeline.c|s/return sw_blocks_bytes(\&b, ops, model) + (V - 1) \* sw_blocks_pooled_bytes(\&b);/return V * sw_blocks_bytes(\&b, ops, model);/|tests/test_memory.sh|pp-virtual
 pp-virtual-pool-per-chunk|graphs/step/pipeline.c|s/s->chunk\[v\] = v ? sw_blocks_create_pooled(\&s->bc\[v\], ops, model, s->chunk\[0\]) : sw_blocks_create/s->chunk[v] = sw_blocks_create/|tests/test_memory.sh|pp-virtual
 # the schedule (graphs/step/schedule.c, a pure function) and the driver's channels, by its unit test
-sched-quota-off-by-one|graphs/step/schedule.c|s/c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--/c >= 0 \&\& held <= sw_schedule_quota(pp, V, K, inflight, s) \&\& kept <= q; c--/|tests/test_schedule|
-sched-backward-costs-1|graphs/step/schedule.c|s/busy\[s\] = t + (kind == 0 \&\& !split ? 2 : 1);/busy[s] = t + 1;/|tests/test_schedule|
+sched-quota-off-by-one|graphs/step/schedule.c|s/int room = held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q/int room = held <= sw_schedule_quota(pp, V, K, inflight, s) \&\& kept <= q/|tests/test_schedule|
+sched-backward-costs-1|graphs/step/schedule.c|s/: split ? co->b : co->b + co->w;/: co->b;/|tests/test_schedule|
 sched-next-stage-backward-not-awaited|graphs/step/schedule.c|s/READY(bdone, j + 1, k)/1/|tests/test_schedule|
 sched-previous-stage-forward-not-awaited|graphs/step/schedule.c|s/READY(fdone, j - 1, k)/1/|tests/test_schedule|
-sched-earliest-chunk-first|graphs/step/schedule.c|s/for (int c = V - 1; c >= 0 \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c--)/for (int c = 0; c < V \&\& held < sw_schedule_quota(pp, V, K, inflight, s) \&\& kept < q; c++)/|tests/test_schedule|
+sched-earliest-chunk-first|graphs/step/schedule.c|s/for (int c = V - 1; c >= 0 \&\& room; c--)/for (int c = 0; c < V \&\& room; c++)/|tests/test_schedule|
 sched-pool-sized-by-last-slot|graphs/step/schedule.c|s/if (\*at + 1 > slots\[s\]) slots\[s\] = \*at + 1;/slots[s] = *at + 1;/|tests/test_schedule|
 pp-channels-per-global-boundary|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + 2 * j + backward/|tests/test_schedule|
 pp-channels-chunk-ignored|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
 pp-channels-from-zero|graphs/step/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
+# the schedule's measured costs (sw_schedule_costed): ignored, the pool allocated at create not kept to
+sched-costs-ignored|graphs/step/schedule.c|s/const sw_unit_costs \*co = costs ? \&costs\[s\] : \&guess;/const sw_unit_costs *co = \&guess;/|tests/test_schedule|
+sched-pool-cap-ignored|graphs/step/schedule.c|s/ \&\& (!cap .. kept < cap\[s\]);/;/|tests/test_schedule|
 # invalidation then tiles: the empty write that makes StarPU partition (and order) again (docs/runtime-notes.md)
 tensor-invalidate-unordered|src/core/tensor.c|s/    if (t->nplans) SW_CHECK(starpu_data_acquire_on_node_cb(/    if (0) SW_CHECK(starpu_data_acquire_on_node_cb(/|tests/test_tensor|
+# issue 43's long tests (run with SW_CHECK_LONG=1 in the environment, else they skip and every mutant
+# survives): a power-of-two assumption that only pp 3 shows (test_pp_long.sh); the oneDNN GEMMs' cache of
+# primitives shared by every worker thread instead of one per thread (an undeclared dependency: two GEMMs
+# of one shape on two workers set each other's operands), which only the runs with 2 workers per rank of
+# test_pp_sched.sh show. (The invalidation race of docs/runtime-notes.md put back on the sent input
+# gradient alone -- a raw starpu_data_invalidate_submit after the send, per micro-batch -- survived
+# test_pp_sched's pp 2 layout, 11 runs: not kept.)
+pp-stage-of-power-of-two|graphs/step/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ (pp * V)) \& (pp - 1) : 0;/|tests/test_pp_long.sh|^np=3 --pp 3 --layers 3 --grad-accum 4
+gemm-cache-shared-by-workers|codelets/gemm.c|s/    mm_cache \*c = pthread_getspecific(mm_key_tls);/    static mm_cache *shared; mm_cache *c = shared;/;s/        pthread_setspecific(mm_key_tls, c);/        shared = c;/|tests/test_pp_sched.sh|^np=2 --pp 2 --layers 2 --grad-accum 4$
 # Zero Bubble's split: W's place in the schedule, the slot kept until W, the kept output gradients, the two reductions
 zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
 zb-slot-freed-at-b|graphs/step/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
@@ -303,6 +315,7 @@ dit-adaln-reads-c-not-silu|graphs/models/dit_model.c|s/sw_adaln_forward(x, \&b->
 # a model's conditioning between pipeline stages (the driver), the zero op, the DiT with stages
 pp-cond-not-sent|graphs/step/pipeline.c|s/for (int r = 1; r < s->pp \&\& cond; r++) sw_send_on/for (int r = 1; 0 \&\& cond; r++) sw_send_on/;s/if (c == 0 \&\& conditioning(s, k, 0)) sw_recv_on/if (0) sw_recv_on/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
 pp-dcond-parts-overwrite|graphs/step/pipeline.c|s/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_W), 0);/|tests/test_dit_model.sh|np=2 --pp 2 --micro 2
+pp-dcond-later-stages-overwrite|graphs/step/pipeline.c|s/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), 1);/sw_copy_flat(sw_tensor_whole(part, STARPU_R), sw_tensor_whole(dcond, STARPU_RW), r == 1);/|tests/test_dit_model.sh|np=4 --layers 4 --pp 4
 pp-dcond-zeroed-every-chunk|graphs/step/pipeline.c|s/if (c == s->V - 1 \&\& dcond) sw_zero/if (dcond) sw_zero/|tests/test_dit_model.sh|pp-virtual 2
 pp-dcond-sent-before-last-chunk|graphs/step/pipeline.c|s/if (c == 0 \&\& dcond) sw_send_on/if (c == s->V - 1 \&\& dcond) sw_send_on/|tests/test_dit_model.sh|pp-virtual 2
 pp-cond-traffic-unmodelled|graphs/step/pipeline.c|s/if (first) t->forward\[SW_GROUP_PP\] += (s->pp - 1) \* bytes;/if (first) t->forward[SW_GROUP_PP] += 0 * bytes;/|tests/test_dit_model.sh|traffic np=2 --pp 2

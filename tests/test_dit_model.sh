@@ -14,7 +14,8 @@
 # offload: the kept inputs; 1 rank, every 2; Ulysses 2; and on 1 rank under a
 # 1 MiB main-RAM budget: the same losses, bytes to the disk node and back); pipeline stages (pp 2 with 2
 # micro-batches, pp 2 x Ulysses 2 with full recomputation, pp 2 x 2 interleaved chunks of a 4-block model
-# against one rank's 4 blocks: the driver moves the timestep embedding between stages); the bytes every
+# against one rank's 4 blocks, pp 4 with 4 micro-batches: the driver moves the timestep embedding between
+# stages, and sums three stages' gradients of it on the first); the bytes every
 # group sent = the traffic model on every rank (dit_train --counters) for Ulysses 2, tp 2 + sp, dp 2,
 # tp 2 + sp x Ulysses 2 and pp 2; every block's saved bytes registered = the memory
 # model on every rank (dit_train --memory-report: 1 rank, Ulysses 2, tp 2 +
@@ -102,6 +103,9 @@ SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$DIT" $ARGS --layers 4 > "$TMPD/ref4" 2>&1 |
 losses "$TMPD/ref4" > "$TMPD/ref4.loss"
 grads "$TMPD/ref4" > "$TMPD/ref4.grads"
 REF=ref4 same 2 --layers 4 --pp 2 --pp-virtual 2 --micro 2
+# pp 4: three stages' gradients of the timestep embedding received one after the other through the first
+# stage's one scratch and summed into its own (each stage's zeroed before its first backward of the micro-batch)
+REF=ref4 same 4 --layers 4 --pp 4 --micro 4
 # Open-Sora's checkpoint offload under a main-RAM budget below the kept inputs (4 blocks of 2048 tokens x 2
 # sequences): the same losses as without offload, StarPU's main-RAM peak within 1 MiB, bytes to the disk node and back
 if want "offload budget"; then

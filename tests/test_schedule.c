@@ -25,6 +25,7 @@
  *    the bubble: with F = B = W = 1 and K >= pp, a makespan of 3 K + pp - 1
  *    (ZB-H1's (pp - 1)(F + B - W)) against 1F1B's 3 K + 3 (pp - 1) -- a
  *    third of its bubble. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +475,204 @@ static void zb_h1(void)
     check(line, !strcmp(got[0], "F0F1B0W0F2B1W1F3B2W2B3W3") && !strcmp(got[1], "F0B0F1B1W0F2B2W1F3B3W2W3"));
 }
 
+/* The unit of (pp, V, K) schedules' stage s in order i: its duration under costs (schedule.h: a backward
+ * without the split B + W) */
+static long dur(const sw_unit *u, const sw_unit_costs *c, int split)
+{
+    long d = u->fwd ? c->f : u->w ? c->w : split ? c->b : c->b + c->w;
+    return d > 0 ? d : 1;
+}
+
+/* The properties of a costed order (costs[s] per stage, cap: the pools, or NULL): each unit once and each
+ * chunk's F, B, W in micro-batch order, one unit at a time for its cost, every dependency honoured with
+ * the costs (a forward after its input's forward ends, B after its forward and its output's gradient, W
+ * after its B), the quota and the pool respected, slots = the peak kept, and the orders replayed as fixed
+ * sequences with the costs finish at the simulated times. Returns 1, 0 (a line says which failed) or -1
+ * when sw_schedule_costed found no order. */
+static int costed_properties(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                             sw_unit *orders)
+{
+    int J = pp * V, n = sw_schedule_units(V, K, split), stuck = -1, bad = 0, q = 0;
+    int *slots = xcalloc((size_t)pp, sizeof *slots), *fslot = xcalloc((size_t)(J * K), sizeof *fslot);
+    long *fe = xcalloc((size_t)(J * K), sizeof *fe), *be = xcalloc((size_t)(J * K), sizeof *be), span = 0;
+    const char *why = NULL;
+    for (int s = 0; s < pp; s++) q = sw_schedule_quota(pp, V, K, inflight, s) > q ? sw_schedule_quota(pp, V, K, inflight, s) : q;
+    if (sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck)) {
+        free(slots), free(fslot), free(fe), free(be);
+        return -1;
+    }
+    for (int i = 0; i < J * K; i++) fe[i] = be[i] = -1;
+    /* the simulated times: each stage's units in order, each starting after its dependencies (filled in stage
+     * order, so the check runs over every stage's units repeatedly until all are placed) */
+    int *at = xcalloc((size_t)pp, sizeof *at), left = pp * n;
+    long *free_at = xcalloc((size_t)pp, sizeof *free_at), rspan = 0;
+    for (int s = 0; s < pp && !bad; s++) {
+        int held = 0, kept = 0, peak = 0, quota = sw_schedule_quota(pp, V, K, inflight, s), inuse[128] = {0};
+        int next[3][8] = {{0}};
+        for (int i = 0; i < n && !bad; i++) {
+            const sw_unit *u = &orders[s * n + i], *p = i ? u - 1 : NULL;
+            int kind = u->fwd ? 0 : u->w ? 2 : 1;
+            if (u->chunk < 0 || u->chunk >= V || u->k < 0 || u->k >= K || (!split && u->w)) { bad = 1, why = "a unit out of range"; break; }
+            if (u->k != next[kind][u->chunk]++) { bad = 1, why = "a chunk's F, B or W out of micro-batch order"; break; }
+            if (p && u->start < p->start + dur(p, &costs[s], split)) { bad = 1, why = "two units at once on a stage"; break; }
+            if (u->start + dur(u, &costs[s], split) > span) span = u->start + dur(u, &costs[s], split);
+            held += kind == 0 ? 1 : kind == 1 ? -1 : 0, kept += kind == 0 ? 1 : (split ? kind == 2 : kind == 1) ? -1 : 0;
+            peak = kept > peak ? kept : peak;
+            if (held > quota || kept > q) { bad = 1, why = "a quota exceeded"; break; }
+            if (cap && slots[s] > cap[s]) { bad = 1, why = "more slots than the pool"; break; }
+            if (u->slot < 0 || u->slot >= slots[s] || u->slot >= 128) { bad = 1, why = "a micro slot past the pool"; break; }
+            if (kind == 0) {
+                if (inuse[u->slot]) { bad = 1, why = "a micro slot given twice"; break; }
+                inuse[u->slot] = 1, fslot[(u->chunk * pp + s) * K + u->k] = u->slot;
+            } else if (fslot[(u->chunk * pp + s) * K + u->k] != u->slot) { bad = 1, why = "a B or W in another slot"; break; }
+            else if (split ? kind == 2 : 1) inuse[u->slot] = 0;
+        }
+        for (int c = 0; c < V && !bad; c++)
+            if (next[0][c] != K || next[1][c] != K || next[2][c] != (split ? K : 0)) bad = 1, why = "units missing";
+        if (!bad && peak != slots[s]) bad = 1, why = "the slots sized != the peak kept";
+    }
+    /* replay with the costs; every unit must start exactly when simulated (dependencies with durations) */
+    for (int progress = 1; progress && left && !bad;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            while (at[s] < n) {
+                const sw_unit *u = &orders[s * n + at[s]];
+                int j = u->chunk * pp + s;
+                long dep = u->fwd ? (j ? fe[(j - 1) * K + u->k] : 0)
+                           : u->w ? be[j * K + u->k]
+                                  : (fe[j * K + u->k] < 0 ? -1 : j < J - 1 ? be[(j + 1) * K + u->k] : fe[j * K + u->k]);
+                if (dep < 0) break;
+                if (!u->fwd && !u->w && fe[j * K + u->k] > dep) dep = fe[j * K + u->k];
+                long start = dep > free_at[s] ? dep : free_at[s];
+                free_at[s] = start + dur(u, &costs[s], split);
+                if (start > u->start) { bad = 1, why = "a unit simulated before its dependencies end"; break; }
+                if (u->fwd) fe[j * K + u->k] = free_at[s];
+                else if (!u->w) be[j * K + u->k] = free_at[s];
+                rspan = free_at[s] > rspan ? free_at[s] : rspan;
+                at[s]++, left--, progress = 1;
+            }
+    }
+    if (!bad && (left || rspan != span)) bad = 1, why = "the orders replayed deadlock or take another time";
+    if (bad) printf("# costed pp %d, V %d, K %d, pp-inflight %d, split %d: %s\n", pp, V, K, inflight, split, why);
+    free(slots), free(fslot), free(fe), free(be), free(at), free(free_at);
+    return !bad;
+}
+
+/* Costs (sw_schedule_costed; the pipeline measures them in the first step):
+ *  - the fallback: no costs (NULL) and the guess on every stage give
+ *    sw_schedule_split's orders and slots, unit for unit, over pp <= 8,
+ *    V <= 3, K <= 16, both splits, the default quota and GPipe's;
+ *  - the order changes with costs: pp 2, K 4, 2 in flight -- with the
+ *    guess stage 1 takes micro-batch 1's forward before micro-batch 0's
+ *    backward; with stage 0's forward 3 times stage 1's, that input is not
+ *    there yet and stage 1 runs the backward first (1F1B's order there);
+ *  - measured-like costs (per stage, deterministic pseudo-random 1 .. 40
+ *    for F, B, W) over pp <= 8, V <= 3, K <= 16, both splits: every
+ *    property (dependencies with the costs, one unit at a time, quotas,
+ *    slots = peak, the replay at the simulated times), within the pools
+ *    sized by the guess (cap); without chunks always, with chunks some
+ *    are refused -- the greedy simulation can fill a quota with the wrong
+ *    chunks' forwards under uneven costs (with or without the cap), and
+ *    the pipeline then keeps the guess's order. */
+static void costs(void)
+{
+    int same = 1, runs = 0;
+    for (int pp = 1; pp <= 8; pp++)
+        for (int V = 1; V <= 3; V++)
+            for (int K = 1; K <= 16; K++)
+                for (int split = 0; split <= 1; split++)
+                    for (int g = 0; g <= 1; g++) {
+                        if (V > 1 && (pp < 2 || K < pp)) continue;
+                        int inflight = g ? K : 0, n = sw_schedule_units(V, K, split), st = -1;
+                        sw_unit *a = xcalloc((size_t)(pp * n), sizeof *a), *b = xcalloc((size_t)(pp * n), sizeof *b);
+                        sw_unit *c = xcalloc((size_t)(pp * n), sizeof *c);
+                        int *sa = xcalloc((size_t)pp, sizeof *sa), *sb = xcalloc((size_t)pp, sizeof *sb), *sc = xcalloc((size_t)pp, sizeof *sc);
+                        sw_unit_costs *guess = xcalloc((size_t)pp, sizeof *guess);
+                        for (int s = 0; s < pp; s++) guess[s] = SW_SCHEDULE_GUESS;
+                        int ra = sw_schedule_split(pp, V, K, inflight, split, a, sa, &st);
+                        int rb = sw_schedule_costed(pp, V, K, inflight, split, NULL, NULL, b, sb, &st);
+                        int rc = sw_schedule_costed(pp, V, K, inflight, split, guess, NULL, c, sc, &st);
+                        same &= ra == rb && ra == rc && !memcmp(a, b, (size_t)(pp * n) * sizeof *a) &&
+                                !memcmp(a, c, (size_t)(pp * n) * sizeof *a) && !memcmp(sa, sb, (size_t)pp * sizeof *sa) &&
+                                !memcmp(sa, sc, (size_t)pp * sizeof *sa);
+                        runs++;
+                        free(a), free(b), free(c), free(sa), free(sb), free(sc), free(guess);
+                    }
+    char line[600];
+    snprintf(line, sizeof line, "costs: the guess (NULL, or F 1 B 1 W 1 on every stage) = sw_schedule_split's orders "
+             "and slots in %d of %d schedules (pp <= 8, V <= 3, K <= 16, split or not, 1F1B's or GPipe's quota)",
+             same ? runs : 0, runs);
+    check(line, same && runs > 0);
+
+    /* an order that changes with costs */
+    sw_unit o[2 * 8];
+    int slots[2], st = -1;
+    char got[2][2][40] = {{"", ""}, {"", ""}};
+    const sw_unit_costs slow0[2] = {{3, 1, 1}, {1, 1, 1}};
+    for (int m = 0; m < 2; m++) {
+        sw_schedule_costed(2, 1, 4, 2, 0, m ? slow0 : NULL, NULL, o, slots, &st);
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < 8; i++) {
+                char u[4];
+                snprintf(u, sizeof u, "%c%d", o[s * 8 + i].fwd ? 'F' : 'B', o[s * 8 + i].k);
+                strcat(got[m][s], u);
+            }
+    }
+    snprintf(line, sizeof line, "costs change the order: pp 2, K 4, 2 in flight, stage 1: %s with the guess, %s with "
+             "stage 0's forward 3 (its input late); stage 0 %s both", got[0][1], got[1][1], got[1][0]);
+    check(line, !strcmp(got[0][1], "F0F1B0B1F2B2F3B3") && !strcmp(got[1][1], "F0B0F1B1F2B2F3B3") &&
+                !strcmp(got[0][0], got[1][0]));
+
+    /* the pool's cap: pp 2, K 4, 2 in flight takes 2 slots on stage 1 with the guess; capped at 1 there it
+     * runs one micro-batch at a time (1F1B's order) in 1 slot, stage 0 as before */
+    int cap[2] = {2, 1};
+    char capped[2][40] = {"", ""};
+    int ok = !sw_schedule_costed(2, 1, 4, 2, 0, NULL, cap, o, slots, &st);
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 8; i++) {
+            char u[4];
+            snprintf(u, sizeof u, "%c%d", o[s * 8 + i].fwd ? 'F' : 'B', o[s * 8 + i].k);
+            strcat(capped[s], u);
+        }
+    snprintf(line, sizeof line, "the pool's cap: pp 2, K 4, 2 in flight, stage 1 capped at 1 slot: %s in %d slot(s) "
+             "(uncapped: %s in 2), stage 0 %s", capped[1], slots[1], got[0][1], capped[0]);
+    check(line, ok && !strcmp(capped[1], "F0B0F1B1F2B2F3B3") && slots[1] == 1 && slots[0] == 2 &&
+                !strcmp(capped[0], got[0][0]));
+
+    /* measured-like costs, within the guess's pools */
+    int good = 0, refused = 0, total = 0, differs = 0, uncapped = 0, refused_v1 = 0;
+    uint64_t r = 12345;
+    for (int pp = 2; pp <= 8; pp++)
+        for (int V = 1; V <= 3; V++)
+            for (int K = 1; K <= 16; K++)
+                for (int split = 0; split <= 1; split++) {
+                    if (V > 1 && K < pp) continue;
+                    int n = sw_schedule_units(V, K, split), *cap = xcalloc((size_t)pp, sizeof *cap);
+                    sw_unit *guessed = xcalloc((size_t)(pp * n), sizeof *guessed), *o2 = xcalloc((size_t)(pp * n), sizeof *o2);
+                    sw_unit_costs *co = xcalloc((size_t)pp, sizeof *co);
+                    if (sw_schedule_split(pp, V, K, 0, split, guessed, cap, &st)) { free(cap), free(guessed), free(o2), free(co); continue; }
+                    for (int s = 0; s < pp; s++) {
+                        long *x[3] = {&co[s].f, &co[s].b, &co[s].w};
+                        for (int i = 0; i < 3; i++) r ^= r << 13, r ^= r >> 7, r ^= r << 17, *x[i] = 1 + (long)(r % 40);
+                    }
+                    int res = costed_properties(pp, V, K, 0, split, co, cap, o2);
+                    uncapped += costed_properties(pp, V, K, 0, split, co, NULL, o2) == 1;
+                    refused_v1 += res == -1 && V == 1;
+                    total++, good += res == 1, refused += res == -1;
+                    if (res == 1)
+                        for (int i = 0; i < pp * n; i++)
+                            if (o2[i].fwd != guessed[i].fwd || o2[i].chunk != guessed[i].chunk || o2[i].k != guessed[i].k ||
+                                o2[i].w != guessed[i].w) { differs++; break; }
+                    free(cap), free(guessed), free(o2), free(co);
+                }
+    snprintf(line, sizeof line, "costs per stage (pseudo-random 1 .. 40) over pp 2 .. 8, V <= 3, K <= 16, split or not, "
+             "within the guess's pools: %d schedules, %d hold every property, %d in another order than the guess's, "
+             "%d refused (%d without chunks; without the pools' cap %d hold every property: the greedy order with "
+             "chunks can fill a quota with the wrong chunks' forwards under uneven costs, and the pipeline keeps the "
+             "guess's order then)", total, good, differs, refused, refused_v1, uncapped);
+    check(line, good + refused == total && good > total / 2 && differs > 0 && refused_v1 == 0 && uncapped == good);
+}
+
 int main(void)
 {
     one_f_one_b();
@@ -482,6 +681,7 @@ int main(void)
     sweep();
     channels();
     zb_h1();
+    costs();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -6,6 +6,11 @@
  * and every gradient of the last step (max |parallel - single| <= 1e-4
  * max |single| per tensor, the single-rank gradient cut to this rank's
  * shard by sw_gpt_shard). The losses of steps 2.. check the updates too.
+ * The tested model runs whole steps through the step driver (sw_gpt_step,
+ * as gpt_train does, on every layout: the gradients compared are those its
+ * update used); the single-rank reference runs micro-batch by micro-batch
+ * through sw_gpt_forward / sw_gpt_backward / sw_gpt_update, so the two
+ * step paths are checked against each other.
  * (Parameters are not compared one by one: AdamW turns the rounding noise
  * of a gradient that is exactly 0 in theory -- the key bias, to which
  * softmax is invariant -- into a full +-lr step.)
@@ -43,9 +48,11 @@
  * and micro-batches); both models ignore them, so the loss is the mean over
  * the counted rows of the global batch on every layout.
  *
- * --pp P (pipeline stages, the step driver's whole steps): each rank
+ * --pp P (pipeline stages): each rank
  * compares the gradients of the parameters its stage holds; the loss
- * every rank reads is the one the last stage sent. */
+ * every rank reads is the one the last stage sent; the third step runs
+ * the order computed from the second's measured costs
+ * (sw_pipeline_replan, as in gpt_train). */
 #include <string.h>
 
 #include "config.h"
@@ -64,16 +71,28 @@ static void batch(const sw_gpt_config *c, int step, int32_t *tok, int32_t *tgt)
     }
 }
 
-/* one step: every micro-batch of this rank (its columns of the global
- * [seq, batch] tokens), then the update */
-static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
+/* one step of the tested model as gpt_train submits it: every micro-batch
+ * of this rank loaded (its columns of the global [seq, batch] tokens),
+ * then the step driver's whole step (sw_gpt_step: every micro-batch's
+ * forward and backward, the reduction, the update), on any layout, pp 1
+ * included -- the gradients compared are those the update used */
+static void step_driver(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt)
 {
-    if (sw_gpt_get_config(m)->pp > 1) { /* stages: whole steps (the gradients compared are those the update used) */
-        for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) sw_gpt_load_micro_batch(m, k, tok, tgt);
-        sw_gpt_step(m, step);
-        return;
-    }
+    for (int k = 0; k < sw_gpt_get_config(m)->grad_accum; k++) sw_gpt_load_micro_batch(m, k, tok, tgt);
+    sw_gpt_step(m, step);
+}
+
+/* one step of the reference: without stages, micro-batch by micro-batch
+ * through the per-micro-batch API (sw_gpt_forward, sw_gpt_backward), the
+ * update only where asked; with stages (the same layout, recomputation)
+ * the driver's step. Returns whether the update ran. */
+static int step_reference(sw_gpt *m, int step, const int32_t *tok, const int32_t *tgt, int update)
+{
     const sw_gpt_config *c = sw_gpt_get_config(m);
+    if (c->pp > 1) {
+        step_driver(m, step, tok, tgt);
+        return 1;
+    }
     /* an ignore index counts the rows of every micro-batch at micro-batch 0: all loaded first */
     for (int k = 0; k < c->grad_accum && c->ignore_index != SW_CE_IGNORE_NONE; k++)
         sw_gpt_load_micro_batch(m, k, tok, tgt);
@@ -84,6 +103,7 @@ static void step_model(sw_gpt *m, int step, const int32_t *tok, const int32_t *t
         sw_gpt_backward(m, step);
     }
     if (update) sw_gpt_update(m, step);
+    return update;
 }
 
 /* max |got - ref| / max |ref| of one tensor */
@@ -280,14 +300,19 @@ int main(int argc, char **argv)
             free(p), free(mine);
         }
         sw_set_task_where(ref_where);
-        step_model(single, step, tok, tgt, !last);
+        int ref_updated = step_reference(single, step, tok, tgt, !last);
         sw_set_task_where(par_where); /* the rest of the step is par's */
-        step_model(par, step, tok, tgt, !last && !restart);
+        step_driver(par, step, tok, tgt); /* updated too (with restart, its parameters are reset next step) */
         float ls = sw_gpt_read_loss(single), lp = sw_gpt_read_loss(par);
         double e = fabs((double)lp - ls) / fabs((double)ls);
         snprintf(line, sizeof line, "%s: step %d loss %.9g vs %s %.9g (relative %.2g, bound %g)", what, step,
                  lp, same ? "selective" : "single rank", ls, e, loss_tol);
         tu_check_ranks(line, e <= loss_tol);
+        /* as gpt_train's loop: with stages, after the second step its measured costs give the order of the
+         * third (sw_pipeline_replan, collective: both models on every rank, in the same order) */
+        starpu_task_wait_for_all();
+        sw_pipeline_replan(sw_gpt_pipeline(single));
+        sw_pipeline_replan(sw_gpt_pipeline(par));
         if (c.clip_grad > 0 && !last && !restart) { /* both updated: the global norm each computed */
             float ns, np;
             sw_tensor_read_host(sw_params_grad_norm2(sw_gpt_params(single)), &ns);
@@ -298,13 +323,10 @@ int main(int argc, char **argv)
             tu_check_ranks(line, en <= 1e-5 && sqrtf(ns) > c.clip_grad); /* and it clips */
         }
         if (!restart && !last) continue;
-        if (c.zero && !same && c.pp == 1) sw_gpt_update(par, step); /* ZeRO-1 sums this rank's rows in the update */
-        if (c.zero && same && c.pp == 1) { /* both: the gradients each update used (par's parameters are reset next step) */
-            sw_gpt_update(par, step);
-            if (last) sw_gpt_update(single, step);
-        }
-        /* with --clip-grad the update scales them in place: the reference's too, to compare */
-        if (((c.zero && !same) || c.pp > 1) && c.clip_grad > 0) sw_gpt_update(single, step);
+        /* par's gradients are those its update used (ZeRO-1/2/3: this rank's reduced rows; clipping: scaled in
+         * place): the reference updated once too where its step did not -- with ZeRO in the same layout for
+         * its shards, with --clip-grad for the scale */
+        if (!ref_updated && (c.clip_grad > 0 || (same && c.zero))) sw_gpt_update(single, step);
         double eg = compare(single, par, tp_rank, same, name, sizeof name);
         snprintf(line, sizeof line,
                  "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound %g)", what,

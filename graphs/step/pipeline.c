@@ -26,6 +26,14 @@ struct sw_pipeline {
     struct sw_wdefer *wl;  /* the split: wl[slot], the weight gradients micro slot `slot`'s B unit left */
     unsigned char *wmask;  /* the split: wmask[k], parameter k's gradient written by the W units */
     int late_w;            /* the split: W units after the stage's last forward (the cooldown's) */
+    int inflight;          /* the quota asked for (sw_pipeline_create) */
+    int *allslots;         /* every stage's pool of micro slots, sized at create (the re-planned order stays within) */
+    /* the costs the order comes from (schedule.h): the guess until the second step's tasks are measured
+     * (meter 3: the first step, not measured; 1: this step's; 2: measured, sw_pipeline_replan to call;
+     * 0: done), then measured (1; 2: but no order fits), per stage in us */
+    int meter, measured;
+    long long spent[3];    /* this rank's measured step: ns of its forward, B (the backward without the split), W tasks */
+    sw_unit_costs *costs;  /* pp: the measured costs */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
 };
 
@@ -34,7 +42,7 @@ int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks) { return sw_
 
 /* the schedule of this rank's stage, refused (exit 2 on every rank: each
  * simulates every stage) when the quotas let no order finish */
-static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_unit *order, int *slots)
+static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_unit *order, int *slots, int *every)
 {
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     *pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, *stage = mesh ? sw_mesh_stage(mesh) : 0;
@@ -50,6 +58,7 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_
         sw_usage_error("%s", "the pipeline's schedule: sw_schedule_split failed after sw_schedule_check passed");
     if (order) memcpy(order, all + (size_t)*stage * (size_t)n, (size_t)n * sizeof *order);
     *slots = allslots[*stage];
+    if (every) memcpy(every, allslots, (size_t)*pp * sizeof *every);
     free(all), free(allslots);
 }
 
@@ -78,7 +87,7 @@ double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, cons
     sw_check_ptr("sw_pipeline_blocks_bytes", "x", x);
     sw_check_ptr("sw_pipeline_blocks_bytes", "c", c);
     int pp, stage, V, slots;
-    plan(x, inflight, &pp, &stage, &V, NULL, &slots);
+    plan(x, inflight, &pp, &stage, &V, NULL, &slots, NULL);
     check_layout(c, pp, V);
     /* chunk 0 allocates the stage's pool of micro slots, the other chunks only their own gradient stream */
     sw_blocks_config b = chunk_config(x, c, pp, stage, V, 0, slots);
@@ -104,7 +113,15 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     s->split = x->c.zero_bubble;
     s->units = sw_schedule_units(chunks > 1 ? chunks : 1, s->K, s->split);
     s->order = sw_xcalloc((size_t)s->units, sizeof *s->order);
-    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots);
+    const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
+    s->allslots = sw_xcalloc(mesh ? (size_t)sw_mesh_size(mesh, SW_GROUP_PP) : 1, sizeof *s->allslots);
+    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots, s->allslots);
+    s->inflight = inflight;
+    /* the order of the steps after the second from its measured costs (the first step's carry one-time
+     * costs -- allocations, the libraries' initialisation: measured 150 ms for a forward of gpt_train --pp 2
+     * --hidden 64, 1 ms in the second): with stages (one stage's order does not depend on costs), not in
+     * simulation (the tasks do not run) */
+    s->meter = s->pp > 1 && !sw_simulated() ? 3 : 0;
     if (s->split) {
         s->wl = sw_xcalloc((size_t)s->slots, sizeof *s->wl);
         s->wmask = sw_xcalloc((size_t)sw_params_count(x->params), 1);
@@ -131,7 +148,7 @@ void sw_pipeline_destroy(sw_pipeline *s)
 {
     if (!s) return;
     for (int v = s->V - 1; v >= 0; v--) sw_blocks_destroy(s->chunk[v]); /* the pool's owner, chunk 0, last */
-    free(s->chunk), free(s->bc), free(s->order);
+    free(s->chunk), free(s->bc), free(s->order), free(s->allslots), free(s->costs);
     for (int i = 0; s->wl && i < s->slots; i++) free(s->wl[i].item);
     free(s->wl), free(s->wmask);
     sw_tensor_free(s->loss);
@@ -180,6 +197,64 @@ static sw_tensor *conditioning(sw_pipeline *s, int k, int grad)
     return s->mops.conditioning ? s->mops.conditioning(s->model, k, grad) : NULL;
 }
 
+/* the measured step (meter 1): the execution times of this unit's tasks into its kind's sum (0 forward, 1 B --
+ * the backward without the split --, 2 W) */
+static void meter(sw_pipeline *s, int kind)
+{
+    if (s->meter == 1) sw_task_meter(&s->spent[kind]);
+}
+
+/* The order of the later steps from the measured step's costs (called by
+ * the program between steps, its tasks run): every rank's measured
+ * forward, B and W tasks summed per stage (integers, so every rank has the
+ * same sums and computes the same orders), per unit in microseconds; the
+ * simulation run again within the pools allocated at create (schedule.h:
+ * cap), which the blocks' micro slots are. The guess's order stays where
+ * a stage measured nothing or no order fits the pools. */
+int sw_pipeline_replan(sw_pipeline *s)
+{
+    sw_check_ptr("sw_pipeline_replan", "s", s);
+    if (s->meter != 2) return 0;
+    s->meter = 0;
+    sw_task_meter_stop(); /* the measured step's tasks have run (the caller waited): their times are in the sums */
+    const int pp = s->pp, n = s->units;
+    long long *sum = sw_xcalloc((size_t)pp * 4, sizeof *sum);
+    for (int i = 0; i < 3; i++) sum[s->stage * 4 + i] = s->spent[i];
+    sum[s->stage * 4 + 3] = 1; /* this rank, one of its stage's */
+    sw_comm_sum_host(s->x->comm, SW_GROUP_WORLD, sum, pp * 4);
+    sw_unit_costs *costs = sw_xcalloc((size_t)pp, sizeof *costs);
+    int ok = 1;
+    for (int t = 0; t < pp; t++) {
+        long long units = sum[t * 4 + 3] * s->K * s->V * 1000; /* a kind's units on the stage's ranks, in ns per us */
+        long *c[3] = {&costs[t].f, &costs[t].b, &costs[t].w};
+        for (int i = 0; i < 3; i++) *c[i] = units ? (long)((sum[t * 4 + i] + units / 2) / units) : 0;
+        ok &= sum[t * 4] > 0 && sum[t * 4 + 1] > 0 && (!s->split || sum[t * 4 + 2] > 0);
+        for (int i = 0; i < 3; i++) *c[i] = *c[i] < 1 && (i < 2 || s->split) ? 1 : *c[i];
+    }
+    sw_unit *all = sw_xcalloc((size_t)pp * (size_t)n, sizeof *all);
+    int *slots = sw_xcalloc((size_t)pp, sizeof *slots), stuck = -1;
+    if (ok && !sw_schedule_costed(pp, s->V, s->K, s->inflight, s->split, costs, s->allslots, all, slots, &stuck)) {
+        memcpy(s->order, all + (size_t)s->stage * (size_t)n, (size_t)n * sizeof *s->order);
+        if (s->split) s->late_w = sw_schedule_late_w(s->order, n);
+        s->measured = 1;
+    } else if (ok) s->measured = 2; /* measured, but no order of them fits: the guess's order stays */
+    if (ok) s->costs = costs, costs = NULL;
+    free(costs), free(all), free(slots), free(sum);
+    return 1;
+}
+
+int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w)
+{
+    sw_check_ptr("sw_pipeline_schedule_costs", "s", s);
+    if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_schedule_costs: stage %d of %d", stage, s->pp);
+    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1 or 2: measured */
+    const double unit = s->measured ? 1e3 : 1; /* us to ms */
+    if (f) *f = (double)c->f / unit;
+    if (b) *b = (double)(s->split ? c->b : c->b + c->w) / unit; /* without the split: the whole backward */
+    if (w) *w = s->split ? (double)c->w / unit : 0;
+    return s->measured;
+}
+
 /* micro-batch k's forward through chunk c: its input (the embedding, or
  * the previous virtual stage's output), its blocks into the micro slot
  * the schedule gave it, its output to the next virtual stage (the last
@@ -188,6 +263,7 @@ static void forward(sw_pipeline *s, int step, int c, int k, int slot)
 {
     int j = c * s->pp + s->stage, J = s->pp * s->V;
     sw_blocks *b = s->chunk[c];
+    meter(s, 0);
     sw_ctx_set_micro_batch(s->x, k);
     sw_blocks_set_micro_slot(b, slot);
     sw_trace_set_phase(SW_PHASE_FORWARD, -1);
@@ -216,6 +292,7 @@ static void backward(sw_pipeline *s, int step, int c, int k, int slot)
     int j = c * s->pp + s->stage, J = s->pp * s->V;
     sw_blocks *b = s->chunk[c];
     sw_tensor *dx = sw_blocks_grad(b);
+    meter(s, 1);
     sw_ctx_set_micro_batch(x, k);
     sw_blocks_set_micro_slot(b, slot);
     sw_tensor *dcond = conditioning(s, k, 1);
@@ -261,6 +338,7 @@ static void backward(sw_pipeline *s, int step, int c, int k, int slot)
 static void weight_grads(sw_pipeline *s, int step, int c, int k, int slot)
 {
     (void)step;
+    meter(s, 2);
     sw_ctx_set_micro_batch(s->x, k);
     sw_trace_set_phase(SW_PHASE_BACKWARD, -1);
     sw_linear_weight_grads(s->x, &s->wl[slot]);
@@ -285,6 +363,8 @@ void sw_pipeline_step(sw_pipeline *s, int step)
         (u->fwd ? forward : u->w ? weight_grads : backward)(s, step, u->chunk, u->k, u->slot);
     }
     sw_set_task_priority_base(base);
+    if (s->meter == 1) sw_task_meter(NULL), s->meter = 2; /* measured: sw_pipeline_replan once its tasks ran */
+    else if (s->meter == 3) s->meter = 1;                 /* the first step: the next one measured */
     sw_counter_add(SW_COUNT_LATE_W, s->late_w);
     /* The scratch is dead until the next step: StarPU may drop every copy
      * instead of keeping (or writing back) it. Once per step: the next

@@ -38,6 +38,13 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
 
 int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *orders, int *slots, int *stuck)
 {
+    return sw_schedule_costed(pp, V, K, inflight, split, NULL, NULL, orders, slots, stuck);
+}
+
+int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                       sw_unit *orders, int *slots, int *stuck)
+{
+    const sw_unit_costs guess = SW_SCHEDULE_GUESS;
     int J = pp * V, per = sw_schedule_units(V, K, split), total = pp * per, done = 0;
     int *n = xcalloc((size_t)pp, sizeof(int));
     /* fnext, bnext, wnext[j]: virtual stage j's next micro-batch to start forward, B (the backward without the
@@ -63,18 +70,16 @@ int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *or
      * (in the slots; held without the split) */
 #define HELD(s, held, kept) do { held = kept = 0; for (int c_ = 0; c_ < V; c_++) held += fnext[c_ * pp + (s)] - bnext[c_ * pp + (s)], \
                                  kept += fnext[c_ * pp + (s)] - wnext[c_ * pp + (s)]; } while (0)
-    for (long t = 0; done < total; t++) {
-        int progress = 0;
+    /* event by event: a stage can only start something new when a unit ends (its own or a neighbour's) */
+    for (long t = 0, next; done < total; t = next) {
         for (int s = 0; s < pp; s++) {
-            if (busy[s] > t) {
-                progress = 1;
-                continue;
-            }
+            if (busy[s] > t) continue;
             int held, kept, pick = -1, kind = 0; /* kind: 1 forward, 0 B (the backward), 2 W */
             HELD(s, held, kept);
             /* a forward within the stage's quota, its saved sets kept until their W within the largest (ZB-H1:
              * every stage at most the first stage's 1F1B memory) */
-            for (int c = V - 1; c >= 0 && held < sw_schedule_quota(pp, V, K, inflight, s) && kept < q; c--) {
+            int room = held < sw_schedule_quota(pp, V, K, inflight, s) && kept < q && (!cap || kept < cap[s]);
+            for (int c = V - 1; c >= 0 && room; c--) {
                 int j = c * pp + s, k = fnext[j];
                 if (k < K && (j == 0 || READY(fdone, j - 1, k))) {
                     pick = c, kind = 1;
@@ -89,7 +94,9 @@ int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *or
                 pick = wq[(size_t)s * (size_t)(K * V) + (size_t)whead[s]++], kind = 2;
             if (pick < 0) continue;
             int j = pick * pp + s, k = kind == 1 ? fnext[j]++ : kind == 0 ? bnext[j]++ : wnext[j]++;
-            busy[s] = t + (kind == 0 && !split ? 2 : 1);
+            const sw_unit_costs *co = costs ? &costs[s] : &guess; /* a backward without the split: B + W */
+            long d = kind == 1 ? co->f : kind == 2 ? co->w : split ? co->b : co->b + co->w;
+            busy[s] = t + (d > 0 ? d : 1);
             if (kind < 2) (kind ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
             if (kind == 0 && split) wq[(size_t)s * (size_t)(K * V) + (size_t)wtail[s]++] = pick;
             int *at = &slot[(size_t)j * (size_t)K + (size_t)k];
@@ -99,13 +106,16 @@ int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *or
                 if (*at + 1 > slots[s]) slots[s] = *at + 1;
             } else if (split ? kind == 2 : 1) used[s * q + *at] = 0; /* freed by the unit that last reads it: W */
             orders[(size_t)s * (size_t)per + (size_t)n[s]++] = (sw_unit){kind == 1, pick, k, *at, t, kind == 2};
-            done++, progress = 1;
+            done++;
         }
-        if (!progress) { /* every stage idle and nothing ready: the quotas let no order finish */
+        next = -1;
+        for (int s = 0; s < pp; s++)
+            if (busy[s] > t && (next < 0 || busy[s] < next)) next = busy[s];
+        if (next < 0 && done < total) { /* every stage idle and nothing ready: the quotas let no order finish */
             for (int s = 0; s < pp; s++) {
                 int held, kept;
                 HELD(s, held, kept);
-                if (held >= sw_schedule_quota(pp, V, K, inflight, s)) *stuck = s;
+                if (held >= sw_schedule_quota(pp, V, K, inflight, s) || (cap && kept >= cap[s])) *stuck = s;
             }
             break;
         }

@@ -2,8 +2,8 @@
  * tests/test_schedule.c): the order in which each stage submits its units
  * of work, computed -- not written down -- from the stages' in-flight
  * quotas, a priority (the latest chunk's forward first, then a backward)
- * and costs (a forward 1, a backward 2). A pure function: no StarPU, no
- * MPI. */
+ * and costs (guessed: a forward 1, a backward 2; or measured per stage:
+ * sw_schedule_costed). A pure function: no StarPU, no MPI. */
 #ifndef STARWEAVE_SCHEDULE_H
 #define STARWEAVE_SCHEDULE_H
 
@@ -55,12 +55,32 @@ int sw_schedule(int pp, int V, int K, int inflight, sw_unit *orders, int *slots,
  * without the split). */
 int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *orders, int *slots, int *stuck);
 /* The pipeline's rules on its shape, one function for sw_pipeline_create
- * (graphs/pipeline.c refuses by it) and the planner (sw_plan_check judges
+ * (graphs/step/pipeline.c refuses by it) and the planner (sw_plan_check judges
  * by it): the in-flight quota not negative, at most SW_PP_MAX_CHUNKS
  * chunks per stage, chunks only with stages, and an order of every
  * stage's work (with Zero Bubble's split when split) that fits the
  * quotas. 0, or -1 with the rule and the values in msg. */
 int sw_schedule_check(int pp, int V, int K, int inflight, int split, char *msg, size_t n);
+
+/* What a stage's units cost, in any unit of time (whole numbers, at
+ * least 1; the pipeline uses microseconds): a forward f, input gradients b
+ * and weight gradients w (with the split B and W units; without it a
+ * backward costs b + w). */
+typedef struct sw_unit_costs {
+    long f, b, w;
+} sw_unit_costs;
+/* the guess when nothing is measured: a forward 1, a backward 2 (B 1 and W 1 with the split) */
+#define SW_SCHEDULE_GUESS ((sw_unit_costs){1, 1, 1})
+
+/* sw_schedule_split with stage s's units costing costs[s] (pp of them;
+ * NULL: SW_SCHEDULE_GUESS for every stage, which is sw_schedule_split),
+ * and, where cap is not NULL, stage s starting a forward only while fewer
+ * than cap[s] micro slots are taken (a pool already allocated: slots[s] <=
+ * cap[s]; *stuck a stage that waited with its quota or its pool full).
+ * Costs change the order (which stage waits for which unit), never a
+ * chunk's micro-batch order in each direction. */
+int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                       sw_unit *orders, int *slots, int *stuck);
 /* the units per stage: 2 K V, or 3 K V with the split */
 int sw_schedule_units(int V, int K, int split);
 /* the W units of `order` (n units) after its last forward: the weight

@@ -186,6 +186,14 @@ typedef struct sw_traffic {
  * submitted task first. Returns the number of groups where S != M. */
 int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps, FILE *out);
 
+/** Blocking, on the host, collective over group g (every member calls it,
+ * in the same order as its other blocking collectives): v[0 .. n) becomes
+ * the sum over the group's members -- integers, so every member gets the
+ * same sums. For decisions every rank must take alike between steps (the
+ * pipeline's measured costs, sw_pipeline_replan); not a step's traffic,
+ * not counted. */
+void sw_comm_sum_host(const sw_comm *c, sw_group g, long long *v, int n);
+
 /** t[rows, cols] (RW) becomes op over the group of every member's t; every
  * member gets bit-identical values. Same shape on every member. */
 void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op);

@@ -26,7 +26,7 @@
  * shared by its chunks: the forward of a micro-batch into a slot reuses
  * the slot an earlier micro-batch's backward reads, so it cannot start
  * before that backward has run. Each rank simulates every stage (a
- * forward costs 1, a backward 2): an idle stage starts a ready forward
+ * forward costs 1, a backward 2 -- or measured costs, below): an idle stage starts a ready forward
  * (the latest chunk first) while its quota has room, else a ready
  * backward; each stage submits its work in its order of starts, with the
  * micro slot the simulation gave each micro-batch. StarPU derives the
@@ -34,7 +34,16 @@
  * shared scratch and the micro slots make it run the stage's units in
  * that order; between stages the sends and receives are the
  * dependencies, so a stage waits for its neighbours' data, not for a
- * clock. Without chunks the order is Megatron-core's 1F1B for q_s = pp -
+ * clock. The costs: the first two steps' order from the guess (a forward
+ * 1, a backward 2; F, B and W 1 each with the split); the second step's
+ * tasks' execution times are measured (StarPU's profiling, per stage and
+ * kind of unit; the first step's carry one-time costs), and once they
+ * have run sw_pipeline_replan (the program's call between steps: the
+ * driver only submits) sums them per stage over its ranks and simulates
+ * the order of every later step again from them, within the pools of
+ * micro slots allocated at create (so memory stays as the model says), or
+ * keeps the guess's order where no order fits them
+ * (sw_pipeline_schedule_costs says which). Without chunks the order is Megatron-core's 1F1B for q_s = pp -
  * s and GPipe's for q_s = the micro-batches (tests/test_schedule.c). The
  * default q_s = (V - 1) pp + pp - s is 1F1B's memory without chunks (pp -
  * s micro-batches); pp-inflight Q micro-batches gives Q V (GPipe: Q = the
@@ -140,6 +149,26 @@ double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, cons
 sw_tensor *sw_pipeline_loss(sw_pipeline *s);
 /** This rank's stage and the number of stages. */
 int sw_pipeline_stage(const sw_pipeline *s, int *stages);
+/** The costs the order of the step submitted last came from, of stage
+ * `stage`'s units: returns 0 for the guess (the first two steps, one
+ * stage, a simulation, or no order of the measured costs within the
+ * pools: *f 1, *b 2 and *w 0, or 1, 1 and 1 with Zero Bubble's split, in
+ * units of a forward), 1 for costs measured in the second step (after
+ * sw_pipeline_replan: milliseconds per unit, the stage's mean; *b the input gradients
+ * with the split, else the whole backward, and *w 0), 2 for costs measured
+ * (the same) of which no order fits the quotas and the pools (uneven
+ * costs with interleaved chunks: the guess's order stays). f, b, w may be
+ * NULL. */
+int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w);
+/** Blocking, collective over every rank of the model (call it on each,
+ * between steps, with the submitted steps' tasks run -- train_loop calls
+ * it after each step's wait): once the second step (the measured one) has
+ * run, sums its measured costs per stage over the ranks
+ * (sw_comm_sum_host) and computes the order of the later steps from them;
+ * returns 1 then, 0 on every other call (no stages, a simulation, before
+ * the measurement, after it). Until it is called after the second step,
+ * StarPU's profiling stays on and the guess's order is used. */
+int sw_pipeline_replan(sw_pipeline *s);
 /** This stage's in-flight quota (chunks of micro-batches whose saved sets it holds at once). */
 int sw_pipeline_inflight(const sw_pipeline *s);
 /** Submits training step `step` (1-based): bf16 weight copies, every

@@ -159,6 +159,16 @@ int sw_stats_get(sw_stat *out, int max);
 /** Completion callback that codelet submission passes to StarPU (NULL when off). */
 void (*sw_stats_hook(void))(void *);
 
+/** The pipeline's measured unit costs: while the calling thread's meter is
+ * set (not NULL), each task it submits through sw_task_submit adds its
+ * execution time in nanoseconds (StarPU's profiling info) into *meter once
+ * it has run (an atomic add: read it after the tasks have run). Setting a
+ * meter turns StarPU's profiling on; sw_task_meter_stop turns it back to
+ * what sw_stats and sw_trace need. */
+void sw_task_meter(long long *meter);
+/** Clears the calling thread's meter and restores the profiling status (call with no task running). */
+void sw_task_meter_stop(void);
+
 /** Event counters: what ran, counted where it runs, so that a test or a
  * report can prove that a feature took part (oneDNN computed the GEMMs, a
  * GEMM read bf16 operands, MPI ran a collective, the tensor-parallel layers

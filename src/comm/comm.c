@@ -224,6 +224,11 @@ void sw_comm_traffic(const sw_comm *c, sw_group g, double *sent_bytes, long *cal
 #endif
 }
 
+void sw_comm_sum_host(const sw_comm *c, sw_group g, long long *v, int n)
+{
+    SW_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, sw_mesh_comm(c->mesh, g)));
+}
+
 int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps, FILE *out)
 {
     int bad = 0;

@@ -491,12 +491,37 @@ static void task_done(void *arg)
 
 void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
 
+/* the calling thread's cost meter (sw_task_meter) */
+static _Thread_local long long *task_meter;
+
+void sw_task_meter(long long *meter)
+{
+    task_meter = meter;
+    if (meter && !starpu_profiling_status_get()) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+}
+
+void sw_task_meter_stop(void)
+{
+    task_meter = NULL;
+    starpu_profiling_status_set(sw_stats.on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+}
+
+/* the task's execution time into a meter */
+static void meter_task_done(long long *meter)
+{
+    struct starpu_task *t = starpu_task_get_current();
+    if (!meter || !t || !t->profiling_info) return;
+    double us = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
+    __atomic_fetch_add(meter, (long long)(us * 1e3), __ATOMIC_RELAXED);
+}
+
 /* A task that came with callbacks of its own: they run after starweave's,
  * from one record that is the argument of both (StarPU frees it with the
  * task; the trace record and the task's own arguments are freed here). */
 struct chained_task {
     void (*done)(void *); /* task_done, or NULL */
     void *rec;            /* the trace record, or NULL */
+    long long *meter;     /* sw_task_meter's, or NULL */
     void (*callback)(void *), (*prologue)(void *);
     void *callback_arg, *prologue_arg;
     int free_callback_arg, free_prologue_arg;
@@ -514,6 +539,7 @@ static void chained_done(void *arg)
 {
     struct chained_task *c = arg;
     if (c->done) c->done(c->rec);
+    meter_task_done(c->meter);
     free(c->rec);
     if (c->callback) c->callback(c->callback_arg);
     if (c->free_callback_arg) free(c->callback_arg);
@@ -531,17 +557,17 @@ int sw_task_submit(struct starpu_task *task)
     task->priority += sw_rt.priority_base;
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
     void (*done)(void *) = sw_stats_hook();
-    if (!task->callback_func && !task->prologue_callback_func) {
+    if (!task->callback_func && !task->prologue_callback_func && !task_meter) {
         task->callback_func = done;
         task->callback_arg = rec;
         task->callback_arg_free = rec != NULL;
         task->prologue_callback_func = sw_trace_task_prologue(rec);
         task->prologue_callback_arg = rec;
         task->prologue_callback_arg_free = 0;
-    } else if (done || rec) {
+    } else if (done || rec || task_meter) {
         struct chained_task *c = malloc(sizeof *c);
         if (!c) sw_fail(__FILE__, __LINE__, "malloc(chained task)", -ENOMEM);
-        *c = (struct chained_task){done, rec, task->callback_func, task->prologue_callback_func,
+        *c = (struct chained_task){done, rec, task_meter, task->callback_func, task->prologue_callback_func,
                                    task->callback_arg, task->prologue_callback_arg, task->callback_arg_free,
                                    task->prologue_callback_arg_free};
         task->callback_func = chained_done;
