@@ -49,7 +49,7 @@ static void keep(void *mp, sw_saved *s)
 {
     model *m = mp;
     block_saved *k = s->state;
-    int64_t T = m->x.T, l = m->x.Tl, f = 4 * HIDDEN / m->x.tp.t;
+    int64_t T = m->x.tokens, l = m->x.resid_rows, f = 4 * HIDDEN / m->x.tp.t;
     k->n = sw_saved_new(s, "n", l, HIDDEN);
     k->rstd = sw_saved_new(s, "rstd", l, 1);
     k->ng = m->x.tp.t > 1 && m->x.c.sp ? sw_saved_new(s, "n_gathered", T, HIDDEN) : k->n;
@@ -70,7 +70,7 @@ static void forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_te
     sw_linear_forward(x, &b->up, k->n, k->ng, k->u);
     sw_gelu_forward(x, k->u, k->a);
     if (!y) return; /* full recomputation: the output is kept already */
-    sw_tensor *mid = sw_scratch(x, "mid", x->Tl, HIDDEN);
+    sw_tensor *mid = sw_scratch(x, "mid", x->resid_rows, HIDDEN);
     sw_residual_forward(x, step, l, SW_DROP_ATTN_OUT, in, sw_linear_row_forward(x, &b->proj, k->attn.att), mid);
     sw_residual_forward(x, step, l, SW_DROP_MLP_OUT, mid, sw_linear_row_forward(x, &b->down, k->a), y);
 }
@@ -83,9 +83,9 @@ static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_t
     sw_ctx *x = &m->x;
     block_params *b = &m->blk[l];
     block_saved *k = s->state;
-    sw_tensor *dn = sw_scratch(x, "dn", x->Tl, HIDDEN), *dact = sw_scratch(x, "dact", x->T, k->a->cols);
-    sw_tensor *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
-    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_tensor *dn = sw_scratch(x, "dn", x->resid_rows, HIDDEN), *dact = sw_scratch(x, "dact", x->tokens, k->a->cols);
+    sw_tensor *datt = sw_scratch(x, "datt", x->tokens, sw_attention_out_cols(m->attn));
+    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->tokens, sw_attention_qkv_cols(m->attn));
     sw_linear_row_backward(x, &b->down, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
     sw_gelu_backward(x, k->u, dact);
     sw_copy_flat(sw_tensor_whole(sw_linear_backward(x, &b->up, dact, k->n, k->ng), STARPU_R),
@@ -230,18 +230,18 @@ int main(int argc, char **argv)
     sw_params_allocate(m->p); /* this rank's stage's parameters */
     sw_blocks_config bc;
     sw_blocks_config_default(&bc);
-    bc.layers = layers, bc.rows = m->x.Tl, bc.cols = HIDDEN;
+    bc.layers = layers, bc.rows = m->x.resid_rows, bc.cols = HIDDEN;
     if (recompute_full) bc.recompute = SW_RECOMPUTE_FULL;
     m->pipe = sw_pipeline_create(&m->x, &bc, &ops, &model_ops, m, 0); /* 1F1B's quota */
     if (loss_every_rank) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN); /* its loss tensor everywhere */
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
         if (!m->head) m->head = sw_lm_head_create(&m->x, m->head_w, VOCAB, vp, HIDDEN);
-        m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.Tl, HIDDEN);
-        m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.Tl, 1);
+        m->nf = sw_tensor_new2d("final_norm_out", SW_F32, m->x.resid_rows, HIDDEN);
+        m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, m->x.resid_rows, 1);
     }
     for (int k = 0; k < micro; k++) {
-        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
-        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.tokens, 1);
+        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.tokens, 1);
     }
 
     /* data: sequence b counts up by b + 1 modulo the vocabulary; the target is the next token */

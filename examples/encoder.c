@@ -10,7 +10,7 @@ typedef struct { sw_tensor *n1, *m1, *r1, *n1g, *mid, *n2, *m2, *r2, *n2g, *u, *
 static void keep(void *mp, sw_saved *s)
 {
     encoder *m = mp; block_saved *k = s->state;
-    int64_t T = m->x.T, l = m->x.Tl, f = 4 * ENC_HIDDEN / m->x.tp.t, sp = m->x.tp.t > 1 && m->x.c.sp;
+    int64_t T = m->x.tokens, l = m->x.resid_rows, f = 4 * ENC_HIDDEN / m->x.tp.t, sp = m->x.tp.t > 1 && m->x.c.sp;
     k->n1 = sw_saved_new(s, "n1", l, ENC_HIDDEN), k->m1 = sw_saved_new(s, "m1", l, 1), k->r1 = sw_saved_new(s, "r1", l, 1);
     k->n1g = sp ? sw_saved_new(s, "n1_gathered", T, ENC_HIDDEN) : k->n1;
     k->mid = sw_saved_new(s, "mid", l, ENC_HIDDEN);
@@ -37,8 +37,8 @@ static void forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_te
 static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *dres)
 {
     encoder *m = mp; sw_ctx *x = &m->x; enc_block *b = &m->blk[l]; block_saved *k = s->state;
-    sw_tensor *dact = sw_scratch(x, "dact", x->T, k->a->cols), *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
-    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_tensor *dact = sw_scratch(x, "dact", x->tokens, k->a->cols), *datt = sw_scratch(x, "datt", x->tokens, sw_attention_out_cols(m->attn));
+    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->tokens, sw_attention_qkv_cols(m->attn));
     sw_linear_row_backward(x, &b->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
     sw_gelu_backward(x, k->u, dact);
     sw_norm_backward(x, &b->ln2, sw_linear_backward(x, &b->fc, dact, k->n2, k->n2g), k->mid, k->m2, k->r2, dres, 1);
@@ -100,12 +100,12 @@ void encoder_blocks(encoder *e)
 void encoder_finish(encoder *e, const sw_model_ops *model_ops, void *model)
 {
     sw_params_allocate(e->p);
-    sw_blocks_config bc = {.layers = ENC_LAYERS, .rows = e->x.Tl, .cols = ENC_HIDDEN, .recompute_every = 1,
+    sw_blocks_config bc = {.layers = ENC_LAYERS, .rows = e->x.resid_rows, .cols = ENC_HIDDEN, .recompute_every = 1,
                            .recompute = SW_RECOMPUTE_SELECTIVE};
     e->pipe = sw_pipeline_create(&e->x, &bc, &ops, model_ops, model, 0);
-    e->nf = sw_tensor_new2d("final_norm_out", SW_F32, e->x.Tl, ENC_HIDDEN);
-    e->nf_mean = sw_tensor_new2d("final_norm_mean", SW_F32, e->x.Tl, 1);
-    e->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, e->x.Tl, 1);
+    e->nf = sw_tensor_new2d("final_norm_out", SW_F32, e->x.resid_rows, ENC_HIDDEN);
+    e->nf_mean = sw_tensor_new2d("final_norm_mean", SW_F32, e->x.resid_rows, 1);
+    e->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, e->x.resid_rows, 1);
 }
 
 void encoder_destroy(encoder *e)

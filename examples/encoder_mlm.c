@@ -91,8 +91,8 @@ int main(int argc, char **argv)
     encoder_finish(&m->e, &model_ops, m);
     m->head = sw_lm_head_create(&m->e.x, head_w, ENC_VOCAB, m->e.vocab_padded, ENC_HIDDEN), sw_lm_head_set_ignore_index(m->head, IGNORE);
     for (int k = 0; k < f.micro; k++) {
-        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->e.x.T, 1), m->type_ids[k] = sw_tensor_new2d("type_ids", SW_I32, m->e.x.T, 1);
-        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->e.x.T, 1);
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->e.x.tokens, 1), m->type_ids[k] = sw_tensor_new2d("type_ids", SW_I32, m->e.x.tokens, 1);
+        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->e.x.tokens, 1);
     }
     /* data from a seed: random tokens below MASK; ~15 % masked (the token MASK, the target the original token), every other
      * target IGNORE (--no-mask-ignore, --mask-weights: the original); --pad ID: sequence b's tokens from position

@@ -73,8 +73,8 @@ static void head_traffic(void *mp, sw_traffic *t)
     model *m = mp; sw_norm_traffic(&m->e.x, &m->e.final_norm, t);
     m->rows ? sw_linear_traffic(&m->e.x, &m->tok_head, t), sw_row_mse_traffic(&m->e.x, m->rows, t) : sw_seq_head_traffic(&m->e.x, m->head, t);
     if (m->gathered) /* the input's all-gather forward, the predictions' gradient's backward, per micro-batch */
-        t->forward[SW_GROUP_TP] += m->e.x.c.grad_accum * sw_tp_bytes(&m->e.x.tp, SW_TP_F_FORWARD, m->e.x.T, ENC_HIDDEN),
-        t->backward[SW_GROUP_TP] += m->e.x.c.grad_accum * sw_tp_bytes(&m->e.x.tp, SW_TP_G_BACKWARD, m->e.x.T, OUT);
+        t->forward[SW_GROUP_TP] += m->e.x.c.grad_accum * sw_tp_bytes(&m->e.x.tp, SW_TP_F_FORWARD, m->e.x.tokens, ENC_HIDDEN),
+        t->backward[SW_GROUP_TP] += m->e.x.c.grad_accum * sw_tp_bytes(&m->e.x.tp, SW_TP_G_BACKWARD, m->e.x.tokens, OUT);
 }
 static const sw_model_ops model_ops = {embed, embed_backward, head, head_backward, loss, embed_traffic, head_traffic, NULL};
 
@@ -116,13 +116,13 @@ int main(int argc, char **argv)
     else m->head = sw_seq_head_create(&m->e.x, &(sw_seq_head_config){.name = "head", .hidden = ENC_HIDDEN, .bias = 1, .std = 0.1f,
         .pool = pool_first ? SW_POOL_FIRST : SW_POOL_MEAN, .loss = classes ? SW_LOSS_CLASSES : SW_LOSS_MSE, .outputs = classes ? classes : 1});
     encoder_finish(&m->e, &model_ops, m);
-    m->pred = per_token ? sw_tensor_new2d("tok_pred", SW_F32, m->e.x.Tl, OUT) : NULL;
-    m->gathered = gathered && m->e.x.T != m->e.x.Tl; /* without sp the l rows are the T rows already */
+    m->pred = per_token ? sw_tensor_new2d("tok_pred", SW_F32, m->e.x.resid_rows, OUT) : NULL;
+    m->gathered = gathered && m->e.x.tokens != m->e.x.resid_rows; /* without sp the l rows are the T rows already */
     if (m->gathered)
-        m->nfg = sw_tensor_new2d("final_norm_gathered", SW_F32, m->e.x.T, ENC_HIDDEN), m->predg = sw_tensor_new2d("tok_pred_all", SW_F32, m->e.x.T, OUT),
-        m->dpredg = sw_tensor_new2d("dtok_pred_all", SW_F32, m->e.x.T, OUT), m->dnf = sw_tensor_new2d("dfinal_norm", SW_F32, m->e.x.Tl, ENC_HIDDEN);
+        m->nfg = sw_tensor_new2d("final_norm_gathered", SW_F32, m->e.x.tokens, ENC_HIDDEN), m->predg = sw_tensor_new2d("tok_pred_all", SW_F32, m->e.x.tokens, OUT),
+        m->dpredg = sw_tensor_new2d("dtok_pred_all", SW_F32, m->e.x.tokens, OUT), m->dnf = sw_tensor_new2d("dfinal_norm", SW_F32, m->e.x.resid_rows, ENC_HIDDEN);
     for (int k = 0; k < f.micro; k++)
-        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->e.x.T, 1), m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, per_token ? m->e.x.Tl : m->e.x.B, per_token ? OUT : 1);
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->e.x.tokens, 1), m->targets[k] = sw_tensor_new2d("targets", classes ? SW_I32 : SW_F32, per_token ? m->e.x.resid_rows : m->e.x.B, per_token ? OUT : 1);
     /* data: sequence b counts up by b + 1 from 3b; its target sin(0.7 b), or its class b mod C, or per token sin(0.3 p + 0.05 token);
      * --pad ID: sequence b's tokens from position ENC_SEQ - (b*7 % (ENC_SEQ/2)) on the token ID (default 1), their keys masked */
     int32_t tok[ENC_SEQ * ENC_BATCH], cls[ENC_BATCH], len[ENC_BATCH]; float y[ENC_BATCH], yt[ENC_SEQ * ENC_BATCH * OUT];

@@ -224,7 +224,7 @@ void train_print_grads(sw_params *p, const sw_ctx *x)
         if (!sw_params_held(p, i)) continue; /* another pipeline stage's */
         sw_tensor *g = sw_params_reduced_grad(p, i, &first);
         sw_shard_shape(sw_params_desc(p, i), &rows, &cols);
-        if (g->rows == rows && (x->ur || x->rr || x->dp_rank)) continue; /* the whole of it: the first rank's */
+        if (g->rows == rows && (x->ulysses_rank || x->ring_rank || x->dp_rank)) continue; /* the whole of it: the first rank's */
         float *v = malloc(sw_tensor_bytes(g));
         if (!v) { perror("malloc"); exit(1); }
         double s2 = 0, s1 = 0;

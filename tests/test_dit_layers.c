@@ -91,7 +91,7 @@ static void adaln_case(sw_ctx *x, sw_params *p)
     sw_adaln a = sw_adaln_add(x, "ada", CD, H, K);
     sw_params_allocate(p);
     sw_tensor_write_host(sw_params_value(p, a.lin.w), w), sw_tensor_write_host(sw_params_value(p, a.lin.b), bias);
-    const int64_t l = x->Tl;
+    const int64_t l = x->resid_rows;
     sw_tensor *X = tu_tensor("x", l, H, NULL), *R = tu_tensor("res", l, H, NULL), *DO = tu_tensor("dout", l, H, NULL);
     sw_tensor *C = tu_tensor("c", x->B, CD, NULL), *M = tu_tensor("mod", x->B, K * H, NULL), *Y = tu_tensor("y", l, H, NULL);
     sw_tensor *O = tu_tensor("out", l, H, NULL), *DB = tu_tensor("dbr", l, H, NULL), *DX = tu_tensor("dx", l, H, NULL);
@@ -113,7 +113,7 @@ static void adaln_case(sw_ctx *x, sw_params *p)
     snprintf(what, sizeof what, "rank %d: adaLN dc, the whole sequences' (dmod all-reduced)", sw_rank());
     tu_close(what, got, dc, NB * CD, 1e-5, 1e-5);
     free(got);
-    const float s = (float)(x->U * x->R); /* B rows: scaled by 1/(ulysses ring) for the registry's sum */
+    const float s = (float)(x->ulysses * x->ring); /* B rows: scaled by 1/(ulysses ring) for the registry's sum */
     float gw[K * H * CD], gb[K * H];
     sw_tensor_read_host(sw_params_grad(p, a.lin.w), gw), sw_tensor_read_host(sw_params_grad(p, a.lin.b), gb);
     for (int i = 0; i < K * H * CD; i++) gw[i] *= s;
@@ -187,16 +187,16 @@ static void cross_case(sw_ctx *x, sw_params *p)
     strcpy(s.prefix, "x");
     sw_cross_saved k;
     sw_cross_attention_keep(a, &s, &k);
-    sw_tensor *DO = tu_tensor("dout", x->T, AD, NULL), *DQ = tu_tensor("dq", x->T, AD, NULL);
+    sw_tensor *DO = tu_tensor("dout", x->tokens, AD, NULL), *DQ = tu_tensor("dq", x->tokens, AD, NULL);
     sw_tensor *DKV = tu_tensor("dkv", L * x->B, 2 * AD, NULL);
     sw_ctx_load_floats(x, 0, qg, AD, k.q), sw_ctx_load_floats(x, 0, dg, AD, DO);
     sw_ctx_load_cond(x, 0, kvg, L, 2 * AD, k.kv);
     sw_cross_attention_forward(x, a, &k);
     sw_cross_attention_backward(x, a, &k, DO, DQ, DKV);
     float *got = tu_read(k.att);
-    close_rows(x, "cross-attention out on this rank's positions", got, out, x->T, AD, 0, 1e-5, 1e-6);
+    close_rows(x, "cross-attention out on this rank's positions", got, out, x->tokens, AD, 0, 1e-5, 1e-6);
     free(got), got = tu_read(DQ);
-    close_rows(x, "cross-attention dq on this rank's positions", got, dq, x->T, AD, 0, 1e-5, 1e-6);
+    close_rows(x, "cross-attention dq on this rank's positions", got, dq, x->tokens, AD, 0, 1e-5, 1e-6);
     free(got), got = tu_read(DKV);
     SW_CHECK(MPI_Allreduce(MPI_IN_PLACE, got, L * NB * 2 * AD, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     char what[160];
@@ -269,8 +269,8 @@ static void cross_kv_case(sw_ctx *x, sw_params *p)
     strcpy(s.prefix, "x");
     sw_cross_saved k;
     sw_cross_attention_keep(a, &s, &k);
-    sw_tensor *C = tu_tensor("cond", NK, CD, NULL), *DO = tu_tensor("dout", x->T, aq * D, NULL);
-    sw_tensor *DQ = tu_tensor("dq", x->T, aq * D, NULL), *DKV = tu_tensor("dkv", NK, lc, NULL);
+    sw_tensor *C = tu_tensor("cond", NK, CD, NULL), *DO = tu_tensor("dout", x->tokens, aq * D, NULL);
+    sw_tensor *DQ = tu_tensor("dq", x->tokens, aq * D, NULL), *DKV = tu_tensor("dkv", NK, lc, NULL);
     sw_tensor *DC = tu_tensor("dcond", NK, CD, NULL);
     sw_ctx_load_floats(x, 0, lq, aq * D, k.q), sw_ctx_load_floats(x, 0, ld, aq * D, DO);
     sw_ctx_load_cond(x, 0, cg, L, CD, C);
@@ -293,7 +293,7 @@ static void cross_kv_case(sw_ctx *x, sw_params *p)
     snprintf(what, sizeof what, "rank %d: K/V projection kv = cond W^T + b, TP rank's %d head(s)", sw_rank(), aq);
     tu_close(what, got, rkv, NK * lc, 1e-5, 1e-6);
     free(got), got = tu_read(k.att);
-    close_rows(x, "K/V projection into cross-attention: out on its positions and heads", got, rout, x->T, aq * D, 0,
+    close_rows(x, "K/V projection into cross-attention: out on its positions and heads", got, rout, x->tokens, aq * D, 0,
                1e-5, 1e-6);
     free(got), got = tu_read(sw_params_grad(p, l.lin.w));
     snprintf(what, sizeof what, "rank %d: K/V projection dW, the registry's sum over the gradient group = the whole batch's (its heads' rows)", sw_rank());
@@ -352,7 +352,7 @@ static void grid_case(sw_ctx *x, sw_params *p, sw_attn_axis axis)
     strcpy(s.prefix, "g");
     sw_grid_saved k;
     sw_grid_attention_keep(a, &s, &k);
-    sw_tensor *DO = tu_tensor("dout", x->T, aq * D, NULL), *DQKV = tu_tensor("dqkv", x->T, lc, NULL);
+    sw_tensor *DO = tu_tensor("dout", x->tokens, aq * D, NULL), *DQKV = tu_tensor("dqkv", x->tokens, lc, NULL);
     sw_ctx_load_floats(x, 0, lq, lc, k.qkv), sw_ctx_load_floats(x, 0, ld, aq * D, DO);
     double sent0 = 0, sent1 = 0;
     long calls;
@@ -368,15 +368,15 @@ static void grid_case(sw_ctx *x, sw_params *p, sw_attn_axis axis)
     const char *name = axis == SW_AXIS_SPATIAL ? "spatial" : "temporal";
     float *got = tu_read(k.att);
     snprintf(what, sizeof what, "%s attention out, this rank's positions and TP rank's %d head(s)", name, aq);
-    close_rows(x, what, got, rout, x->T, aq * D, 0, 1e-5, 1e-6);
+    close_rows(x, what, got, rout, x->tokens, aq * D, 0, 1e-5, 1e-6);
     free(got), got = tu_read(DQKV);
     snprintf(what, sizeof what, "%s attention dq | dk | dv of its positions and heads", name);
-    close_rows(x, what, got, rd, x->T, lc, 0, 1e-5, 1e-6);
+    close_rows(x, what, got, rd, x->tokens, lc, 0, 1e-5, 1e-6);
     free(got);
     const double m = model.forward[SW_GROUP_SP] + model.backward[SW_GROUP_SP];
     snprintf(what, sizeof what, "rank %d: %s attention sent %.0f bytes over the sequence-parallel group, model %.0f",
              sw_rank(), name, sent1 - sent0, m);
-    tu_true(what, sent1 - sent0 == m && (axis == SW_AXIS_SPATIAL || x->U * x->R == 1 || m > 0));
+    tu_true(what, sent1 - sent0 == m && (axis == SW_AXIS_SPATIAL || x->ulysses * x->ring == 1 || m > 0));
     sw_tensor_free(DO), sw_tensor_free(DQKV);
     for (int i = 0; i < s.n; i++) sw_tensor_free(s.t[i]);
     sw_grid_attention_destroy(a);

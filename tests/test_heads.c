@@ -52,7 +52,7 @@ static void seq_head_case(sw_ctx *x, sw_params *p, sw_pool_mode pool, sw_seq_los
                                                                   .hidden = H, .outputs = n, .bias = 0, .std = 0.5f});
     sw_params_allocate(p);
     float *W = tu_read(sw_params_value(p, sw_seq_head_linear(hd)->w)); /* [n, H], the same on every rank */
-    sw_tensor *in = tu_tensor("in", x->Tl, H, NULL);
+    sw_tensor *in = tu_tensor("in", x->resid_rows, H, NULL);
     sw_tensor *tg = classes ? sw_tensor_new2d("cls", SW_I32, x->B, 1) : tu_tensor("y", x->B, n, NULL);
     /* per global sequence: the loss recomputed from this rank's outputs, and how many ranks held it */
     double part[2 * NB] = {0}, worst = 0;
@@ -107,7 +107,7 @@ static void seq_head_case(sw_ctx *x, sw_params *p, sw_pool_mode pool, sw_seq_los
 static void row_mse_case(sw_ctx *x, const float *P, const float *Yt)
 {
     sw_row_mse *r = sw_row_mse_create(x, NR);
-    sw_tensor *pred = tu_tensor("pred", x->Tl, NR, NULL), *tgt = tu_tensor("tgt", x->Tl, NR, NULL);
+    sw_tensor *pred = tu_tensor("pred", x->resid_rows, NR, NULL), *tgt = tu_tensor("tgt", x->resid_rows, NR, NULL);
     const double count = (double)SEQ * NB * NR;
     int d_ok = 1;
     for (int k = 0; k < x->c.grad_accum; k++) {
@@ -115,7 +115,7 @@ static void row_mse_case(sw_ctx *x, const float *P, const float *Yt)
         sw_ctx_load_floats(x, k, Yt, NR, tgt);
         sw_row_mse_forward(x, r, pred, tgt);
         float *d = tu_read(sw_row_mse_backward(x, r, pred, tgt));
-        for (int64_t i = 0; i < x->Tl; i++)
+        for (int64_t i = 0; i < x->resid_rows; i++)
             for (int j = 0; j < NR; j++) {
                 const int64_t g = global_row(x, k, i) * NR + j;
                 const double want = 2.0 * ((double)P[g] - Yt[g]) / count;

@@ -65,10 +65,10 @@ static void m_keep(void *mp, sw_saved *s)
 {
     mmodel *m = mp;
     msaved *k = s->state;
-    k->n = sw_saved_new(s, "n", m->x.Tl, MH);
-    k->rstd = sw_saved_new(s, "rstd", m->x.Tl, 1);
-    k->u = sw_saved_new(s, "up", m->x.T, 4 * MH);
-    k->a = sw_saved_new(s, "act", m->x.T, 4 * MH);
+    k->n = sw_saved_new(s, "n", m->x.resid_rows, MH);
+    k->rstd = sw_saved_new(s, "rstd", m->x.resid_rows, 1);
+    k->u = sw_saved_new(s, "up", m->x.tokens, 4 * MH);
+    k->a = sw_saved_new(s, "act", m->x.tokens, 4 * MH);
 }
 static void m_forward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_tensor *y)
 {
@@ -83,7 +83,7 @@ static void m_backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw
 {
     mmodel *m = mp;
     msaved *k = s->state;
-    sw_tensor *dn = sw_scratch(&m->x, "dn", m->x.Tl, MH), *dact = sw_scratch(&m->x, "dact", m->x.T, 4 * MH);
+    sw_tensor *dn = sw_scratch(&m->x, "dn", m->x.resid_rows, MH), *dact = sw_scratch(&m->x, "dact", m->x.tokens, 4 * MH);
     sw_linear_row_backward(&m->x, &m->blk[l].down, sw_residual_backward(&m->x, step, l, SW_DROP_MLP_OUT, dres), k->a, dact);
     sw_gelu_backward(&m->x, k->u, dact);
     sw_copy_flat(sw_tensor_whole(sw_linear_backward(&m->x, &m->blk[l].up, dact, k->n, k->n), STARPU_R),
@@ -148,18 +148,18 @@ static void model_case(const char *what)
     sw_params_allocate(m->p);
     static const sw_block_ops ops = {m_keep, m_forward, m_backward, NULL, sizeof(msaved)};
     static const sw_model_ops mops = {m_embed, m_embed_backward, m_head, m_head_backward, m_loss, NULL, NULL, NULL};
-    sw_pipeline *pipe = sw_pipeline_create(&m->x, &(sw_blocks_config){.layers = MLAYERS, .rows = m->x.Tl, .cols = MH},
+    sw_pipeline *pipe = sw_pipeline_create(&m->x, &(sw_blocks_config){.layers = MLAYERS, .rows = m->x.resid_rows, .cols = MH},
                                            &ops, &mops, m, 0);
     if (sw_params_runs_unit(m->p, SW_UNIT_AFTER)) {
         m->head = sw_lm_head_create(&m->x, m->head_w, MVOCAB, sw_vocab_padded(MVOCAB, 1), MH);
-        m->nf = sw_tensor_new2d("nf", SW_F32, m->x.Tl, MH);
-        m->nf_rstd = sw_tensor_new2d("nf_rstd", SW_F32, m->x.Tl, 1);
+        m->nf = sw_tensor_new2d("nf", SW_F32, m->x.resid_rows, MH);
+        m->nf_rstd = sw_tensor_new2d("nf_rstd", SW_F32, m->x.resid_rows, 1);
     }
     int32_t tok[MSEQ * MBATCH], tgt[MSEQ * MBATCH];
     for (int i = 0; i < MSEQ * MBATCH; i++) tok[i] = i % MVOCAB, tgt[i] = (i + 1) % MVOCAB;
     for (int k = 0; k < micro; k++) {
-        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.T, 1);
-        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.T, 1);
+        m->tokens[k] = sw_tensor_new2d("tokens", SW_I32, m->x.tokens, 1);
+        m->targets[k] = sw_tensor_new2d("targets", SW_I32, m->x.tokens, 1);
         sw_ctx_load_tokens(&m->x, k, tok, tgt, m->tokens[k], m->targets[k]);
     }
     sw_pipeline_step(pipe, 1);
@@ -189,7 +189,7 @@ static void layer_case(const char *what)
     sw_ctx x;
     sw_ctx_init(&x, &(sw_ctx_config){.seq = 8, .batch = 4, .tp = tp, .sp = sp, .ulysses = 1, .ring = 1, .dp = np / tp,
                                      .grad_accum = 1, .tiles = 1, .seed = 1}, np > 1 ? comm : NULL, p);
-    const int64_t h = 16, T = x.T, l = x.Tl;
+    const int64_t h = 16, T = x.tokens, l = x.resid_rows;
     const int vp = sw_vocab_padded(256, tp);
     sw_embedding emb = sw_embedding_add(&x, 256, vp, h, 8, 0.02f);
     sw_norm ln = sw_norm_add(&x, "ln", h, 0, 1e-5f);
@@ -303,7 +303,7 @@ int main(int argc, char **argv)
                                          .grad_accum = 1, .tiles = 1, .seed = 1}, sw_world_size() > 1 ? comm : NULL, p);
         if (!strcmp(what, "key-length")) sw_ctx_load_key_lengths(&x, 0, (const int32_t[4]){8, 3, 9, 1}); /* must not return */
         sw_seq_head *hd = sw_seq_head_create(&x, &(sw_seq_head_config){.name = "head", .hidden = 16, .outputs = 1, .std = 0.1f});
-        sw_tensor *in = sw_tensor_new2d("in", SW_F32, x.Tl, 16), *y = sw_tensor_new2d("y", SW_F32, x.B, 1);
+        sw_tensor *in = sw_tensor_new2d("in", SW_F32, x.resid_rows, 16), *y = sw_tensor_new2d("y", SW_F32, x.B, 1);
         if (strcmp(what, "head-unallocated")) sw_params_allocate(p);
         if (!strcmp(what, "head-targets")) y = sw_tensor_new2d("y", SW_F32, x.B, 3);
         sw_seq_head_forward(&x, hd, strcmp(what, "head-null") ? in : NULL, y);

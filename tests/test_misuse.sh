@@ -51,7 +51,7 @@ for np in ${SW_MISUSE_NP:-1 2}; do
   misuse $np params-index "sw_params_grad: i: parameter index out of range [0, 6) (6)"
   misuse $np key-length "sw_ctx_load_key_lengths: len: every length must be in [1, seq] (len[2] = 9, seq 8)"
   misuse $np replicated-rows "sw_linear_forward: x_local: a replicated linear's rows must be l ($L: this rank's residual rows), T ($L: all of its tokens) or B ($((4 / np)): one per sequence) (3 given)"
-  misuse $np ctx-grad-group "sw_ctx_init: sw_params_config.grad_group (world) must be the context's gradient group, dp (dp without ulysses and ring, sp_dp with them: sw_ctx.gg)"
+  misuse $np ctx-grad-group "sw_ctx_init: sw_params_config.grad_group (world) must be the context's gradient group, dp (dp without ulysses and ring, sp_dp with them: sw_ctx.grad_group)"
   misuse $np ctx-seed "sw_ctx_init: seed: sw_params_config's (5) must equal sw_ctx_config's (1), or be 0 (the context's)"
   misuse $np ctx-grad-accum "sw_ctx_init: grad_accum: sw_params_config's (2) must equal sw_ctx_config's (1), or be 0 (the context's)"
 done

@@ -87,7 +87,7 @@ int main(int argc, char **argv)
     tu_fd_grad(ref_loss, NULL, g_w, E * PC, dw_ref);
     static double dw_sum[E * PC];
     static float dtok[NT * NB * PC], dlat[NL];
-    sw_tensor *T = tu_tensor("tokens", x.T, PC, NULL), *Y = tu_tensor("emb", x.T, E, NULL), *DY = tu_tensor("dy", x.T, E, NULL);
+    sw_tensor *T = tu_tensor("tokens", x.tokens, PC, NULL), *Y = tu_tensor("emb", x.tokens, E, NULL), *DY = tu_tensor("dy", x.tokens, E, NULL);
     for (int k = 0; k < 2; k++) { /* micro-batch k: sample k */
         sw_ctx_load_floats(&x, k, tok, PC, T);
         float dyk[NT * E], yk[NT * E], dtk[NT * PC], dwk[E * PC];

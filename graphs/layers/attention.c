@@ -42,13 +42,13 @@ sw_attention *sw_attention_create(sw_ctx *x, const sw_attention_config *c)
     a->c = *c;
     if (a->c.kv_heads == 0) a->c.kv_heads = c->heads;
     a->x = x;
-    int t = x->tp.t, U = x->U;
+    int t = x->tp.t, U = x->ulysses;
     a->d = c->head_dim;
     a->aq = c->heads / t;
     kv_range(&a->c, t, x->tp.rank, &a->kv0, &a->ak);
     a->kv_replicated = a->c.kv_heads < t;
     a->hq = a->aq / U, a->hk = a->ak / U;
-    int g = x->P < a->hq ? x->P : a->hq;
+    int g = x->row_tiles < a->hq ? x->row_tiles : a->hq;
     while (a->hq % g || (a->hk % g && g % a->hk)) g--;
     a->G = g;
     a->Gk = g < a->hk ? g : a->hk;
@@ -173,14 +173,14 @@ void sw_attention_keep(sw_attention *a, sw_saved *s, sw_attn_saved *k)
     const sw_ctx *x = a->x;
     memset(k, 0, sizeof *k);
     /* with Ulysses the QKV GEMM writes a shared scratch, sent to the head split qkv_u */
-    k->qkv = x->U > 1 ? sw_scratch_keep(a->x, "qkv", x->T, sw_attention_qkv_cols(a), 1)
-                      : sw_saved_new(s, "qkv", x->T, sw_attention_qkv_cols(a));
-    k->qkv_u = x->U > 1 ? sw_saved_new(s, "qkv_u", x->Tr, (int64_t)(a->hq + 2 * a->hk) * a->d) : k->qkv;
-    k->att = sw_saved_new(s, "att", x->T, sw_attention_out_cols(a));
-    k->att_u = x->U > 1 ? sw_saved_new(s, "att_u", x->Tr, (int64_t)a->hq * a->d) : k->att;
-    k->lse = sw_saved_new(s, "lse", x->Tr, a->hq);
+    k->qkv = x->ulysses > 1 ? sw_scratch_keep(a->x, "qkv", x->tokens, sw_attention_qkv_cols(a), 1)
+                      : sw_saved_new(s, "qkv", x->tokens, sw_attention_qkv_cols(a));
+    k->qkv_u = x->ulysses > 1 ? sw_saved_new(s, "qkv_u", x->attn_rows, (int64_t)(a->hq + 2 * a->hk) * a->d) : k->qkv;
+    k->att = sw_saved_new(s, "att", x->tokens, sw_attention_out_cols(a));
+    k->att_u = x->ulysses > 1 ? sw_saved_new(s, "att_u", x->attn_rows, (int64_t)a->hq * a->d) : k->att;
+    k->lse = sw_saved_new(s, "lse", x->attn_rows, a->hq);
     if (a->c.keep_probs) /* ring = 1: the attention space holds the whole sequence */
-        k->probs = sw_saved_new(s, "probs", (int64_t)x->Tr * a->hq, x->c.seq);
+        k->probs = sw_saved_new(s, "probs", (int64_t)x->attn_rows * a->hq, x->c.seq);
 }
 
 /* Attention task arguments for query-head group `group` of the attention
@@ -204,7 +204,7 @@ static sw_attn_args attn_args(const sw_attention *a, int step, int layer, int gr
     r.key = (sw_rng_key){x->c.seed, (uint32_t)step, (uint16_t)layer, SW_DROP_ATTN_PROBS, 0, 0,
                          (int64_t)a->c.heads * a->d, 0, 0, 0};
     batch_of_key(x, &r.key);
-    r.head0 = x->tp.rank * a->aq + x->ur * a->hq + group * r.nh;
+    r.head0 = x->tp.rank * a->aq + x->ulysses_rank * a->hq + group * r.nh;
     r.heads_total = a->c.heads;
     r.seq_total = x->c.seq;
     if (a->c.key_padding) { /* the current micro-batch's sequences, whatever positions the tile holds */
@@ -225,7 +225,7 @@ static sw_attn_args attn_args(const sw_attention *a, int step, int layer, int gr
 static void ulysses_qkv(const sw_attention *a, sw_tensor *seq_split, sw_tensor *head_split, int to_heads)
 {
     const sw_ctx *x = a->x;
-    int U = x->U;
+    int U = x->ulysses;
     int64_t hs[3] = {(int64_t)a->hq * a->d, (int64_t)a->hk * a->d, (int64_t)a->hk * a->d};
     starpu_data_handle_t *cols = sw_tensor_split(seq_split, SW_COLS, 3 * U, a->gemm_sizes, to_heads ? STARPU_R : STARPU_W);
     starpu_data_handle_t *rows = sw_tensor_grid(head_split, U, NULL, 3, hs, to_heads ? STARPU_W : STARPU_R);
@@ -241,7 +241,7 @@ static void ulysses_qkv(const sw_attention *a, sw_tensor *seq_split, sw_tensor *
  * (row block j <-> column block j of member j) */
 static void ulysses_out(const sw_ctx *x, sw_tensor *head_split, sw_tensor *seq_split, int to_seq)
 {
-    int U = x->U;
+    int U = x->ulysses;
     starpu_data_handle_t *rows = sw_tensor_tiles(head_split, SW_ROWS, U, to_seq ? STARPU_R : STARPU_W);
     starpu_data_handle_t *cols = sw_tensor_tiles(seq_split, SW_COLS, U, to_seq ? STARPU_W : STARPU_R);
     if (to_seq) sw_alltoall_parts(x->comm, SW_GROUP_ULYSSES, 1, rows, cols);
@@ -263,7 +263,7 @@ static double visible_pairs(int64_t q0, int64_t nq, int64_t k0, int64_t nk)
 static sw_tensor *kv_buffer(const sw_attention *a, int grad, int i)
 {
     static const char *names[2][2] = {{"kv_block0", "kv_block1"}, {"dkv_block0", "dkv_block1"}};
-    return sw_scratch_keep(a->x, names[grad][i], a->x->Tr, 2 * (int64_t)a->hk * a->d, 1);
+    return sw_scratch_keep(a->x, names[grad][i], a->x->attn_rows, 2 * (int64_t)a->hk * a->d, 1);
 }
 
 /* The K/V blocks of ring step s (the block of ring rank rr - s): 0 the
@@ -301,9 +301,9 @@ static void ring_forward(sw_attention *A, int step, int layer, sw_tensor *qkv_u,
                          sw_tensor *probs)
 {
     const sw_ctx *x = A->x;
-    int G = A->G, Gk = A->Gk, ncol = G + 2 * Gk, R = x->R;
+    int G = A->G, Gk = A->Gk, ncol = G + 2 * Gk, R = x->ring;
     int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
-    int nq = sw_ctx_ring_runs(x, x->rr, qp, qn);
+    int nq = sw_ctx_ring_runs(x, x->ring_rank, qp, qn);
     int64_t rs[2] = {qn[0] * x->B, qn[1] * x->B};
     int written[2] = {0, 0}, pa[4], pb[4];
     A->flops = 0;
@@ -311,7 +311,7 @@ static void ring_forward(sw_attention *A, int step, int layer, sw_tensor *qkv_u,
         if (s + 1 < R) /* the next block travels while this one is used */
             sw_ring_shift_handles(x->comm, SW_GROUP_RING, kv_block(A, qkv_u, s),
                                   sw_tensor_whole(kv_buffer(A, 0, (s + 1) % 2), STARPU_W), 1);
-        sw_ctx_ring_runs(x, (x->rr - s + R) % R, kp, kn);
+        sw_ctx_ring_runs(x, (x->ring_rank - s + R) % R, kp, kn);
         starpu_data_handle_t *Q = sw_tensor_grid(qkv_u, nq, rs, ncol, A->qkv_sizes, STARPU_R);
         starpu_data_handle_t *KV =
             s == 0 ? Q + G : sw_tensor_grid(kv_buffer(A, 0, s % 2), nq, rs, 2 * Gk, A->qkv_sizes + G, STARPU_R);
@@ -348,17 +348,17 @@ static void ring_backward(sw_attention *A, int step, int layer, sw_tensor *qkv_u
                           sw_tensor *probs, sw_tensor *dout, sw_tensor *dqkv_u)
 {
     const sw_ctx *x = A->x;
-    int G = A->G, Gk = A->Gk, ncol = G + 2 * Gk, R = x->R;
+    int G = A->G, Gk = A->Gk, ncol = G + 2 * Gk, R = x->ring;
     int64_t qp[2] = {0, 0}, qn[2] = {0, 0}, kp[2] = {0, 0}, kn[2] = {0, 0};
     int64_t split[2] = {(int64_t)A->hq * A->d, 2 * (int64_t)A->hk * A->d};
-    int nq = sw_ctx_ring_runs(x, x->rr, qp, qn);
+    int nq = sw_ctx_ring_runs(x, x->ring_rank, qp, qn);
     int64_t rs[2] = {qn[0] * x->B, qn[1] * x->B};
     int dq_done[2] = {0, 0}, pa[4], pb[4];
     for (int s = 0; s < R; s++) {
         if (s + 1 < R)
             sw_ring_shift_handles(x->comm, SW_GROUP_RING, kv_block(A, qkv_u, s),
                                   sw_tensor_whole(kv_buffer(A, 0, (s + 1) % 2), STARPU_W), 1);
-        sw_ctx_ring_runs(x, (x->rr - s + R) % R, kp, kn);
+        sw_ctx_ring_runs(x, (x->ring_rank - s + R) % R, kp, kn);
         starpu_data_handle_t *Q = sw_tensor_grid(qkv_u, nq, rs, ncol, A->qkv_sizes, STARPU_R);
         starpu_data_handle_t *KV =
             s == 0 ? Q + G : sw_tensor_grid(kv_buffer(A, 0, s % 2), nq, rs, 2 * Gk, A->qkv_sizes + G, STARPU_R);
@@ -410,8 +410,8 @@ static void ring_backward(sw_attention *A, int step, int layer, sw_tensor *qkv_u
 static void rope(sw_ctx *x, const sw_attention *a, sw_tensor *qkv, int inverse)
 {
     int64_t cols[2] = {(int64_t)(a->aq + a->ak) * a->d, (int64_t)a->ak * a->d};
-    for (int i = 0; i < x->npc[0]; i++)
-        sw_rope(sw_tensor_grid(qkv, x->npc[0], x->pc_size[0], 2, cols, STARPU_RW)[2 * i], a->d, a->c.rope_theta,
+    for (int i = 0; i < x->npieces[0]; i++)
+        sw_rope(sw_tensor_grid(qkv, x->npieces[0], x->pc_size[0], 2, cols, STARPU_RW)[2 * i], a->d, a->c.rope_theta,
                 x->pc_off[0][i], x->B, x->pc_pos[0][i], inverse);
 }
 
@@ -422,12 +422,12 @@ static void check_saved(const char *fn, const sw_ctx *x, const sw_attention *a, 
     sw_check_ptr(fn, "a", a);
     sw_check_ptr(fn, "k", k);
     const int64_t d = a->d;
-    sw_check_tensor(fn, "k->qkv", k->qkv, x->T, sw_attention_qkv_cols(a));
-    sw_check_tensor(fn, "k->qkv_u", k->qkv_u, x->Tr, (int64_t)(a->hq + 2 * a->hk) * d);
-    sw_check_tensor(fn, "k->att", k->att, x->T, sw_attention_out_cols(a));
-    sw_check_tensor(fn, "k->att_u", k->att_u, x->Tr, (int64_t)a->hq * d);
-    sw_check_tensor(fn, "k->lse", k->lse, x->Tr, a->hq);
-    if (a->c.keep_probs) sw_check_tensor(fn, "k->probs", k->probs, (int64_t)x->Tr * a->hq, x->c.seq);
+    sw_check_tensor(fn, "k->qkv", k->qkv, x->tokens, sw_attention_qkv_cols(a));
+    sw_check_tensor(fn, "k->qkv_u", k->qkv_u, x->attn_rows, (int64_t)(a->hq + 2 * a->hk) * d);
+    sw_check_tensor(fn, "k->att", k->att, x->tokens, sw_attention_out_cols(a));
+    sw_check_tensor(fn, "k->att_u", k->att_u, x->attn_rows, (int64_t)a->hq * d);
+    sw_check_tensor(fn, "k->lse", k->lse, x->attn_rows, a->hq);
+    if (a->c.keep_probs) sw_check_tensor(fn, "k->probs", k->probs, (int64_t)x->attn_rows * a->hq, x->c.seq);
 }
 
 /* att = attention of qkv: with Ulysses the heads are exchanged for the
@@ -438,9 +438,9 @@ void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const
     const sw_linear *qkv = sw_ctx_writer(x, k->qkv); /* the linear that wrote it, where one did */
     if (qkv) check_qkv("sw_attention_forward", x, a, qkv);
     if (a->c.rope_theta > 0.0f) rope(x, a, k->qkv, 0);
-    if (x->U > 1) ulysses_qkv(a, k->qkv, k->qkv_u, 1);
+    if (x->ulysses > 1) ulysses_qkv(a, k->qkv, k->qkv_u, 1);
     ring_forward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs);
-    if (x->U > 1) ulysses_out(x, k->att_u, k->att, 1);
+    if (x->ulysses > 1) ulysses_out(x, k->att_u, k->att, 1);
 }
 
 void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k, sw_tensor *datt,
@@ -448,16 +448,16 @@ void sw_attention_backward(sw_ctx *x, sw_attention *a, int step, int layer, cons
 {
     static const char *fn = "sw_attention_backward";
     check_saved(fn, x, a, k);
-    sw_check_tensor(fn, "datt", datt, x->T, sw_attention_out_cols(a));
-    sw_check_tensor(fn, "dqkv", dqkv, x->T, sw_attention_qkv_cols(a));
+    sw_check_tensor(fn, "datt", datt, x->tokens, sw_attention_out_cols(a));
+    sw_check_tensor(fn, "dqkv", dqkv, x->tokens, sw_attention_qkv_cols(a));
     sw_tensor *datt_u = datt, *dqkv_u = dqkv;
-    if (x->U > 1) {
-        datt_u = sw_scratch_keep(x, "datt_u", x->Tr, (int64_t)a->hq * a->d, 1);
-        dqkv_u = sw_scratch_keep(x, "dqkv_u", x->Tr, (int64_t)(a->hq + 2 * a->hk) * a->d, 1);
+    if (x->ulysses > 1) {
+        datt_u = sw_scratch_keep(x, "datt_u", x->attn_rows, (int64_t)a->hq * a->d, 1);
+        dqkv_u = sw_scratch_keep(x, "dqkv_u", x->attn_rows, (int64_t)(a->hq + 2 * a->hk) * a->d, 1);
         ulysses_out(x, datt_u, datt, 0);
     }
     ring_backward(a, step, layer, k->qkv_u, k->att_u, k->lse, k->probs, datt_u, dqkv_u);
-    if (x->U > 1) ulysses_qkv(a, dqkv, dqkv_u, 0);
+    if (x->ulysses > 1) ulysses_qkv(a, dqkv, dqkv_u, 0);
     if (a->c.rope_theta > 0.0f) rope(x, a, dqkv, 1);
 }
 
@@ -490,14 +490,14 @@ void sw_attention_traffic(const sw_ctx *x, const sw_attention *a, const sw_linea
 {
     check_qkv("sw_attention_traffic", x, a, qkv);
     /* Ulysses: q, k, v to the heads and the output back, forward and backward */
-    double u = sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_qkv_cols(a)) +
-               sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->T, sw_attention_out_cols(a));
+    double u = sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->tokens, sw_attention_qkv_cols(a)) +
+               sw_comm_bytes(x->comm, SW_GROUP_ULYSSES, SW_COLL_ALLTOALL, x->tokens, sw_attention_out_cols(a));
     traffic_add(x, t, 0, SW_GROUP_ULYSSES, u);
     traffic_add(x, t, 1, SW_GROUP_ULYSSES, u);
     /* Ring: R - 1 K/V block shifts forward, R - 1 backward and R of their gradients */
-    double kv = sw_comm_bytes(x->comm, SW_GROUP_RING, SW_COLL_RING_SHIFT, x->Tr, 2 * (int64_t)a->hk * a->d);
-    traffic_add(x, t, 0, SW_GROUP_RING, (x->R - 1) * kv);
-    traffic_add(x, t, 1, SW_GROUP_RING, (2 * x->R - 1) * kv);
+    double kv = sw_comm_bytes(x->comm, SW_GROUP_RING, SW_COLL_RING_SHIFT, x->attn_rows, 2 * (int64_t)a->hk * a->d);
+    traffic_add(x, t, 0, SW_GROUP_RING, (x->ring - 1) * kv);
+    traffic_add(x, t, 1, SW_GROUP_RING, (2 * x->ring - 1) * kv);
     if (!a->kv_replicated) return;
     /* replicated K/V heads: every TP rank's K/V weight (and bias) gradient gathered */
     int64_t rows, h;
@@ -544,14 +544,14 @@ void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *
     sw_check_ptr(fn, "a", a);
     sw_check_ptr(fn, "kv", kv);
     const int64_t L = x->c.seq, p0 = x->lr_p0[0], d = a->d;
-    if (x->U * x->R > 1 || x->c.sp || x->tp.t != a->x->tp.t || x->B != kv->B)
+    if (x->ulysses * x->ring > 1 || x->c.sp || x->tp.t != a->x->tp.t || x->B != kv->B)
         sw_usage_error("%s: x must hold whole sequences (ulysses %d, ring %d, sp %d) of tp %d (the layer's %d), %d "
-                       "per rank (the cache's %d)", fn, x->U, x->R, x->c.sp, x->tp.t, a->x->tp.t, x->B, kv->B);
+                       "per rank (the cache's %d)", fn, x->ulysses, x->ring, x->c.sp, x->tp.t, a->x->tp.t, x->B, kv->B);
     if (p0 + L > kv->max_len)
         sw_usage_error("%s: positions %lld .. %lld beyond the cache's %d", fn, (long long)p0, (long long)(p0 + L - 1),
                        kv->max_len);
-    sw_check_tensor(fn, "qkv", qkv, x->T, sw_attention_qkv_cols(a));
-    sw_check_tensor(fn, "att", att, x->T, sw_attention_out_cols(a));
+    sw_check_tensor(fn, "qkv", qkv, x->tokens, sw_attention_qkv_cols(a));
+    sw_check_tensor(fn, "att", att, x->tokens, sw_attention_out_cols(a));
     if (a->c.rope_theta > 0.0f) rope(x, a, qkv, 0);
     /* the new positions' k and v into the cache's rows of those positions (the cache stays one handle:
      * a partition per position would cost a partition and an unpartition per layer and step) */
@@ -565,7 +565,7 @@ void sw_attention_cached_forward(sw_ctx *x, const sw_attention *a, sw_kv_cache *
     r.sq = (int)L, r.sk = kv->max_len, r.q_pos0 = p0, r.k_pos0 = 0, r.causal = 1;
     r.scale = 1.0f / sqrtf((float)d);
     r.head0 = x->tp.rank * a->aq, r.heads_total = a->c.heads, r.seq_total = kv->max_len;
-    sw_tensor *lse = sw_scratch(x, "cached_lse", x->T, a->aq);
+    sw_tensor *lse = sw_scratch(x, "cached_lse", x->tokens, a->aq);
     sw_attn_fwd(part[0], sw_tensor_whole(kv->k, STARPU_R),
                 sw_tensor_whole(kv->v, STARPU_R), sw_tensor_whole(att, STARPU_W), sw_tensor_whole(lse, STARPU_W), &r);
 }

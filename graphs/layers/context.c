@@ -22,12 +22,12 @@ struct sw_scratch {
 int sw_ctx_ring_runs(const sw_ctx *x, int rr, int64_t p0[2], int64_t n[2])
 {
     int64_t s = x->c.seq;
-    if (x->zig) {
-        int64_t c = s / (2 * x->R);
-        p0[0] = rr * c, p0[1] = (2 * x->R - 1 - rr) * c, n[0] = n[1] = c;
+    if (x->zigzag) {
+        int64_t c = s / (2 * x->ring);
+        p0[0] = rr * c, p0[1] = (2 * x->ring - 1 - rr) * c, n[0] = n[1] = c;
         return 2;
     }
-    p0[0] = rr * (s / x->R), n[0] = s / x->R;
+    p0[0] = rr * (s / x->ring), n[0] = s / x->ring;
     return 1;
 }
 
@@ -37,27 +37,27 @@ int sw_ctx_ring_runs(const sw_ctx *x, int rr, int64_t p0[2], int64_t n[2])
  * cut where a run ends, each with what its position-dependent ops need. */
 static void position_runs(sw_ctx *x)
 {
-    int64_t rp[2], rn[2], S = x->c.seq / (x->U * x->R), lo = x->ur * S, at = 0;
-    int nr = sw_ctx_ring_runs(x, x->rr, rp, rn);
+    int64_t rp[2], rn[2], S = x->c.seq / (x->ulysses * x->ring), lo = x->ulysses_rank * S, at = 0;
+    int nr = sw_ctx_ring_runs(x, x->ring_rank, rp, rn);
     for (int k = 0; k < nr; at += rn[k++]) {
         int64_t a = at > lo ? at : lo, b = at + rn[k] < lo + S ? at + rn[k] : lo + S;
         if (a >= b) continue;
-        x->lr_i0[x->nlr] = a - lo, x->lr_p0[x->nlr] = rp[k] + a - at, x->lr_n[x->nlr++] = b - a;
+        x->lr_i0[x->nruns] = a - lo, x->lr_p0[x->nruns] = rp[k] + a - at, x->lr_n[x->nruns++] = b - a;
     }
     for (int k = 0; k < 2; k++) {
-        int64_t n = k ? x->Tl : x->T, off = k ? x->row0 : 0;
-        x->pc_size[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
-        x->pc_key[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
-        x->pc_off[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
-        x->pc_pos[k] = sw_xcalloc((size_t)x->P + 1, sizeof(int64_t));
-        for (int i = 0; i < x->P; i++) {
+        int64_t n = k ? x->resid_rows : x->tokens, off = k ? x->row0 : 0;
+        x->pc_size[k] = sw_xcalloc((size_t)x->row_tiles + 1, sizeof(int64_t));
+        x->pc_key[k] = sw_xcalloc((size_t)x->row_tiles + 1, sizeof(int64_t));
+        x->pc_off[k] = sw_xcalloc((size_t)x->row_tiles + 1, sizeof(int64_t));
+        x->pc_pos[k] = sw_xcalloc((size_t)x->row_tiles + 1, sizeof(int64_t));
+        for (int i = 0; i < x->row_tiles; i++) {
             int64_t first, count;
-            sw_tile_range(n, x->P, i, &first, &count);
+            sw_tile_range(n, x->row_tiles, i, &first, &count);
             for (int64_t r = off + first, end = r + count; r < end;) {
                 int j = 0;
-                while (j + 1 < x->nlr && r >= x->lr_i0[j + 1] * x->B) j++;
+                while (j + 1 < x->nruns && r >= x->lr_i0[j + 1] * x->B) j++;
                 int64_t run0 = x->lr_i0[j] * x->B, run_end = run0 + x->lr_n[j] * x->B;
-                int64_t len = (end < run_end ? end : run_end) - r, pi = x->npc[k]++;
+                int64_t len = (end < run_end ? end : run_end) - r, pi = x->npieces[k]++;
                 x->pc_size[k][pi] = len;
                 x->pc_off[k][pi] = r - run0;
                 x->pc_pos[k][pi] = x->lr_p0[j];
@@ -105,10 +105,10 @@ static void bind_params(const sw_ctx *x, sw_params *p)
     sw_params_config *pc = &p->c;
     if (p->bound) return;
     p->bound = 1;
-    if (pc->grad_group != x->gg)
+    if (pc->grad_group != x->grad_group)
         sw_usage_error("sw_ctx_init: sw_params_config.grad_group (%s) must be the context's gradient group, %s "
-                       "(dp without ulysses and ring, sp_dp with them: sw_ctx.gg)",
-                       sw_group_name(pc->grad_group), sw_group_name(x->gg));
+                       "(dp without ulysses and ring, sp_dp with them: sw_ctx.grad_group)",
+                       sw_group_name(pc->grad_group), sw_group_name(x->grad_group));
     const struct { const char *name; long long ctx, *reg; } same[] = {
         {"grad_accum", x->c.grad_accum, NULL}, {"tiles", x->c.tiles, NULL}, {"seed", (long long)x->c.seed, NULL}};
     long long reg[3] = {pc->grad_accum, pc->tiles, (long long)pc->seed};
@@ -142,19 +142,19 @@ void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *pa
     }
     x->tp = (sw_tp){c->tp > 1 ? comm : NULL, c->tp, mesh ? sw_mesh_rank(mesh, SW_GROUP_TP) : 0, c->sp};
     x->dp_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_DP) : 0;
-    x->U = c->ulysses, x->R = c->ring, x->zig = c->ring > 1 && c->zigzag;
-    x->ur = mesh ? sw_mesh_rank(mesh, SW_GROUP_ULYSSES) : 0;
-    x->rr = mesh ? sw_mesh_rank(mesh, SW_GROUP_RING) : 0;
-    x->gg = x->U * x->R > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
-    x->gn = c->dp * x->U * x->R;
-    x->gr = mesh ? sw_mesh_rank(mesh, x->gg) : 0;
+    x->ulysses = c->ulysses, x->ring = c->ring, x->zigzag = c->ring > 1 && c->zigzag;
+    x->ulysses_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_ULYSSES) : 0;
+    x->ring_rank = mesh ? sw_mesh_rank(mesh, SW_GROUP_RING) : 0;
+    x->grad_group = x->ulysses * x->ring > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP;
+    x->grad_size = c->dp * x->ulysses * x->ring;
+    x->grad_rank = mesh ? sw_mesh_rank(mesh, x->grad_group) : 0;
     x->B = c->batch / (c->dp * c->grad_accum);
-    x->T = c->seq / (x->U * x->R) * x->B;
-    x->Tl = c->sp ? x->T / c->tp : x->T;
-    x->row0 = c->sp ? x->tp.rank * x->Tl : 0;
-    x->Tr = x->U * x->T;
-    x->P = c->tiles;
-    x->Pc = c->col_tiles > 0 ? c->col_tiles : c->tiles;
+    x->tokens = c->seq / (x->ulysses * x->ring) * x->B;
+    x->resid_rows = c->sp ? x->tokens / c->tp : x->tokens;
+    x->row0 = c->sp ? x->tp.rank * x->resid_rows : 0;
+    x->attn_rows = x->ulysses * x->tokens;
+    x->row_tiles = c->tiles;
+    x->col_tiles = c->col_tiles > 0 ? c->col_tiles : c->tiles;
     position_runs(x);
     if (params) bind_params(x, params);
     x->log = sw_xcalloc(1, sizeof *x->log);
@@ -225,20 +225,20 @@ double sw_scratch_bytes(const sw_ctx *x)
 int64_t sw_ctx_position(const sw_ctx *x, int64_t i)
 {
     int j = 0;
-    while (j + 1 < x->nlr && i >= x->lr_i0[j + 1]) j++;
+    while (j + 1 < x->nruns && i >= x->lr_i0[j + 1]) j++;
     return x->lr_p0[j] + i - x->lr_i0[j];
 }
 
 void sw_ctx_set_first_position(sw_ctx *x, int64_t pos)
 {
     sw_check_ptr("sw_ctx_set_first_position", "x", x);
-    if (x->U * x->R > 1 || x->c.sp || x->nlr != 1 || pos < 0)
+    if (x->ulysses * x->ring > 1 || x->c.sp || x->nruns != 1 || pos < 0)
         sw_usage_error("sw_ctx_set_first_position: a context whose rank holds whole sequences (ulysses %d, ring %d, "
-                       "sp %d) and a position >= 0 (%lld)", x->U, x->R, x->c.sp, (long long)pos);
+                       "sp %d) and a position >= 0 (%lld)", x->ulysses, x->ring, x->c.sp, (long long)pos);
     const int64_t delta = pos - x->lr_p0[0];
     x->lr_p0[0] = pos;
     for (int k = 0; k < 2; k++)
-        for (int i = 0; i < x->npc[k]; i++) x->pc_pos[k][i] += delta, x->pc_key[k][i] += delta * x->B;
+        for (int i = 0; i < x->npieces[k]; i++) x->pc_pos[k][i] += delta, x->pc_key[k][i] += delta * x->B;
 }
 
 int sw_ctx_micro_batch_first(const sw_ctx *x, int k) { return (x->dp_rank * x->c.grad_accum + k) * x->B; }
@@ -255,9 +255,9 @@ void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt
     if (!tok || !tokens) sw_usage_error("sw_ctx_load_tokens: %s: must not be NULL", tok ? "tokens" : "tok");
     if (!tgt != !targets)
         sw_usage_error("sw_ctx_load_tokens: tgt and targets: both or neither (no targets: a model without them)");
-    sw_check_tensor("sw_ctx_load_tokens", "tokens", tokens, x->T, 1);
-    if (targets) sw_check_tensor("sw_ctx_load_tokens", "targets", targets, x->T, 1);
-    int64_t n = x->T, B = x->B, first = sw_ctx_micro_batch_first(x, k);
+    sw_check_tensor("sw_ctx_load_tokens", "tokens", tokens, x->tokens, 1);
+    if (targets) sw_check_tensor("sw_ctx_load_tokens", "targets", targets, x->tokens, 1);
+    int64_t n = x->tokens, B = x->B, first = sw_ctx_micro_batch_first(x, k);
     int32_t *mt = sw_xcalloc((size_t)n, sizeof(int32_t)), *mg = sw_xcalloc((size_t)n, sizeof(int32_t));
     for (int64_t i = 0; i < n / B; i++) /* this rank's positions */
         for (int64_t b = 0, pos = sw_ctx_position(x, i); b < B; b++) {
@@ -295,6 +295,6 @@ sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned o
 /* They are the row tiles unless a tile holds two runs of positions (zigzag). */
 starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, enum starpu_data_access_mode mode)
 {
-    if (x->npc[k] == x->P) return sw_tensor_tiles(t, SW_ROWS, x->P, mode)[i];
-    return sw_tensor_split(t, SW_ROWS, x->npc[k], x->pc_size[k], mode)[i];
+    if (x->npieces[k] == x->row_tiles) return sw_tensor_tiles(t, SW_ROWS, x->row_tiles, mode)[i];
+    return sw_tensor_split(t, SW_ROWS, x->npieces[k], x->pc_size[k], mode)[i];
 }

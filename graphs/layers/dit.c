@@ -15,7 +15,7 @@ void sw_silu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out)
 {
     sw_check_ptr("sw_silu_forward", "in", in);
     sw_check_tensor("sw_silu_forward", "out", out, in->rows, in->cols);
-    const int n = in->cols < x->P ? (int)in->cols : x->P;
+    const int n = in->cols < x->row_tiles ? (int)in->cols : x->row_tiles;
     for (int i = 0; i < n; i++)
         sw_silu_fwd(sw_tensor_tiles(in, SW_COLS, n, STARPU_R)[i], sw_tensor_tiles(out, SW_COLS, n, STARPU_W)[i]);
 }
@@ -24,7 +24,7 @@ void sw_silu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *grad)
 {
     sw_check_ptr("sw_silu_backward", "in", in);
     sw_check_tensor("sw_silu_backward", "grad", grad, in->rows, in->cols);
-    const int n = in->cols < x->P ? (int)in->cols : x->P;
+    const int n = in->cols < x->row_tiles ? (int)in->cols : x->row_tiles;
     for (int i = 0; i < n; i++)
         sw_silu_bwd(sw_tensor_tiles(in, SW_COLS, n, STARPU_R)[i], sw_tensor_tiles(grad, SW_COLS, n, STARPU_RW)[i]);
 }
@@ -35,7 +35,7 @@ void sw_silu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *grad)
  * pooling's, heads.c): TP with sp, Ulysses, Ring; 0: none */
 static int seq_group(const sw_ctx *x, sw_group *g)
 {
-    const int by_tp = tp_on(x) && x->c.sp, by_cp = x->U * x->R > 1;
+    const int by_tp = tp_on(x) && x->c.sp, by_cp = x->ulysses * x->ring > 1;
     if (!by_tp && !by_cp) return 0;
     *g = by_tp && by_cp ? SW_GROUP_TP_SP : by_tp ? SW_GROUP_TP : SW_GROUP_SP;
     return 1;
@@ -302,7 +302,7 @@ void sw_ctx_load_cond(sw_ctx *x, int k, const float *in, int64_t len, int64_t f,
 /* attention tasks: G query-head groups, the largest divisor of the local heads not above the tiles */
 static int head_groups(const sw_ctx *x, int aq)
 {
-    int g = x->P < aq ? x->P : aq;
+    int g = x->row_tiles < aq ? x->row_tiles : aq;
     while (aq % g) g--;
     return g;
 }
@@ -344,10 +344,10 @@ void sw_cross_attention_keep(sw_cross_attention *a, sw_saved *s, sw_cross_saved 
     const sw_ctx *x = a->x;
     const int64_t ad = (int64_t)a->aq * a->d;
     memset(k, 0, sizeof *k);
-    k->q = sw_saved_new(s, "xq", x->T, ad);
+    k->q = sw_saved_new(s, "xq", x->tokens, ad);
     k->kv = sw_saved_new(s, "xkv", (int64_t)a->len * x->B, 2 * ad);
-    k->att = sw_saved_new(s, "xatt", x->T, ad);
-    k->lse = sw_saved_new(s, "xlse", x->T, a->aq);
+    k->att = sw_saved_new(s, "xatt", x->tokens, ad);
+    k->lse = sw_saved_new(s, "xlse", x->tokens, a->aq);
 }
 
 static void check_cross(const char *fn, const sw_ctx *x, const sw_cross_attention *a, const sw_cross_saved *k)
@@ -355,10 +355,10 @@ static void check_cross(const char *fn, const sw_ctx *x, const sw_cross_attentio
     sw_check_ptr(fn, "a", a);
     sw_check_ptr(fn, "k", k);
     const int64_t ad = (int64_t)a->aq * a->d;
-    sw_check_tensor(fn, "k->q", k->q, x->T, ad);
+    sw_check_tensor(fn, "k->q", k->q, x->tokens, ad);
     sw_check_tensor(fn, "k->kv", k->kv, (int64_t)a->len * x->B, 2 * ad);
-    sw_check_tensor(fn, "k->att", k->att, x->T, ad);
-    sw_check_tensor(fn, "k->lse", k->lse, x->T, a->aq);
+    sw_check_tensor(fn, "k->att", k->att, x->tokens, ad);
+    sw_check_tensor(fn, "k->lse", k->lse, x->tokens, a->aq);
 }
 
 /* one task per head group j: q, att, lse column tile j; k tile j and v tile G + j of kv */
@@ -366,7 +366,7 @@ void sw_cross_attention_forward(sw_ctx *x, sw_cross_attention *a, const sw_cross
 {
     check_cross("sw_cross_attention_forward", x, a, k);
     const int G = a->G;
-    sw_attn_args r = tile_args(x->B, a->aq / G, a->d, (int)(x->T / x->B), a->len);
+    sw_attn_args r = tile_args(x->B, a->aq / G, a->d, (int)(x->tokens / x->B), a->len);
     for (int j = 0; j < G; j++) {
         r.head0 = j * r.nh;
         starpu_data_handle_t *kv = sw_tensor_tiles(k->kv, SW_COLS, 2 * G, STARPU_R);
@@ -385,7 +385,7 @@ void sw_cross_attention_backward(sw_ctx *x, sw_cross_attention *a, const sw_cros
     sw_check_tensor(fn, "dq", dq, k->q->rows, k->q->cols);
     sw_check_tensor(fn, "dkv", dkv, k->kv->rows, k->kv->cols);
     const int G = a->G;
-    sw_attn_args r = tile_args(x->B, a->aq / G, a->d, (int)(x->T / x->B), a->len);
+    sw_attn_args r = tile_args(x->B, a->aq / G, a->d, (int)(x->tokens / x->B), a->len);
     for (int j = 0; j < G; j++) {
         r.head0 = j * r.nh;
         starpu_data_handle_t *kv = sw_tensor_tiles(k->kv, SW_COLS, 2 * G, STARPU_R);
@@ -473,11 +473,11 @@ void sw_cross_kv_backward(sw_ctx *x, const sw_cross_kv *l, sw_tensor *cond, sw_t
     static const char *fn = "sw_cross_kv_backward";
     check_cross_kv(fn, x, l, cond, "dkv", dkv);
     if (dcond) sw_check_tensor(fn, "dcond", dcond, cond->rows, cond->cols);
-    const int dx_first = x->gn == 1;
+    const int dx_first = x->grad_size == 1;
     const int prio = sw_set_task_priority(dx_first);
     if (!dx_first) cross_kv_dw(x, l, cond, dkv);
     if (dcond) { /* dcond [n, cond_dim] = dkv W, over its column tiles (W's) */
-        const int nc = x->Pc < cond->cols ? x->Pc : (int)cond->cols;
+        const int nc = x->col_tiles < cond->cols ? x->col_tiles : (int)cond->cols;
         starpu_data_handle_t d16 = op16(x, whole_r(dkv));
         for (int j = 0; j < nc; j++)
             sw_gemm(d16, 0, sw_tensor_tiles(gemm_w(x, l->lin.w), SW_COLS, nc, STARPU_R)[j], 0,
@@ -512,10 +512,10 @@ sw_grid_attention *sw_grid_attention_create(sw_ctx *x, sw_attn_axis axis, int fr
     if (heads < 1 || head_dim < 1 || heads % x->tp.t)
         sw_usage_error("%s: heads (%d) must be a positive multiple of tp (%d), head_dim (%d) at least 1", fn, heads,
                        x->tp.t, head_dim);
-    const int N = x->U * x->R;
-    if (N > 1 && x->zig)
+    const int N = x->ulysses * x->ring;
+    if (N > 1 && x->zigzag)
         sw_usage_error("%s: zigzag: the sequence must be split in contiguous blocks of frames (ring %d with zigzag)",
-                       fn, x->R);
+                       fn, x->ring);
     if (frames % N)
         sw_usage_error("%s: frames (%d) must be divisible by ulysses x ring (%d): each rank holds whole frames", fn,
                        frames, N);
@@ -539,11 +539,11 @@ void sw_grid_attention_keep(sw_grid_attention *a, sw_saved *s, sw_grid_saved *k)
     const sw_ctx *x = a->x;
     const int64_t ad = (int64_t)a->aq * a->d;
     memset(k, 0, sizeof *k);
-    k->qkv = sw_saved_new(s, "gqkv", x->T, 3 * ad);
-    k->qkv_g = permuted(a) ? sw_saved_new(s, "gqkv_g", x->T, 3 * ad) : k->qkv;
-    k->att = sw_saved_new(s, "gatt", x->T, ad);
-    k->att_g = permuted(a) ? sw_saved_new(s, "gatt_g", x->T, ad) : k->att;
-    k->lse = sw_saved_new(s, "glse", x->T, a->aq);
+    k->qkv = sw_saved_new(s, "gqkv", x->tokens, 3 * ad);
+    k->qkv_g = permuted(a) ? sw_saved_new(s, "gqkv_g", x->tokens, 3 * ad) : k->qkv;
+    k->att = sw_saved_new(s, "gatt", x->tokens, ad);
+    k->att_g = permuted(a) ? sw_saved_new(s, "gatt_g", x->tokens, ad) : k->att;
+    k->lse = sw_saved_new(s, "glse", x->tokens, a->aq);
 }
 
 static void check_grid(const char *fn, const sw_ctx *x, const sw_grid_attention *a, const sw_grid_saved *k)
@@ -551,11 +551,11 @@ static void check_grid(const char *fn, const sw_ctx *x, const sw_grid_attention 
     sw_check_ptr(fn, "a", a);
     sw_check_ptr(fn, "k", k);
     const int64_t ad = (int64_t)a->aq * a->d;
-    sw_check_tensor(fn, "k->qkv", k->qkv, x->T, 3 * ad);
-    sw_check_tensor(fn, "k->qkv_g", k->qkv_g, x->T, 3 * ad);
-    sw_check_tensor(fn, "k->att", k->att, x->T, ad);
-    sw_check_tensor(fn, "k->att_g", k->att_g, x->T, ad);
-    sw_check_tensor(fn, "k->lse", k->lse, x->T, a->aq);
+    sw_check_tensor(fn, "k->qkv", k->qkv, x->tokens, 3 * ad);
+    sw_check_tensor(fn, "k->qkv_g", k->qkv_g, x->tokens, 3 * ad);
+    sw_check_tensor(fn, "k->att", k->att, x->tokens, ad);
+    sw_check_tensor(fn, "k->att_g", k->att_g, x->tokens, ad);
+    sw_check_tensor(fn, "k->lse", k->lse, x->tokens, a->aq);
     if (permuted(a) && (k->qkv_g == k->qkv || k->att_g == k->att))
         sw_usage_error("%s: spatial attention, and temporal over a split sequence, need their own qkv_g and att_g "
                        "(sw_grid_attention_keep)", fn);
@@ -620,8 +620,8 @@ void sw_grid_attention_traffic(const sw_ctx *x, const sw_grid_attention *a, sw_t
 {
     if (!permuted(a) || a->axis == SW_AXIS_SPATIAL) return;
     const int64_t ad = (int64_t)a->aq * a->d;
-    const double qkv = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->T, 3 * ad),
-                 att = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->T, ad);
+    const double qkv = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->tokens, 3 * ad),
+                 att = sw_comm_bytes(x->comm, SW_GROUP_SP, SW_COLL_ALLTOALL, x->tokens, ad);
     traffic_add(x, t, 0, SW_GROUP_SP, qkv + att); /* qkv there, the output back */
     traffic_add(x, t, 1, SW_GROUP_SP, att + qkv); /* datt there, dqkv back */
 }

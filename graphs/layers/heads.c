@@ -15,7 +15,7 @@
  * sp (the l rows are a slice of the positions), Ulysses and Ring; 0: none */
 static int pool_group(const sw_ctx *x, sw_group *g)
 {
-    const int by_tp = tp_on(x) && x->c.sp, by_cp = x->U * x->R > 1;
+    const int by_tp = tp_on(x) && x->c.sp, by_cp = x->ulysses * x->ring > 1;
     if (!by_tp && !by_cp) return 0;
     *g = by_tp && by_cp ? SW_GROUP_TP_SP : by_tp ? SW_GROUP_TP : SW_GROUP_SP;
     return 1;
@@ -25,7 +25,7 @@ static int pool_group(const sw_ctx *x, sw_group *g)
  * (mean), or the one of global position 0 if this rank holds it (first) */
 static void pool_range(const sw_ctx *x, sw_pool_mode mode, int64_t *p0, int64_t *np)
 {
-    const int64_t first = x->row0 / x->B, n = x->Tl / x->B; /* the l rows' positions among the T rows' */
+    const int64_t first = x->row0 / x->B, n = x->resid_rows / x->B; /* the l rows' positions among the T rows' */
     *p0 = 0, *np = n;
     if (mode == SW_POOL_MEAN) return;
     *np = 0;
@@ -49,7 +49,7 @@ static int pool_lengths(const sw_ctx *x, const char *fn, sw_pool_mode mode, sw_p
     if (x->B > SW_ATTN_MAX_SEQS)
         sw_usage_error("%s: key lengths: at most %d sequences per micro-batch (%d)", fn, SW_ATTN_MAX_SEQS, x->B);
     memset(L, 0, sizeof *L);
-    const int64_t first = x->row0 / x->B, n = x->Tl / x->B;
+    const int64_t first = x->row0 / x->B, n = x->resid_rows / x->B;
     for (int64_t i = 0; i < n; i++) {
         const int64_t pos = sw_ctx_position(x, first + i);
         if (i > 0 && pos == L->pos0[L->nruns - 1] + i - L->i0[L->nruns - 1]) continue;
@@ -78,7 +78,7 @@ void sw_pool_forward(sw_ctx *x, sw_pool_mode mode, sw_tensor *in, sw_tensor *poo
 {
     require_mode("sw_pool_forward", mode);
     require_tensor("sw_pool_forward", "pooled", pooled, x->B, pooled ? pooled->cols : 0, "[B, h]");
-    require_tensor("sw_pool_forward", "in", in, x->Tl, pooled->cols, "[l, h]");
+    require_tensor("sw_pool_forward", "in", in, x->resid_rows, pooled->cols, "[l, h]");
     int64_t p0, np;
     pool_range(x, mode, &p0, &np);
     sw_pool_lengths L;
@@ -96,7 +96,7 @@ void sw_pool_backward(sw_ctx *x, sw_pool_mode mode, sw_tensor *dpooled, sw_tenso
 {
     require_mode("sw_pool_backward", mode);
     require_tensor("sw_pool_backward", "dpooled", dpooled, x->B, dpooled ? dpooled->cols : 0, "[B, h]");
-    require_tensor("sw_pool_backward", "din", din, x->Tl, dpooled->cols, "[l, h]");
+    require_tensor("sw_pool_backward", "din", din, x->resid_rows, dpooled->cols, "[l, h]");
     int64_t p0, np;
     pool_range(x, mode, &p0, &np);
     sw_pool_lengths L;
@@ -138,7 +138,7 @@ sw_seq_head *sw_seq_head_create(sw_ctx *x, const sw_seq_head_config *c)
     require_mode(fn, c->pool);
     if (c->loss != SW_LOSS_MSE && c->loss != SW_LOSS_CLASSES)
         sw_usage_error("%s: loss: must be SW_LOSS_MSE or SW_LOSS_CLASSES (%d)", fn, (int)c->loss);
-    if (c->hidden < x->P) sw_usage_error("%s: hidden: must be at least the tiles (%ld < %d)", fn, (long)c->hidden, x->P);
+    if (c->hidden < x->row_tiles) sw_usage_error("%s: hidden: must be at least the tiles (%ld < %d)", fn, (long)c->hidden, x->row_tiles);
     if (c->outputs < (c->loss == SW_LOSS_CLASSES ? 2 : 1))
         sw_usage_error("%s: outputs: must be at least %d for %s (%d)", fn, c->loss == SW_LOSS_CLASSES ? 2 : 1,
                        c->loss == SW_LOSS_CLASSES ? "classes" : "MSE", c->outputs);
@@ -181,7 +181,7 @@ static void require_ready(const char *fn, sw_ctx *x, sw_seq_head *hd, sw_tensor 
     if (!sw_params_value(x->params, hd->lin.w))
         sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate, on the stage that runs the head)",
                        fn);
-    if (in) require_tensor(fn, "in", in, x->Tl, hd->c.hidden, "[l, h]");
+    if (in) require_tensor(fn, "in", in, x->resid_rows, hd->c.hidden, "[l, h]");
     const int classes = hd->c.loss == SW_LOSS_CLASSES;
     require_tensor(fn, "targets", targets, x->B, classes ? 1 : hd->c.outputs, classes ? "[B, 1]" : "[B, outputs]");
     if (targets->dtype != (classes ? SW_I32 : SW_F32))
@@ -195,7 +195,7 @@ static void require_ready(const char *fn, sw_ctx *x, sw_seq_head *hd, sw_tensor 
 void sw_seq_head_forward(sw_ctx *x, sw_seq_head *hd, sw_tensor *in, sw_tensor *targets)
 {
     require_ready("sw_seq_head_forward", x, hd, in, targets);
-    if (!in) require_tensor("sw_seq_head_forward", "in", in, x->Tl, hd->c.hidden, "[l, h]");
+    if (!in) require_tensor("sw_seq_head_forward", "in", in, x->resid_rows, hd->c.hidden, "[l, h]");
     const int64_t B = x->B, n = hd->c.outputs;
     sw_pool_forward(x, hd->c.pool, in, hd->pooled);
     sw_linear_forward(x, &hd->lin, hd->pooled, hd->pooled, hd->out);
@@ -231,7 +231,7 @@ sw_tensor *sw_seq_head_backward(sw_ctx *x, sw_seq_head *hd, sw_tensor *targets)
                   n, per_batch);
     }
     sw_tensor *dpooled = sw_linear_backward(x, &hd->lin, dout, hd->pooled, hd->pooled);
-    sw_tensor *din = sw_scratch(x, "dpool_in", x->Tl, hd->c.hidden);
+    sw_tensor *din = sw_scratch(x, "dpool_in", x->resid_rows, hd->c.hidden);
     sw_pool_backward(x, hd->c.pool, dpooled, din);
     return din;
 }
@@ -287,7 +287,7 @@ sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs)
     if (outputs < 1) sw_usage_error("sw_row_mse_create: outputs: must be at least 1 (%ld)", (long)outputs);
     sw_row_mse *r = sw_xcalloc(1, sizeof *r);
     r->n = outputs;
-    r->dpred = sw_tensor_new2d("row_mse_dpred", SW_F32, x->Tl, outputs);
+    r->dpred = sw_tensor_new2d("row_mse_dpred", SW_F32, x->resid_rows, outputs);
     r->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
     if (row_mse_summed(x)) r->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
     return r;
@@ -296,7 +296,7 @@ sw_row_mse *sw_row_mse_create(sw_ctx *x, int64_t outputs)
 double sw_row_mse_bytes(const sw_ctx *x, int64_t outputs)
 {
     if (!x) sw_usage_error("sw_row_mse_bytes: x: must not be NULL");
-    return 4.0 * ((double)x->Tl * (double)outputs + 1.0 + row_mse_summed(x)); /* dpred, loss, loss_sum */
+    return 4.0 * ((double)x->resid_rows * (double)outputs + 1.0 + row_mse_summed(x)); /* dpred, loss, loss_sum */
 }
 
 void sw_row_mse_destroy(sw_row_mse *r)
@@ -311,8 +311,8 @@ sw_tensor *sw_row_mse_loss(sw_row_mse *r) { return !r ? NULL : r->loss_sum ? r->
 static void require_rows(const char *fn, const sw_ctx *x, const sw_row_mse *r, sw_tensor *pred, sw_tensor *targets)
 {
     if (!r) sw_usage_error("%s: loss: must not be NULL", fn);
-    sw_check_tensor(fn, "pred", pred, x->Tl, r->n);
-    sw_check_tensor(fn, "targets", targets, x->Tl, r->n);
+    sw_check_tensor(fn, "pred", pred, x->resid_rows, r->n);
+    sw_check_tensor(fn, "targets", targets, x->resid_rows, r->n);
     if (pred->dtype != SW_F32 || targets->dtype != SW_F32)
         sw_usage_error("%s: pred, targets: must be fp32 (dtypes %d, %d)", fn, (int)pred->dtype, (int)targets->dtype);
 }
@@ -358,10 +358,10 @@ void sw_ctx_load_floats(sw_ctx *x, int k, const float *in, int64_t f, sw_tensor 
     static const char *fn = "sw_ctx_load_floats";
     if (!in) sw_usage_error("%s: in: must not be NULL", fn);
     if (k < 0 || k >= x->c.grad_accum) sw_usage_error("%s: k: must be in 0 .. grad-accum - 1 (%d, %d)", fn, k, x->c.grad_accum);
-    if (!inputs || inputs->dtype != SW_F32 || inputs->cols != f || (inputs->rows != x->T && inputs->rows != x->Tl))
-        sw_usage_error("%s: inputs: must be fp32 [T, f] = [%ld,%ld] or [l, f] = [%ld,%ld] (%s)", fn, (long)x->T,
-                       (long)f, (long)x->Tl, (long)f, inputs ? "other shape or dtype" : "NULL");
-    const int64_t B = x->B, first = sw_ctx_micro_batch_first(x, k), r0 = inputs->rows == x->T ? 0 : x->row0;
+    if (!inputs || inputs->dtype != SW_F32 || inputs->cols != f || (inputs->rows != x->tokens && inputs->rows != x->resid_rows))
+        sw_usage_error("%s: inputs: must be fp32 [T, f] = [%ld,%ld] or [l, f] = [%ld,%ld] (%s)", fn, (long)x->tokens,
+                       (long)f, (long)x->resid_rows, (long)f, inputs ? "other shape or dtype" : "NULL");
+    const int64_t B = x->B, first = sw_ctx_micro_batch_first(x, k), r0 = inputs->rows == x->tokens ? 0 : x->row0;
     float *m = sw_xcalloc((size_t)(inputs->rows * f), sizeof(float));
     for (int64_t r = 0; r < inputs->rows; r++) { /* row r0 + r of the T rows: local position i, sequence b */
         const int64_t i = (r0 + r) / B, b = (r0 + r) % B, pos = sw_ctx_position(x, i);

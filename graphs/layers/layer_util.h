@@ -13,11 +13,11 @@
 #include "core/check.h"
 #include "train/train_internal.h"
 
-static inline starpu_data_handle_t rows_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_R)[i]; }
-static inline starpu_data_handle_t rows_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_W)[i]; }
-static inline starpu_data_handle_t rows_rw(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->P, STARPU_RW)[i]; }
-static inline starpu_data_handle_t cols_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->Pc, STARPU_R)[i]; }
-static inline starpu_data_handle_t cols_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->Pc, STARPU_W)[i]; }
+static inline starpu_data_handle_t rows_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->row_tiles, STARPU_R)[i]; }
+static inline starpu_data_handle_t rows_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->row_tiles, STARPU_W)[i]; }
+static inline starpu_data_handle_t rows_rw(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_ROWS, x->row_tiles, STARPU_RW)[i]; }
+static inline starpu_data_handle_t cols_r(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->col_tiles, STARPU_R)[i]; }
+static inline starpu_data_handle_t cols_w(const sw_ctx *x, sw_tensor *t, int i) { return sw_tensor_tiles(t, SW_COLS, x->col_tiles, STARPU_W)[i]; }
 static inline starpu_data_handle_t whole_r(sw_tensor *t) { return sw_tensor_whole(t, STARPU_R); }
 static inline starpu_data_handle_t whole_w(sw_tensor *t) { return sw_tensor_whole(t, STARPU_W); }
 

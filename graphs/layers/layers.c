@@ -30,7 +30,7 @@ static int64_t check_embedding(const char *fn, const sw_ctx *x, const sw_embeddi
     sw_check_ptr(fn, "e", e);
     sw_check_param(fn, x, e->wte);
     if (e->wpe >= 0) sw_check_param(fn, x, e->wpe);
-    sw_check_tensor(fn, "tokens", tokens, x->T, 1);
+    sw_check_tensor(fn, "tokens", tokens, x->tokens, 1);
     if (tokens->dtype != SW_I32) sw_usage_error("%s: tokens: must be int32 (dtype %d)", fn, (int)tokens->dtype);
     param_shape(x, e->wte, &rows, &h);
     return h;
@@ -41,7 +41,7 @@ static int64_t check_head(const char *fn, const sw_ctx *x, int w, const sw_tenso
 {
     int64_t rows, h;
     sw_check_param(fn, x, w);
-    sw_check_tensor(fn, "targets", targets, x->T, 1);
+    sw_check_tensor(fn, "targets", targets, x->tokens, 1);
     if (targets->dtype != SW_I32) sw_usage_error("%s: targets: must be int32 (dtype %d)", fn, (int)targets->dtype);
     param_shape(x, w, &rows, &h);
     return h;
@@ -63,11 +63,11 @@ void sw_norm_forward(sw_ctx *x, const sw_norm *n, sw_tensor *in, sw_tensor *y, s
 {
     static const char *fn = "sw_norm_forward";
     const int64_t h = check_norm(fn, x, n);
-    sw_check_tensor(fn, "in", in, x->Tl, h);
-    sw_check_tensor(fn, "y", y, x->Tl, h);
-    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);
-    sw_check_tensor(fn, "rstd", rstd, x->Tl, 1);
-    for (int i = 0; i < x->P; i++) {
+    sw_check_tensor(fn, "in", in, x->resid_rows, h);
+    sw_check_tensor(fn, "y", y, x->resid_rows, h);
+    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->resid_rows, 1);
+    sw_check_tensor(fn, "rstd", rstd, x->resid_rows, 1);
+    for (int i = 0; i < x->row_tiles; i++) {
         if (n->b >= 0)
             sw_layernorm_fwd(rows_r(x, in, i), whole_r(param(x, n->w)), whole_r(param(x, n->b)), rows_w(x, y, i),
                              rows_w(x, mean, i), rows_w(x, rstd, i), n->eps);
@@ -82,14 +82,14 @@ void sw_norm_backward(sw_ctx *x, const sw_norm *n, sw_tensor *dy, sw_tensor *in,
 {
     static const char *fn = "sw_norm_backward";
     const int64_t hn = check_norm(fn, x, n);
-    sw_check_tensor(fn, "dy", dy, x->Tl, hn);
-    sw_check_tensor(fn, "in", in, x->Tl, hn);
-    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->Tl, 1);
-    sw_check_tensor(fn, "rstd", rstd, x->Tl, 1);
-    sw_check_tensor(fn, "dx", dx, x->Tl, hn);
+    sw_check_tensor(fn, "dy", dy, x->resid_rows, hn);
+    sw_check_tensor(fn, "in", in, x->resid_rows, hn);
+    if (n->b >= 0) sw_check_tensor(fn, "mean", mean, x->resid_rows, 1);
+    sw_check_tensor(fn, "rstd", rstd, x->resid_rows, 1);
+    sw_check_tensor(fn, "dx", dx, x->resid_rows, hn);
     int64_t h = in->cols;
-    sw_tensor *part_w = sw_scratch(x, "ln_part_w", x->P, h), *part_b = n->b >= 0 ? sw_scratch(x, "ln_part_b", x->P, h) : NULL;
-    for (int i = 0; i < x->P; i++) {
+    sw_tensor *part_w = sw_scratch(x, "ln_part_w", x->row_tiles, h), *part_b = n->b >= 0 ? sw_scratch(x, "ln_part_b", x->row_tiles, h) : NULL;
+    for (int i = 0; i < x->row_tiles; i++) {
         starpu_data_handle_t dxi = accumulate ? rows_rw(x, dx, i) : rows_w(x, dx, i);
         if (n->b >= 0)
             sw_layernorm_bwd(rows_r(x, dy, i), rows_r(x, in, i), whole_r(param(x, n->w)), rows_r(x, mean, i),
@@ -111,7 +111,7 @@ void sw_gelu_forward(sw_ctx *x, sw_tensor *in, sw_tensor *out)
     sw_check_ptr("sw_gelu_forward", "x", x);
     sw_check_ptr("sw_gelu_forward", "in", in);
     sw_check_tensor("sw_gelu_forward", "out", out, in->rows, in->cols);
-    for (int j = 0; j < x->Pc; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
+    for (int j = 0; j < x->col_tiles; j++) sw_gelu_fwd(cols_r(x, in, j), cols_w(x, out, j));
 }
 
 void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
@@ -119,20 +119,20 @@ void sw_gelu_backward(sw_ctx *x, sw_tensor *in, sw_tensor *g)
     sw_check_ptr("sw_gelu_backward", "x", x);
     sw_check_ptr("sw_gelu_backward", "in", in);
     sw_check_tensor("sw_gelu_backward", "grad", g, in->rows, in->cols);
-    for (int j = 0; j < x->Pc; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->Pc, STARPU_RW)[j]);
+    for (int j = 0; j < x->col_tiles; j++) sw_gelu_bwd(cols_r(x, in, j), sw_tensor_tiles(g, SW_COLS, x->col_tiles, STARPU_RW)[j]);
 }
 
 /* column tiles of the gate and up halves of fc [T, 2F]: P of each */
 static starpu_data_handle_t *gated_tiles(sw_ctx *x, sw_tensor *fc, enum starpu_data_access_mode mode)
 {
     int64_t sizes[128], F = fc->cols / 2;
-    if (2 * x->Pc > 128) sw_usage_error("swiglu: tiles (%d) must be at most 64", x->Pc);
-    for (int j = 0; j < x->Pc; j++) {
+    if (2 * x->col_tiles > 128) sw_usage_error("swiglu: tiles (%d) must be at most 64", x->col_tiles);
+    for (int j = 0; j < x->col_tiles; j++) {
         int64_t first;
-        sw_tile_range(F, x->Pc, j, &first, &sizes[j]);
-        sizes[x->Pc + j] = sizes[j];
+        sw_tile_range(F, x->col_tiles, j, &first, &sizes[j]);
+        sizes[x->col_tiles + j] = sizes[j];
     }
-    return sw_tensor_split(fc, SW_COLS, 2 * x->Pc, sizes, mode);
+    return sw_tensor_split(fc, SW_COLS, 2 * x->col_tiles, sizes, mode);
 }
 
 void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
@@ -140,9 +140,9 @@ void sw_swiglu_forward(sw_ctx *x, sw_tensor *fc, sw_tensor *act)
     sw_check_ptr("sw_swiglu_forward", "x", x);
     sw_check_ptr("sw_swiglu_forward", "fc", fc);
     sw_check_tensor("sw_swiglu_forward", "act", act, fc->rows, fc->cols / 2);
-    for (int j = 0; j < x->Pc; j++) {
+    for (int j = 0; j < x->col_tiles; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
-        sw_swiglu_fwd(in[j], in[x->Pc + j], cols_w(x, act, j));
+        sw_swiglu_fwd(in[j], in[x->col_tiles + j], cols_w(x, act, j));
     }
 }
 
@@ -153,11 +153,11 @@ void sw_swiglu_backward(sw_ctx *x, sw_tensor *fc, sw_tensor *dact, sw_tensor *df
     sw_check_ptr(fn, "fc", fc);
     sw_check_tensor(fn, "dact", dact, fc->rows, fc->cols / 2);
     sw_check_tensor(fn, "dfc", dfc, fc->rows, fc->cols);
-    for (int j = 0; j < x->Pc; j++) {
+    for (int j = 0; j < x->col_tiles; j++) {
         starpu_data_handle_t *in = gated_tiles(x, fc, STARPU_R);
-        starpu_data_handle_t g = in[j], u = in[x->Pc + j];
+        starpu_data_handle_t g = in[j], u = in[x->col_tiles + j];
         starpu_data_handle_t *d = gated_tiles(x, dfc, STARPU_W);
-        sw_swiglu_bwd(g, u, cols_r(x, dact, j), d[j], d[x->Pc + j]);
+        sw_swiglu_bwd(g, u, cols_r(x, dact, j), d[j], d[x->col_tiles + j]);
     }
 }
 
@@ -168,11 +168,11 @@ void sw_residual_forward(sw_ctx *x, int step, int layer, int op, sw_tensor *res,
     static const char *fn = "sw_residual_forward";
     sw_check_ptr(fn, "x", x);
     sw_check_ptr(fn, "res", res);
-    sw_check_tensor(fn, "res", res, x->Tl, res->cols);
-    sw_check_tensor(fn, "branch", branch, x->Tl, res->cols);
-    sw_check_tensor(fn, "out", out, x->Tl, res->cols);
+    sw_check_tensor(fn, "res", res, x->resid_rows, res->cols);
+    sw_check_tensor(fn, "branch", branch, x->resid_rows, res->cols);
+    sw_check_tensor(fn, "out", out, x->resid_rows, res->cols);
     sw_tensor *tmp = x->c.dropout > 0.0f ? sw_scratch(x, "tmp", out->rows, out->cols) : NULL;
-    for (int i = 0; i < x->npc[1]; i++) {
+    for (int i = 0; i < x->npieces[1]; i++) {
         starpu_data_handle_t b = sw_ctx_piece(x, 1, branch, i, STARPU_R);
         if (tmp) {
             sw_rng_key k = sw_ctx_drop_key(x, step, (unsigned)layer, (unsigned)op, i, out->cols);
@@ -189,10 +189,10 @@ sw_tensor *sw_residual_backward(sw_ctx *x, int step, int layer, int op, sw_tenso
 {
     sw_check_ptr("sw_residual_backward", "x", x);
     sw_check_ptr("sw_residual_backward", "dout", dout);
-    sw_check_tensor("sw_residual_backward", "dout", dout, x->Tl, dout->cols);
+    sw_check_tensor("sw_residual_backward", "dout", dout, x->resid_rows, dout->cols);
     if (x->c.dropout == 0.0f) return dout;
     sw_tensor *dy = sw_scratch(x, "dy", dout->rows, dout->cols);
-    for (int i = 0; i < x->npc[1]; i++) {
+    for (int i = 0; i < x->npieces[1]; i++) {
         sw_rng_key k = sw_ctx_drop_key(x, step, (unsigned)layer, (unsigned)op, i, dout->cols);
         sw_dropout_fwd(sw_ctx_piece(x, 1, dout, i, STARPU_R), sw_ctx_piece(x, 1, dy, i, STARPU_W), x->c.dropout, &k);
     }
@@ -222,17 +222,17 @@ sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h,
 void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *x0)
 {
     const int64_t he = check_embedding("sw_embedding_forward", x, e, tokens);
-    sw_check_tensor("sw_embedding_forward", "x0", x0, x->Tl, he);
+    sw_check_tensor("sw_embedding_forward", "x0", x0, x->resid_rows, he);
     int64_t h = x0->cols, vl = e->vocab_padded / x->tp.t;
     int drop = x->c.dropout > 0.0f;
-    sw_tensor *emb = tp_on(x) ? sw_scratch(x, "emb", x->T, h) : drop ? sw_scratch(x, "tmp", x->Tl, h) : x0;
-    for (int i = 0; i < x->npc[0]; i++)
+    sw_tensor *emb = tp_on(x) ? sw_scratch(x, "emb", x->tokens, h) : drop ? sw_scratch(x, "tmp", x->resid_rows, h) : x0;
+    for (int i = 0; i < x->npieces[0]; i++)
         sw_embedding_fwd(sw_ctx_piece(x, 0, tokens, i, STARPU_R), whole_r(param(x, e->wte)),
                          e->wpe >= 0 ? whole_r(param(x, e->wpe)) : NULL,
                          sw_ctx_piece(x, 0, emb, i, STARPU_W), x->pc_off[0][i], x->B, x->pc_pos[0][i],
                          (int64_t)x->tp.rank * vl, x->tp.rank == 0);
-    sw_tensor *sum = tp_on(x) ? sw_tp_g_forward(&x->tp, emb, sw_scratch(x, "red", x->Tl, h)) : emb;
-    for (int i = 0; i < x->npc[1] && sum != x0; i++) {
+    sw_tensor *sum = tp_on(x) ? sw_tp_g_forward(&x->tp, emb, sw_scratch(x, "red", x->resid_rows, h)) : emb;
+    for (int i = 0; i < x->npieces[1] && sum != x0; i++) {
         if (drop) {
             sw_rng_key k = sw_ctx_drop_key(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, i, h);
             sw_dropout_fwd(sw_ctx_piece(x, 1, sum, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_W), x->c.dropout, &k);
@@ -246,7 +246,7 @@ void sw_embedding_forward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor 
 static starpu_data_handle_t run_rows(const sw_ctx *x, sw_tensor *t, int k)
 {
     int64_t sizes[2] = {x->lr_n[0] * x->B, x->lr_n[1] * x->B};
-    return x->nlr == 1 ? whole_r(t) : sw_tensor_split(t, SW_ROWS, x->nlr, sizes, STARPU_R)[k];
+    return x->nruns == 1 ? whole_r(t) : sw_tensor_split(t, SW_ROWS, x->nruns, sizes, STARPU_R)[k];
 }
 
 /* dwte += scatter(dx0) over all T rows (g's backward gathers them), dwpe =
@@ -255,11 +255,11 @@ static starpu_data_handle_t run_rows(const sw_ctx *x, sw_tensor *t, int k)
 void sw_embedding_backward(sw_ctx *x, const sw_embedding *e, int step, sw_tensor *tokens, sw_tensor *dx0)
 {
     const int64_t he = check_embedding("sw_embedding_backward", x, e, tokens);
-    sw_check_tensor("sw_embedding_backward", "dx0", dx0, x->Tl, he);
+    sw_check_tensor("sw_embedding_backward", "dx0", dx0, x->resid_rows, he);
     int64_t h = dx0->cols;
     sw_tensor *d = sw_residual_backward(x, step, SW_DROP_EMBED_LAYER, SW_DROP_EMBED, dx0);
-    d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->T, h));
-    for (int k = 0; k < x->nlr; k++) {
+    d = sw_tp_g_backward(&x->tp, d, sw_scratch(x, "dfull", x->tokens, h));
+    for (int k = 0; k < x->nruns; k++) {
         /* a tied head on this stage wrote dwte first */
         int zero = k ? 0 : SW_EMB_ZERO_WPE | (e->tied && sw_params_runs_unit(x->params, SW_UNIT_AFTER) ? 0 : SW_EMB_ZERO_WTE);
         sw_embedding_bwd(run_rows(x, tokens, k), run_rows(x, d, k),
@@ -292,33 +292,33 @@ static void table_check(const char *fn, sw_ctx *x, const sw_embedding_table *e, 
     if (!e) sw_usage_error("%s: e: must not be NULL", fn);
     if (!sw_params_value(x->params, e->w)) sw_usage_error("%s: parameters: must be allocated first (sw_params_allocate)", fn);
     if (!ids) sw_usage_error("%s: ids: must be an int32 tensor [T, 1] (NULL)", fn);
-    if (ids->rows != x->T || ids->cols != 1 || ids->dtype != SW_I32)
-        sw_usage_error("%s: ids: must be an int32 tensor [T, 1] = [%ld,1] ([%ld,%ld], dtype %d)", fn, (long)x->T,
+    if (ids->rows != x->tokens || ids->cols != 1 || ids->dtype != SW_I32)
+        sw_usage_error("%s: ids: must be an int32 tensor [T, 1] = [%ld,1] ([%ld,%ld], dtype %d)", fn, (long)x->tokens,
                        (long)ids->rows, (long)ids->cols, (int)ids->dtype);
     if (!t) sw_usage_error("%s: %s: must be a tensor [l, h] (NULL)", fn, what);
-    if (t->rows != x->Tl || t->cols != e->h)
-        sw_usage_error("%s: %s: must be [l, h] = [%ld,%ld] ([%ld,%ld])", fn, what, (long)x->Tl, (long)e->h,
+    if (t->rows != x->resid_rows || t->cols != e->h)
+        sw_usage_error("%s: %s: must be [l, h] = [%ld,%ld] ([%ld,%ld])", fn, what, (long)x->resid_rows, (long)e->h,
                        (long)t->rows, (long)t->cols);
 }
 
 /* ids' rows of the l rows' piece i: a split of [T,1] at the l rows' pieces */
 static starpu_data_handle_t table_ids(const sw_ctx *x, sw_tensor *ids, int i)
 {
-    if (x->Tl == x->T) return sw_ctx_piece(x, 1, ids, i, STARPU_R);
+    if (x->resid_rows == x->tokens) return sw_ctx_piece(x, 1, ids, i, STARPU_R);
     int64_t sizes[130];
     int n = 0, lead = x->row0 > 0;
-    if (x->npc[1] + 2 > 130) sw_usage_error("sw_embedding_table: tiles: must be at most 128 (%d)", x->npc[1]);
+    if (x->npieces[1] + 2 > 130) sw_usage_error("sw_embedding_table: tiles: must be at most 128 (%d)", x->npieces[1]);
     if (lead) sizes[n++] = x->row0;
-    for (int k = 0; k < x->npc[1]; k++) sizes[n++] = x->pc_size[1][k];
-    if (x->row0 + x->Tl < x->T) sizes[n++] = x->T - x->row0 - x->Tl;
+    for (int k = 0; k < x->npieces[1]; k++) sizes[n++] = x->pc_size[1][k];
+    if (x->row0 + x->resid_rows < x->tokens) sizes[n++] = x->tokens - x->row0 - x->resid_rows;
     return sw_tensor_split(ids, SW_ROWS, n, sizes, STARPU_R)[lead + i];
 }
 
 void sw_embedding_table_forward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *x0)
 {
     table_check("sw_embedding_table_forward", x, e, ids, x0, "x0");
-    sw_tensor *rows = sw_scratch(x, "tt", x->Tl, e->h);
-    for (int i = 0; i < x->npc[1]; i++) {
+    sw_tensor *rows = sw_scratch(x, "tt", x->resid_rows, e->h);
+    for (int i = 0; i < x->npieces[1]; i++) {
         sw_embedding_fwd(table_ids(x, ids, i), whole_r(param(x, e->w)), NULL, sw_ctx_piece(x, 1, rows, i, STARPU_W), 0,
                          x->B, 0, 0, 0);
         sw_axpy(1.0f, sw_ctx_piece(x, 1, rows, i, STARPU_R), sw_ctx_piece(x, 1, x0, i, STARPU_RW));
@@ -328,7 +328,7 @@ void sw_embedding_table_forward(sw_ctx *x, const sw_embedding_table *e, sw_tenso
 void sw_embedding_table_backward(sw_ctx *x, const sw_embedding_table *e, sw_tensor *ids, sw_tensor *dx0)
 {
     table_check("sw_embedding_table_backward", x, e, ids, dx0, "dx0");
-    for (int i = 0; i < x->npc[1]; i++)
+    for (int i = 0; i < x->npieces[1]; i++)
         sw_embedding_bwd(table_ids(x, ids, i), sw_ctx_piece(x, 1, dx0, i, STARPU_R),
                          sw_tensor_whole(grad(x, e->w), i ? STARPU_RW : STARPU_W), NULL, 0, x->B, 0, 0,
                          i ? 0 : SW_EMB_ZERO_WTE);
@@ -365,7 +365,7 @@ int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padd
 sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded, int64_t h)
 {
     sw_lm_head *hd = sw_xcalloc(1, sizeof *hd);
-    int64_t T = x->T;
+    int64_t T = x->tokens;
     hd->w = weight, hd->vocab = vocab, hd->Vl = vocab_padded / x->tp.t;
     hd->ignore = SW_CE_IGNORE_NONE, hd->K = x->c.grad_accum, hd->T = T;
     if (tp_on(x) && x->c.sp) hd->xg = sw_tensor_new2d("lnf_gathered", SW_F32, T, h);
@@ -375,7 +375,7 @@ sw_lm_head *sw_lm_head_create(sw_ctx *x, int weight, int vocab, int vocab_padded
     hd->ce_sumexp = sw_tensor_new2d("ce_sumexp", SW_F32, T, 1);
     hd->ce_rows = sw_tensor_new2d("ce_rows", SW_F32, T, 1);
     hd->loss = sw_tensor_new2d("loss", SW_F32, 1, 1);
-    if (x->gn * x->c.grad_accum > 1) hd->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
+    if (x->grad_size * x->c.grad_accum > 1) hd->loss_sum = sw_tensor_new2d("loss_sum", SW_F32, 1, 1);
     return hd;
 }
 
@@ -383,15 +383,15 @@ sw_lm_head *sw_lm_head_describe(sw_ctx *x, int weight, int vocab, int vocab_padd
 {
     sw_lm_head *hd = sw_xcalloc(1, sizeof *hd); /* sw_lm_head_create's figures, none of its tensors */
     hd->w = weight, hd->vocab = vocab, hd->Vl = vocab_padded / x->tp.t;
-    hd->ignore = SW_CE_IGNORE_NONE, hd->K = x->c.grad_accum, hd->T = x->T;
+    hd->ignore = SW_CE_IGNORE_NONE, hd->K = x->c.grad_accum, hd->T = x->tokens;
     return hd;
 }
 
 double sw_lm_head_bytes(const sw_ctx *x, int vocab_padded, int64_t h, int ignore_index)
 {
-    double T = (double)x->T, xg = tp_on(x) && x->c.sp ? T * (double)h : 0;
+    double T = (double)x->tokens, xg = tp_on(x) && x->c.sp ? T * (double)h : 0;
     double weighted = ignore_index != SW_CE_IGNORE_NONE ? x->c.grad_accum * T + 1 : 0; /* weighted_on's */
-    return 4.0 * (xg + T * (vocab_padded / x->tp.t) + 4 * T + 1 + (x->gn * x->c.grad_accum > 1) + weighted);
+    return 4.0 * (xg + T * (vocab_padded / x->tp.t) + 4 * T + 1 + (x->grad_size * x->c.grad_accum > 1) + weighted);
 }
 
 void sw_lm_head_destroy(sw_lm_head *hd)
@@ -477,7 +477,7 @@ void sw_lm_head_count(sw_ctx *x, sw_lm_head *hd, sw_tensor *const *targets)
         sw_ce_weights(whole_r(targets[k]), hd->win[k] ? whole_r(hd->win[k]) : NULL, whole_w(hd->rw[k]), hd->ignore);
         sw_colsum(whole_r(hd->rw[k]), sw_tensor_whole(hd->count, k ? STARPU_RW : STARPU_W), 1.0f, k ? 1.0f : 0.0f);
     }
-    if (x->gn > 1) sw_allreduce(x->comm, x->gg, hd->count, SW_SUM);
+    if (x->grad_size > 1) sw_allreduce(x->comm, x->grad_group, hd->count, SW_SUM);
     hd->counted = 1;
 }
 
@@ -497,7 +497,7 @@ static void need_count(const sw_lm_head *hd, const char *fn)
 enum { LM_TILE_COLS = 4096 };
 static int lm_subtiles(const sw_ctx *x, const sw_lm_head *hd)
 {
-    const int64_t per = ((int64_t)hd->Vl + x->P - 1) / x->P;
+    const int64_t per = ((int64_t)hd->Vl + x->row_tiles - 1) / x->row_tiles;
     return (int)((per + LM_TILE_COLS - 1) / LM_TILE_COLS);
 }
 
@@ -508,8 +508,8 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
 {
     sw_check_ptr("sw_lm_head_forward", "hd", hd);
     const int64_t h = check_head("sw_lm_head_forward", x, hd->w, targets);
-    sw_check_tensor("sw_lm_head_forward", "in", in, x->Tl, h);
-    int P = x->P, PV = P * lm_subtiles(x, hd);
+    sw_check_tensor("sw_lm_head_forward", "in", in, x->resid_rows, h);
+    int P = x->row_tiles, PV = P * lm_subtiles(x, hd);
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl;
     need_count(hd, "sw_lm_head_forward");
     hd->in = sw_tp_f_forward(&x->tp, in, hd->xg);
@@ -536,13 +536,13 @@ void sw_lm_head_forward(sw_ctx *x, sw_lm_head *hd, sw_tensor *in, sw_tensor *tar
     /* weighted: this micro-batch's rows over the global count, already the
      * global batch's share */
     if (hd->weighted) sw_ce_mean(whole_r(hd->ce_rows), whole_r(hd->rw[x->micro]), whole_r(hd->count), whole_w(hd->loss));
-    else sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)x->T, 0.0f);
+    else sw_colsum(whole_r(hd->ce_rows), whole_w(hd->loss), 1.0f / (float)x->tokens, 0.0f);
     /* the global batch's mean: micro-batches summed here, dp ranks after the last */
     if (!hd->loss_sum) return;
-    float share = hd->weighted ? 1.0f : 1.0f / (float)(x->gn * x->c.grad_accum);
+    float share = hd->weighted ? 1.0f : 1.0f / (float)(x->grad_size * x->c.grad_accum);
     sw_colsum(whole_r(hd->loss), sw_tensor_whole(hd->loss_sum, x->micro ? STARPU_RW : STARPU_W), share,
               x->micro ? 1.0f : 0.0f);
-    if (x->micro == x->c.grad_accum - 1 && x->gn > 1) sw_allreduce(x->comm, x->gg, hd->loss_sum, SW_SUM);
+    if (x->micro == x->c.grad_accum - 1 && x->grad_size > 1) sw_allreduce(x->comm, x->grad_group, hd->loss_sum, SW_SUM);
 }
 
 /* dlogits = (softmax - onehot) / T on the local vocabulary (no
@@ -551,7 +551,7 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
 {
     sw_check_ptr("sw_lm_head_backward", "hd", hd);
     check_head("sw_lm_head_backward", x, hd->w, targets);
-    int P = x->P, S = lm_subtiles(x, hd), PV = P * S;
+    int P = x->row_tiles, S = lm_subtiles(x, hd), PV = P * S;
     int64_t vocab0 = (int64_t)x->tp.rank * hd->Vl, h = gemm_w(x, hd->w)->cols;
     need_count(hd, "sw_lm_head_backward");
     for (int i = 0; i < P; i++) {
@@ -561,7 +561,7 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
                                hd->vocab);
         else
             sw_ce_bwd(rows_rw(x, hd->logits, i), rows_r(x, hd->ce_max, i), rows_r(x, hd->ce_sumexp, i),
-                      rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->T * x->gn * x->c.grad_accum));
+                      rows_r(x, targets, i), vocab0, hd->vocab, 1.0f / ((float)x->tokens * x->grad_size * x->c.grad_accum));
     }
     if (x->micro == x->c.grad_accum - 1) hd->counted = 0; /* the next step counts its own batch */
     /* per vocabulary tile j (its dlogits cast to bf16 once for both):
@@ -570,8 +570,8 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
      * partial sum i accumulates the S tiles of vocabulary part i in order,
      * then the P partials are added */
     starpu_data_handle_t x16 = op16(x, whole_r(hd->in));
-    sw_tensor *part = sw_scratch(x, "part", x->T, h);
-    sw_tensor *lm_part = P > 1 ? sw_scratch(x, "lm_part", (int64_t)P * x->T, h) : NULL;
+    sw_tensor *part = sw_scratch(x, "part", x->tokens, h);
+    sw_tensor *lm_part = P > 1 ? sw_scratch(x, "lm_part", (int64_t)P * x->tokens, h) : NULL;
     for (int j = 0; j < PV; j++) {
         const int i = j / S, first = j % S == 0;
         starpu_data_handle_t d16 = op16(x, sw_tensor_tiles(hd->logits, SW_COLS, PV, STARPU_R)[j]);
@@ -590,7 +590,7 @@ sw_tensor *sw_lm_head_backward(sw_ctx *x, sw_lm_head *hd, sw_tensor *targets)
         for (int j = 2; j < P; j++) sw_axpy(1.0f, lp[j], sw_tensor_whole(part, STARPU_RW));
     }
     sw_tensor_invalidate(hd->logits);
-    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->Tl, h));
+    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->resid_rows, h));
 }
 
 /* ------------------------------------------------------- traffic model */
@@ -613,13 +613,13 @@ void sw_linear_traffic(const sw_ctx *x, const sw_linear *l, sw_traffic *t)
 {
     switch (l->mode) {
     case SW_LINEAR_COLUMN: /* f; with tp_recompute_allgather the input gathered again in backward */
-        tp_add(x, t, 0, SW_TP_F_FORWARD, x->T, l->in);
-        if (x->c.tp_recompute_allgather) tp_add(x, t, 1, SW_TP_F_FORWARD, x->T, l->in);
-        tp_add(x, t, 1, SW_TP_F_BACKWARD, x->T, l->in);
+        tp_add(x, t, 0, SW_TP_F_FORWARD, x->tokens, l->in);
+        if (x->c.tp_recompute_allgather) tp_add(x, t, 1, SW_TP_F_FORWARD, x->tokens, l->in);
+        tp_add(x, t, 1, SW_TP_F_BACKWARD, x->tokens, l->in);
         break;
     case SW_LINEAR_ROW: /* g; the bias gradient from the local rows */
-        tp_add(x, t, 0, SW_TP_G_FORWARD, x->T, l->out);
-        tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, l->out);
+        tp_add(x, t, 0, SW_TP_G_FORWARD, x->tokens, l->out);
+        tp_add(x, t, 1, SW_TP_G_BACKWARD, x->tokens, l->out);
         sum_grad_add(x, t, l->b);
         break;
     case SW_LINEAR_REPLICATED: /* summed over TP on the l rows under sp (the rows of its last forward; before
@@ -641,8 +641,8 @@ void sw_embedding_traffic(const sw_ctx *x, const sw_embedding *e, sw_traffic *t)
 {
     int64_t rows, h;
     param_shape(x, e->wte, &rows, &h);
-    tp_add(x, t, 0, SW_TP_G_FORWARD, x->T, h);
-    tp_add(x, t, 1, SW_TP_G_BACKWARD, x->T, h);
+    tp_add(x, t, 0, SW_TP_G_FORWARD, x->tokens, h);
+    tp_add(x, t, 1, SW_TP_G_BACKWARD, x->tokens, h);
 }
 
 void sw_embedding_table_traffic(const sw_ctx *x, const sw_embedding_table *e, sw_traffic *t) { sum_grad_add(x, t, e->w); }
@@ -651,10 +651,10 @@ void sw_lm_head_traffic(const sw_ctx *x, const sw_lm_head *hd, sw_traffic *t)
 {
     int64_t rows, h;
     param_shape(x, hd->w, &rows, &h);
-    tp_add(x, t, 0, SW_TP_F_FORWARD, x->T, h);
+    tp_add(x, t, 0, SW_TP_F_FORWARD, x->tokens, h);
     /* the cross-entropy's row max, target logit and sum of exps */
-    traffic_add(x, t, 0, SW_GROUP_TP, 3 * sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, x->T, 1));
-    tp_add(x, t, 1, SW_TP_F_BACKWARD, x->T, h);
-    if (x->gn > 1) /* the loss, once per step; weighted: its count too */
-        t->forward[x->gg] += (hd->weighted ? 2 : 1) * sw_comm_bytes(x->comm, x->gg, SW_COLL_ALLREDUCE, 1, 1);
+    traffic_add(x, t, 0, SW_GROUP_TP, 3 * sw_comm_bytes(x->tp.comm, SW_GROUP_TP, SW_COLL_ALLREDUCE, x->tokens, 1));
+    tp_add(x, t, 1, SW_TP_F_BACKWARD, x->tokens, h);
+    if (x->grad_size > 1) /* the loss, once per step; weighted: its count too */
+        t->forward[x->grad_group] += (hd->weighted ? 2 : 1) * sw_comm_bytes(x->comm, x->grad_group, SW_COLL_ALLREDUCE, 1, 1);
 }

@@ -38,8 +38,8 @@ static void check_linear_in(const char *fn, const sw_ctx *x, const sw_linear *l,
                             const sw_tensor *x_gathered, int64_t in_l)
 {
     sw_check_ptr(fn, "x_local", x_local);
-    sw_check_tensor(fn, "x_local", x_local, l->mode == SW_LINEAR_COLUMN ? x->Tl : x_local->rows, in_l);
-    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->T, in_l);
+    sw_check_tensor(fn, "x_local", x_local, l->mode == SW_LINEAR_COLUMN ? x->resid_rows : x_local->rows, in_l);
+    if (gathers(x, l)) sw_check_tensor(fn, "x_gathered", x_gathered, x->tokens, in_l);
 }
 
 /* -------------------------------------------------------------- linear */
@@ -60,7 +60,7 @@ sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_
     }
     l.w = sw_layer_add_param(x, name, "_w", out, in, ws, 1, std, 0.0f);
     l.b = bias ? sw_layer_add_param(x, name, "_b", 1, out, bs, 0, 0.0f, 0.0f) : -1;
-    l.n = n_tiles > 0 ? n_tiles : x->P;
+    l.n = n_tiles > 0 ? n_tiles : x->row_tiles;
     if (l.n > (int)(sizeof l.sizes / sizeof l.sizes[0])) sw_usage_error("%s: %d output tiles (at most 64)", name, l.n);
     l.sized = tile_sizes != NULL;
     for (int i = 0; tile_sizes && i < l.n; i++) l.sizes[i] = tile_sizes[i];
@@ -85,18 +85,18 @@ static int replicated_rule(const char *fn, const sw_ctx *x, int64_t rows)
 {
     static const char *what[] = {"", "l rows: summed over TP", "T rows: not summed", "B rows: scaled by 1/(ulysses*ring)"};
     int cand[3], n = 0;
-    if (rows == x->Tl) cand[n++] = tp_on(x) && x->c.sp ? RULE_SUM_TP : RULE_PLAIN;
-    if (rows == x->T) cand[n++] = RULE_PLAIN;
-    if (rows == x->B) cand[n++] = x->U * x->R > 1 ? RULE_SEQ : RULE_PLAIN;
+    if (rows == x->resid_rows) cand[n++] = tp_on(x) && x->c.sp ? RULE_SUM_TP : RULE_PLAIN;
+    if (rows == x->tokens) cand[n++] = RULE_PLAIN;
+    if (rows == x->B) cand[n++] = x->ulysses * x->ring > 1 ? RULE_SEQ : RULE_PLAIN;
     if (n == 0 && fn)
         sw_usage_error("%s: x_local: a replicated linear's rows must be l (%lld: this rank's residual rows), T (%lld: "
                        "all of its tokens) or B (%d: one per sequence) (%lld given)",
-                       fn, (long long)x->Tl, (long long)x->T, x->B, (long long)rows);
+                       fn, (long long)x->resid_rows, (long long)x->tokens, x->B, (long long)rows);
     for (int i = 1; i < n && fn; i++)
         if (cand[i] != cand[0])
             sw_usage_error("%s: x_local: %lld rows are ambiguous for a replicated linear's gradient (%s, or %s): l = "
                            "%lld, T = %lld, B = %d (seq = tp*ulysses*ring with sp, or seq = ulysses*ring)",
-                           fn, (long long)rows, what[cand[0]], what[cand[i]], (long long)x->Tl, (long long)x->T, x->B);
+                           fn, (long long)rows, what[cand[0]], what[cand[i]], (long long)x->resid_rows, (long long)x->tokens, x->B);
     return n ? cand[0] : RULE_PLAIN;
 }
 
@@ -153,7 +153,7 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
     require_mode("sw_linear_forward", l, 0);
     check_linear("sw_linear_forward", x, l, &out_l, &in_l);
     check_linear_in("sw_linear_forward", x, l, x_local, x_gathered, in_l);
-    sw_check_tensor("sw_linear_forward", "y", y, gathers(x, l) ? x->T : x_local->rows, out_l);
+    sw_check_tensor("sw_linear_forward", "y", y, gathers(x, l) ? x->tokens : x_local->rows, out_l);
     log_output(x, l, y, l->mode == SW_LINEAR_REPLICATED ? replicated_rule("sw_linear_forward", x, x_local->rows) : 0);
     int n = l->n;
     const int64_t *sizes = tile_sizes(l);
@@ -189,7 +189,7 @@ void sw_linear_forward(sw_ctx *x, const sw_linear *l, sw_tensor *x_local, sw_ten
 static float grad_scale(const sw_ctx *x, const sw_linear *l, const sw_tensor *in)
 {
     return l->mode == SW_LINEAR_REPLICATED && replicated_rule(NULL, x, in->rows) == RULE_SEQ
-               ? 1.0f / (float)(x->U * x->R)
+               ? 1.0f / (float)(x->ulysses * x->ring)
                : 1.0f;
 }
 
@@ -219,7 +219,7 @@ static void gemm_backward_dw(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_te
 static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tensor *in, int with_bias, sw_tensor *dx,
                           int n, const int64_t *sizes)
 {
-    const int dx_first = x->gn == 1;
+    const int dx_first = x->grad_size == 1;
     int prio = sw_set_task_priority(dx_first);
     sw_tensor *dyg = dy;
     if (bf16_gemms(x)) {
@@ -230,8 +230,8 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
         sw_cast(whole_r(dy), whole_w(dyg));
     }
     if (!dx_first) gemm_backward_dw(x, l, dy, dyg, in, with_bias, n, sizes);
-    for (int j = 0; j < x->Pc; j++)
-        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->Pc, STARPU_R)[j], 0, cols_w(x, dx, j),
+    for (int j = 0; j < x->col_tiles; j++)
+        sw_gemm(whole_r(dyg), 0, sw_tensor_tiles(gemm_w(x, l->w), SW_COLS, x->col_tiles, STARPU_R)[j], 0, cols_w(x, dx, j),
                 1.0f, 0.0f);
     sw_tensor *keep = x->wdy;
     x->wdy = NULL;
@@ -280,7 +280,7 @@ sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_t
     require_mode("sw_linear_backward", l, 0);
     check_linear("sw_linear_backward", x, l, &out_l, &in_l);
     check_linear_in("sw_linear_backward", x, l, x_local, x_gathered, in_l);
-    sw_check_tensor("sw_linear_backward", "dy", dy, gathers(x, l) ? x->T : x_local->rows, out_l);
+    sw_check_tensor("sw_linear_backward", "dy", dy, gathers(x, l) ? x->tokens : x_local->rows, out_l);
     if (l->mode == SW_LINEAR_REPLICATED) { /* the gradient's rule from the rows (layers.h) */
         const int rule = replicated_rule("sw_linear_backward", x, x_local->rows);
         sw_tensor *dx = sw_scratch(x, "dln", x_local->rows, l->in);
@@ -293,9 +293,9 @@ sw_tensor *sw_linear_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_t
     }
     sw_tensor *x_full = x_gathered; /* what the forward read */
     if (x->c.tp_recompute_allgather) x_full = sw_tp_f_forward(&x->tp, x_local, x_gathered); /* gather again */
-    sw_tensor *part = sw_scratch(x, "part", x->T, l->in);
+    sw_tensor *part = sw_scratch(x, "part", x->tokens, l->in);
     gemm_backward(x, l, dy, x_full, l->b >= 0, part, l->n, tile_sizes(l));
-    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->Tl, l->in));
+    return sw_tp_f_backward(&x->tp, part, sw_scratch(x, "dln", x->resid_rows, l->in));
 }
 
 /* row-parallel y[l,h] = g(x[T,in] W^T) + b: the bias is added once, after
@@ -306,9 +306,9 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
     sw_check_ptr("sw_linear_row_forward", "l", l);
     require_mode("sw_linear_row_forward", l, 1);
     check_linear("sw_linear_row_forward", x, l, &out_l, &in_l);
-    sw_check_tensor("sw_linear_row_forward", "in", in, x->T, in_l);
-    int P = x->Pc; /* column tiles of the output */
-    sw_tensor *part = sw_scratch(x, "part", x->T, l->out);
+    sw_check_tensor("sw_linear_row_forward", "in", in, x->tokens, in_l);
+    int P = x->col_tiles; /* column tiles of the output */
+    sw_tensor *part = sw_scratch(x, "part", x->tokens, l->out);
     starpu_data_handle_t x16 = op16(x, whole_r(in));
     if (!tp_on(x) && l->b >= 0) {
         for (int j = 0; j < P; j++)
@@ -320,8 +320,8 @@ sw_tensor *sw_linear_row_forward(sw_ctx *x, const sw_linear *l, sw_tensor *in)
     for (int j = 0; j < P; j++)
         sw_gemm(x16, 0, sw_tensor_tiles(gemm_w(x, l->w), SW_ROWS, P, STARPU_R)[j], 1, cols_w(x, part, j), 1.0f, 0.0f);
     op_done(x, x16);
-    sw_tensor *y = sw_tp_g_forward(&x->tp, part, sw_scratch(x, "red", x->Tl, l->out));
-    for (int i = 0; i < x->P && l->b >= 0; i++) sw_bias_add(rows_rw(x, y, i), whole_r(param(x, l->b)));
+    sw_tensor *y = sw_tp_g_forward(&x->tp, part, sw_scratch(x, "red", x->resid_rows, l->out));
+    for (int i = 0; i < x->row_tiles && l->b >= 0; i++) sw_bias_add(rows_rw(x, y, i), whole_r(param(x, l->b)));
     return y;
 }
 
@@ -334,17 +334,17 @@ void sw_linear_row_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_ten
     sw_check_ptr(fn, "l", l);
     require_mode(fn, l, 1);
     check_linear(fn, x, l, &out_l, &in_l);
-    sw_check_tensor(fn, "dy", dy, x->Tl, out_l);
-    sw_check_tensor(fn, "in", in, x->T, in_l);
-    sw_check_tensor(fn, "dx", dx, x->T, in_l);
+    sw_check_tensor(fn, "dy", dy, x->resid_rows, out_l);
+    sw_check_tensor(fn, "in", in, x->tokens, in_l);
+    sw_check_tensor(fn, "dx", dx, x->tokens, in_l);
     if (!tp_on(x)) {
-        gemm_backward(x, l, dy, in, l->b >= 0, dx, x->P, NULL);
+        gemm_backward(x, l, dy, in, l->b >= 0, dx, x->row_tiles, NULL);
         return;
     }
     if (l->b >= 0) {
         sw_colsum(whole_r(dy), whole_w(grad(x, l->b)), 1.0f, 0.0f);
         sw_tp_sum_replicated_grad(&x->tp, grad(x, l->b));
     }
-    gemm_backward(x, l, sw_tp_g_backward(&x->tp, dy, sw_scratch(x, "dfull", x->T, l->out)), in, 0, dx, x->P, NULL);
+    gemm_backward(x, l, sw_tp_g_backward(&x->tp, dy, sw_scratch(x, "dfull", x->tokens, l->out)), in, 0, dx, x->row_tiles, NULL);
 }
 

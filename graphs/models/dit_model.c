@@ -99,7 +99,7 @@ static void keep(void *mp, sw_saved *s)
     model *m = mp;
     block_saved *k = s->state;
     const sw_ctx *x = &m->x;
-    int64_t T = x->T, l = x->Tl, h = m->h, f = 4 * h / x->tp.t;
+    int64_t T = x->tokens, l = x->resid_rows, h = m->h, f = 4 * h / x->tp.t;
     int sp = x->tp.t > 1 && x->c.sp;
     static const char *names[BRANCHES] = {"s", "t", "c", "m"};
     char w[32];
@@ -172,18 +172,18 @@ static sw_tensor *branch_backward(model *m, block_params *b, block_saved *k, int
 {
     sw_ctx *x = &m->x;
     int64_t ad = m->h / x->tp.t; /* this TP rank's heads times head_dim */
-    sw_tensor *datt = sw_scratch(x, "dit_datt", x->T, ad);
+    sw_tensor *datt = sw_scratch(x, "dit_datt", x->tokens, ad);
     switch (i) {
     case SPATIAL:
     case TEMPORAL: {
         sw_grid_saved *g = i == SPATIAL ? &k->sa : &k->ta;
-        sw_tensor *dqkv = sw_scratch(x, "dit_dqkv", x->T, 3 * ad);
+        sw_tensor *dqkv = sw_scratch(x, "dit_dqkv", x->tokens, 3 * ad);
         sw_linear_row_backward(x, i == SPATIAL ? &b->sproj : &b->tproj, dout, g->att, datt);
         sw_grid_attention_backward(x, i == SPATIAL ? m->spatial : m->temporal, g, datt, dqkv);
         return sw_linear_backward(x, i == SPATIAL ? &b->sqkv : &b->tqkv, dqkv, k->m[i], k->mg[i]);
     }
     case CROSS: {
-        sw_tensor *dq = sw_scratch(x, "dit_dq", x->T, ad), *dkv = sw_scratch(x, "dit_dkv", k->ca.kv->rows, 2 * ad);
+        sw_tensor *dq = sw_scratch(x, "dit_dq", x->tokens, ad), *dkv = sw_scratch(x, "dit_dkv", k->ca.kv->rows, 2 * ad);
         sw_linear_row_backward(x, &b->cproj, dout, k->ca.att, datt);
         sw_cross_attention_backward(x, m->cross, &k->ca, datt, dq, dkv);
         /* dWkv: this rank's queries' part, summed by the registry; the conditioning is data (no dcond) */
@@ -191,7 +191,7 @@ static sw_tensor *branch_backward(model *m, block_params *b, block_saved *k, int
         return sw_linear_backward(x, &b->q, dq, k->m[i], k->mg[i]);
     }
     default: {
-        sw_tensor *dact = sw_scratch(x, "dit_dact", x->T, k->a->cols);
+        sw_tensor *dact = sw_scratch(x, "dit_dact", x->tokens, k->a->cols);
         sw_linear_row_backward(x, &b->fc2, dout, k->a, dact);
         sw_gelu_backward(x, k->u, dact);
         return sw_linear_backward(x, &b->fc1, dact, k->m[i], k->mg[i]);
@@ -208,7 +208,7 @@ static void backward(void *mp, int step, int l, sw_saved *s, sw_tensor *in, sw_t
     block_saved *k = s->state;
     (void)step;
     sw_tensor *dmod = sw_scratch(x, "dit_dmod", x->B, CHUNKS * m->h); /* every chunk written below */
-    sw_tensor *dbr = sw_scratch(x, "dit_dbranch", x->Tl, m->h), *dn = sw_scratch(x, "dit_dn", x->Tl, m->h);
+    sw_tensor *dbr = sw_scratch(x, "dit_dbranch", x->resid_rows, m->h), *dn = sw_scratch(x, "dit_dn", x->resid_rows, m->h);
     for (int i = BRANCHES - 1; i >= 0; i--) { /* dres: the gradient of branch i's output residual */
         sw_tensor *r = i ? k->res[i - 1] : in;
         sw_gate_backward(x, dres, k->out[i], k->mod, 3 * i + 2, dbr, dmod);
@@ -281,7 +281,7 @@ static void head_backward(void *mp, int step, sw_tensor *xL, sw_tensor *dxL)
     int k = x->micro;
     (void)step;
     sw_tensor *dfm = sw_linear_backward(x, &m->final_lin, sw_row_mse_backward(x, m->mse, m->pred, m->target[k]), m->fm, m->fm);
-    sw_tensor *dn = sw_scratch(x, "dit_dn", x->Tl, m->h), *dfmod = sw_scratch(x, "dit_dfmod", x->B, 2 * m->h);
+    sw_tensor *dn = sw_scratch(x, "dit_dn", x->resid_rows, m->h), *dfmod = sw_scratch(x, "dit_dfmod", x->B, 2 * m->h);
     sw_modulate_backward(x, dfm, m->nf, m->fmod[k], 0, 1, dn, dfmod);
     /* the final adaLN's part of dsc[k] (zeroed by the driver; the blocks add theirs) */
     sw_copy_flat(sw_tensor_whole(sw_adaln_backward(x, &m->final_ada, dfmod, m->sc[k]), STARPU_R),
@@ -347,7 +347,7 @@ static void sincos_add(float *dst, int64_t h, double pos)
  * c, sc, dsc [B, h], fmod [B, 2 h] */
 static double own_bytes(const sw_ctx *x, int64_t h, int64_t ppc, int64_t cond_len, int64_t cond_dim, int micro)
 {
-    const double l = (double)x->Tl, B = (double)x->B;
+    const double l = (double)x->resid_rows, B = (double)x->B;
     return 4.0 * (l * (4.0 * h + 1 + ppc) + micro * (2.0 * l * ppc + B + cond_len * B * cond_dim + 5.0 * B * h));
 }
 
@@ -433,10 +433,10 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
             sw_tensor_write_host(v, w + first * hidden);
             free(w);
         }
-    m->bc = (sw_blocks_config){.layers = layers, .rows = x->Tl, .cols = hidden, .recompute = c->recompute,
+    m->bc = (sw_blocks_config){.layers = layers, .rows = x->resid_rows, .cols = hidden, .recompute = c->recompute,
                                .recompute_every = c->recompute_every, .offload = c->offload};
     m->pipe = sw_pipeline_create(x, &m->bc, &ops, &model_ops, m, 0);
-    const int64_t l = x->Tl, B = x->B;
+    const int64_t l = x->resid_rows, B = x->B;
     m->pos = sw_tensor_new2d("pos", SW_F32, l, hidden);
     m->emb = sw_tensor_new2d("patch_embedded", SW_F32, l, hidden);
     m->nf = sw_tensor_new2d("final_norm_out", SW_F32, l, hidden), m->nf_rstd = sw_tensor_new2d("final_norm_rstd", SW_F32, l, 1);

@@ -98,7 +98,7 @@ static void block_keep(void *model, sw_saved *s)
     sw_gpt *m = model;
     sw_ctx *x = &m->x;
     gpt_saved *a = s->state;
-    int64_t T = x->T, Tl = x->Tl, h = m->c.hidden, hf = m->c.ffn / m->c.tp;
+    int64_t T = x->tokens, Tl = x->resid_rows, h = m->c.hidden, hf = m->c.ffn / m->c.tp;
     int gathered = m->c.tp > 1 && m->c.sp, ln = !m->spec->rms;
     /* the gathered norm outputs: kept, or gathered again in backward into a scratch */
     a->ln1 = sw_saved_new(s, "ln1", Tl, h);
@@ -162,17 +162,17 @@ static void block_backward(void *model, int step, int l, sw_saved *s, sw_tensor 
     gpt_layer *L = &m->layer[l];
     gpt_saved *a = s->state;
     /* MLP */
-    sw_tensor *dact = sw_scratch(x, "dact", x->T, a->act->cols), *dfc = dact;
+    sw_tensor *dact = sw_scratch(x, "dact", x->tokens, a->act->cols), *dfc = dact;
     sw_linear_defer_weight_grads(x, a->wdy[0]); /* Zero Bubble's split: dW in the W unit (layers.h) */
     sw_linear_row_backward(x, &L->fc2, sw_residual_backward(x, step, l, SW_DROP_MLP_OUT, dres), a->act, dact);
-    if (m->spec->swiglu) sw_swiglu_backward(x, a->fc, dact, dfc = sw_scratch(x, "dfc", x->T, a->fc->cols));
+    if (m->spec->swiglu) sw_swiglu_backward(x, a->fc, dact, dfc = sw_scratch(x, "dfc", x->tokens, a->fc->cols));
     else sw_gelu_backward(x, a->fc, dact); /* in place */
     sw_linear_defer_weight_grads(x, a->wdy[1]);
     sw_tensor *dln2 = sw_linear_backward(x, &L->fc, dfc, a->ln2, a->ln2g);
     sw_norm_backward(x, &L->ln2, dln2, a->x_mid, a->ln2_mean, a->ln2_rstd, dres, 1);
     /* attention */
-    sw_tensor *datt = sw_scratch(x, "datt", x->T, sw_attention_out_cols(m->attn));
-    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->T, sw_attention_qkv_cols(m->attn));
+    sw_tensor *datt = sw_scratch(x, "datt", x->tokens, sw_attention_out_cols(m->attn));
+    sw_tensor *dqkv = sw_scratch(x, "dqkv", x->tokens, sw_attention_qkv_cols(m->attn));
     sw_linear_defer_weight_grads(x, a->wdy[2]);
     sw_linear_row_backward(x, &L->proj, sw_residual_backward(x, step, l, SW_DROP_ATTN_OUT, dres), a->attn.att, datt);
     sw_attention_backward(x, m->attn, step, l, &a->attn, datt, dqkv);
@@ -256,7 +256,7 @@ static const sw_model_ops model_ops = {embed_forward, embed_backward, head_forwa
 static sw_blocks_config blocks_config(const sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
-    return (sw_blocks_config){.layers = c->layers, .rows = m->x.Tl, .cols = c->hidden, .recompute = c->recompute,
+    return (sw_blocks_config){.layers = c->layers, .rows = m->x.resid_rows, .cols = c->hidden, .recompute = c->recompute,
                               .recompute_every = c->recompute_every, .offload = c->offload};
 }
 
@@ -273,10 +273,10 @@ static sw_gpt_memory memory_model(sw_gpt *m)
      * targets, the loss (the last stage's head holds it); on the last stage the final norm's output and
      * statistics and the LM head's (sw_lm_head_bytes) */
     const sw_ctx *x = &m->x;
-    r.other = 4.0 * x->Tl * c->hidden + 8.0 * c->grad_accum * x->T + 4.0;
+    r.other = 4.0 * x->resid_rows * c->hidden + 8.0 * c->grad_accum * x->tokens + 4.0;
     if (sw_params_runs_unit(m->params, SW_UNIT_AFTER)) {
-        r.logits = 4.0 * x->T * (double)(c->vocab_padded / c->tp);
-        r.other += 4.0 * x->Tl * (c->hidden + 2) + sw_lm_head_bytes(x, c->vocab_padded, c->hidden, c->ignore_index) - r.logits - 4.0;
+        r.logits = 4.0 * x->tokens * (double)(c->vocab_padded / c->tp);
+        r.other += 4.0 * x->resid_rows * (c->hidden + 2) + sw_lm_head_bytes(x, c->vocab_padded, c->hidden, c->ignore_index) - r.logits - 4.0;
     }
     r.need = r.state + r.saved + r.logits + r.other;
     r.scratch = sw_scratch_bytes(&m->x);
@@ -428,17 +428,17 @@ sw_gpt *sw_gpt_create(const sw_gpt_config *cfg, sw_comm *comm)
     for (int k = 0; k < c->grad_accum; k++) {
         char name[32];
         snprintf(name, sizeof name, k ? "tokens%d" : "tokens", k);
-        m->tokens[k] = sw_tensor_new2d(name, SW_I32, x->T, 1);
+        m->tokens[k] = sw_tensor_new2d(name, SW_I32, x->tokens, 1);
         snprintf(name, sizeof name, k ? "targets%d" : "targets", k);
-        m->targets[k] = sw_tensor_new2d(name, SW_I32, x->T, 1);
+        m->targets[k] = sw_tensor_new2d(name, SW_I32, x->tokens, 1);
     }
     sw_blocks_config bc = blocks_config(m);
     m->pipe = sw_pipeline_create(&m->x, &bc, &block_ops, &model_ops, m, c->pp_inflight);
     m->blocks = sw_pipeline_blocks(m->pipe);
     if (sw_params_runs_unit(m->params, SW_UNIT_AFTER)) {
-        m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->Tl, c->hidden);
-        m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->Tl, 1);
-        m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->Tl, 1);
+        m->lnf_out = sw_tensor_new2d("lnf", SW_F32, x->resid_rows, c->hidden);
+        m->lnf_mean = sw_tensor_new2d("lnf_mean", SW_F32, x->resid_rows, 1);
+        m->lnf_rstd = sw_tensor_new2d("lnf_rstd", SW_F32, x->resid_rows, 1);
         m->head = sw_lm_head_create(&m->x, m->head_w, c->vocab, c->vocab_padded, c->hidden);
         sw_lm_head_set_ignore_index(m->head, c->ignore_index);
     }
@@ -588,7 +588,7 @@ static sw_params *describe(const sw_gpt_config *cfg, int r)
     m.params = sw_params_new(&pc, NULL);
     m.x.params = m.params;
     m.x.tp = (sw_tp){NULL, m.c.tp, r, m.c.sp};
-    m.x.U = m.c.ulysses, m.x.P = m.c.tiles;
+    m.x.ulysses = m.c.ulysses, m.x.row_tiles = m.c.tiles;
     sw_attention_config ac = attention_config(&m.c);
     m.attn = sw_attention_create(&m.x, &ac);
     m.layer = sw_xcalloc((size_t)m.c.layers, sizeof *m.layer);

@@ -104,28 +104,30 @@ typedef struct sw_ctx {
     sw_params *params;       /**< the parameter registry the layers register into */
     sw_tp tp;                /**< TP group (f/g operators) */
     ///@{
-    int U, R, ur, rr, zig;   /**< Ulysses and ring degrees and ranks, zigzag layout */
+    int ulysses, ring;       /**< Ulysses and ring degrees */
+    int ulysses_rank, ring_rank; /**< this rank's place in each */
+    int zigzag;              /**< the zigzag layout of the ring's positions */
     ///@}
-    sw_group gg;             /**< gradient group: dp, or ulysses x ring x dp */
+    sw_group grad_group;     /**< gradient group: dp, or ulysses x ring x dp */
     ///@{
-    int gn, gr, dp_rank;     /**< its size and this rank's place; this rank's place in dp */
+    int grad_size, grad_rank, dp_rank; /**< its size and this rank's place; this rank's place in dp */
     ///@}
     ///@{
     int B, micro;            /**< sequences per micro-batch, the current micro-batch */
     ///@}
     ///@{
-    int T, Tl, row0, Tr;     /**< tokens, residual rows and the first of them, attention-space rows (U T) */
+    int tokens, resid_rows, row0, attn_rows; /**< tokens, residual rows and the first of them, attention-space rows (ulysses tokens) */
     ///@}
-    int P;                   /**< tiles (of rows: at most the rows of a rank) */
-    int Pc;                  /**< column tiles (sw_ctx_config.col_tiles, else tiles) */
+    int row_tiles;           /**< tiles (of rows: at most the rows of a rank) */
+    int col_tiles;           /**< column tiles (sw_ctx_config.col_tiles, else tiles) */
     /** this rank's positions: runs of consecutive global positions (1, or 2 with zigzag) */
-    int nlr;
+    int nruns;
     ///@{
     int64_t lr_i0[2], lr_p0[2], lr_n[2]; /**< first local position, its global position, length */
     ///@}
     /** row pieces of the T rows (k = 0) and of the l rows (k = 1): the tiles
      * cut where a run of positions ends (for position-dependent ops) */
-    int npc[2];
+    int npieces[2];
     ///@{
     /** each row piece's size, its first row in the [s, b] rows of the whole
      * sequence (the dropout key), its first row in its run, and the global
@@ -155,7 +157,7 @@ int sw_ctx_config_check(const sw_ctx_config *c, char *msg, size_t n);
  * registry, such as generation's, is not checked) also checks it against
  * the context (exit 2): its
  * grad_group must be the context's gradient group (SW_GROUP_DP, or
- * SW_GROUP_SP_DP with ulysses or ring: sw_ctx.gg), and its grad_accum,
+ * SW_GROUP_SP_DP with ulysses or ring: sw_ctx.grad_group), and its grad_accum,
  * tiles and seed either 0 (they take the context's) or equal to the
  * context's. */
 void sw_ctx_init(sw_ctx *x, const sw_ctx_config *c, sw_comm *comm, sw_params *params);
@@ -201,7 +203,7 @@ void sw_ctx_load_tokens(sw_ctx *x, int k, const int32_t *tok, const int32_t *tgt
  * the end); this rank keeps its micro-batch's B sequences'. Attention layers
  * with key_padding read them (sw_attention_config). Exit 2 on a violation. */
 void sw_ctx_load_key_lengths(sw_ctx *x, int k, const int32_t *len);
-/** Dropout RNG key of row piece i of the l rows (sw_ctx.npc[1] pieces). */
+/** Dropout RNG key of row piece i of the l rows (sw_ctx.npieces[1] pieces). */
 sw_rng_key sw_ctx_drop_key(const sw_ctx *x, int step, unsigned layer, unsigned op, int i, int64_t cols);
 /** Positions of ring rank rr's block, in ring-block order, as runs (first
  * position, length); returns their number (1, or 2 with zigzag). */
@@ -218,9 +220,9 @@ starpu_data_handle_t sw_ctx_piece(const sw_ctx *x, int k, sw_tensor *t, int i, e
  * A replicated linear's weight gradient depends on whose rows it was
  * given, and the layer tells it from their number (x_local's rows at its
  * forward and backward), so no mode says it:
- *  - l rows (sw_ctx.Tl: this rank's rows of the residual stream): with sp
+ *  - l rows (sw_ctx.resid_rows: this rank's rows of the residual stream): with sp
  *    each TP rank holds other rows, so the gradient is summed over TP;
- *  - T rows (sw_ctx.T: all of this rank's tokens, e.g. gathered by f, or
+ *  - T rows (sw_ctx.tokens: all of this rank's tokens, e.g. gathered by f, or
  *    the l rows without sp): every TP rank holds the same rows, no sum;
  *  - B rows (sw_ctx.B: one row per sequence, the same on every rank that
  *    holds part of the sequences, e.g. sw_pool_forward's of heads.h): no

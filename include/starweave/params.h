@@ -81,7 +81,7 @@ typedef struct sw_params_config {
      * are summed over it (SW_GROUP_DP, or SW_GROUP_SP_DP with context
      * parallelism); its size 1: no reduction. Left out of an initializer it
      * is 0, SW_GROUP_WORLD: sw_ctx_init refuses any group but the
-     * context's gradient group (sw_ctx.gg), naming both */
+     * context's gradient group (sw_ctx.grad_group), naming both */
     sw_group grad_group;
     ///@{
     float lr, beta1, beta2, adam_eps, weight_decay; /**< AdamW's hyperparameters (sw_adamw_args) */
