@@ -9,8 +9,10 @@
 # is built. Every run must exit 0 and write its log and checkpoint, and
 # sw_init's banner (the policy and worker count read back from StarPU, the
 # GEMM backend in use) must name the scheduler, workers and backend asked for.
+# SW_SCHED_LAYOUTS (layouts separated by ';', each "NP FLAGS..."): other
+# layouts instead, without the oneDNN runs (tests/test_pp_sched.sh).
 . "${top_srcdir:-.}/tests/common.sh"
-args="--layers 2 --hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1"
+args="--hidden 64 --heads 4 --seq 16 --batch 4 --steps 3 --dropout 0.1"
 train() { # train NP DIR ARGS...: gpt_train on NP ranks, log DIR.csv, checkpoint in DIR; its exit status
   np=$1; d=$2; shift 2
   SW_TEST_TIMEOUT=300 sh "$LAUNCH" "$np" "$GPT_TRAIN" $args --log "$d.csv" --save "$d" "$@" > "$d.out" 2>&1
@@ -30,9 +32,14 @@ sched_ok() { # sched_ok DIR SCHED NCPUS GEMM RC NP REF: ran as asked, and the sa
   ran_as "$1" "$2" "$3" "$4" && same_run "$5" "$6" "$7" "$1"
 }
 n=0
-for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
+layouts=${SW_SCHED_LAYOUTS:-1 --layers 2;2 --tp 2 --sp --layers 2;2 --dp 2 --zero 1 --layers 2}
+IFS=';'
+set -f
+for layout in $layouts; do
+  unset IFS
   set -- $layout; np=$1; shift
   n=$((n + 1)); ref="$TMPD/ref$n"
+  want "np=$np $*" || continue
   # the reference: StarPU's default scheduler, the launcher's worker count
   train "$np" "$ref" "$@"
   rc=$?
@@ -52,10 +59,12 @@ for layout in "1" "2 --tp 2 --sp" "2 --dp 2 --zero 1"; do
     done
   done
 done
+set +f
+if [ -n "${SW_SCHED_LAYOUTS:-}" ]; then finish; exit; fi
 # the oneDNN GEMM backend, where built: the same independence with it, on
 # one rank; its losses differ from OpenBLAS's in the last bits only
 ref="$TMPD/ref1"
-train 1 "$TMPD/dnnl" --gemm onednn
+train 1 "$TMPD/dnnl" --layers 2 --gemm onednn
 rc=$?
 if [ "$rc" = 2 ] && grep -q 'built without oneDNN' "$TMPD/dnnl.out"; then
   echo "SKIP oneDNN backend: $(grep -m 1 'built without' "$TMPD/dnnl.out")"
@@ -69,7 +78,7 @@ else
   for sched in eager dmda random; do
     for ncpus in 1 2; do
       d="$TMPD/dnnl-$sched-$ncpus"
-      train 1 "$d" --gemm onednn --sched "$sched" --ncpus "$ncpus"
+      train 1 "$d" --layers 2 --gemm onednn --sched "$sched" --ncpus "$ncpus"
       rc=$?
       [ "$rc" = 0 ] || cat "$d.out"
       cut -d, -f1,2 "$d.csv" > "$d.csv.loss" 2> /dev/null
