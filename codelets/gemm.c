@@ -10,6 +10,7 @@
 
 #include "bf16.h"
 #include "codelet_util.h"
+#include "core/gemm_hook.h"
 #include "starweave/ops.h"
 #ifdef STARWEAVE_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -99,6 +100,11 @@ void sw_gemm_describe(char *buf, size_t n)
     if (config) sscanf(config, "%31s %31s", name, version);
     snprintf(buf, n, "openblas (%s %s, %s, bf16 widened to fp32)", name, version, core ? core : "?");
 }
+
+/* sw_init chooses the backend through these (src/core/gemm_hook.h) */
+static int set_backend(int b, char *msg, size_t n) { return sw_gemm_set_backend((sw_gemm_backend)b, msg, n); }
+static const sw_gemm_hooks gemm_hooks = {sw_gemm_backend_parse, set_backend, sw_gemm_describe};
+__attribute__((constructor)) static void register_gemm_hooks(void) { sw_gemm_hooks_register(&gemm_hooks); }
 #ifdef STARWEAVE_USE_CUDA
 #include <starpu_cublas_v2.h>
 

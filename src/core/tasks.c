@@ -1,0 +1,234 @@
+/* Task submission (sw_task_submit, where and priorities), the event
+ * counters, the per-codelet statistics and the task meter of the pipeline's
+ * costs: what every task the library submits goes through. */
+#include "config.h"
+
+#include "runtime_internal.h"
+#include "starweave/runtime.h"
+#include "starweave/trace.h"
+#include "p2p.h"
+#include "sim_smpi.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <starpu_mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- event counters (runtime.h) ---- */
+static int64_t counters[SW_COUNTER_COUNT];
+static const char *const counter_names[SW_COUNTER_COUNT] = {
+    "gemm_openblas", "gemm_onednn", "gemm_cublas", "gemm_bf16", "cast_bf16", "allreduce", "allgather",
+    "reduce_scatter", "alltoall", "broadcast", "ring_shift", "mpi_collective", "mpi_deferred", "p2p_send",
+    "task_priority", "send", "gemm_widened", "late_w"};
+
+void sw_counter_add(sw_counter c, int64_t n)
+{
+    if ((unsigned)c < SW_COUNTER_COUNT) __atomic_add_fetch(&counters[c], n, __ATOMIC_RELAXED);
+}
+int64_t sw_counter_get(sw_counter c)
+{
+    return (unsigned)c < SW_COUNTER_COUNT ? __atomic_load_n(&counters[c], __ATOMIC_RELAXED) : 0;
+}
+const char *sw_counter_name(sw_counter c) { return (unsigned)c < SW_COUNTER_COUNT ? counter_names[c] : NULL; }
+void sw_counters_print(FILE *out)
+{
+    char line[1024];
+    int at = snprintf(line, sizeof line, "counters: rank %d:", sw_rank());
+    for (int c = 0; c < SW_COUNTER_COUNT && at < (int)sizeof line; c++)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s=%lld", counter_names[c],
+                       (long long)sw_counter_get((sw_counter)c));
+    fprintf(out, "%s\n", line);
+    fflush(out);
+}
+void sw_counters_reset(void)
+{
+    for (int c = 0; c < SW_COUNTER_COUNT; c++) __atomic_store_n(&counters[c], 0, __ATOMIC_RELAXED);
+}
+
+/* ---- per-codelet statistics ---- */
+#define SW_MAX_STATS 64
+static struct {
+    int on;
+    pthread_mutex_t lock;
+    int n;
+    sw_stat s[SW_MAX_STATS];
+} sw_stats = {0, PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+
+static void stats_task_done(void *arg)
+{
+    (void)arg;
+    struct starpu_task *t = starpu_task_get_current();
+    if (!t || !t->cl || !t->profiling_info) return;
+    double us = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
+    const char *name = t->cl->name ? t->cl->name : "?";
+    pthread_mutex_lock(&sw_stats.lock);
+    int i = 0;
+    while (i < sw_stats.n && strcmp(sw_stats.s[i].name, name) != 0) i++;
+    if (i < SW_MAX_STATS) {
+        if (i == sw_stats.n) sw_stats.s[sw_stats.n++] = (sw_stat){name, 0, 0.0};
+        sw_stats.s[i].count++;
+        sw_stats.s[i].total_us += us;
+    }
+    pthread_mutex_unlock(&sw_stats.lock);
+}
+
+/* One completion callback serves both: its argument is the trace record
+ * that SW_INSERT attaches (NULL when tracing was off at submission). */
+static void task_done(void *arg)
+{
+    if (sw_stats.on) stats_task_done(NULL);
+    if (arg) sw_trace_task_end(arg);
+}
+
+void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
+
+/* the calling thread's cost meter (sw_task_meter) */
+static _Thread_local long long *task_meter;
+
+void sw_task_meter(long long *meter)
+{
+    task_meter = meter;
+    if (meter && !starpu_profiling_status_get()) starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+}
+
+void sw_task_meter_stop(void)
+{
+    task_meter = NULL;
+    starpu_profiling_status_set(sw_stats.on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+}
+
+/* the task's execution time into a meter */
+static void meter_task_done(long long *meter)
+{
+    struct starpu_task *t = starpu_task_get_current();
+    if (!meter || !t || !t->profiling_info) return;
+    double us = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
+    __atomic_fetch_add(meter, (long long)(us * 1e3), __ATOMIC_RELAXED);
+}
+
+/* A task that came with callbacks of its own: they run after starweave's,
+ * from one record that is the argument of both (StarPU frees it with the
+ * task; the trace record and the task's own arguments are freed here). */
+struct chained_task {
+    void (*done)(void *); /* task_done, or NULL */
+    void *rec;            /* the trace record, or NULL */
+    long long *meter;     /* sw_task_meter's, or NULL */
+    void (*callback)(void *), (*prologue)(void *);
+    void *callback_arg, *prologue_arg;
+    int free_callback_arg, free_prologue_arg;
+};
+
+static void chained_prologue(void *arg)
+{
+    struct chained_task *c = arg;
+    void (*trace_prologue)(void *) = sw_trace_task_prologue(c->rec);
+    if (trace_prologue) trace_prologue(c->rec);
+    if (c->prologue) c->prologue(c->prologue_arg);
+}
+
+static void chained_done(void *arg)
+{
+    struct chained_task *c = arg;
+    if (c->done) c->done(c->rec);
+    meter_task_done(c->meter);
+    free(c->rec);
+    if (c->callback) c->callback(c->callback_arg);
+    if (c->free_callback_arg) free(c->callback_arg);
+    if (c->free_prologue_arg) free(c->prologue_arg);
+}
+
+int sw_task_submit(struct starpu_task *task)
+{
+    if (!task || !task->cl) return -EINVAL;
+    if (task->where == -1) task->where = sw_task_where(task->cl);
+    if (!task->priority && sw_rt.task_priority) {
+        task->priority = sw_rt.task_priority;
+        sw_counter_add(SW_COUNT_TASK_PRIORITY, 1);
+    }
+    task->priority += sw_rt.priority_base;
+    void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
+    void (*done)(void *) = sw_stats_hook();
+    if (!task->callback_func && !task->prologue_callback_func && !task_meter) {
+        task->callback_func = done;
+        task->callback_arg = rec;
+        task->callback_arg_free = rec != NULL;
+        task->prologue_callback_func = sw_trace_task_prologue(rec);
+        task->prologue_callback_arg = rec;
+        task->prologue_callback_arg_free = 0;
+    } else if (done || rec || task_meter) {
+        struct chained_task *c = malloc(sizeof *c);
+        if (!c) sw_fail(__FILE__, __LINE__, "malloc(chained task)", -ENOMEM);
+        *c = (struct chained_task){done, rec, task_meter, task->callback_func, task->prologue_callback_func,
+                                   task->callback_arg, task->prologue_callback_arg, task->callback_arg_free,
+                                   task->prologue_callback_arg_free};
+        task->callback_func = chained_done;
+        task->callback_arg = c;
+        task->callback_arg_free = 1;
+        task->prologue_callback_func = chained_prologue;
+        task->prologue_callback_arg = c;
+        task->prologue_callback_arg_free = 0;
+    }
+    sw_trace_dag_task(task);
+    return starpu_task_submit(task);
+}
+
+void sw_stats_enable(int on)
+{
+    sw_stats.on = on;
+    /* the trace needs profiling on as well */
+    starpu_profiling_status_set(on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+}
+
+void sw_stats_reset(void)
+{
+    pthread_mutex_lock(&sw_stats.lock);
+    sw_stats.n = 0;
+    pthread_mutex_unlock(&sw_stats.lock);
+}
+
+static int by_total_desc(const void *a, const void *b)
+{
+    double x = ((const sw_stat *)a)->total_us, y = ((const sw_stat *)b)->total_us;
+    return (x < y) - (x > y);
+}
+
+int sw_stats_get(sw_stat *out, int max)
+{
+    pthread_mutex_lock(&sw_stats.lock);
+    int n = sw_stats.n < max ? sw_stats.n : max;
+    memcpy(out, sw_stats.s, sizeof(sw_stat) * (size_t)n);
+    pthread_mutex_unlock(&sw_stats.lock);
+    qsort(out, (size_t)n, sizeof *out, by_total_desc);
+    return n;
+}
+
+
+void sw_set_task_where(unsigned where) { sw_rt.task_where = where; }
+int sw_set_task_priority(int priority)
+{
+    int old = sw_rt.task_priority;
+    sw_rt.task_priority = priority;
+    return old;
+}
+
+int sw_set_task_priority_base(int base)
+{
+    int old = sw_rt.priority_base;
+    sw_rt.priority_base = base;
+    return old;
+}
+
+int32_t sw_task_where(const struct starpu_codelet *cl)
+{
+    unsigned w = sw_rt.task_where, can = 0;
+    if (!w || !cl) return -1;
+    if ((w & STARPU_CPU) && cl->cpu_funcs[0]) can |= STARPU_CPU;
+    if ((w & STARPU_CUDA) && cl->cuda_funcs[0]) can |= STARPU_CUDA;
+    return can ? (int32_t)can : -1;
+}
