@@ -7,7 +7,10 @@
  * reads a file's directory (name, dtype, shape, offset of every tensor),
  * checks the model and every shape against the table, then builds each
  * parameter's global tensor and writes this rank's part of it. Saving
- * assembles each global tensor on rank 0 and writes the parts back. */
+ * assembles each global tensor on rank 0 and writes the parts back.
+ *
+ * This file: the dtypes, the table, a file's directory and the detection
+ * of its format; loading is weights_load.c, saving weights_save.c. */
 #include "starweave/weights.h"
 #include "starweave/gpt.h"
 
