@@ -85,7 +85,7 @@ int64_t sw_comm_take_tags(sw_comm *c, sw_group g, int64_t n);
 void sw_comm_check_f32(const sw_tensor *t, const char *what);
 starpu_data_handle_t sw_comm_temp_like(starpu_data_handle_t h);
 void sw_comm_isend(sw_comm *c, sw_group g, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm);
-/* reports operands a and b that break `rule` (exit 2 on bad input) */
+/* reports operands a and b that break `rule`, then fails (sw_fail) */
 void sw_comm_shape_fail(const char *what, const sw_tensor *a, const sw_tensor *b, const char *rule);
 void sw_comm_irecv_after(sw_comm *c, sw_group g, starpu_data_handle_t after, starpu_data_handle_t h, int src,
                          int64_t tag, MPI_Comm comm);
