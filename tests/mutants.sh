@@ -27,10 +27,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 mutants() {
   cat <<'EOF'
 # collectives and the traffic they count
-comm-model-reduce-scatter|src/comm/comm.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
+comm-model-reduce-scatter|src/comm/collectives.c|s/case SW_COLL_REDUCE_SCATTER: return n - chunk_bytes(rows, p, r, n \/ rows);/case SW_COLL_REDUCE_SCATTER: return n;/|tests/test_tp.sh|traffic and counters
 comm-mpi-reduce-scatter-bytes|src/comm/comm_nbc.c|s/sent = SW_NUMEL_OF(buffers\[1\]) - f.counts\[me\];/sent = SW_NUMEL_OF(buffers[1]);/|tests/test_tp.sh|traffic and counters
 clip-allreduce-unmodelled|graphs/train/params.c|s/if (c->clip_grad > 0) g\[SW_GROUP_WORLD\]/if (0) g[SW_GROUP_WORLD]/|tests/test_tp.sh|traffic and counters
-comm-ring-allreduce-chunk|src/comm/comm.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|collectives np=[23]
+comm-ring-allreduce-chunk|src/comm/collectives.c|s/isend(c, g, ch\[mod(r - s, p)\], right,/isend(c, g, ch[mod(r - s - 1, p)], right,/|tests/test_comm.sh|collectives np=[23]
 comm-mpi-max-as-sum|src/comm/comm_nbc.c|s/a.op == SW_MAX ? MPI_MAX : MPI_SUM/MPI_SUM/|tests/test_comm.sh|collectives np=2
 mpi-ends-never-deferred|src/comm/comm_nbc.c|s/if (MPI_Wtime() - t0 > nbc.spin_s) break;/if (0) break;/|tests/test_comm.sh|deferred
 # layers: the f/g operators, sequence parallelism, bf16 operands
@@ -235,25 +235,25 @@ zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_
 sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
 sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
-weights-conv1d-untransposed|graphs/models/weights.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
-weights-transformer-prefix-refused|graphs/models/weights.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
+weights-transformer-prefix-refused|graphs/models/weights_load.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
-weights-llmc-export-unstacked|graphs/models/weights.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
+weights-llmc-export-unstacked|graphs/models/weights_save.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
 weights-llmc-padded-vocab-ignored|graphs/models/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
 weights-llama-kv-rows-misplaced|graphs/models/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
-weights-tp-shard-unextracted|graphs/models/weights.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
-weights-zero3-rows-ignored|graphs/models/weights.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
-weights-export-replicas-summed|graphs/models/weights.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
+weights-tp-shard-unextracted|graphs/models/weights_load.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
+weights-zero3-rows-ignored|graphs/models/weights_load.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
+weights-export-replicas-summed|graphs/models/weights_save.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
 weights-bf16-read-as-f16|graphs/models/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
 weights-truncation-unchecked|graphs/models/weights.c|s/if (data0 + (uint64_t)end > f->size) {/if (0) {/|tests/test_weights.sh|^bad: truncated
-weights-shape-unchecked|graphs/models/weights.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
+weights-shape-unchecked|graphs/models/weights_load.c|s/            if (strcmp(want, have))/            if (0)/|tests/test_weights.sh|^bad: shape mismatch
 # llm.c's bf16 written (version 5): the rounding, the header, the layout, the hard values, the detection
 weights-llmc-bf16-truncated|graphs/models/weights.c|s/const uint16_t b = sw_bf16_from_f32(src\[i\]);/uint32_t u; memcpy(\&u, \&src[i], 4); const uint16_t b = (uint16_t)(u >> 16);/|tests/test_weights.sh|^bf16 export
-weights-llmc-bf16-version-3|graphs/models/weights.c|s/const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;/const int32_t version = LLMC_F32;/|tests/test_weights.sh|^bf16 export
-weights-llmc-bf16-offsets-fp32|graphs/models/weights.c|s/const uint64_t es = dtype_size(written_dtype(format));/const uint64_t es = 4;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-version-3|graphs/models/weights_save.c|s/const int32_t version = format == SW_WEIGHTS_LLMC_BF16 ? LLMC_BF16 : LLMC_F32;/const int32_t version = LLMC_F32;/|tests/test_weights.sh|^bf16 export
+weights-llmc-bf16-offsets-fp32|graphs/models/weights_save.c|s/const uint64_t es = dtype_size(written_dtype(format));/const uint64_t es = 4;/|tests/test_weights.sh|^bf16 export
 weights-llmc-bf16-ties-up|codelets/bf16.h|s/u += 0x7fffu + ((u >> 16) \& 1u);/u += 0x8000u;/|tests/test_weights.sh|^bf16 export
 weights-llmc-bf16-nan-rounded|codelets/bf16.h|s/if ((u \& 0x7fffffffu) > 0x7f800000u) return/if (0) return/|tests/test_weights.sh|^bf16 export
-weights-export-negative-zero-lost|graphs/models/weights.c|s/g\[k\] = -0\.0;/g[k] = 0.0;/|tests/test_weights.sh|^bf16 export
+weights-export-negative-zero-lost|graphs/models/weights_save.c|s/g\[k\] = -0\.0;/g[k] = 0.0;/|tests/test_weights.sh|^bf16 export
 weights-llmc-bf16-detected-as-fp32|graphs/models/weights.c|s/return le32(b + 4) == LLMC_BF16 ? SW_WEIGHTS_LLMC_BF16 : SW_WEIGHTS_LLMC;/return SW_WEIGHTS_LLMC;/|tests/test_weights.sh|^bf16 export
 rope-interleaved-pairs|codelets/rope.c|s/float \*u = xr + h \* a.d, \*v = u + half;/float *u = xr + h * a.d, *v = u + 1;/;s/const float s = u\[i\], t = v\[i\];/const float s = u[2 * i], t = v[2 * i];/;s/                u\[i\] = s \* cs\[i\] - t \* sn\[i\];/                u[2 * i] = s * cs[i] - t * sn[i];/;s/                v\[i\] = s \* sn\[i\] + t \* cs\[i\];/                v[2 * i] = s * sn[i] + t * cs[i];/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
 # DiT layers (dit.h): adaLN-Zero, timestep embedding, patchify, cross-attention, spatial/temporal attention
