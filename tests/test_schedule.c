@@ -83,41 +83,58 @@ static void megatron_interleaved(int pp, int V, int K, int s, sw_unit *ref)
 #undef VC
 }
 
-/* Replays per-stage orders (orders + s n, n = 2 K V each) as fixed
- * sequences -- what StarPU does with a stage's units, the layers' scratch
- * being shared by them -- with a forward costing 1 and a backward 2: a
- * unit starts when its stage is free and its inputs are there (a forward
- * after the previous virtual stage's forward of the same micro-batch, a
- * backward after the next virtual stage's backward and its own forward).
- * Returns the makespan, or -1 when the orders wait in a cycle (deadlock). */
-static long replay(int pp, int V, int K, const sw_unit *orders)
+/* The unit's duration under costs (schedule.h: a backward without the split B + W) */
+static long dur(const sw_unit *u, const sw_unit_costs *c, int split)
 {
-    int J = pp * V, n = 2 * K * V, left = pp * n;
+    long d = u->fwd ? c->f : u->w ? c->w : split ? c->b : c->b + c->w;
+    return d > 0 ? d : 1;
+}
+
+/* Replays per-stage orders (orders + s n, n = sw_schedule_units(V, K,
+ * split) each) as fixed sequences -- what StarPU does with a stage's units,
+ * the layers' scratch being shared by them -- each unit taking dur() under
+ * costs[s] (NULL: the guess on every stage, a forward 1 and a backward 2):
+ * a unit starts when its stage is free and its inputs are there (a forward
+ * after the previous virtual stage's forward of the same micro-batch, a
+ * backward after the next virtual stage's backward and its own forward, W
+ * after its B). Returns the makespan, -1 when the orders wait in a cycle
+ * (deadlock), -2 (with at_start) when a unit starts later than its start. */
+static long replay_costed(int pp, int V, int K, int split, const sw_unit_costs *costs, const sw_unit *orders,
+                          int at_start)
+{
+    const sw_unit_costs guess = SW_SCHEDULE_GUESS;
+    int J = pp * V, n = sw_schedule_units(V, K, split), left = pp * n;
     long *fend = xcalloc((size_t)(J * K), sizeof *fend), *bend = xcalloc((size_t)(J * K), sizeof *bend);
     long *free_at = xcalloc((size_t)pp, sizeof *free_at), span = 0;
     int *next = xcalloc((size_t)pp, sizeof *next);
     for (int i = 0; i < J * K; i++) fend[i] = bend[i] = -1;
-    for (int progress = 1; progress && left;) {
+    for (int progress = 1; progress && left && span >= 0;) {
         progress = 0;
-        for (int s = 0; s < pp; s++)
+        for (int s = 0; s < pp && span >= 0; s++)
             while (next[s] < n) {
                 const sw_unit *u = &orders[s * n + next[s]];
                 int j = u->chunk * pp + s;
+                long own = fend[j * K + u->k];
                 long dep = u->fwd ? (j ? fend[(j - 1) * K + u->k] : 0)
-                                  : (j < J - 1 ? bend[(j + 1) * K + u->k] : 0);
-                if (!u->fwd && fend[j * K + u->k] < 0) dep = -1;
-                if (!u->fwd && dep >= 0 && fend[j * K + u->k] > dep) dep = fend[j * K + u->k];
+                           : u->w ? bend[j * K + u->k]
+                                  : (own < 0 ? -1 : j < J - 1 ? bend[(j + 1) * K + u->k] : own);
                 if (dep < 0) break;
+                if (!u->fwd && !u->w && own > dep) dep = own;
                 long start = dep > free_at[s] ? dep : free_at[s];
-                free_at[s] = start + (u->fwd ? 1 : 2);
-                (u->fwd ? fend : bend)[j * K + u->k] = free_at[s];
+                if (at_start && start > u->start) { span = -2; break; }
+                free_at[s] = start + dur(u, costs ? &costs[s] : &guess, split);
+                if (u->fwd) fend[j * K + u->k] = free_at[s];
+                else if (!u->w) bend[j * K + u->k] = free_at[s];
                 if (free_at[s] > span) span = free_at[s];
                 next[s]++, left--, progress = 1;
             }
     }
     free(fend), free(bend), free(free_at), free(next);
-    return left ? -1 : span;
+    return span < 0 ? span : left ? -1 : span;
 }
+
+/* the orders under the guess, without the split */
+static long replay(int pp, int V, int K, const sw_unit *orders) { return replay_costed(pp, V, K, 0, NULL, orders, 0); }
 
 static int same_units(const sw_unit *a, const sw_unit *b, int n)
 {
@@ -393,32 +410,10 @@ static int zb_properties(int pp, int V, int K, long *span)
             if (ws[j * K + k] < bs[j * K + k] + 1) bad = 1, why = "a W before its B";
         }
     /* the orders replayed as fixed sequences (what StarPU does with them) finish at the simulated times */
-    int left = bad ? 0 : pp * n, *at = xcalloc((size_t)pp, sizeof *at);
-    long *fe = xcalloc((size_t)(J * K), sizeof *fe), *be = xcalloc((size_t)(J * K), sizeof *be);
-    long *free_at = xcalloc((size_t)pp, sizeof *free_at), rspan = 0;
-    for (int i = 0; i < J * K; i++) fe[i] = be[i] = -1;
-    for (int progress = 1; progress && left;) {
-        progress = 0;
-        for (int s = 0; s < pp; s++)
-            while (at[s] < n) {
-                const sw_unit *u = &orders[s * n + at[s]];
-                int j = u->chunk * pp + s;
-                long dep = u->fwd ? (j ? fe[(j - 1) * K + u->k] : 0)
-                           : u->w ? be[j * K + u->k]
-                                  : (fe[j * K + u->k] < 0 ? -1 : j < J - 1 ? be[(j + 1) * K + u->k] : fe[j * K + u->k]);
-                if (dep < 0) break;
-                if (!u->fwd && !u->w && fe[j * K + u->k] > dep) dep = fe[j * K + u->k];
-                long start = dep > free_at[s] ? dep : free_at[s];
-                free_at[s] = start + 1;
-                if (u->fwd) fe[j * K + u->k] = free_at[s];
-                else if (!u->w) be[j * K + u->k] = free_at[s];
-                rspan = free_at[s] > rspan ? free_at[s] : rspan;
-                at[s]++, left--, progress = 1;
-            }
-    }
-    if (!bad && (left || rspan != *span)) bad = 1, why = "the orders replayed deadlock or take another time";
+    if (!bad && replay_costed(pp, V, K, 1, NULL, orders, 0) != *span)
+        bad = 1, why = "the orders replayed deadlock or take another time";
     if (bad) printf("# ZB-H1, pp %d, V %d, K %d: %s\n", pp, V, K, why);
-    free(orders), free(slots), free(fslot), free(fs), free(bs), free(ws), free(at), free(fe), free(be), free(free_at);
+    free(orders), free(slots), free(fslot), free(fs), free(bs), free(ws);
     return !bad;
 }
 
@@ -475,14 +470,6 @@ static void zb_h1(void)
     check(line, !strcmp(got[0], "F0F1B0W0F2B1W1F3B2W2B3W3") && !strcmp(got[1], "F0B0F1B1W0F2B2W1F3B3W2W3"));
 }
 
-/* The unit of (pp, V, K) schedules' stage s in order i: its duration under costs (schedule.h: a backward
- * without the split B + W) */
-static long dur(const sw_unit *u, const sw_unit_costs *c, int split)
-{
-    long d = u->fwd ? c->f : u->w ? c->w : split ? c->b : c->b + c->w;
-    return d > 0 ? d : 1;
-}
-
 /* The properties of a costed order (costs[s] per stage, cap: the pools, or NULL): each unit once and each
  * chunk's F, B, W in micro-batch order, one unit at a time for its cost, every dependency honoured with
  * the costs (a forward after its input's forward ends, B after its forward and its output's gradient, W
@@ -494,18 +481,15 @@ static int costed_properties(int pp, int V, int K, int inflight, int split, cons
 {
     int J = pp * V, n = sw_schedule_units(V, K, split), stuck = -1, bad = 0, q = 0;
     int *slots = xcalloc((size_t)pp, sizeof *slots), *fslot = xcalloc((size_t)(J * K), sizeof *fslot);
-    long *fe = xcalloc((size_t)(J * K), sizeof *fe), *be = xcalloc((size_t)(J * K), sizeof *be), span = 0;
+    long span = 0;
     const char *why = NULL;
     for (int s = 0; s < pp; s++) q = sw_schedule_quota(pp, V, K, inflight, s) > q ? sw_schedule_quota(pp, V, K, inflight, s) : q;
     if (sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck)) {
-        free(slots), free(fslot), free(fe), free(be);
+        free(slots), free(fslot);
         return -1;
     }
-    for (int i = 0; i < J * K; i++) fe[i] = be[i] = -1;
     /* the simulated times: each stage's units in order, each starting after its dependencies (filled in stage
      * order, so the check runs over every stage's units repeatedly until all are placed) */
-    int *at = xcalloc((size_t)pp, sizeof *at), left = pp * n;
-    long *free_at = xcalloc((size_t)pp, sizeof *free_at), rspan = 0;
     for (int s = 0; s < pp && !bad; s++) {
         int held = 0, kept = 0, peak = 0, quota = sw_schedule_quota(pp, V, K, inflight, s), inuse[128] = {0};
         int next[3][8] = {{0}};
@@ -532,29 +516,11 @@ static int costed_properties(int pp, int V, int K, int inflight, int split, cons
         if (!bad && peak != slots[s]) bad = 1, why = "the slots sized != the peak kept";
     }
     /* replay with the costs; every unit must start exactly when simulated (dependencies with durations) */
-    for (int progress = 1; progress && left && !bad;) {
-        progress = 0;
-        for (int s = 0; s < pp; s++)
-            while (at[s] < n) {
-                const sw_unit *u = &orders[s * n + at[s]];
-                int j = u->chunk * pp + s;
-                long dep = u->fwd ? (j ? fe[(j - 1) * K + u->k] : 0)
-                           : u->w ? be[j * K + u->k]
-                                  : (fe[j * K + u->k] < 0 ? -1 : j < J - 1 ? be[(j + 1) * K + u->k] : fe[j * K + u->k]);
-                if (dep < 0) break;
-                if (!u->fwd && !u->w && fe[j * K + u->k] > dep) dep = fe[j * K + u->k];
-                long start = dep > free_at[s] ? dep : free_at[s];
-                free_at[s] = start + dur(u, &costs[s], split);
-                if (start > u->start) { bad = 1, why = "a unit simulated before its dependencies end"; break; }
-                if (u->fwd) fe[j * K + u->k] = free_at[s];
-                else if (!u->w) be[j * K + u->k] = free_at[s];
-                rspan = free_at[s] > rspan ? free_at[s] : rspan;
-                at[s]++, left--, progress = 1;
-            }
-    }
-    if (!bad && (left || rspan != span)) bad = 1, why = "the orders replayed deadlock or take another time";
+    long replayed = bad ? 0 : replay_costed(pp, V, K, split, costs, orders, 1);
+    if (!bad && replayed == -2) bad = 1, why = "a unit simulated before its dependencies end";
+    else if (!bad && replayed != span) bad = 1, why = "the orders replayed deadlock or take another time";
     if (bad) printf("# costed pp %d, V %d, K %d, pp-inflight %d, split %d: %s\n", pp, V, K, inflight, split, why);
-    free(slots), free(fslot), free(fe), free(be), free(at), free(free_at);
+    free(slots), free(fslot);
     return !bad;
 }
 
