@@ -65,6 +65,8 @@ calibrate() { # NAME ARGS: one real calibration run (2 ranks, 11 steps) unless d
   name=$1; shift
   [ -f "$cal/done.$name" ] && return 0
   t0=$(date +%s)
+  # GPT-2 medium's pp 2 run takes 5-10 minutes: past mpi_launch's 300 s
+  SW_TEST_TIMEOUT=${SW_TEST_TIMEOUT:-1800} \
   sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host "$host" --np 2 examples/gpt_train "$@" \
     --ncpus 1 --collective-algo mpi --steps 11 --quiet --log /dev/null > "$cal/calibrate-$name.out" 2>&1 ||
     { tail -n 5 "$cal/calibrate-$name.out"; die2 "calibration $name failed"; }
