@@ -28,6 +28,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
+# A StarPU home of its own: the planner takes the GEMM rate from StarPU's
+# history model of sw_gemm where one exists, and ~/.starpu's holds every
+# run this machine ever made, loaded ones included (18 GFLOP/s against a
+# quiet 124 on 2026-11-28); empty, the planner measures the GEMM at start.
+# STARPU_HOME set by the caller is kept.
+if [ -z "${STARPU_HOME:-}" ]; then
+  STARPU_HOME=$(mktemp -d "${TMPDIR:-/tmp}/sw-plan-home.XXXXXX"); export STARPU_HOME
+  trap 'rm -rf "$STARPU_HOME"' EXIT
+fi
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 . "$top/bench/common.sh"
 for n in $ranks; do
