@@ -1,7 +1,7 @@
 /* Token + position embedding, forward and backward (scatter-add).
  * Rows are tokens in [s, b] order: global row g = row0 + r has position
  * pos0 + g / batch. Token ids outside [vocab0, vocab0 + rows(wte)) take no
- * wte row (vocab-parallel shard); the position embedding is added to every
+ * wte row (vocab-parallel slice); the position embedding is added to every
  * row regardless, and its gradient is scattered from every row. */
 #include <string.h>
 

@@ -8,7 +8,7 @@
  * (chunks per stage), --micro K (micro-batches per step), --recompute-full,
  * --zero 1-3; --layers N: blocks, 2 by default;
  * --bidirectional makes attention non-causal; --help: the flag table).
- * Two switches show the library's refusals and guarantees (tests/test_sharding.sh):
+ * Two switches show the library's refusals and guarantees (tests/test_slicing.sh):
  * --qkv-plain registers the QKV linear as a plain even-split column linear
  * instead of sw_attention_qkv_add (the heads do not line up under tp:
  * sw_attention_forward refuses it); --loss-every-rank makes the LM head on
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         sw_params_set_unit(m->p, l);
         m->blk[l] = (block_params){sw_norm_add(&m->x, n[0], HIDDEN, 1, 1e-5f),
             qkv_plain ? sw_linear_add(&m->x, n[1], SW_LINEAR_COLUMN, HIDDEN, 3 * HIDDEN, 0, 0.02f, NULL, 0, NULL)
-                      : sw_attention_qkv_add(&m->x, m->attn, n[1], HIDDEN, 0, 0.02f), /* the attention's shard, tiles */
+                      : sw_attention_qkv_add(&m->x, m->attn, n[1], HIDDEN, 0, 0.02f), /* the attention's slice, tiles */
             sw_linear_add(&m->x, n[2], SW_LINEAR_ROW, HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[3], SW_LINEAR_COLUMN, HIDDEN, 4 * HIDDEN, 0, 0.02f, NULL, 0, NULL),
             sw_linear_add(&m->x, n[4], SW_LINEAR_ROW, 4 * HIDDEN, HIDDEN, 0, 0.01f, NULL, 0, NULL)};

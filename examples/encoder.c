@@ -80,7 +80,7 @@ void encoder_blocks(encoder *e)
 {
     const int64_t *qkv_tiles;
     int nqkv = sw_attention_qkv_tiles(e->attn, &qkv_tiles);
-    sw_shard qkv_shard = sw_attention_qkv_shard(e->attn, 0);
+    sw_slice qkv_slice = sw_attention_qkv_slice(e->attn, 0);
     sw_ctx *x = &e->x;
     for (int l = 0; l < ENC_LAYERS; l++) {
         char n[6][16];
@@ -88,7 +88,7 @@ void encoder_blocks(encoder *e)
         sw_params_set_unit(e->p, l);
         enc_block *b = &e->blk[l]; /* registered in this order: the registry's init follows it */
         b->ln1 = sw_norm_add(x, n[0], ENC_HIDDEN, 0, 1e-5f), b->ln2 = sw_norm_add(x, n[1], ENC_HIDDEN, 0, 1e-5f);
-        b->qkv = sw_linear_add(x, n[2], SW_LINEAR_COLUMN, ENC_HIDDEN, 3 * ENC_HIDDEN, 1, 0.02f, &qkv_shard, nqkv, qkv_tiles);
+        b->qkv = sw_linear_add(x, n[2], SW_LINEAR_COLUMN, ENC_HIDDEN, 3 * ENC_HIDDEN, 1, 0.02f, &qkv_slice, nqkv, qkv_tiles);
         b->proj = sw_linear_add(x, n[3], SW_LINEAR_ROW, ENC_HIDDEN, ENC_HIDDEN, 1, 0.01f, NULL, 0, NULL);
         b->fc = sw_linear_add(x, n[4], SW_LINEAR_COLUMN, ENC_HIDDEN, 4 * ENC_HIDDEN, 1, 0.02f, NULL, 0, NULL);
         b->fc2 = sw_linear_add(x, n[5], SW_LINEAR_ROW, 4 * ENC_HIDDEN, ENC_HIDDEN, 1, 0.01f, NULL, 0, NULL);

@@ -223,14 +223,14 @@ void train_print_grads(sw_params *p, const sw_ctx *x)
         int64_t first, rows, cols;
         if (!sw_params_held(p, i)) continue; /* another pipeline stage's */
         sw_tensor *g = sw_params_reduced_grad(p, i, &first);
-        sw_shard_shape(sw_params_desc(p, i), &rows, &cols);
+        sw_slice_shape(sw_params_desc(p, i), &rows, &cols);
         if (g->rows == rows && (x->ulysses_rank || x->ring_rank || x->dp_rank)) continue; /* the whole of it: the first rank's */
         float *v = malloc(sw_tensor_bytes(g));
         if (!v) { perror("malloc"); exit(1); }
         double s2 = 0, s1 = 0;
         sw_tensor_read_host(g, v);
         for (int64_t j = 0; j < g->rows * g->cols; j++) s2 += (double)v[j] * v[j], s1 += fabs(v[j]);
-        if (sw_params_desc(p, i)->shard.n || x->tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(p, i)->name, s2, s1);
+        if (sw_params_desc(p, i)->slice.n || x->tp.rank == 0) printf("grad %s %.9e %.9e\n", sw_params_desc(p, i)->name, s2, s1);
         free(v);
     }
 }

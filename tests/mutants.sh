@@ -78,8 +78,8 @@ same-rows-cp-unscaled|graphs/layers/linear.c|s/               ? 1.0f \/ (float)(
 replicated-all-rows-summed|graphs/layers/linear.c|s/if (rows == x->tokens) cand\[n++\] = RULE_PLAIN;/if (rows == x->tokens) cand[n++] = tp_on(x) \&\& x->c.sp ? RULE_SUM_TP : RULE_PLAIN;/|tests/test_encoder.sh|^--per-token-gathered$
 replicated-local-rows-unsummed|graphs/layers/linear.c|s/if (rule == RULE_SUM_TP) {/if (0) {/|tests/test_encoder.sh|^--per-token$
 replicated-rows-unchecked|graphs/layers/linear.c|s/    if (n == 0 \&\& fn)$/    if (0)/|tests/test_misuse.sh|
-qkv-linear-unchecked|graphs/layers/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_sharding.sh|qkv-plain
-pipeline-loss-stage-local|graphs/step/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_sharding.sh|loss every rank
+qkv-linear-unchecked|graphs/layers/attention.c|s/    if (qkv) check_qkv("sw_attention_forward", x, a, qkv);/    (void)qkv;/|tests/test_slicing.sh|qkv-plain
+pipeline-loss-stage-local|graphs/step/pipeline.c|s/    if (!l) return s->loss;/    if (!l) return s->loss; if (s->stage != s->pp - 1) return s->loss;/|tests/test_slicing.sh|loss every rank
 ctx-registry-unchecked|graphs/layers/context.c|s/    if (p->bound) return;/    if (1) return;/|tests/test_misuse.sh|
 seq-loss-scale-local|graphs/layers/heads.c|s/(float)((int64_t)x->B \* x->c.dp \* x->c.grad_accum)/(float)x->B/|tests/test_encoder.sh|^--classes 3$
 seq-targets-micro-ignored|graphs/layers/heads.c|s/(size_t)sw_ctx_micro_batch_first(x, k) \* row/0/|tests/test_encoder.sh|^$
@@ -228,7 +228,7 @@ zero3-gather-unmodelled|graphs/train/zero.c|s/g\[p->c.grad_group\] += sw_comm_by
 zero3-prefetch-off-by-one|graphs/models/gpt.c|s/c->clip_grad, c->zero_prefetch + 1, c->pp_virtual};/c->clip_grad, c->zero_prefetch, c->pp_virtual};/|tests/test_trace.sh|
 zero-pool-claim-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_W); \/\* claim/    (void)0; \/* claim/|tests/test_trace.sh|
 zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_RW); \/\* release/    (void)0; \/* release/|tests/test_trace.sh|
-# weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, shards, ZeRO-3 rows, replicas, dtypes, checks
+# weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, TP slices, ZeRO-3 rows, replicas, dtypes, checks
 # the simulation's scripts (docs/simulation.md): tests/test_sim.sh skips
 # without a simulation build, so these need SW_SIM_BUILD=<one> in the
 # environment (it simulates with that build and the scratch tree's scripts)
@@ -241,7 +241,7 @@ weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, 
 weights-llmc-export-unstacked|graphs/models/weights_save.c|s/= base\[k\] + es \* (uint64_t)(l \* lsize\[k\]);/= base[k];/|tests/test_weights.sh|^export
 weights-llmc-padded-vocab-ignored|graphs/models/weights.c|s/    at += (uint64_t)(Vp \* C) \* es;/    at += (uint64_t)(V * C) * es;/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
 weights-llama-kv-rows-misplaced|graphs/models/weights.c|s/(c->heads + c->kv_heads) \* d, 0);/c->heads * d, 0);/|tests/test_weights.sh|^loss llama safetensors GQA, np=1
-weights-tp-shard-unextracted|graphs/models/weights_load.c|s/        sw_shard_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
+weights-tp-slice-unextracted|graphs/models/weights_load.c|s/        sw_slice_extract(d, g, local);/        memcpy(local, g, sizeof(float) * (size_t)(lrows * lcols));/|tests/test_weights.sh|^loss .*tp 2
 weights-zero3-rows-ignored|graphs/models/weights_load.c|s/sw_tensor_write_host(t, local + first \* lcols);/sw_tensor_write_host(t, local);/|tests/test_weights.sh|^export
 weights-export-replicas-summed|graphs/models/weights_save.c|s/out\[k\] = (float)(g\[k\] \/ cnt\[k\]);/out[k] = (float)g[k];/|tests/test_weights.sh|^export
 weights-bf16-read-as-f16|graphs/models/weights.c|s/else if (dt == DT_BF16) bits =/else if (0) bits =/|tests/test_weights.sh|^dtypes
@@ -283,7 +283,7 @@ adaln-dmod-reduced-over-tp-without-sp|graphs/layers/dit.c|s/const int by_tp = tp
 grid-attention-temporal-no-alltoall|graphs/layers/dit.c|s/    sw_alltoall(a->x->comm, SW_GROUP_SP, send, recv, 0, 0);/    sw_copy_flat(whole_r(send), whole_w(recv), 0);/|tests/test_dit.sh|np=2 --ulysses 2
 grid-attention-temporal-parts-unswapped|graphs/layers/dit.c|s/    swap_tiles(a, recv, dst, a->N, S \/ a->N, Fl);/    sw_copy_flat(whole_r(recv), whole_w(dst), 0);/|tests/test_dit.sh|np=2 --ring 2$
 grid-attention-temporal-traffic-unmodelled|graphs/layers/dit.c|s/    traffic_add(x, t, 1, SW_GROUP_SP, att + qkv);/    (void)att;/|tests/test_dit.sh|np=2 --ulysses 2
-cross-kv-shard-k-of-head-0|graphs/layers/dit.c|s/{r \* (h \/ t), h + r \* (h \/ t)}/{r * (h \/ t), h}/|tests/test_dit.sh|np=2 --tp 2$
+cross-kv-slice-k-of-head-0|graphs/layers/dit.c|s/{r \* (h \/ t), h + r \* (h \/ t)}/{r * (h \/ t), h}/|tests/test_dit.sh|np=2 --tp 2$
 cross-kv-dw-halved|graphs/layers/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 0.5f, 0.0f);/|tests/test_dit_torch.sh|dit 2 blocks
 cross-kv-dw-scaled-by-sp|graphs/layers/dit.c|s/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)\[j\], 1.0f, 0.0f);/sw_tensor_tiles(grad(x, l->lin.w), SW_ROWS, n, STARPU_W)[j], 1.0f \/ (float)(x->ulysses * x->ring), 0.0f);/|tests/test_dit_model.sh|np=2 --ulysses 2$
 cross-kv-dcond-summed-over-tp|graphs/layers/dit.c|s/        op_done(x, d16);/        op_done(x, d16), sw_allreduce(x->comm, SW_GROUP_TP, dcond, SW_SUM);/|tests/test_dit.sh|np=2 --tp 2$
@@ -308,7 +308,7 @@ dit-dc-not-accumulated|graphs/models/dit_model.c|s/sw_tensor_whole(m->dsc\[x->mi
 dit-target-x0-not-noise|examples/dit_train.c|s/sw_patchify(\&r->pd, B, r->eps, r->tgt);/sw_patchify(\&r->pd, B, r->x0, r->tgt);/|tests/test_dit_torch.sh|dit 2 blocks
 dit-noise-scale-a-not-sqrt|graphs/models/dit_model.c|s/sqrt(1.0 - a) \* eps\[b \* vol + i\]/(1.0 - a) * eps[b * vol + i]/|tests/test_dit_torch.sh|dit 2 blocks
 dit-temporal-as-spatial|graphs/models/dit_model.c|s/m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL,/m->temporal = sw_grid_attention_create(x, SW_AXIS_SPATIAL,/|tests/test_dit_torch.sh|dit 2 blocks
-dit-qkv-shard-k-of-head-0|graphs/models/dit_model.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
+dit-qkv-slice-k-of-head-0|graphs/models/dit_model.c|s/{r \* aq \* d, hidden + r \* aq \* d,/{r * aq * d, hidden,/|tests/test_dit_model.sh|np=2 --tp 2 --sp
 dit-cond-of-micro-batch-0|graphs/models/dit_model.c|s/m->cond\[x->micro\]/m->cond[0]/g|tests/test_dit_model.sh|np=1 --micro 2
 dit-temporal-traffic-unmodelled|graphs/models/dit_model.c|s/    sw_grid_attention_traffic(x, m->temporal, t);/    (void)t;/|tests/test_dit_model.sh|traffic np=2 --ulysses 2
 dit-adaln-reads-c-not-silu|graphs/models/dit_model.c|s/sw_adaln_forward(x, \&b->ada, m->sc\[x->micro\], k->mod);/sw_adaln_forward(x, \&b->ada, m->c[x->micro], k->mod);/|tests/test_dit_torch.sh|dit 2 blocks

@@ -481,7 +481,7 @@ static void test_embedding(void)
     CHECK_LAUNCH(sw_cuda_embedding_bwd(tk2, 2, hdx.p, n, c, hdx.ld, hdte.p, nv, hdte.ld, hdpe2.p, P, c, hdpe2.ld, z0,
                                        NULL));
     float *g1 = hm_get(hx1), *g0 = hm_get(hx0), *gte = hm_get(hdte), *gpe = hm_get(hdpe), *gpe2 = hm_get(hdpe2);
-    same_bits("embedding fwd with wpe (out-of-shard ids)", g1, x1, n * c);
+    same_bits("embedding fwd with wpe (out-of-slice ids)", g1, x1, n * c);
     same_bits("embedding fwd without wpe", g0, x0, n * c);
     same_bits("embedding bwd dwte (+=, twice)", gte, dwte, nv * c);
     same_bits("embedding bwd dwpe (zeroed)", gpe, dwpe, P * c);

@@ -243,9 +243,9 @@ static void cross_kv_case(sw_ctx *x, sw_params *p)
         }
     sw_cross_kv l = sw_cross_kv_add(x, "c_kv", CD, AD, 1, 0.1f);
     sw_params_allocate(p);
-    /* this TP rank's shard of W and b, its heads' columns of q, dout, the output and kv */
+    /* this TP rank's slice of W and b, its heads' columns of q, dout, the output and kv */
     float *lw = malloc(sizeof(float) * 2 * AD * CD), *lb = malloc(sizeof(float) * 2 * AD);
-    sw_shard_extract(sw_params_desc(p, l.lin.w), w, lw), sw_shard_extract(sw_params_desc(p, l.lin.b), bias, lb);
+    sw_slice_extract(sw_params_desc(p, l.lin.w), w, lw), sw_slice_extract(sw_params_desc(p, l.lin.b), bias, lb);
     sw_tensor_write_host(sw_params_value(p, l.lin.w), lw), sw_tensor_write_host(sw_params_value(p, l.lin.b), lb);
     float *lq = malloc(sizeof(float) * (size_t)(T * aq * D)), *ld = malloc(sizeof(float) * (size_t)(T * aq * D));
     double *rout = malloc(sizeof(double) * (size_t)(T * aq * D)), *rkv = malloc(sizeof(double) * (size_t)(NK * lc));
@@ -254,9 +254,9 @@ static void cross_kv_case(sw_ctx *x, sw_params *p)
             lq[r * aq * D + c] = qg[r * AD + r0 * D + c], ld[r * aq * D + c] = dg[r * AD + r0 * D + c],
                           rout[r * aq * D + c] = out[r * AD + r0 * D + c];
     kv_heads(kv, rkv, NK, r0, aq);
-    /* dW, db: the rows of this rank's shard (k rows of its heads, then v rows) */
+    /* dW, db: the rows of this rank's slice (k rows of its heads, then v rows) */
     int64_t wr, wc;
-    sw_shard_shape(sw_params_desc(p, l.lin.w), &wr, &wc);
+    sw_slice_shape(sw_params_desc(p, l.lin.w), &wr, &wc);
     double *rdw = malloc(sizeof(double) * (size_t)(wr * CD)), *rdb = malloc(sizeof(double) * (size_t)wr);
     for (int64_t i = 0; i < wr; i++) {
         const int64_t g = i < wr / 2 ? r0 * D + i : AD + r0 * D + (i - wr / 2);

@@ -1,5 +1,5 @@
 /* sw_embedding_fwd / sw_embedding_bwd against a double-precision reference:
- * a vocabulary shard (vocab0 > 0) with ids below, inside and above it, rows
+ * a vocabulary slice (vocab0 > 0) with ids below, inside and above it, rows
  * in [s, b] order with row tiles whose first row is not a multiple of the
  * batch, pos0 > 0, tokens as a strided column tile of an int32 matrix;
  * backward against central finite differences of the reference forward
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 {
     tu_init(&argc, &argv);
     int32_t tok[T], tok2[T * 2];
-    /* ids below the shard, in it (incl. both edges) and above it */
+    /* ids below the slice, in it (incl. both edges) and above it */
     const int32_t pick[] = {0, 14, 15, 16, 22, 33, 34, 35, 49, 20, 27, -1};
     for (int g = 0; g < T; g++) tok[g] = pick[(g * 7 + 3) % (int)(sizeof pick / sizeof pick[0])];
     tok[0] = 15;
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     sw_embedding_fwd(sw_tensor_whole(TOK, STARPU_R), sw_tensor_whole(WTE, STARPU_R), sw_tensor_whole(WPE, STARPU_R),
                      sw_tensor_whole(X, STARPU_W), 0, B, POS0, VOCAB0, 1);
     float *x = tu_read(X);
-    check("embedding fwd, whole (vocab0=15, ids outside the shard, pos0=2)", x, xref, T * C);
+    check("embedding fwd, whole (vocab0=15, ids outside the slice, pos0=2)", x, xref, T * C);
     free(x);
     /* forward, 3 row tiles of 7 rows (row0 = 0, 7, 14: not multiples of batch 3) */
     sw_tensor_fill(X, NAN);
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
     check("embedding bwd dwte = grad (SW_EMB_ZERO_WTE, no dwpe, NaN before, strided column tiles)", dte, gte, V * C);
     free(dte);
 
-    /* the data has rows of wte that no id of the shard uses and the reference
+    /* the data has rows of wte that no id of the slice uses and the reference
      * gives them nothing, so the dwte checks above (= g0 + reference) also
      * show that the library leaves those rows at g0 */
     {
@@ -259,7 +259,7 @@ int main(int argc, char **argv)
             if (!used[v])
                 for (int c = 0; c < C; c++) ok &= gte[v * C + c] == 0.0;
         }
-        tu_require("embedding: unused shard rows have zero gradient, some rows used", ok && nused > 2 && nused < V);
+        tu_require("embedding: unused slice rows have zero gradient, some rows used", ok && nused > 2 && nused < V);
     }
 
     sw_tensor_free(TOK);

@@ -5,7 +5,7 @@
  * on the same global batches, and compares the loss of every step (relative 1e-5),
  * and every gradient of the last step (max |parallel - single| <= 1e-4
  * max |single| per tensor, the single-rank gradient cut to this rank's
- * shard by sw_gpt_shard). The losses of steps 2.. check the updates too.
+ * slice by sw_gpt_slice). The losses of steps 2.. check the updates too.
  * The tested model runs whole steps through the step driver (sw_gpt_step,
  * as gpt_train does, on every layout: the gradients compared are those its
  * update used); the single-rank reference runs micro-batch by micro-batch
@@ -134,12 +134,12 @@ static double compare(sw_gpt *single, sw_gpt *par, int tp_rank, int same, char *
         sw_tensor *mine = same && !shards ? sw_gpt_grad(par, i) : sw_gpt_reduced_grad(par, i, &row0);
         if (shards) row0 = 0;
         float *f = tu_read(full), *got = tu_read(mine);
-        int64_t lrows, lcols; /* this rank's TP shard (ZeRO-2/3 keep no whole gradient: its shape) */
+        int64_t lrows, lcols; /* this rank's TP slice (ZeRO-2/3 keep no whole gradient: its shape) */
         sw_gpt_local_shape(c, tp_rank, i, &lrows, &lcols);
         float *want = malloc(sizeof(float) * (size_t)(lrows * lcols));
         if (!want) { perror("malloc"); exit(99); }
         if (same) memcpy(want, f, sw_tensor_bytes(full));
-        else sw_gpt_shard(c, tp_rank, i, f, want);
+        else sw_gpt_slice(c, tp_rank, i, f, want);
         double e = rel_err(got, want + row0 * mine->cols, sw_tensor_numel(mine));
         if (!(e <= worst)) {
             worst = e;
@@ -288,13 +288,13 @@ int main(int argc, char **argv)
             if (!sw_params_held(sw_gpt_params(par), i)) continue; /* another pipeline stage's */
             float *p = tu_read(sw_gpt_param(single, i)), *mine = malloc(sw_tensor_bytes(sw_gpt_param(par, i)));
             if (!mine) { perror("malloc"); return 99; }
-            int64_t lrows, lcols; /* this rank's TP shard, of which ZeRO-3 holds rows from row0 at rest */
+            int64_t lrows, lcols; /* this rank's TP slice, of which ZeRO-3 holds rows from row0 at rest */
             sw_gpt_local_shape(pc, tp_rank, i, &lrows, &lcols);
             float *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
             if (!local) { perror("malloc"); return 99; }
             int64_t row0 = sw_params_value_first_row(sw_gpt_params(par), i);
             if (same) memcpy(mine, p, sw_tensor_bytes(sw_gpt_param(par, i))); /* the same layout: the same rows */
-            else sw_gpt_shard(pc, tp_rank, i, p, local), memcpy(mine, local + row0 * lcols, sw_tensor_bytes(sw_gpt_param(par, i)));
+            else sw_gpt_slice(pc, tp_rank, i, p, local), memcpy(mine, local + row0 * lcols, sw_tensor_bytes(sw_gpt_param(par, i)));
             free(local);
             sw_tensor_write_host(sw_gpt_param(par, i), mine);
             free(p), free(mine);
@@ -329,8 +329,9 @@ int main(int argc, char **argv)
         if (!ref_updated && (c.clip_grad > 0 || (same && c.zero))) sw_gpt_update(single, step);
         double eg = compare(single, par, tp_rank, same, name, sizeof name);
         snprintf(line, sizeof line,
-                 "%s: every gradient of step %d (rank %d's shards): worst %s, max err / max |g| %.2g (bound %g)", what,
-                 step, tp_rank, name[0] ? name : "none (all bit-identical)", eg, grad_tol);
+                 "%s: every gradient of step %d (tp rank %d's slices or ZeRO shards): worst %s, max err / max |g| "
+                 "%.2g (bound %g)",
+                 what, step, tp_rank, name[0] ? name : "none (all bit-identical)", eg, grad_tol);
         tu_check_ranks(line, eg <= grad_tol);
     }
     /* saved activations: the tensors each builder registered for a block =

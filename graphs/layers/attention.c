@@ -70,14 +70,14 @@ void sw_attention_destroy(sw_attention *a)
     free(a);
 }
 
-sw_shard sw_attention_qkv_shard(const sw_attention *a, int dim)
+sw_slice sw_attention_qkv_slice(const sw_attention *a, int dim)
 {
-    sw_shard s = {0, 0, {0}, {0}, {0}};
+    sw_slice s = {0, 0, {0}, {0}, {0}};
     int t = a->x->tp.t, r = a->x->tp.rank;
     if (t == 1) return s;
     int64_t d = a->d, h = (int64_t)a->c.heads * d, kvd = (int64_t)a->c.kv_heads * d;
     int kv_share = a->kv_replicated ? t / a->c.kv_heads : 1; /* the ranks sharing this rank's K/V head */
-    return (sw_shard){3, dim, {r * a->aq * d, h + a->kv0 * d, h + kvd + a->kv0 * d}, {a->aq * d, a->ak * d, a->ak * d},
+    return (sw_slice){3, dim, {r * a->aq * d, h + a->kv0 * d, h + kvd + a->kv0 * d}, {a->aq * d, a->ak * d, a->ak * d},
                       {1, kv_share, kv_share}};
 }
 
@@ -98,15 +98,15 @@ sw_linear sw_attention_qkv_add(sw_ctx *x, const sw_attention *a, const char *nam
     sw_check_ptr("sw_attention_qkv_add", "x", x);
     sw_check_ptr("sw_attention_qkv_add", "a", a);
     if (a->x != x) sw_usage_error("sw_attention_qkv_add: x: must be the attention's context");
-    sw_shard s = sw_attention_qkv_shard(a, 0);
+    sw_slice s = sw_attention_qkv_slice(a, 0);
     const int64_t *sizes;
     int n = sw_attention_qkv_tiles(a, &sizes);
     return sw_linear_add(x, name, SW_LINEAR_COLUMN, in, (int64_t)(a->c.heads + 2 * a->c.kv_heads) * a->d, bias, std,
                          &s, n, sizes);
 }
 
-/* a shard as blocks of rows of [rows, *]: a replicated one as one block of all */
-static int shard_blocks(const sw_shard *s, int64_t rows, int64_t start[3], int64_t count[3], int share[3])
+/* a slice as blocks of rows of [rows, *]: a replicated one as one block of all */
+static int slice_blocks(const sw_slice *s, int64_t rows, int64_t start[3], int64_t count[3], int share[3])
 {
     if (s->n == 0) {
         start[0] = 0, count[0] = rows, share[0] = 1;
@@ -116,18 +116,18 @@ static int shard_blocks(const sw_shard *s, int64_t rows, int64_t start[3], int64
     return s->n;
 }
 
-/* "rows [a, b) [c, d) ..." of a shard */
-static void shard_text(char *buf, size_t n, const sw_shard *s, int64_t rows)
+/* "rows [a, b) [c, d) ..." of a slice */
+static void slice_text(char *buf, size_t n, const sw_slice *s, int64_t rows)
 {
     int64_t st[3], ct[3];
-    int sh[3], k = shard_blocks(s, rows, st, ct, sh);
+    int sh[3], k = slice_blocks(s, rows, st, ct, sh);
     int w = snprintf(buf, n, "rows");
     for (int i = 0; i < k && w > 0 && (size_t)w < n; i++)
         w += snprintf(buf + w, n - (size_t)w, " [%lld, %lld)", (long long)st[i], (long long)(st[i] + ct[i]));
 }
 
 /* The QKV linear l against the attention (layers.h, sw_attention_qkv_add):
- * a column-parallel linear of the attention's shard (its q, k and v heads
+ * a column-parallel linear of the attention's slice (its q, k and v heads
  * on this TP rank) and output tiles; exit 2 otherwise. */
 static void check_qkv(const char *fn, const sw_ctx *x, const sw_attention *a, const sw_linear *l)
 {
@@ -135,18 +135,18 @@ static void check_qkv(const char *fn, const sw_ctx *x, const sw_attention *a, co
     if (l->w < 0 || l->w >= sw_params_count(x->params))
         sw_usage_error("%s: qkv: parameter index %d is out of range [0, %d)", fn, l->w, sw_params_count(x->params));
     const sw_param_desc *d = sw_params_desc(x->params, l->w);
-    sw_shard want = sw_attention_qkv_shard(a, 0);
+    sw_slice want = sw_attention_qkv_slice(a, 0);
     int64_t rows = (int64_t)(a->c.heads + 2 * a->c.kv_heads) * a->d;
     int64_t s1[3], c1[3], s2[3], c2[3];
     int h1[3], h2[3];
-    int n1 = l->mode == SW_LINEAR_COLUMN && d->rows == rows ? shard_blocks(&d->shard, rows, s1, c1, h1) : -1;
-    int n2 = shard_blocks(&want, rows, s2, c2, h2), same = n1 == n2 && (n1 == 1 || d->shard.dim == 0);
+    int n1 = l->mode == SW_LINEAR_COLUMN && d->rows == rows ? slice_blocks(&d->slice, rows, s1, c1, h1) : -1;
+    int n2 = slice_blocks(&want, rows, s2, c2, h2), same = n1 == n2 && (n1 == 1 || d->slice.dim == 0);
     for (int i = 0; same && i < n2; i++) same = s1[i] == s2[i] && c1[i] == c2[i] && h1[i] == h2[i];
     if (!same) {
         char got[160], exp[160];
-        shard_text(got, sizeof got, &d->shard, d->rows);
-        shard_text(exp, sizeof exp, &want, rows);
-        sw_usage_error("%s: the QKV linear %s must be registered with the attention's shard and tiles "
+        slice_text(got, sizeof got, &d->slice, d->rows);
+        slice_text(exp, sizeof exp, &want, rows);
+        sw_usage_error("%s: the QKV linear %s must be registered with the attention's slice and tiles "
                        "(sw_attention_qkv_add): this TP rank's q, k and v heads are %s of its [%lld, %lld] weight, "
                        "%s holds %s", fn, d->name, exp, (long long)rows, (long long)d->cols, d->name, got);
     }
@@ -159,7 +159,7 @@ static void check_qkv(const char *fn, const sw_ctx *x, const sw_attention *a, co
         tiles_same = count == sizes[i];
     }
     if (!tiles_same)
-        sw_usage_error("%s: the QKV linear %s must be registered with the attention's shard and tiles "
+        sw_usage_error("%s: the QKV linear %s must be registered with the attention's slice and tiles "
                        "(sw_attention_qkv_add): its output has %d column tiles, the attention's %d "
                        "(sw_attention_qkv_tiles)", fn, d->name, l->n, n);
 }

@@ -406,8 +406,8 @@ sw_cross_kv sw_cross_kv_add(sw_ctx *x, const char *name, int64_t cond_dim, int64
         sw_usage_error("sw_cross_kv_add: cond_dim (%lld) must be at least 1, h (%lld) a positive multiple of tp (%d)",
                        (long long)cond_dim, (long long)h, t);
     /* this TP rank's K rows and V rows (its heads), stacked: its kv is k heads | v heads */
-    sw_shard s = {0, 0, {0}, {0}, {0}};
-    if (t > 1) s = (sw_shard){2, 0, {r * (h / t), h + r * (h / t)}, {h / t, h / t}, {1, 1}};
+    sw_slice s = {0, 0, {0}, {0}, {0}};
+    if (t > 1) s = (sw_slice){2, 0, {r * (h / t), h + r * (h / t)}, {h / t, h / t}, {1, 1}};
     sw_cross_kv l;
     memset(&l, 0, sizeof l);
     l.lin = sw_linear_add(x, name, SW_LINEAR_COLUMN, cond_dim, 2 * h, bias, std, &s, 0, NULL);

@@ -64,7 +64,7 @@ struct sw_ctx_log {
     int nrows;
 };
 /* a parameter every TP rank holds whole (norms, embeddings' positions, biases) */
-static const sw_shard replicated = {0, 0, {0}, {0}, {0}};
+static const sw_slice replicated = {0, 0, {0}, {0}, {0}};
 /* a replicated linear's rows rule (linear.c's replicated_rule, sw_ctx_log.rows, the traffic model) */
 enum { RULE_SUM_TP = 1, RULE_PLAIN = 2, RULE_SEQ = 3 };
 /* context.c: the scratch tensor (name, dt, shape) of x, created on first use
@@ -72,9 +72,9 @@ enum { RULE_SUM_TP = 1, RULE_PLAIN = 2, RULE_SEQ = 3 };
  * is one of x's scratch tensors */
 sw_tensor *sw_scratch_typed(sw_ctx *x, const char *name, sw_dtype dt, int64_t rows, int64_t cols, int keep);
 int sw_is_scratch(const sw_ctx *x, const sw_tensor *t);
-/* linear.c: registers parameter name+suffix [rows, cols] of this TP rank's shard in the
+/* linear.c: registers parameter name+suffix [rows, cols] of this TP rank's slice in the
  * context's registry (every layer's parameters); returns its index */
-int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_shard shard,
+int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_slice slice,
                        int gemm, float std, float value);
 /* the linear whose sw_linear_forward wrote y last; NULL: none recorded */
 const sw_linear *sw_ctx_writer(const sw_ctx *x, const sw_tensor *y);
@@ -101,7 +101,7 @@ static inline void traffic_add(const sw_ctx *x, sw_traffic *t, int backward, sw_
 /* this rank's shape of parameter i */
 static inline void param_shape(const sw_ctx *x, int i, int64_t *rows, int64_t *cols)
 {
-    sw_shard_shape(sw_params_desc(x->params, i), rows, cols);
+    sw_slice_shape(sw_params_desc(x->params, i), rows, cols);
 }
 
 /* the micro-batch's place in the global batch, for the dropout masks */

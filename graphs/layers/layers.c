@@ -211,7 +211,7 @@ sw_embedding sw_embedding_add(sw_ctx *x, int vocab, int vocab_padded, int64_t h,
     snprintf(d.name, sizeof d.name, "wte");
     d.rows = vocab_padded, d.cols = h, d.gemm = 1, d.init_std = std, d.init_rows = vocab;
     d.fp32_reads = 1; /* the lookup reads fp32 rows; a tied LM head reads it as a GEMM weight */
-    d.shard = sw_shard_even(0, vocab_padded, x->tp.t, x->tp.rank);
+    d.slice = sw_slice_even(0, vocab_padded, x->tp.t, x->tp.rank);
     e.wte = sw_params_add(x->params, &d);
     if (max_pos > 0) e.wpe = sw_layer_add_param(x, "wpe", "", max_pos, h, replicated, 0, std, 0.0f);
     return e;
@@ -358,7 +358,7 @@ int sw_lm_head_add_weight(sw_ctx *x, const char *name, int vocab, int vocab_padd
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "%s", name);
     d.rows = vocab_padded, d.cols = h, d.gemm = 1, d.init_std = std, d.init_rows = vocab;
-    d.shard = sw_shard_even(0, vocab_padded, x->tp.t, x->tp.rank);
+    d.slice = sw_slice_even(0, vocab_padded, x->tp.t, x->tp.rank);
     return sw_params_add(x->params, &d);
 }
 

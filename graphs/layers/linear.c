@@ -9,13 +9,13 @@
 
 /* -------------------------------------------------------------- params */
 
-int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_shard shard,
+int sw_layer_add_param(sw_ctx *x, const char *name, const char *suffix, int64_t rows, int64_t cols, sw_slice slice,
                        int gemm, float std, float value)
 {
     sw_param_desc d;
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "%s%s", name, suffix);
-    d.rows = rows, d.cols = cols, d.shard = shard, d.gemm = gemm, d.init_std = std, d.init_value = value;
+    d.rows = rows, d.cols = cols, d.slice = slice, d.gemm = gemm, d.init_std = std, d.init_value = value;
     return sw_params_add(x->params, &d);
 }
 
@@ -45,18 +45,18 @@ static void check_linear_in(const char *fn, const sw_ctx *x, const sw_linear *l,
 /* -------------------------------------------------------------- linear */
 
 sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
-                        const sw_shard *out_shard, int n_tiles, const int64_t *tile_sizes)
+                        const sw_slice *out_slice, int n_tiles, const int64_t *tile_sizes)
 {
     sw_linear l;
     memset(&l, 0, sizeof l);
     l.mode = mode, l.in = in, l.out = out;
     int t = x->tp.t, r = x->tp.rank;
-    sw_shard ws = replicated, bs = replicated;
+    sw_slice ws = replicated, bs = replicated;
     if (mode == SW_LINEAR_COLUMN) {
-        ws = out_shard ? *out_shard : sw_shard_even(0, out, t, r);
+        ws = out_slice ? *out_slice : sw_slice_even(0, out, t, r);
         bs = ws, bs.dim = 1;
     } else if (mode == SW_LINEAR_ROW) {
-        ws = sw_shard_even(1, in, t, r);
+        ws = sw_slice_even(1, in, t, r);
     }
     l.w = sw_layer_add_param(x, name, "_w", out, in, ws, 1, std, 0.0f);
     l.b = bias ? sw_layer_add_param(x, name, "_b", 1, out, bs, 0, 0.0f, 0.0f) : -1;
@@ -70,8 +70,8 @@ sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_
 sw_linear sw_linear_add_gated(sw_ctx *x, const char *name, int64_t in, int64_t out, float std)
 {
     int t = x->tp.t, r = x->tp.rank;
-    sw_shard s = {0, 0, {0}, {0}, {0}};
-    if (t > 1) s = (sw_shard){2, 0, {r * (out / t), out + r * (out / t)}, {out / t, out / t}, {1, 1}};
+    sw_slice s = {0, 0, {0}, {0}, {0}};
+    if (t > 1) s = (sw_slice){2, 0, {r * (out / t), out + r * (out / t)}, {out / t, out / t}, {1, 1}};
     return sw_linear_add(x, name, SW_LINEAR_COLUMN, in, 2 * out, 0, std, &s, 0, NULL);
 }
 

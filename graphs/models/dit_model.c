@@ -389,9 +389,9 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
     m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL, F, S, heads, d);
     m->cross = sw_cross_attention_create(x, heads, d, cond_len);
     /* a QKV weight [3h, h]: this TP rank's q, k and v heads */
-    sw_shard qkv_shard = {0};
+    sw_slice qkv_slice = {0};
     if (t > 1)
-        qkv_shard = (sw_shard){3, 0, {r * aq * d, hidden + r * aq * d, 2 * hidden + r * aq * d}, {aq * d, aq * d, aq * d}, {1, 1, 1}};
+        qkv_slice = (sw_slice){3, 0, {r * aq * d, hidden + r * aq * d, 2 * hidden + r * aq * d}, {aq * d, aq * d, aq * d}, {1, 1, 1}};
     /* before the blocks (the default unit): patch embedding, timestep embedder */
     m->patch_emb = sw_linear_add(x, "patch_emb", SW_LINEAR_REPLICATED, ppc, hidden, 1, std, NULL, 0, NULL);
     m->te = sw_timestep_embedder_create(x, "t_emb", FREQ, hidden, 10000.0f, std);
@@ -404,9 +404,9 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
         block_params *b = &m->blk[l];
         for (int i = 0; i < BRANCHES; i++) b->norm[i] = sw_norm_add(x, n[i], hidden, 1, 1e-6f);
         b->ada = sw_adaln_add(x, n[4], hidden, hidden, CHUNKS);
-        b->sqkv = sw_linear_add(x, n[5], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_shard, 0, NULL);
+        b->sqkv = sw_linear_add(x, n[5], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_slice, 0, NULL);
         b->sproj = sw_linear_add(x, n[6], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
-        b->tqkv = sw_linear_add(x, n[7], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_shard, 0, NULL);
+        b->tqkv = sw_linear_add(x, n[7], SW_LINEAR_COLUMN, hidden, 3 * hidden, 0, std, &qkv_slice, 0, NULL);
         b->tproj = sw_linear_add(x, n[8], SW_LINEAR_ROW, hidden, hidden, 1, std, NULL, 0, NULL);
         b->q = sw_linear_add(x, n[9], SW_LINEAR_COLUMN, hidden, hidden, 0, std, NULL, 0, NULL);
         /* K | V of the conditioning [2h, cond_dim]: each TP rank its 1/t of K and of V (its heads) */

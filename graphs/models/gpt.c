@@ -68,7 +68,7 @@ static void add_params(sw_gpt *m)
     float std = 0.02f, res_std = 0.02f / sqrtf(2.0f * (float)c->layers);
     const int64_t *qkv_sizes;
     int nqkv = sw_attention_qkv_tiles(m->attn, &qkv_sizes);
-    sw_shard qkv_shard = sw_attention_qkv_shard(m->attn, 0);
+    sw_slice qkv_slice = sw_attention_qkv_slice(m->attn, 0);
     m->emb = sw_embedding_add(x, c->vocab, c->vocab_padded, h, sp->rope ? 0 : c->max_pos, std);
     m->emb.tied = sp->tied; /* the LM head reads wte */
     for (int l = 0; l < c->layers; l++) {
@@ -77,7 +77,7 @@ static void add_params(sw_gpt *m)
         sw_params_set_unit(x->params, l);
 #define NAME(k) (snprintf(name, sizeof name, "h%d.%s", l, sp->names[k]), name)
         L->ln1 = sw_norm_add(x, NAME(0), h, sp->rms, c->ln_eps);
-        L->qkv = sw_linear_add(x, NAME(1), SW_LINEAR_COLUMN, h, qkv, sp->bias, std, &qkv_shard, nqkv, qkv_sizes);
+        L->qkv = sw_linear_add(x, NAME(1), SW_LINEAR_COLUMN, h, qkv, sp->bias, std, &qkv_slice, nqkv, qkv_sizes);
         L->proj = sw_linear_add(x, NAME(2), SW_LINEAR_ROW, h, h, sp->bias, res_std, NULL, 0, NULL);
         L->ln2 = sw_norm_add(x, NAME(3), h, sp->rms, c->ln_eps);
         L->fc = sp->swiglu ? sw_linear_add_gated(x, NAME(4), h, F, std)
@@ -615,13 +615,13 @@ void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_
 void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols)
 {
     sw_params *p = describe(c, tp_rank);
-    sw_shard_shape(sw_params_desc(p, index), rows, cols);
+    sw_slice_shape(sw_params_desc(p, index), rows, cols);
     sw_params_destroy(p);
 }
 
-void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local)
+void sw_gpt_slice(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local)
 {
     sw_params *p = describe(c, tp_rank);
-    sw_shard_extract(sw_params_desc(p, index), global, local);
+    sw_slice_extract(sw_params_desc(p, index), global, local);
     sw_params_destroy(p);
 }

@@ -198,7 +198,7 @@ void sw_weights_load(sw_gpt *m, const char *path)
         if (!t) continue; /* another pipeline stage's */
         const sw_param_desc *d = sw_params_desc(p, i);
         int64_t lrows, lcols;
-        sw_shard_shape(d, &lrows, &lcols);
+        sw_slice_shape(d, &lrows, &lcols);
         const int64_t first = sw_params_value_first_row(p, i);
         if (t->dtype != SW_F32 || t->cols != lcols || first + t->rows > lrows)
             sw_failf(__FILE__, __LINE__, "weights: %s is not this rank's fp32 part of [%lld, %lld]", d->name,
@@ -206,7 +206,7 @@ void sw_weights_load(sw_gpt *m, const char *path)
         float *g = malloc(sizeof(float) * (size_t)(d->rows * d->cols)), *local = malloc(sizeof(float) * (size_t)(lrows * lcols));
         if (!g || !local) sw_fail(__FILE__, __LINE__, "malloc(weights)", -ENOMEM);
         read_global(&f, c, i, d->rows, d->cols, g);
-        sw_shard_extract(d, g, local);
+        sw_slice_extract(d, g, local);
         sw_tensor_write_host(t, local + first * lcols); /* this rank's ZeRO-3 rows, or all */
         free(g);
         free(local);

@@ -18,12 +18,12 @@
 /* ---------------------------------------------------------------- save */
 
 /* This rank's part of parameter i (local rows [first, first + n) of its TP
- * shard) added into the global g, and 1 into cnt where it lands. */
+ * slice) added into the global g, and 1 into cnt where it lands. */
 static void place(const sw_param_desc *d, const float *local, int64_t first, int64_t n, double *g, double *cnt)
 {
-    const sw_shard *s = &d->shard;
+    const sw_slice *s = &d->slice;
     int64_t lrows, lcols;
-    sw_shard_shape(d, &lrows, &lcols);
+    sw_slice_shape(d, &lrows, &lcols);
     for (int64_t r = first; r < first + n; r++) {
         const float *src = local + (r - first) * lcols;
         if (s->n == 0 || s->dim == 1) { /* the global row r; columns through the blocks */

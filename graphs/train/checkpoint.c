@@ -29,7 +29,7 @@ enum {
     MAX_FIELDS = 16,
     MAX_MODEL_FIELDS = 8,
     LAYOUT_FIELDS = 7, /* number of ranks, tp, ulysses, ring, dp, pp, zero */
-    MAX_PIECES = 3,    /* a TP shard's blocks (sw_shard): at most 3 rectangles */
+    MAX_PIECES = 3,    /* a TP slice's blocks (sw_slice): at most 3 rectangles */
     KINDS = 3,         /* value, AdamW m, AdamW v */
     MAX_RANKS = 1 << 20,
     MAX_PARAMS = 1 << 20,
@@ -101,10 +101,10 @@ static const sw_mesh *mesh_of(const sw_params *p)
     return sw_params_comm(p) ? sw_comm_mesh(sw_params_comm(p)) : NULL;
 }
 
-/* The rows of parameter i's TP shard (its local rows, lrows) that `kind`
+/* The rows of parameter i's TP slice (its local rows, lrows) that `kind`
  * holds: all of them, or this rank's ZeRO share sw_tile_range(lrows,
  * gradient group size, rank in it) -- the moments with ZeRO-1/2/3, the
- * value too with ZeRO-3 (params.c's rule; a tensor shorter than the shard
+ * value too with ZeRO-3 (params.c's rule; a tensor shorter than the slice
  * is such a share). */
 static void held_rows(sw_params *p, int i, int kind, int64_t lrows, int64_t *first, int64_t *count)
 {
@@ -121,17 +121,17 @@ static void held_rows(sw_params *p, int i, int kind, int64_t lrows, int64_t *fir
 }
 
 /* The global rectangles of parameter i's `kind` held here, at most one per
- * TP block (sw_shard): the held local rows [first, first + count) mapped
+ * TP block (sw_slice): the held local rows [first, first + count) mapped
  * through the blocks, rows for dim 0 and columns for dim 1. Returns how many. */
 static int held_pieces(sw_params *p, int i, int kind, held_piece out[MAX_PIECES])
 {
     const sw_param_desc *d = sw_params_desc(p, i);
-    const sw_shard *s = &d->shard;
+    const sw_slice *s = &d->slice;
     sw_tensor *t = held_tensor(p, i, kind);
     int64_t lrows, lcols, first, count;
-    sw_shard_shape(d, &lrows, &lcols);
+    sw_slice_shape(d, &lrows, &lcols);
     if (t->cols != lcols || t->rows > lrows || t->dtype != SW_F32 || s->n < 0 || s->n > MAX_PIECES)
-        sw_failf(__FILE__, __LINE__, "checkpoint: %s of %s is not this rank's fp32 shard [%lld,%lld] of [%lld,%lld]",
+        sw_failf(__FILE__, __LINE__, "checkpoint: %s of %s is not this rank's fp32 slice [%lld,%lld] of [%lld,%lld]",
                  kind_names[kind], d->name, (long long)lrows, (long long)lcols, (long long)d->rows, (long long)d->cols);
     held_rows(p, i, kind, lrows, &first, &count);
     int n = 0;

@@ -15,9 +15,9 @@
 #include "starweave/runtime.h"
 #include "starweave/trace.h"
 
-sw_shard sw_shard_even(int dim, int64_t n, int t, int r)
+sw_slice sw_slice_even(int dim, int64_t n, int t, int r)
 {
-    sw_shard s = {0, 0, {0}, {0}, {0}};
+    sw_slice s = {0, 0, {0}, {0}, {0}};
     if (t <= 1) return s;
     s.n = 1, s.dim = dim, s.start[0] = r * (n / t), s.count[0] = n / t;
     return s;
@@ -200,24 +200,24 @@ sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row)
     int64_t rows, cols;
     *first_row = 0;
     if (!p->p[i].shard) return p->p[i].grad;
-    sw_shard_shape(&p->p[i].d, &rows, &cols);
+    sw_slice_shape(&p->p[i].d, &rows, &cols);
     sw_tile_range(rows, p->gn, p->gr, first_row, &count);
     return p->p[i].shard;
 }
 
-void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols)
+void sw_slice_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols)
 {
     *rows = d->rows, *cols = d->cols;
-    if (d->shard.n == 0) return;
+    if (d->slice.n == 0) return;
     int64_t n = 0;
-    for (int i = 0; i < d->shard.n; i++) n += d->shard.count[i];
-    if (d->shard.dim == 0) *rows = n;
+    for (int i = 0; i < d->slice.n; i++) n += d->slice.count[i];
+    if (d->slice.dim == 0) *rows = n;
     else *cols = n;
 }
 
-void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
+void sw_slice_extract(const sw_param_desc *d, const float *global, float *local)
 {
-    const sw_shard *s = &d->shard;
+    const sw_slice *s = &d->slice;
     int64_t rows = d->rows, cols = d->cols;
     if (s->n == 0) {
         memcpy(local, global, sizeof(float) * (size_t)(rows * cols));
@@ -240,20 +240,20 @@ void sw_shard_extract(const sw_param_desc *d, const float *global, float *local)
 /* Initial values, as tasks on the workers (one per tensor): drawn on the
  * main thread, a large model's start-up took seconds while the idle
  * workers spun on the same cores (BENCHMARKS.md, "W124 start-up"). Element (r, c)
- * of parameter k's local shard is element g = R * cols + C of the global
- * [rows, cols] parameter (R, C through the shard's runs): normal(0, std) by Box-Muller on the
- * counter-based uniforms 2g and 2g + 1, the same under any sharding, with
+ * of parameter k's local slice is element g = R * cols + C of the global
+ * [rows, cols] parameter (R, C through the slice's runs): normal(0, std) by Box-Muller on the
+ * counter-based uniforms 2g and 2g + 1, the same under any slicing or sharding, with
  * global rows from init_rows on 0 (when 0 < init_rows < rows: the padded
  * vocabulary); or the constant init_value. zero: all 0 (moments). */
 struct init_args {
     sw_param_desc d;
     uint64_t seed;
     int k, zero;
-    int64_t row0; /* the tensor's row 0 is local row row0 of the TP shard (a ZeRO-3 value at rest) */
+    int64_t row0; /* the tensor's row 0 is local row row0 of the TP slice (a ZeRO-3 value at rest) */
 };
 
 /* the global row of local row i */
-static int64_t global_row(const sw_shard *s, int64_t i)
+static int64_t global_row(const sw_slice *s, int64_t i)
 {
     if (s->n == 0 || s->dim != 0) return i;
     int r = 0;
@@ -285,7 +285,7 @@ static void param_init_cpu(void *buffers[], void *cl_arg)
     starpu_codelet_unpack_args(cl_arg, &args);
     const struct init_args *a = &args;
     const sw_param_desc *d = &a->d;
-    const sw_shard *s = &d->shard;
+    const sw_slice *s = &d->slice;
     float *x = SW_F32_OF(buffers[0]);
     const int64_t rows = SW_ROWS_OF(buffers[0]), cols = SW_COLS_OF(buffers[0]), ld = SW_LD_OF(buffers[0]);
     const int64_t zero_from =
@@ -325,10 +325,10 @@ static void submit_init(const sw_params *p, int k, sw_tensor *t, int zero, int64
     SW_INSERT(&param_init_cl, STARPU_W, sw_tensor_whole(t, STARPU_W), STARPU_VALUE, &a, sizeof a);
 }
 
-/* bytes of parameter k's local gradient (the shard of this TP rank) */
+/* bytes of parameter k's local gradient (the slice of this TP rank) */
 static double local_bytes(const sw_params *p, int k, int64_t *rows, int64_t *cols)
 {
-    sw_shard_shape(&p->p[k].d, rows, cols);
+    sw_slice_shape(&p->p[k].d, rows, cols);
     return 4.0 * (double)*rows * (double)*cols;
 }
 
@@ -410,7 +410,7 @@ void sw_params_allocate(sw_params *p)
         const sw_param_desc *d = &q->d;
         int64_t lrows, lcols, first_row = 0;
         char name[64];
-        sw_shard_shape(d, &lrows, &lcols);
+        sw_slice_shape(d, &lrows, &lcols);
         q->pooled_value = value_pooled(p, k);
         q->pooled_grad = grad_pooled(p, k);
         /* ZeRO-1/2/3: the moments (ZeRO-2/3 the gradient, ZeRO-3 the value) of this rank's rows only */
@@ -474,7 +474,7 @@ double sw_params_bytes(const sw_params *p)
     for (int k = 0; k < p->n; k++) {
         int64_t rows, cols, mrows, first;
         if (!p->p[k].held) continue;
-        sw_shard_shape(&p->p[k].d, &rows, &cols);
+        sw_slice_shape(&p->p[k].d, &rows, &cols);
         mrows = rows;
         if (zero_sharded(p, rows)) sw_tile_range(rows, p->gn, p->gr, &first, &mrows);
         /* value (ZeRO-3: its rows), gradient (ZeRO-2/3: none whole), ZeRO
@@ -618,15 +618,15 @@ static void adamw(sw_params *p, entry *q, sw_tensor *g, const sw_adamw_args *a)
  * element once. g is the local gradient, or its ZeRO rows. */
 static void add_sumsq(sw_params *p, entry *q, sw_tensor *g, int *first)
 {
-    const sw_shard *s = &q->d.shard;
+    const sw_slice *s = &q->d.slice;
     int t = p->comm ? sw_mesh_size(sw_comm_mesh(p->comm), SW_GROUP_TP) : 1;
     double group = (q->shard ? 1.0 : 1.0 / p->gn) / (q->ends ? 2.0 : 1.0); /* a tied weight: on two stages */
-    /* pieces of g along the shard's dim, each inside one block: the blocks,
+    /* pieces of g along the slice's dim, each inside one block: the blocks,
      * cut to the ZeRO rows [r0, r0 + nr) when the blocks are row blocks */
     int n = 0, share[3];
     int64_t sizes[3], r0 = 0, nr = g->rows, at = 0;
     int64_t lrows, lcols;
-    sw_shard_shape(&q->d, &lrows, &lcols);
+    sw_slice_shape(&q->d, &lrows, &lcols);
     if (q->shard) sw_tile_range(lrows, p->gn, p->gr, &r0, &nr);
     for (int b = 0; b < s->n; at += s->count[b], b++) {
         int64_t lo = at, hi = at + s->count[b];

@@ -87,13 +87,13 @@ static inline int grad_pooled(const sw_params *p, int k)
 {
     if (p->c.zero < 2) return 0;
     int64_t rows, cols;
-    sw_shard_shape(&p->p[k].d, &rows, &cols);
+    sw_slice_shape(&p->p[k].d, &rows, &cols);
     return p->c.zero >= 2 && zero_sharded(p, rows) && p->p[k].also == NO_UNIT;
 }
 static inline int value_pooled(const sw_params *p, int k)
 {
     int64_t rows, cols;
-    sw_shard_shape(&p->p[k].d, &rows, &cols);
+    sw_slice_shape(&p->p[k].d, &rows, &cols);
     return p->c.zero >= 3 && zero_sharded(p, rows);
 }
 
@@ -105,7 +105,7 @@ static inline int value_pooled(const sw_params *p, int k)
 static inline int gathered16(const sw_params *p, int k)
 {
     int64_t rows, cols;
-    sw_shard_shape(&p->p[k].d, &rows, &cols);
+    sw_slice_shape(&p->p[k].d, &rows, &cols);
     return value_pooled(p, k) && p->c.dtype == SW_BF16 && p->p[k].d.gemm && !p->p[k].d.fp32_reads && cols % 2 == 0;
 }
 

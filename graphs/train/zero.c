@@ -70,7 +70,7 @@ static double unit_layout(const sw_params *p, int unit, unit_pool *u, int s)
             int pv = value_pooled(p, k), pg = grad_pooled(p, k);
             if (!pv && !pg) continue;
             int64_t rows, cols, first, mrows;
-            sw_shard_shape(&q->d, &rows, &cols);
+            sw_slice_shape(&q->d, &rows, &cols);
             sw_tile_range(rows, p->gn, p->gr, &first, &mrows);
             int want = part == 0 ? pv : part == 1 ? pv && p->c.dtype == SW_BF16 && q->d.gemm
                                    : part == 2 ? pg : pg && p->c.grad_accum > 1;
@@ -254,7 +254,7 @@ void sw_params_gather_traffic(const sw_params *p, int unit, int backward, sw_tra
         const entry *q = &p->p[k];
         int64_t rows, cols;
         if (!q->held || (q->unit != unit && q->also != unit) || !value_pooled(p, k)) continue;
-        sw_shard_shape(&q->d, &rows, &cols);
+        sw_slice_shape(&q->d, &rows, &cols);
         if (gathered16(p, k)) cols /= 2; /* bf16, packed */
         g[p->c.grad_group] += sw_comm_bytes(p->comm, p->c.grad_group, SW_COLL_ALLGATHER, rows, cols);
     }
@@ -264,7 +264,7 @@ int64_t sw_params_value_first_row(const sw_params *p, int i)
 {
     int64_t rows, cols, first = 0, count;
     if (!p->p[i].pooled_value) return 0;
-    sw_shard_shape(&p->p[i].d, &rows, &cols);
+    sw_slice_shape(&p->p[i].d, &rows, &cols);
     sw_tile_range(rows, p->gn, p->gr, &first, &count);
     return first;
 }

@@ -177,13 +177,13 @@ int sw_gpt_num_params(const sw_gpt_config *c);
 /** Global shape of parameter `index` in that order, and its name (namelen bytes). */
 void sw_gpt_param_shape(const sw_gpt_config *c, int index, int64_t *rows, int64_t *cols, char *name,
                         size_t namelen);
-/** The shape of this TP rank's shard of parameter `index` (replicated
+/** The shape of this TP rank's slice of parameter `index` (replicated
  * parameters: the global shape). */
 void sw_gpt_local_shape(const sw_gpt_config *c, int tp_rank, int index, int64_t *rows, int64_t *cols);
-/** This TP rank's shard of parameter `index`: extraction from the global
+/** This TP rank's slice of parameter `index`: extraction from the global
  * tensor (row-major, global shape). Replicated parameters are the global
  * tensor itself. */
-void sw_gpt_shard(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local);
+void sw_gpt_slice(const sw_gpt_config *c, int tp_rank, int index, const float *global, float *local);
 
 /** A model (opaque): sw_gpt_create. */
 typedef struct sw_gpt sw_gpt;
@@ -191,7 +191,7 @@ typedef struct sw_gpt sw_gpt;
 /** Creates the model and its tensors. Parameters initialised as GPT-2
  * (normal(0, 0.02), residual projections 0.02/sqrt(2L), LN 1/0, biases 0)
  * from the seed, the same global values for every tp (each rank keeps its
- * shard); AdamW moments 0 -- written by tasks it submits (wait for them,
+ * slice); AdamW moments 0 -- written by tasks it submits (wait for them,
  * e.g. starpu_task_wait_for_all, to time a first step alone). comm: the
  * collectives context of a mesh whose TP degree is c->tp (NULL when tp is
  * 1). A configuration that breaks a rule stops every rank with exit 2. */
@@ -205,17 +205,17 @@ sw_params *sw_gpt_params(sw_gpt *m);
 /** The model's fields a checkpoint must match (model, layers, hidden, heads,
  * kv-heads, ffn, padded vocabulary, max-pos): fills out, returns 8. */
 int sw_gpt_checkpoint_fields(const sw_gpt *m, sw_ckpt_field out[8]);
-/** This rank's shard of parameter `index`. */
+/** This rank's slice of parameter `index`. */
 sw_tensor *sw_gpt_param(sw_gpt *m, int index);
-/** The gradient of this rank's shard of parameter `index`. */
+/** The gradient of this rank's slice of parameter `index`. */
 sw_tensor *sw_gpt_grad(sw_gpt *m, int index);
 /** The gradient of parameter `index` summed over dp, as the update used it:
  * with ZeRO-1 only this rank's rows (from *first_row) are summed, after
  * sw_gpt_update; otherwise the whole gradient (*first_row = 0). */
 sw_tensor *sw_gpt_reduced_grad(sw_gpt *m, int index, int64_t *first_row);
-/** AdamW's first moment of parameter `index` (this rank's shard). */
+/** AdamW's first moment of parameter `index` (this rank's slice; with ZeRO its shard of it). */
 sw_tensor *sw_gpt_adam_m(sw_gpt *m, int index);
-/** AdamW's second moment of parameter `index` (this rank's shard). */
+/** AdamW's second moment of parameter `index` (this rank's slice; with ZeRO its shard of it). */
 sw_tensor *sw_gpt_adam_v(sw_gpt *m, int index);
 /** tokens: [seq*B] int32 in [s, b] order (row = pos*B + b) of the
  * current micro-batch, B = batch / (dp * grad_accum) sequences, the same on

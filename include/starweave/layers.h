@@ -253,10 +253,10 @@ typedef struct sw_linear {
 } sw_linear;
 
 /** Registers name_w [out, in] (N(0, std)) and, with bias, name_b [out] (0).
- * out_shard: column mode's output rows of this rank (NULL: even split);
+ * out_slice: column mode's output rows of this rank (NULL: even split);
  * n_tiles/tile_sizes: the output column tiles (0/NULL: `tiles` equal ones). */
 sw_linear sw_linear_add(sw_ctx *x, const char *name, sw_linear_mode mode, int64_t in, int64_t out, int bias, float std,
-                        const sw_shard *out_shard, int n_tiles, const int64_t *tile_sizes);
+                        const sw_slice *out_slice, int n_tiles, const int64_t *tile_sizes);
 /** A column-parallel linear of two stacked outputs, W = [W1; W2] [2 out, in]
  * (SwiGLU's gate and up): each rank holds its 1/t of both, so its output is
  * [T, 2 out/t] = its part of W1 x | its part of W2 x. */
@@ -329,7 +329,7 @@ typedef struct sw_embedding {
                                 its backward writes dwte first and the embedding's adds to it (else the
                                 embedding's writes it) */
 } sw_embedding;
-/** the vocabulary padded to a multiple of 128 tp (vocab-parallel shards of 128-multiples) */
+/** the vocabulary padded to a multiple of 128 tp (vocab-parallel slices of 128-multiples) */
 int sw_vocab_padded(int vocab, int tp);
 /** Registers wte [vocab_padded, h] (vocab-parallel rows, N(0, std), padding
  * rows 0) and, with max_pos > 0, wpe [max_pos, h] (N(0, std)). */
@@ -478,15 +478,15 @@ sw_attention *sw_attention_create(sw_ctx *x, const sw_attention_config *c);
 void sw_attention_destroy(sw_attention *a);
 /** The attention's QKV projection: a column-parallel linear name_w [(heads +
  * 2 kv_heads) head_dim, in] (and name_b with bias) registered with the
- * attention's shard (sw_attention_qkv_shard) and output tiles
+ * attention's slice (sw_attention_qkv_slice) and output tiles
  * (sw_attention_qkv_tiles) -- the way to register it. A QKV linear made
- * otherwise (sw_linear_add with an even shard: the shapes fit, the heads
+ * otherwise (sw_linear_add with an even slice: the shapes fit, the heads
  * do not) is refused by sw_attention_forward (exit 2) when the linear
  * wrote k->qkv, and by sw_attention_sum_kv_grads and
  * sw_attention_traffic, which are given it. */
 sw_linear sw_attention_qkv_add(sw_ctx *x, const sw_attention *a, const char *name, int64_t in, int bias, float std);
-/** The QKV weight's shard (this rank's q, k and v heads: rows of [(a+2k)d, h]). */
-sw_shard sw_attention_qkv_shard(const sw_attention *a, int dim);
+/** The QKV weight's slice (this rank's q, k and v heads: rows of [(a+2k)d, h]). */
+sw_slice sw_attention_qkv_slice(const sw_attention *a, int dim);
 /** The QKV GEMM's output column tiles: their number, their sizes in *sizes. */
 int sw_attention_qkv_tiles(const sw_attention *a, const int64_t **sizes);
 int64_t sw_attention_qkv_cols(const sw_attention *a); /**< (aq + 2 ak) d */
@@ -496,8 +496,8 @@ void sw_attention_keep(sw_attention *a, struct sw_saved *s, sw_attn_saved *k);
 /** Attention from k->qkv [T, (aq+2ak)d] into k->att [T, aq d], writing
  * the tensors of k that backward reads (rotary positions on q and k first
  * when rope_theta > 0). Where the last sw_linear_forward into k->qkv was
- * a linear of another shard or other output tiles than
- * sw_attention_qkv_add's: refused (exit 2), the rule and both shards
+ * a linear of another slice or other output tiles than
+ * sw_attention_qkv_add's: refused (exit 2), the rule and both slices
  * printed. */
 void sw_attention_forward(sw_ctx *x, sw_attention *a, int step, int layer, const sw_attn_saved *k);
 /** datt [T, aq d] -> dqkv [T, (aq+2ak)d] */

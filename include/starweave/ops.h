@@ -25,7 +25,7 @@ extern "C" {
 /** The counter-based RNG key of dropout (see codelets/philox.h).
  * The mask bit of element (r, c) of a tile is a pure function of
  * (seed, step, layer, op, global index), global index =
- * (row0 + r) * ld_global + col0 + c, so every tiling and every sharding of
+ * (row0 + r) * ld_global + col0 + c, so every tiling and every slicing of
  * the same tensor draws the same mask. */
 typedef struct sw_rng_key {
     uint64_t seed;          /**< the run's seed */

@@ -1,6 +1,6 @@
 /** @file
  * The parameter registry: every parameter of a model with its global
- * shape, how tensor parallelism shards it, its initialisation, its
+ * shape, how tensor parallelism slices it, its initialisation, its
  * gradient and its AdamW moments; and the services that work on any
  * registry, whatever the model: bf16 copies of the GEMM weights, gradient
  * accumulation over micro-batches, data-parallel gradient reduction in
@@ -23,11 +23,11 @@
 extern "C" {
 #endif
 
-/** This TP rank's shard of a global [rows, cols] parameter. Up to three
+/** This TP rank's slice of a global [rows, cols] parameter. Up to three
  * blocks of it stacked along `dim` (0: rows [start, start + count), 1:
  * columns), e.g. a grouped-query QKV weight's q | k | v heads. n == 0:
  * replicated over the TP group (every rank holds the whole tensor). */
-typedef struct sw_shard {
+typedef struct sw_slice {
     ///@{
     int n, dim;             /**< blocks (0: replicated), and the dim they are stacked along */
     ///@}
@@ -36,10 +36,10 @@ typedef struct sw_shard {
     ///@}
     int share[3];           /**< TP ranks holding the same block (0 or 1: this rank alone; e.g. a K/V
                                head replicated over tp/kv_heads ranks): the gradient norm counts it once */
-} sw_shard;
+} sw_slice;
 
 /** rank r's 1/t of the rows (dim 0) or columns (dim 1) of extent n */
-sw_shard sw_shard_even(int dim, int64_t n, int t, int r);
+sw_slice sw_slice_even(int dim, int64_t n, int t, int r);
 
 /** A parameter's description (sw_params_add). */
 typedef struct sw_param_desc {
@@ -47,7 +47,7 @@ typedef struct sw_param_desc {
     ///@{
     int64_t rows, cols;     /**< global shape; vectors are [1, n] */
     ///@}
-    sw_shard shard;         /**< this TP rank's part */
+    sw_slice slice;         /**< this TP rank's part */
     int gemm;               /**< a GEMM operand: gets a bf16 copy with dtype bf16 */
     int fp32_reads;         /**< a GEMM operand that a non-GEMM op also reads in fp32 (an embedding's
                                  lookup of a tied table): with ZeRO-3 and bf16 its fp32 values are
@@ -64,8 +64,8 @@ typedef struct sw_param_desc {
  * equal them (refused, exit 2). A registry used without a context sets
  * them (sw_params_allocate refuses tiles or grad_accum 0). */
 typedef struct sw_params_config {
-    uint64_t seed;          /**< initialisation: element i of parameter k from (seed, k, i), whatever the sharding
-                                 (0 with a context: sw_ctx_config.seed) */
+    uint64_t seed;          /**< initialisation: element i of parameter k from (seed, k, i), whatever the slicing
+                                 or sharding (0 with a context: sw_ctx_config.seed) */
     int tiles;              /**< row tiles of the AdamW update (0: sw_ctx_config.tiles) */
     int dtype;              /**< SW_BF16: bf16 copies of the GEMM weights */
     int grad_accum;         /**< micro-batches per step (0: sw_ctx_config.grad_accum) */
@@ -193,10 +193,10 @@ const sw_param_desc *sw_params_desc(const sw_params *p, int i);
 const sw_params_config *sw_params_get_config(const sw_params *p);
 /** The collectives context (NULL on one rank). */
 sw_comm *sw_params_comm(const sw_params *p);
-/** this rank's shard of parameter i (ZeRO-3: the gathered view while its
+/** this rank's slice of parameter i (ZeRO-3: the gathered view while its
  * unit is gathered, else this rank's rows, sw_params_value_first_row) */
 sw_tensor *sw_params_value(sw_params *p, int i);
-/** the gradient of this rank's shard of parameter i (ZeRO-2/3: the pool's
+/** the gradient of this rank's slice of parameter i (ZeRO-2/3: the pool's
  * view while its unit's backward runs, else NULL for a pooled gradient) */
 sw_tensor *sw_params_grad(sw_params *p, int i);
 /** AdamW's first moment of parameter i (with ZeRO-1 this rank's rows only) */
@@ -210,10 +210,10 @@ sw_tensor *sw_params_gemm_weight(const sw_params *p, int i);
 sw_tensor *sw_params_reduced_grad(sw_params *p, int i, int64_t *first_row);
 /** [1,1]: the squared global gradient norm of the last update (clip_grad > 0; NULL otherwise) */
 sw_tensor *sw_params_grad_norm2(sw_params *p);
-/** shape of this rank's shard of the parameter d */
-void sw_shard_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
-/** extraction of this rank's shard from the global tensor (row-major) */
-void sw_shard_extract(const sw_param_desc *d, const float *global, float *local);
+/** shape of this rank's slice of the parameter d */
+void sw_slice_shape(const sw_param_desc *d, int64_t *rows, int64_t *cols);
+/** extraction of this rank's slice from the global tensor (row-major) */
+void sw_slice_extract(const sw_param_desc *d, const float *global, float *local);
 /** Bytes this rank holds for parameters, gradients, bf16 copies and moments
  * (and gradient buckets once allocated); from the descriptions, so it can
  * be asked before sw_params_allocate. */

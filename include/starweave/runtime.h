@@ -254,7 +254,7 @@ void sw_fail(const char *file, int line, const char *call, long code) __attribut
 void sw_failf(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 /** Report a user error (rule + values) once, and exit 2 on every rank,
  * whether every rank broke the rule or this rank alone (one pipeline
- * stage, one data shard): the refusing rank tells the others and waits at
+ * stage, one data-parallel rank): the refusing rank tells the others and waits at
  * most 2 s for theirs, never in a barrier; all refusing shut down
  * together, otherwise the lowest refusing rank prints and every rank's
  * watcher thread ends its process (docs/own-model.md, "Misuse refused"). */

@@ -84,7 +84,7 @@ int sw_weights_detect(const char *path, char *msg, size_t msglen);
  * AdamW moments stay as they are: 0 after sw_gpt_create). Collective over
  * MPI_COMM_WORLD: every rank reads the file (it must be visible to all)
  * and writes the part of each parameter it holds -- its tensor-parallel
- * shard, its ZeRO-3 rows, its pipeline stage's parameters -- so any
+ * slice, its ZeRO-3 rows, its pipeline stage's parameters -- so any
  * layout loads the same values. Blocking. Refused before anything is
  * written, with the reason printed once and exit 2 on every rank: an
  * unreadable file, a wrong magic, a truncated file, a malformed header, an

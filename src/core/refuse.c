@@ -43,8 +43,8 @@ void sw_fail(const char *file, int line, const char *call, long code)
  *
  * A rule checked on every rank (a configuration, a layer's arguments under
  * data parallelism) is broken on every rank at about the same moment; a
- * rule only some ranks can see (one pipeline stage's parameters, one data
- * shard's tokens) is broken on those alone while the others wait for them
+ * rule only some ranks can see (one pipeline stage's parameters, one data-parallel
+ * rank's tokens) is broken on those alone while the others wait for them
  * in a collective. A refusal cannot tell which from where it stands, so it
  * asks: the refusing rank tells every other rank, on a communicator of its
  * own, and waits for theirs (SW_REFUSE_WAIT_S at most; never a barrier).

@@ -1,10 +1,10 @@
 #!/bin/sh
-# No silent wrong sharding (examples/custom_model.c, a model from the
+# No silent wrong slicing (examples/custom_model.c, a model from the
 # public headers): (1) its QKV linear registered as a plain column linear
 # (an even split of the rows, not sw_attention_qkv_add: the shapes fit,
 # this rank's q, k and v heads are not its rows) once trained to wrong
 # losses under tp 2 + sp with exit 0; now sw_attention_forward refuses it on
-# every rank (exit 2, both shards named) before the first step. (2) The
+# every rank (exit 2, both slices named) before the first step. (2) The
 # loss a model reads under pp 2: its own loss tensor (sw_lm_head_loss, the
 # head made on both stages), read on every rank, equals one rank's losses
 # over 6 steps within 1e-5 (it read 0 on the first stage before the driver
@@ -18,7 +18,7 @@ close() { # close "a1 a2 ..." "b1 b2 ...": 6 each, every pair within relative 1e
     for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-5 * (a[i] < 0 ? -a[i] : a[i])) exit 1 } }'
 }
 if want "qkv-plain"; then
-  refused 2 "sw_attention_forward: the QKV linear h0.qkv_w must be registered with the attention's shard and tiles (sw_attention_qkv_add): this TP rank's q, k and v heads are rows [0, 32) [64, 96) [128, 160) of its [192, 64] weight, h0.qkv_w holds rows [0, 96)" \
+  refused 2 "sw_attention_forward: the QKV linear h0.qkv_w must be registered with the attention's slice and tiles (sw_attention_qkv_add): this TP rank's q, k and v heads are rows [0, 32) [64, 96) [128, 160) of its [192, 64] weight, h0.qkv_w holds rows [0, 96)" \
     "custom_model --tp 2 --sp --qkv-plain" "$PROG" --steps 6 --tp 2 --sp --qkv-plain
 fi
 if want "loss every rank"; then
