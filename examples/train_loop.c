@@ -88,6 +88,8 @@ static int print_costs(const train_loop *t, int shown)
         if (measured) printf(" ms");
     }
     printf(measured == 1 ? " (measured in the run's second step: the order of the later steps)\n"
+           : measured == 3 ? " (measured in the run's second step; the guess's order ends sooner under them than "
+                             "the one simulated from them, and stays)\n"
            : measured ? " (measured in the run's second step; no order of them fits the quotas and pools: the "
                         "guess's order stays)\n"
                       : " (guess)\n");

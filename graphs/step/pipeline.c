@@ -32,7 +32,7 @@ struct sw_pipeline {
     /* the costs the order comes from (schedule.h): the guess until the second step's tasks are measured
      * (meter 3: the first step, not measured; 1: this step's; 2: measured, sw_pipeline_replan to call;
      * 0: done), then measured (1; 2: but no order fits), per stage in us */
-    int meter, measured;
+    int meter, measured;   /* measured 3: measured, and the guess's order kept as the shorter under them */
     long long spent[3];    /* this rank's measured step: ns of its forward, B (the backward without the split), W tasks */
     sw_unit_costs *costs;  /* pp: the measured costs */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
@@ -237,12 +237,13 @@ int sw_pipeline_replan(sw_pipeline *s)
         for (int i = 0; i < 3; i++) *c[i] = *c[i] < 1 && (i < 2 || s->split) ? 1 : *c[i];
     }
     sw_unit *all = sw_xcalloc((size_t)pp * (size_t)n, sizeof *all);
-    int *slots = sw_xcalloc((size_t)pp, sizeof *slots), stuck = -1;
-    if (ok && !sw_schedule_costed(pp, s->V, s->K, s->inflight, s->split, costs, s->allslots, all, slots, &stuck)) {
+    int *slots = sw_xcalloc((size_t)pp, sizeof *slots), kept = 0;
+    /* the simulation under the measured costs, or the guess's order where it ends sooner under them */
+    if (ok && !sw_schedule_replan(pp, s->V, s->K, s->inflight, s->split, costs, s->allslots, all, slots, &kept)) {
         memcpy(s->order, all + (size_t)s->stage * (size_t)n, (size_t)n * sizeof *s->order);
         if (s->split) s->late_w = sw_schedule_late_w(s->order, n);
         for (int t = 0; t < pp && s->split; t++) s->lates[t] = sw_schedule_late_w(all + (size_t)t * (size_t)n, n);
-        s->measured = 1;
+        s->measured = kept ? 3 : 1;
     } else if (ok) s->measured = 2; /* measured, but no order of them fits: the guess's order stays */
     if (ok) s->costs = costs, costs = NULL;
     free(costs), free(all), free(slots), free(sum);
@@ -260,7 +261,7 @@ int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, doubl
 {
     sw_check_ptr("sw_pipeline_schedule_costs", "s", s);
     if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_schedule_costs: stage %d of %d", stage, s->pp);
-    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1 or 2: measured */
+    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1, 2 or 3: measured */
     const double unit = s->measured ? 1e3 : 1; /* us to ms */
     if (f) *f = (double)c->f / unit;
     if (b) *b = (double)(s->split ? c->b : c->b + c->w) / unit; /* without the split: the whole backward */

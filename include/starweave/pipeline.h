@@ -157,8 +157,10 @@ int sw_pipeline_stage(const sw_pipeline *s, int *stages);
  * sw_pipeline_replan: milliseconds per unit, the stage's mean; *b the input gradients
  * with the split, else the whole backward, and *w 0), 2 for costs measured
  * (the same) of which no order fits the quotas and the pools (uneven
- * costs with interleaved chunks: the guess's order stays). f, b, w may be
- * NULL. */
+ * costs with interleaved chunks: the guess's order stays), 3 for costs
+ * measured (the same) under which the guess's order ends sooner than the
+ * one simulated from them, and stays (graphs/step/schedule.h,
+ * sw_schedule_replan). f, b, w may be NULL. */
 int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w);
 /** With Zero Bubble's split, the W units that stage `stage`'s current
  * order (what sw_pipeline_step submits: the guess's, after
