@@ -198,6 +198,7 @@ zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[
 zb-slot-freed-at-b|graphs/step/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
 zb-w-reads-scratch-dy|graphs/layers/linear.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
 zb-w-grads-summed-at-b|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
+zb-kept-dy-copy-unprioritised|graphs/layers/linear.c|s/        sw_copy_flat(whole_r(dy), whole_w(keep), 0);/        sw_copy(whole_w(keep), whole_r(dy));/|tests/test_pp.sh|zero-bubble units
 zb-kept-dy-undeclared|graphs/models/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
 pp-offload-micro-slots-shared|graphs/train/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 full-offload-kept-not-onloaded|graphs/train/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full

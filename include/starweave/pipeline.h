@@ -42,7 +42,9 @@
  * driver only submits) sums them per stage over its ranks and simulates
  * the order of every later step again from them, within the pools of
  * micro slots allocated at create (so memory stays as the model says), or
- * keeps the guess's order where no order fits them
+ * keeps the guess's order where no order fits them or where, replayed under
+ * the measured costs, it ends sooner (graphs/step/schedule.h,
+ * sw_schedule_replan; in a simulation too, from the simulated times)
  * (sw_pipeline_schedule_costs says which). Without chunks the order is Megatron-core's 1F1B for q_s = pp -
  * s and GPipe's for q_s = the micro-batches (tests/test_schedule.c). The
  * default q_s = (V - 1) pp + pp - s is 1F1B's memory without chunks (pp -
