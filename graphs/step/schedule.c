@@ -166,15 +166,19 @@ int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_u
     const size_t n = (size_t)pp * (size_t)sw_schedule_units(V, K, split);
     sw_unit *guessed = xcalloc(n, sizeof *guessed);
     int *gslots = xcalloc((size_t)pp, sizeof *gslots), stuck = -1;
-    int costed = !sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck);
+    *kept = 0;
+    if (sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck)) { /* no order fits */
+        free(guessed), free(gslots);
+        return -1;
+    }
     int guessable = !sw_schedule_split(pp, V, K, inflight, split, guessed, gslots, &stuck);
     for (int s = 0; s < pp && guessable && cap; s++) guessable = gslots[s] <= cap[s];
-    long a = costed ? sw_schedule_makespan(pp, V, K, split, costs, orders) : -1;
+    long a = sw_schedule_makespan(pp, V, K, split, costs, orders); /* -1 only if it deadlocked: never taken */
     long b = guessable ? sw_schedule_makespan(pp, V, K, split, costs, guessed) : -1;
-    *kept = b >= 0 && (a < 0 || b < a); /* the guess's order, shorter at these costs (or the only one) */
+    *kept = b >= 0 && (a < 0 || b < a); /* the guess's order, shorter under these costs */
     if (*kept) memcpy(orders, guessed, n * sizeof *orders), memcpy(slots, gslots, (size_t)pp * sizeof *slots);
     free(guessed), free(gslots);
-    return a >= 0 || b >= 0 ? 0 : -1;
+    return a >= 0 || *kept ? 0 : -1;
 }
 
 int sw_schedule_late_w(const sw_unit *order, int n)

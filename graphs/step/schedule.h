@@ -97,7 +97,8 @@ long sw_schedule_makespan(int pp, int V, int K, int split, const sw_unit_costs *
  * during it, while the guess's order (F = B = W) keeps ZB-H1's steady
  * F B W pattern, whose bubble is (p - 1)(F + B - W) at any costs with
  * W <= F (tests/test_schedule.c). *kept: 1 when the guess's order was
- * taken. Returns 0, or -1 when neither fits (the orders then partial). */
+ * taken. Returns 0, or -1 when no order of the costs fits the quotas and
+ * pools (*kept 0, the orders partial: the caller keeps the guess's). */
 int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
                        sw_unit *orders, int *slots, int *kept);
 /* the units per stage: 2 K V, or 3 K V with the split */
