@@ -7,17 +7,29 @@
 # per-stage sizes (a block's tasks do not depend on how many stages there
 # are), with and without the split.
 #
+# Each simulation runs 4 steps: the first two in the order of the guessed
+# costs, the second measured (its tasks' simulated times), the last two in
+# the order re-planned from them (sw_pipeline_replan); the step and the
+# bubble are the last two's. Per run: the simulated ms/step; the measured
+# F, B, W per unit (ms, stage 0's; B the whole backward without the split);
+# per stage the W units after the last forward, the share of the step
+# without compute (the trace's), and that time in ms beside the bubble time
+# of the formulas at the measured costs: 1F1B's (p - 1)(F + B + W), ZB-H1's
+# (p - 1)(F + B - W) (the Zero Bubble paper's measure).
+#
 # usage: bench/sim-pipeline.sh [--build DIR] [--sim-build DIR] [--pp "4 8"]
-#          [--micro "8 16"] [--preset P] [--shape "ARGS"]
+#          [--micro "8 16"] [--preset P] [--shape "ARGS"] [--calibration DIR]
 #   --pp LIST      stage counts (default "4 8")
 #   --micro LIST   micro-batches per step (default "8 16")
 #   --preset P     network between the nodes (bench/sim-platform.sh; nvlink-ib)
 #   --shape ARGS   the model (default: --layers 8 --hidden 256 --heads 4
 #                  --seq 128 --vocab 512); layers must divide by every pp
+#   --calibration DIR  calibrate into DIR, or reuse DIR when it holds this
+#                  shape's calibration already (default: a fresh one)
 set -eu
 me=sim-pipeline
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim pps="4 8" micros="8 16" preset=nvlink-ib
+build=$top/build sim_build=$top/build-sim pps="4 8" micros="8 16" preset=nvlink-ib cal=
 shape="--layers 8 --hidden 256 --heads 4 --seq 128 --vocab 512"
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
@@ -28,6 +40,7 @@ while [ $# -gt 0 ]; do
     --micro) need "$@"; micros=$2; shift ;;
     --preset) need "$@"; preset=$2; shift ;;
     --shape) need "$@"; shape=$2; shift ;;
+    --calibration) need "$@"; cal=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -36,30 +49,45 @@ done
 sim_builds "$build" "$sim_build"
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-pipe.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cal=$work/cal
 k0=$(echo $micros | cut -d' ' -f1)
-for zb in "" --zero-bubble; do
-  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host pipe --np 2 examples/gpt_train $shape \
-    --pp 2 --grad-accum "$k0" --batch "$k0" --ncpus 1 $zb --steps 12 --quiet --log "$work/c.csv" > "$work/c.out" 2>&1 ||
-    { tail -n 5 "$work/c.out"; die2 "calibration failed"; }
-done
+[ -n "$cal" ] || cal=$work/cal
+if [ "$(cat "$cal/.sim-pipeline" 2>/dev/null)" != "$shape K $k0" ]; then
+  for zb in "" --zero-bubble; do
+    sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host pipe --np 2 examples/gpt_train $shape \
+      --pp 2 --grad-accum "$k0" --batch "$k0" --ncpus 1 $zb --steps 12 --quiet --log "$work/c.csv" > "$work/c.out" 2>&1 ||
+      { tail -n 5 "$work/c.out"; die2 "calibration failed"; }
+  done
+  echo "$shape K $k0" > "$cal/.sim-pipeline"
+fi
 echo "$me: $shape, one core per stage, micro-batches of 1 sequence, preset $preset; calibrated by real pp 2 runs on $(cpu_model)"
-printf '%-4s %-4s %-6s %12s %11s  %s\n' pp K sched "sim ms/step" "1F1B form." "bubble per stage (simulated trace)"
+printf '%-4s %-4s %-6s %11s %10s %-18s  %s\n' pp K sched "ms/step" "1F1B form." "F B W ms (stage 0)" \
+  "per stage: W after the last F, bubble % | ms; formulas' ms: 1F1B, ZB-H1"
 for p in $pps; do
   sh "$top/bench/sim-platform.sh" --nodes "$p" --ranks-per-node 1 --cpus 1 --preset "$preset" --out "$work/plat$p" > /dev/null
   for k in $micros; do
     for zb in "" --zero-bubble; do
       t0=$(date +%s)
       sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host pipe --platform "$work/plat$p" \
-        examples/gpt_train $shape --pp "$p" --grad-accum "$k" --batch "$k" --ncpus 1 $zb --steps 3 \
+        examples/gpt_train $shape --pp "$p" --grad-accum "$k" --batch "$k" --ncpus 1 $zb --steps 4 \
         --log "$work/s.csv" --trace "$work/t.json" > "$work/s.out" 2>&1 ||
         { echo "pp $p K $k $zb: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
-      ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
-      bub=$(sed -n 's/^bubble: stage \([0-9]*\): \([0-9.]*%\) of the step.*/\2/p' "$work/s.out" | tr '\n' ' ')
+      # the re-planned steps (3 and 4): ms/step from the log, each stage's time without compute from the overlap rows
+      ms=$(awk -F, 'NR > 1 && $1 >= 3 { s += $3; n++ } END { if (n) printf "%.1f", s / n }' "$work/s.csv")
+      fbw=$(sed -n 's/^schedule: costs stage 0 F \([0-9.]*\) B \([0-9.]*\)\( W \([0-9.]*\)\)\{0,1\} ms.*/\1 \2 \4/p' "$work/s.out")
+      set -- $fbw 0 0 0
+      f=$1 b=$2 w=$3
+      late=$(sed -n 's/^schedule: W units after the last forward: //p' "$work/s.out" | tail -n 1 | sed 's/stage [0-9]* //g; s/,//g')
+      bub=$(sed -n 's/^bubble: stage \([0-9]*\): \([0-9.]*\)% of the step.*/\2/p' "$work/s.out" | tr '\n' ' ')
+      idle=$(awk '$1 == "overlap:" && $3 ~ /^[0-9]+$/ && $3 >= 3 { s[$2] += $4 - $5; n[$2]++ }
+                  END { for (r = 0; r in n; r++) printf "%.1f ", s[r] / n[r] }' "$work/s.out")
       sched=1F1B
       [ -z "$zb" ] || sched=ZB-H1
-      printf '%-4s %-4s %-6s %12s %10s%%  %s (%s s)\n' "$p" "$k" "$sched" "$ms" \
-        "$(awk -v p="$p" -v m="$k" 'BEGIN { printf "%.1f", 100 * (p - 1) / (m + p - 1) }')" "$bub" "$(($(date +%s) - t0))"
+      # the formulas at the measured costs (without the split the backward is B + W: ZB-H1's formula does not apply)
+      form=$(awk -v p="$p" -v f="$f" -v b="$b" -v w="$w" 'BEGIN { printf "%.1f, %s", (p - 1) * (f + b + w),
+             (w > 0 ? sprintf("%.1f", (p - 1) * (f + b - w)) : "-") }')
+      printf '%-4s %-4s %-6s %11s %9s%% %-18s  W %s| %% %s| ms %s| %s (%s s)\n' "$p" "$k" "$sched" "$ms" \
+        "$(awk -v p="$p" -v m="$k" 'BEGIN { printf "%.1f", 100 * (p - 1) / (m + p - 1) }')" "$f $b $w" \
+        "${late:--} " "$bub" "$idle" "$form" "$(($(date +%s) - t0))"
     done
   done
 done

@@ -88,9 +88,16 @@ static int print_costs(const train_loop *t, int shown)
         if (measured) printf(" ms");
     }
     printf(measured == 1 ? " (measured in the run's second step: the order of the later steps)\n"
+           : measured == 3 ? " (measured in the run's second step; the guess's order ends sooner under them than "
+                             "the one simulated from them, and stays)\n"
            : measured ? " (measured in the run's second step; no order of them fits the quotas and pools: the "
                         "guess's order stays)\n"
                       : " (guess)\n");
+    if (sw_pipeline_late_w(t->pipe, 0) || sw_pipeline_late_w(t->pipe, t->pp - 1)) { /* Zero Bubble's split */
+        printf("schedule: W units after the last forward:");
+        for (int s = 0; s < t->pp; s++) printf("%s stage %d %d", s ? "," : "", s, sw_pipeline_late_w(t->pipe, s));
+        printf("\n");
+    }
     return measured;
 }
 
@@ -98,7 +105,7 @@ void train_loop_run(train_loop *t)
 {
     const int me = sw_rank();
     int costs_shown = -1;
-    t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0;
+    t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0, t->settled = t->step0 + 2;
     if (t->trace) sw_trace_enable(1);
     if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown); /* the guess */
     for (int step = t->step0 + 1; step <= t->steps; step++) {
@@ -118,7 +125,8 @@ void train_loop_run(train_loop *t)
         else sw_tensor_read_host(sw_pipeline_loss(t->pipe), &loss);
         starpu_task_wait_for_all();
         const double ms = train_now_ms() - t0;
-        if (t->pipe) sw_pipeline_replan(t->pipe); /* after the measured step: the schedule from its costs */
+        /* after the measured step: the schedule from its costs, the later steps' (the bubble's, when there are) */
+        if (t->pipe && sw_pipeline_replan(t->pipe) && step < t->steps) t->settled = step + 1;
         if (sw_simulated()) loss = NAN; /* not computed: the codelets did not run */
         if (!sw_simulated() && !isfinite(loss)) {
             fprintf(stderr, "%s: loss is %g at step %d\n", t->prog, loss, step);
@@ -146,10 +154,11 @@ void train_loop_run(train_loop *t)
     }
 }
 
-/* Pipeline stages: per stage, the share of each step (after the first)
- * in which its workers did not compute -- idle, or waiting for the
- * neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1) and
- * the interleaved schedule's (p - 1) / (v m + p - 1). */
+/* Pipeline stages: per stage, the share of each step in the final order
+ * (t->settled on: after the re-planning from the measured step, or after
+ * the first) in which its workers did not compute -- idle, or waiting for
+ * the neighbouring stages -- beside 1F1B's bubble (p - 1) / (m + p - 1)
+ * and the interleaved schedule's (p - 1) / (v m + p - 1). */
 static void print_bubble(const train_loop *t, const sw_overlap *rows, int n)
 {
     const int pp = t->pp, per_stage = sw_world_size() / pp, V = t->pp_virtual > 1 ? t->pp_virtual : 1, m = t->micro;
@@ -157,12 +166,12 @@ static void print_bubble(const train_loop *t, const sw_overlap *rows, int n)
         double sum = 0;
         int count = 0;
         for (int i = 0; i < n; i++)
-            if (rows[i].rank / per_stage == s && rows[i].step > 1 && rows[i].wall_us > 0)
+            if (rows[i].rank / per_stage == s && rows[i].step >= t->settled && rows[i].wall_us > 0)
                 sum += 1 - rows[i].compute_us / rows[i].wall_us, count++;
         if (count)
-            printf("bubble: stage %d: %.1f%% of the step without compute (steps after the first, %d rank-steps), "
+            printf("bubble: stage %d: %.1f%% of the step without compute (steps %d.., %d rank-steps), "
                    "1F1B's (p - 1) / (m + p - 1) = %.1f%%, interleaved (p - 1) / (v m + p - 1) = %.1f%% (v = %d; "
-                   "quota %s)\n", s, 100 * sum / count, count, 100.0 * (pp - 1) / (m + pp - 1),
+                   "quota %s)\n", s, 100 * sum / count, t->settled, count, 100.0 * (pp - 1) / (m + pp - 1),
                    100.0 * (pp - 1) / (V * m + pp - 1), V, t->pp_inflight ? "given" : "1F1B");
     }
 }

@@ -59,6 +59,9 @@ struct train_loop {
     float first, last;
     double total_ms, submit_ms;
     int timed;
+    /* the first step run in the pipeline's final order (after sw_pipeline_replan re-planned it from the
+     * measured step; else the second step run): the bubble report's steps */
+    int settled;
 };
 
 /* Continues from t->resume's latest checkpoint (NULL: from step 0): loads it into t->params (re-sharded

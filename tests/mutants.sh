@@ -176,8 +176,12 @@ pp-channels-per-global-boundary|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS +
 pp-channels-chunk-ignored|graphs/step/schedule.c|s/SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward/SW_P2P_MODEL_CHANNELS + backward/|tests/test_schedule|
 pp-channels-from-zero|graphs/step/schedule.c|s/return SW_P2P_MODEL_CHANNELS + 2 \* (j \/ pp) + backward;/return 2 * (j \/ pp) + backward;/|tests/test_schedule|
 # the schedule's measured costs (sw_schedule_costed): ignored, the pool allocated at create not kept to
-sched-costs-ignored|graphs/step/schedule.c|s/const sw_unit_costs \*co = costs ? \&costs\[s\] : \&guess;/const sw_unit_costs *co = \&guess;/|tests/test_schedule|
+sched-costs-ignored|graphs/step/schedule.c|s/const sw_unit_costs \*co = costs ? \&costs\[s\] : \&guess;/const sw_unit_costs *co = ((void)costs, \&guess);/|tests/test_schedule|
 sched-pool-cap-ignored|graphs/step/schedule.c|s/ \&\& (!cap .. kept < cap\[s\]);/;/|tests/test_schedule|
+# the re-planned order (sw_schedule_replan): the greedy simulation's even where the guess's order ends sooner
+# under the measured costs; the library's replay of the orders without the next stage's B to wait for
+sched-replan-greedy-only|graphs/step/schedule.c|s/\*kept = b >= 0 \&\& (a < 0 .. b < a);/*kept = b >= 0 \&\& a < 0;/|tests/test_schedule|
+sched-makespan-next-b-not-awaited|graphs/step/schedule.c|s/if (!u->fwd \&\& !u->w \&\& j < J - 1 \&\& dep >= 0)/if (0)/|tests/test_schedule|
 # invalidation then tiles: the empty write that makes StarPU partition (and order) again (docs/runtime-notes.md)
 tensor-invalidate-unordered|src/core/tensor.c|s/    if (t->nplans) SW_CHECK(starpu_data_acquire_on_node_cb(/    if (0) SW_CHECK(starpu_data_acquire_on_node_cb(/|tests/test_tensor|
 # issue 43's long tests (run with SW_CHECK_LONG=1 in the environment, else they skip and every mutant
@@ -194,6 +198,7 @@ zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[
 zb-slot-freed-at-b|graphs/step/schedule.c|s/} else if (split ? kind == 2 : 1) used/} else if (split ? kind == 0 : 1) used/|tests/test_schedule|
 zb-w-reads-scratch-dy|graphs/layers/linear.c|s/d->item\[d->n++\] = (sw_wgrad){l, keep, in, with_bias, n, sizes};/d->item[d->n++] = (sw_wgrad){l, dy, in, with_bias, n, sizes};/|tests/test_pp.sh|--zero-bubble
 zb-w-grads-summed-at-b|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, NULL, 0);/|tests/test_pp.sh|--zero-bubble
+zb-kept-dy-copy-unprioritised|graphs/layers/linear.c|s/        sw_copy_flat(whole_r(dy), whole_w(keep), 0);/        sw_copy(whole_w(keep), whole_r(dy));/|tests/test_pp.sh|zero-bubble units
 zb-kept-dy-undeclared|graphs/models/gpt.c|s/    if (x->c.zero_bubble) { \/\* what the W unit reads/    if (0) { \/* what the W unit reads/|tests/test_memory.sh|
 pp-offload-micro-slots-shared|graphs/train/blocks.c|s/sw_tensor \*\*st = b->stash\[b->cur \* b->count + i\];/sw_tensor **st = b->stash[i];/;s/int at = b->cur \* b->count + i;/int at = i;/|tests/test_recompute.sh|pp
 full-offload-kept-not-onloaded|graphs/train/blocks.c|s/) onload_kept(b, i \/ b->K);/) (void)0;/|tests/test_recompute.sh|full

@@ -11,7 +11,8 @@
 #   and issue 43's combinations);
 # - gpt_train: the bytes sent = the traffic model on every group of every
 #   rank, boundary sends counted (2 per micro-batch on a middle stage), the
-#   bubble report of --trace; the messages per stage with chunks;
+#   bubble report of --trace; the messages per stage with chunks; with
+#   --zero-bubble on one worker, each backward unit's tasks together;
 # - examples/custom_model with --pp 2 (and 2 chunks), its model code unchanged: losses =
 #   one rank's within 1e-5;
 # - bad input: exit 2 on every rank, the rule and the values once.
@@ -101,6 +102,31 @@ check "gpt_train --pp 2 --zero-bubble: W units after the last forward per stage 
   sh -c "echo '$a|$b' | awk -F'|' '{ split(\$1, x, \" \"); split(\$2, y, \" \"); exit !(x[1] == 0 && x[2] == 0 && y[1] > 0 && y[2] > 0) }'"
 check "gpt_train --pp 2 --zero-bubble: losses of 3 steps identical to without" \
   sh -c "cut -d, -f1,2 '$TMPD/dw.csv' > '$TMPD/a'; cut -d, -f1,2 '$TMPD/zb.csv' > '$TMPD/b'; [ \$(wc -l < '$TMPD/a') = 4 ] && cmp -s '$TMPD/a' '$TMPD/b'"
+fi
+# --zero-bubble, one worker per rank: each backward unit's tasks run together, no task of a later unit (a lower
+# priority base) between its first and last (the kept output gradient's copy once ran at StarPU's priority 0, and
+# the rest of B, which overwrites it, waited while the worker ran the next units' tasks: docs/simulation.md)
+if want "zero-bubble units"; then
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --ncpus 1 --zero-bubble \
+  --trace "$TMPD/zbu.json" > "$TMPD/zbu.out" 2>&1 || cat "$TMPD/zbu.out"
+units=$(python3 -c '
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and "prio" in e.get("args", {})
+      and e["args"].get("step", 0) >= 2 and e["tid"] < 100000]
+units = bad = 0
+for r in {e["pid"] for e in ev}:
+    for st in {e["args"]["step"] for e in ev}:
+        es = sorted((e for e in ev if e["pid"] == r and e["args"]["step"] == st), key=lambda e: e["ts"])
+        base = [round(e["args"]["prio"] / 4) if e["args"]["prio"] > 1 else None for e in es]
+        for u in {b for b in base if b is not None}:
+            at = [i for i, b in enumerate(base) if b == u]
+            if all(es[i]["args"]["phase"] == "backward" for i in at):
+                units += 1
+                bad += any(b is not None and b < u for b in base[at[0]:at[-1]])
+print(units, bad)
+' "$TMPD/zbu.json" 2>&1)
+check "gpt_train --pp 2 --zero-bubble --ncpus 1: backward units (steps 2, 3; both stages) interleaved with later units' tasks ($units: units, interleaved) = 0" \
+  sh -c "echo '$units' | awk '{ exit !(\$1 >= 16 && \$2 == 0) }'"
 fi
 # a model of one's own: custom_model's blocks unchanged, stages from the driver
 if want "custom model"; then

@@ -243,7 +243,10 @@ static void gemm_backward(sw_ctx *x, const sw_linear *l, sw_tensor *dy, sw_tenso
         if (sw_is_scratch(x, in))
             sw_usage_error("sw_linear_defer_weight_grads: the linear's input %s is a scratch tensor, rewritten before "
                            "the W unit (Zero Bubble's split needs the saved input: tp 1)", in->name);
-        sw_copy(whole_w(keep), whole_r(dy));
+        /* a task of the unit's priority: starpu_data_cpy's runs at 0 (StarPU 1.3: "FIXME: priority!!"), after
+         * every ready task of a higher one, and the rest of B, which overwrites dy, waited on it while the
+         * stage ran W and the next forward's tasks instead (docs/simulation.md, "Zero Bubble's bubble") */
+        sw_copy_flat(whole_r(dy), whole_w(keep), 0);
         if (d->n == d->cap) d->cap = d->cap ? 2 * d->cap : 8, d->item = sw_xrealloc(d->item, (size_t)d->cap * sizeof *d->item);
         d->item[d->n++] = (sw_wgrad){l, keep, in, with_bias, n, sizes};
     } else if (dx_first) {

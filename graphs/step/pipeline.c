@@ -26,12 +26,13 @@ struct sw_pipeline {
     struct sw_wdefer *wl;  /* the split: wl[slot], the weight gradients micro slot `slot`'s B unit left */
     unsigned char *wmask;  /* the split: wmask[k], parameter k's gradient written by the W units */
     int late_w;            /* the split: W units after the stage's last forward (the cooldown's) */
+    int *lates;            /* the split: every stage's late_w in the current order (pp; 0 without the split) */
     int inflight;          /* the quota asked for (sw_pipeline_create) */
     int *allslots;         /* every stage's pool of micro slots, sized at create (the re-planned order stays within) */
     /* the costs the order comes from (schedule.h): the guess until the second step's tasks are measured
      * (meter 3: the first step, not measured; 1: this step's; 2: measured, sw_pipeline_replan to call;
      * 0: done), then measured (1; 2: but no order fits), per stage in us */
-    int meter, measured;
+    int meter, measured;   /* measured 3: measured, and the guess's order kept as the shorter under them */
     long long spent[3];    /* this rank's measured step: ns of its forward, B (the backward without the split), W tasks */
     sw_unit_costs *costs;  /* pp: the measured costs */
     sw_tensor *loss;       /* [1,1] the loss received from the last stage (the others) */
@@ -42,7 +43,8 @@ int sw_pipeline_stage_of(int layer, int layers, int pp, int chunks) { return sw_
 
 /* the schedule of this rank's stage, refused (exit 2 on every rank: each
  * simulates every stage) when the quotas let no order finish */
-static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_unit *order, int *slots, int *every)
+static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_unit *order, int *slots, int *every,
+                 int *lates)
 {
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     *pp = mesh ? sw_mesh_size(mesh, SW_GROUP_PP) : 1, *stage = mesh ? sw_mesh_stage(mesh) : 0;
@@ -59,6 +61,7 @@ static void plan(const sw_ctx *x, int inflight, int *pp, int *stage, int *V, sw_
     if (order) memcpy(order, all + (size_t)*stage * (size_t)n, (size_t)n * sizeof *order);
     *slots = allslots[*stage];
     if (every) memcpy(every, allslots, (size_t)*pp * sizeof *every);
+    for (int t = 0; t < *pp && lates; t++) lates[t] = split ? sw_schedule_late_w(all + (size_t)t * (size_t)n, n) : 0;
     free(all), free(allslots);
 }
 
@@ -87,7 +90,7 @@ double sw_pipeline_blocks_bytes(const sw_ctx *x, const sw_blocks_config *c, cons
     sw_check_ptr("sw_pipeline_blocks_bytes", "x", x);
     sw_check_ptr("sw_pipeline_blocks_bytes", "c", c);
     int pp, stage, V, slots;
-    plan(x, inflight, &pp, &stage, &V, NULL, &slots, NULL);
+    plan(x, inflight, &pp, &stage, &V, NULL, &slots, NULL, NULL);
     check_layout(c, pp, V);
     /* chunk 0 allocates the stage's pool of micro slots, the other chunks only their own gradient stream */
     sw_blocks_config b = chunk_config(x, c, pp, stage, V, 0, slots);
@@ -115,13 +118,15 @@ sw_pipeline *sw_pipeline_create(sw_ctx *x, const sw_blocks_config *c, const sw_b
     s->order = sw_xcalloc((size_t)s->units, sizeof *s->order);
     const sw_mesh *mesh = x->comm ? sw_comm_mesh(x->comm) : NULL;
     s->allslots = sw_xcalloc(mesh ? (size_t)sw_mesh_size(mesh, SW_GROUP_PP) : 1, sizeof *s->allslots);
-    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots, s->allslots);
+    s->lates = sw_xcalloc(mesh ? (size_t)sw_mesh_size(mesh, SW_GROUP_PP) : 1, sizeof *s->lates);
+    plan(x, inflight, &s->pp, &s->stage, &s->V, s->order, &s->slots, s->allslots, s->lates);
     s->inflight = inflight;
     /* the order of the steps after the second from its measured costs (the first step's carry one-time
      * costs -- allocations, the libraries' initialisation: measured 150 ms for a forward of gpt_train --pp 2
-     * --hidden 64, 1 ms in the second): with stages (one stage's order does not depend on costs), not in
-     * simulation (the tasks do not run) */
-    s->meter = s->pp > 1 && !sw_simulated() ? 3 : 0;
+     * --hidden 64, 1 ms in the second): with stages (one stage's order does not depend on costs); in
+     * simulation too, where the tasks' times are the simulated ones (StarPU's profiling on SimGrid's clock:
+     * the calibrated performance models), so the simulated pipeline runs the order a real one would */
+    s->meter = s->pp > 1 ? 3 : 0;
     if (s->split) {
         s->wl = sw_xcalloc((size_t)s->slots, sizeof *s->wl);
         s->wmask = sw_xcalloc((size_t)sw_params_count(x->params), 1);
@@ -148,7 +153,7 @@ void sw_pipeline_destroy(sw_pipeline *s)
 {
     if (!s) return;
     for (int v = s->V - 1; v >= 0; v--) sw_blocks_destroy(s->chunk[v]); /* the pool's owner, chunk 0, last */
-    free(s->chunk), free(s->bc), free(s->order), free(s->allslots), free(s->costs);
+    free(s->chunk), free(s->bc), free(s->order), free(s->allslots), free(s->lates), free(s->costs);
     for (int i = 0; s->wl && i < s->slots; i++) free(s->wl[i].item);
     free(s->wl), free(s->wmask);
     sw_tensor_free(s->loss);
@@ -232,22 +237,31 @@ int sw_pipeline_replan(sw_pipeline *s)
         for (int i = 0; i < 3; i++) *c[i] = *c[i] < 1 && (i < 2 || s->split) ? 1 : *c[i];
     }
     sw_unit *all = sw_xcalloc((size_t)pp * (size_t)n, sizeof *all);
-    int *slots = sw_xcalloc((size_t)pp, sizeof *slots), stuck = -1;
-    if (ok && !sw_schedule_costed(pp, s->V, s->K, s->inflight, s->split, costs, s->allslots, all, slots, &stuck)) {
+    int *slots = sw_xcalloc((size_t)pp, sizeof *slots), kept = 0;
+    /* the simulation under the measured costs, or the guess's order where it ends sooner under them */
+    if (ok && !sw_schedule_replan(pp, s->V, s->K, s->inflight, s->split, costs, s->allslots, all, slots, &kept)) {
         memcpy(s->order, all + (size_t)s->stage * (size_t)n, (size_t)n * sizeof *s->order);
         if (s->split) s->late_w = sw_schedule_late_w(s->order, n);
-        s->measured = 1;
+        for (int t = 0; t < pp && s->split; t++) s->lates[t] = sw_schedule_late_w(all + (size_t)t * (size_t)n, n);
+        s->measured = kept ? 3 : 1;
     } else if (ok) s->measured = 2; /* measured, but no order of them fits: the guess's order stays */
     if (ok) s->costs = costs, costs = NULL;
     free(costs), free(all), free(slots), free(sum);
     return 1;
 }
 
+int sw_pipeline_late_w(const sw_pipeline *s, int stage)
+{
+    sw_check_ptr("sw_pipeline_late_w", "s", s);
+    if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_late_w: stage %d of %d", stage, s->pp);
+    return s->lates[stage];
+}
+
 int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w)
 {
     sw_check_ptr("sw_pipeline_schedule_costs", "s", s);
     if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_schedule_costs: stage %d of %d", stage, s->pp);
-    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1 or 2: measured */
+    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1, 2 or 3: measured */
     const double unit = s->measured ? 1e3 : 1; /* us to ms */
     if (f) *f = (double)c->f / unit;
     if (b) *b = (double)(s->split ? c->b : c->b + c->w) / unit; /* without the split: the whole backward */

@@ -2,6 +2,7 @@
  * quotas, priorities and costs. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "schedule.h"
 
@@ -126,6 +127,58 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
     free(n), free(fnext), free(bnext), free(fdone), free(bdone), free(busy), free(slot), free(used);
     free(wq), free(whead), free(wtail);
     return done == total ? 0 : -1;
+}
+
+long sw_schedule_makespan(int pp, int V, int K, int split, const sw_unit_costs *costs, const sw_unit *orders)
+{
+    const sw_unit_costs guess = SW_SCHEDULE_GUESS;
+    const int J = pp * V, n = sw_schedule_units(V, K, split);
+    long *fend = xcalloc((size_t)J * (size_t)K, sizeof *fend), *bend = xcalloc((size_t)J * (size_t)K, sizeof *bend);
+    long *free_at = xcalloc((size_t)pp, sizeof *free_at), span = 0;
+    int *next = xcalloc((size_t)pp, sizeof *next), left = pp * n;
+    for (int i = 0; i < J * K; i++) fend[i] = bend[i] = -1;
+    for (int progress = 1; progress && left;) { /* each stage as far as its next unit's inputs are there */
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            for (; next[s] < n; next[s]++, left--, progress = 1) {
+                const sw_unit *u = &orders[(size_t)s * (size_t)n + (size_t)next[s]];
+                const int j = u->chunk * pp + s;
+                const size_t at = (size_t)j * (size_t)K + (size_t)u->k;
+                long dep = u->fwd ? (j ? fend[at - (size_t)K] : 0) : u->w ? bend[at] : fend[at];
+                if (!u->fwd && !u->w && j < J - 1 && dep >= 0) /* B: its forward and its output's gradient */
+                    dep = bend[at + (size_t)K] < 0 ? -1 : bend[at + (size_t)K] > dep ? bend[at + (size_t)K] : dep;
+                if (dep < 0) break;
+                const sw_unit_costs *c = costs ? &costs[s] : &guess;
+                long d = u->fwd ? c->f : u->w ? c->w : split ? c->b : c->b + c->w;
+                free_at[s] = (dep > free_at[s] ? dep : free_at[s]) + (d > 0 ? d : 1);
+                if (u->fwd) fend[at] = free_at[s];
+                else if (!u->w) bend[at] = free_at[s];
+                if (free_at[s] > span) span = free_at[s];
+            }
+    }
+    free(fend), free(bend), free(free_at), free(next);
+    return left ? -1 : span;
+}
+
+int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                       sw_unit *orders, int *slots, int *kept)
+{
+    const size_t n = (size_t)pp * (size_t)sw_schedule_units(V, K, split);
+    sw_unit *guessed = xcalloc(n, sizeof *guessed);
+    int *gslots = xcalloc((size_t)pp, sizeof *gslots), stuck = -1;
+    *kept = 0;
+    if (sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck)) { /* no order fits */
+        free(guessed), free(gslots);
+        return -1;
+    }
+    int guessable = !sw_schedule_split(pp, V, K, inflight, split, guessed, gslots, &stuck);
+    for (int s = 0; s < pp && guessable && cap; s++) guessable = gslots[s] <= cap[s];
+    long a = sw_schedule_makespan(pp, V, K, split, costs, orders); /* -1 only if it deadlocked: never taken */
+    long b = guessable ? sw_schedule_makespan(pp, V, K, split, costs, guessed) : -1;
+    *kept = b >= 0 && (a < 0 || b < a); /* the guess's order, shorter under these costs */
+    if (*kept) memcpy(orders, guessed, n * sizeof *orders), memcpy(slots, gslots, (size_t)pp * sizeof *slots);
+    free(guessed), free(gslots);
+    return a >= 0 || *kept ? 0 : -1;
 }
 
 int sw_schedule_late_w(const sw_unit *order, int n)

@@ -81,6 +81,26 @@ typedef struct sw_unit_costs {
  * chunk's micro-batch order in each direction. */
 int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
                        sw_unit *orders, int *slots, int *stuck);
+/* The makespan of per-stage orders (orders + s n, n = sw_schedule_units(V,
+ * K, split)) replayed as fixed sequences -- what StarPU does with a
+ * stage's units -- under costs (NULL: the guess): each unit starts when its
+ * stage is free and its inputs are there (a forward after the previous
+ * virtual stage's forward of its micro-batch, B after its forward and the
+ * next virtual stage's B, W after its B). -1 when they wait in a cycle. */
+long sw_schedule_makespan(int pp, int V, int K, int split, const sw_unit_costs *costs, const sw_unit *orders);
+/* The order of the steps after a measured one (sw_pipeline_replan): the
+ * simulation under the measured costs (sw_schedule_costed, within the pools
+ * cap), or the guess's order (sw_schedule_split) where that one, replayed
+ * under the same costs (sw_schedule_makespan), ends sooner -- the greedy
+ * simulation starts whatever is ready, a W the moment a stage idles, and
+ * under costs of unequal F, B and W that W then holds back a B arriving
+ * during it, while the guess's order (F = B = W) keeps ZB-H1's steady
+ * F B W pattern, whose bubble is (p - 1)(F + B - W) at any costs with
+ * W <= F (tests/test_schedule.c). *kept: 1 when the guess's order was
+ * taken. Returns 0, or -1 when no order of the costs fits the quotas and
+ * pools (*kept 0, the orders partial: the caller keeps the guess's). */
+int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                       sw_unit *orders, int *slots, int *kept);
 /* the units per stage: 2 K V, or 3 K V with the split */
 int sw_schedule_units(int V, int K, int split);
 /* the W units of `order` (n units) after its last forward: the weight

@@ -42,7 +42,9 @@
  * driver only submits) sums them per stage over its ranks and simulates
  * the order of every later step again from them, within the pools of
  * micro slots allocated at create (so memory stays as the model says), or
- * keeps the guess's order where no order fits them
+ * keeps the guess's order where no order fits them or where, replayed under
+ * the measured costs, it ends sooner (graphs/step/schedule.h,
+ * sw_schedule_replan; in a simulation too, from the simulated times)
  * (sw_pipeline_schedule_costs says which). Without chunks the order is Megatron-core's 1F1B for q_s = pp -
  * s and GPipe's for q_s = the micro-batches (tests/test_schedule.c). The
  * default q_s = (V - 1) pp + pp - s is 1F1B's memory without chunks (pp -
@@ -151,22 +153,31 @@ sw_tensor *sw_pipeline_loss(sw_pipeline *s);
 int sw_pipeline_stage(const sw_pipeline *s, int *stages);
 /** The costs the order of the step submitted last came from, of stage
  * `stage`'s units: returns 0 for the guess (the first two steps, one
- * stage, a simulation, or no order of the measured costs within the
+ * stage, or no order of the measured costs within the
  * pools: *f 1, *b 2 and *w 0, or 1, 1 and 1 with Zero Bubble's split, in
  * units of a forward), 1 for costs measured in the second step (after
  * sw_pipeline_replan: milliseconds per unit, the stage's mean; *b the input gradients
  * with the split, else the whole backward, and *w 0), 2 for costs measured
  * (the same) of which no order fits the quotas and the pools (uneven
- * costs with interleaved chunks: the guess's order stays). f, b, w may be
- * NULL. */
+ * costs with interleaved chunks: the guess's order stays), 3 for costs
+ * measured (the same) under which the guess's order ends sooner than the
+ * one simulated from them, and stays (graphs/step/schedule.h,
+ * sw_schedule_replan). f, b, w may be NULL. */
 int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w);
+/** With Zero Bubble's split, the W units that stage `stage`'s current
+ * order (what sw_pipeline_step submits: the guess's, after
+ * sw_pipeline_replan the measured costs') places after its last forward
+ * (in the cooldown, where 1F1B idles); 0 without the split. Each rank computes every
+ * stage's order, so any stage may be asked on any rank. */
+int sw_pipeline_late_w(const sw_pipeline *s, int stage);
 /** Blocking, collective over every rank of the model (call it on each,
  * between steps, with the submitted steps' tasks run -- train_loop calls
  * it after each step's wait): once the second step (the measured one) has
  * run, sums its measured costs per stage over the ranks
  * (sw_comm_sum_host) and computes the order of the later steps from them;
- * returns 1 then, 0 on every other call (no stages, a simulation, before
- * the measurement, after it). Until it is called after the second step,
+ * returns 1 then, 0 on every other call (no stages, before the
+ * measurement, after it). In a simulation (SimGrid) too: the measured
+ * times are the simulated ones, from the calibrated performance models. Until it is called after the second step,
  * StarPU's profiling stays on and the guess's order is used. */
 int sw_pipeline_replan(sw_pipeline *s);
 /** This stage's in-flight quota (chunks of micro-batches whose saved sets it holds at once). */
