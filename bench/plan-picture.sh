@@ -9,22 +9,13 @@
 #          [--run "1 2 4"] [--out PNG] [MODEL FLAGS...]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="1 2 4 8 16 32 64" runs="1 2 4" out=$top/docs/plan-scaling.png
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --machine) machine=$2; shift 2 ;;
-    --worlds) worlds=$2; shift 2 ;;
-    --run) runs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) break ;;
-  esac
-done
-[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
-command -v gnuplot > /dev/null || { echo "plan-picture: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 2; }
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+build=$top/build machine="" worlds="1 2 4 8 16 32 64" runs="1 2 4" out=$top/docs/plan-scaling.png me=plan-picture.sh
 . "$top/bench/common.sh"
+plan_options "$0" "--worlds:worlds --run:runs --out:out" "$@"
+shift "$plan_shift"
+# shellcheck disable=SC2086 # the default model's flags are words
+[ $# -gt 0 ] || set -- $w124_flags
+command -v gnuplot > /dev/null || { echo "plan-picture: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/plan-picture.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cores=$(nproc)

@@ -15,21 +15,12 @@
 # bench/common.sh sets it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build ranks="2 4" spread=8 steps=4 machine=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --spread) spread=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --machine) machine=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) break ;;
-  esac
-done
-[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+build=$top/build ranks="2 4" spread=8 steps=4 machine="" me=plan.sh
 . "$top/bench/common.sh"
+plan_options "$0" "--ranks:ranks --spread:spread --steps:steps" "$@"
+shift "$plan_shift"
+# shellcheck disable=SC2086 # the default model's flags are words
+[ $# -gt 0 ] || set -- $w124_flags
 for n in $ranks; do
   echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   t0=$(date +%s)
