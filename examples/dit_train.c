@@ -155,14 +155,15 @@ static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
     c->recompute = sw_recompute_parse((const char *[]){"none", "selective", "full"}[rec]);
 }
 
-/* every rule before any collective, on every rank (exit 2) */
-static void check_flags(const sw_dit_config *c, const opts *o)
+/* every rule before any collective, on every rank (exit 2); world: the ranks (--check-config: before sw_init,
+ * the planner's world) */
+static void check_flags(const sw_dit_config *c, const opts *o, int world)
 {
     char msg[512];
     if (o->budget && !c->offload) sw_usage_error("--offload-budget-mb needs --offload");
     /* the model's and the layout's rules, the planner's too (sw_plan_dit_check) */
     if (sw_dit_config_check(c, o->pp, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
-    if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
+    if (xdir && world != 1) sw_usage_error("--export runs on one rank (%d)", world);
     if (o->save_every && !o->save) sw_usage_error("--save-every N needs --save DIR and N >= 0 (%d)", o->save_every);
     if (xdir && o->resume) sw_usage_error("--export starts from the initial parameters: not with --resume");
 }
@@ -312,13 +313,14 @@ int main(int argc, char **argv)
     sw_dit_config c;
     opts o = {0};
     parse_flags(argc, argv, &c, &o);
+    if (plan_o.check_config) check_flags(&c, &o, 1); /* dit_train's verdict: its rules, then the world's (below) */
     if (plan_o.plan || plan_o.check_config) return plan_dit_main(&c, o.pp, argv[0]); /* no training */
     sw_options opt;
     sw_options_default(&opt);
     opt.offload = c.offload; /* an offload memory node for the blocks' saved sets */
     opt.offload_budget_mb = o.budget; /* main RAM StarPU may fill (0: no limit) */
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
-    check_flags(&c, &o);
+    check_flags(&c, &o, sw_world_size());
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = c.tp, .ulysses = c.ulysses, .ring = c.ring, .dp = c.dp, .pp = o.pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     const double ram_before = o.memory ? ram_used() : 0; /* what StarPU counts before the model */

@@ -476,8 +476,10 @@ int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
     int world = plan_world();
     char msg[512];
     if (o->simulate) sw_usage_error("--simulate is gpt_train's (dit_train --plan ranks by the estimate)");
-    if (o->check_config) { /* dit_train's rules, the world, then every rank's model described (the layers refuse there) */
-        if (sw_plan_dit_check(cfg, pp, world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+    if (o->check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model described
+                            * as sw_dit_create describes it (the layers and the pipeline refuse there) */
+        sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, pp};
+        if (sw_mesh_check(&d, world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
         for (int r = 0; r < world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL); /* nothing allocated, no runtime */
         printf("check-config: accepted on %d ranks\n", world);
         return 0;
