@@ -47,8 +47,8 @@ crosscheck() { # crosscheck N STEP MODEL-FLAGS...
     "$prog" --check-config --plan-ranks "$n" "$@" $flags > "$TMPD/check" 2>&1
     c=$?
     case $verdict in
-      fits|dropped) legal=$((legal + 1)); [ "$c" = 0 ] || { bad=$((bad + 1)); echo "planner: legal, gpt_train: exit $c: $flags"; head -n 3 "$TMPD/check"; } ;;
-      illegal) [ "$c" = 2 ] || { bad=$((bad + 1)); echo "planner: illegal ($why), gpt_train: exit $c: $flags"; } ;;
+      fits|dropped) legal=$((legal + 1)); [ "$c" = 0 ] || { bad=$((bad + 1)); echo "planner: legal, $(basename "$prog"): exit $c: $flags"; head -n 3 "$TMPD/check"; } ;;
+      illegal) [ "$c" = 2 ] || { bad=$((bad + 1)); echo "planner: illegal ($why), $(basename "$prog"): exit $c: $flags"; } ;;
     esac
   done < "$TMPD/list"
   check "$n ranks, $*: $total candidates ($legal legal) judged as $(basename "$prog") judges them (exit $rc)" \
