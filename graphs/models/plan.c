@@ -582,8 +582,13 @@ static void dit_estimate(sw_plan_dit_entry *e, const sw_plan_world *w, const sw_
     e->traffic = best.traffic;
     e->bubble_ms = worst * (pp - 1) / (c->micro * V);
     e->ms = worst + e->bubble_ms;
+    /* point-to-point messages (the progression thread polling): the pipeline's, and Ring's where its traffic model
+     * has any -- the DiT's Ring splits whole frames, its temporal attention exchanges over the sp group's
+     * all-to-all as Ulysses does, and the ring group sends nothing */
+    double ring_bytes = 0;
+    for (int p = 0; p < pp; p++) ring_bytes += ts[p].forward[SW_GROUP_RING] + ts[p].backward[SW_GROUP_RING];
     double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    double threads = run_workers + (pp > 1 || c->ring > 1 ? mc->p2p_spin : 0);
+    double threads = run_workers + (pp > 1 || ring_bytes > 0 ? mc->p2p_spin : 0);
     if (w->ranks_per_node * threads > mc->cores) {
         double node = 0;
         for (int n = 0; n * w->ranks_per_node < world; n++) {
