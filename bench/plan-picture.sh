@@ -5,9 +5,11 @@
 # of this VM's cores, the machine's link figures between them) and this machine's measured points on it: the
 # planner's best layout at 1, 2 and 4 ranks run for real (4 steps, steps
 # 2.. timed). Writes docs/plan-scaling.png (gnuplot) and prints the table.
-# Without --machine this machine is measured once, by the first --plan,
-# and its figures written to a machine file every size is priced by (one
-# moment's load for the whole line, not one per size).
+# Without --machine this machine is measured once, by a --plan with an
+# empty StarPU home (its GEMM measured now, not read from the history
+# model of every session's runs, loaded ones included), and its figures
+# written to a machine file every size is priced by (one moment's load
+# for the whole line, not one per size).
 # usage: bench/plan-picture.sh [--build DIR] [--machine FILE] [--worlds "1 2 4 8 16 32 64 128 256 512"]
 #          [--run "1 2 4"] [--out PNG] [MODEL FLAGS...]
 set -eu
@@ -25,7 +27,9 @@ cores=$(nproc)
 echo "bench/plan-picture.sh: $(date -u +%Y-%m-%dT%H:%MZ), $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -z "$machine" ]; then # measured once: the planner's printed figures as a machine file (their sources kept)
   machine=$tmp/machine
-  "$build/examples/gpt_train" --plan --plan-ranks 1 --plan-top 1 "$@" > "$tmp/m" 2>&1 || { cat "$tmp/m"; exit 1; }
+  mkdir "$tmp/home"
+  STARPU_HOME=$tmp/home STARPU_PERF_MODEL_DIR="" "$build/examples/gpt_train" --plan --plan-ranks 1 --plan-top 1 "$@" \
+    > "$tmp/m" 2>&1 || { cat "$tmp/m"; exit 1; }
   sed -n 's/^plan: machine: //p' "$tmp/m" | awk '
     { src = $0; sub(/^[^:]*: /, "", src) }
     /^GEMM [0-9.e+-]* GFLOP\/s per worker/ { print "gemm_gflops", $2, src }
