@@ -22,3 +22,31 @@ sim_builds() {
   [ -x "$2/examples/gpt_train" ] || die2 "no simulation build in $2 (docs/simulation.md)"
 }
 cpu_model() { grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //'; }
+
+# The options bench/plan.sh and bench/plan-picture.sh share (and their
+# own): plan_options SCRIPT "OPT:VAR ..." ARGS... sets build from --build,
+# machine from --machine and each VAR from its OPT, prints SCRIPT's usage
+# for -h/--help, stops at the first argument it does not know (the
+# model's flags) and leaves in plan_shift how many it took (the caller
+# shifts them). w124_flags: the default model, W124 (bench/w124.sh's
+# shape). As root, mpirun is allowed to run as root.
+# shellcheck disable=SC2034 # used by the scripts that source this
+w124_flags="--layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024"
+plan_options() {
+  plan_script=$1 plan_own=$2 plan_shift=0; shift 2
+  while [ $# -gt 0 ]; do
+    plan_var=
+    case "$1" in
+      --build) plan_var=build ;;
+      --machine) plan_var=machine ;;
+      -h|--help) usage_from "$plan_script"; exit 0 ;;
+      --*) for plan_o in $plan_own; do [ "${plan_o%%:*}" = "$1" ] && plan_var=${plan_o#*:}; done ;;
+    esac
+    [ -n "$plan_var" ] || break
+    need "$@"
+    eval "$plan_var=\$2"
+    shift 2
+    plan_shift=$((plan_shift + 2))
+  done
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+}

@@ -5,30 +5,43 @@
 # of this VM's cores, the machine's link figures between them) and this machine's measured points on it: the
 # planner's best layout at 1, 2 and 4 ranks run for real (4 steps, steps
 # 2.. timed). Writes docs/plan-scaling.png (gnuplot) and prints the table.
-# usage: bench/plan-picture.sh [--build DIR] [--machine FILE] [--worlds "1 2 4 8 16 32 64"]
+# Without --machine this machine is measured once, by a --plan with an
+# empty StarPU home (its GEMM measured now, not read from the history
+# model of every session's runs, loaded ones included), and its figures
+# written to a machine file every size is priced by (one moment's load
+# for the whole line, not one per size).
+# usage: bench/plan-picture.sh [--build DIR] [--machine FILE] [--worlds "1 2 4 8 16 32 64 128 256 512"]
 #          [--run "1 2 4"] [--out PNG] [MODEL FLAGS...]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="1 2 4 8 16 32 64" runs="1 2 4" out=$top/docs/plan-scaling.png
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --machine) machine=$2; shift 2 ;;
-    --worlds) worlds=$2; shift 2 ;;
-    --run) runs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) break ;;
-  esac
-done
-[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
-command -v gnuplot > /dev/null || { echo "plan-picture: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 2; }
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+build=$top/build machine="" worlds="1 2 4 8 16 32 64 128 256 512" runs="1 2 4" out=$top/docs/plan-scaling.png me=plan-picture.sh
 . "$top/bench/common.sh"
+plan_options "$0" "--worlds:worlds --run:runs --out:out" "$@"
+shift "$plan_shift"
+# shellcheck disable=SC2086 # the default model's flags are words
+[ $# -gt 0 ] || set -- $w124_flags
+command -v gnuplot > /dev/null || { echo "plan-picture: gnuplot is missing (apt-get install gnuplot-nox)" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/plan-picture.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cores=$(nproc)
 echo "bench/plan-picture.sh: $(date -u +%Y-%m-%dT%H:%MZ), $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -z "$machine" ]; then # measured once: the planner's printed figures as a machine file (their sources kept)
+  machine=$tmp/machine
+  mkdir "$tmp/home"
+  STARPU_HOME=$tmp/home STARPU_PERF_MODEL_DIR="" "$build/examples/gpt_train" --plan --plan-ranks 1 --plan-top 1 "$@" \
+    > "$tmp/m" 2>&1 || { cat "$tmp/m"; exit 1; }
+  sed -n 's/^plan: machine: //p' "$tmp/m" | awk '
+    { src = $0; sub(/^[^:]*: /, "", src) }
+    /^GEMM [0-9.e+-]* GFLOP\/s per worker/ { print "gemm_gflops", $2, src }
+    /^cores per node/ { sub(/:$/, "", $4); print "cores", $4, src }
+    /^intra-node link/ { print "intra_gbs", $3, src; sub(/,/, "", $5); print "intra_us", $5, src }
+    /^inter-node link/ { print "inter_gbs", $3, src; print "inter_us", $5, src }
+    /^cost per task/ { print "task_us", $4, src }
+    /^GEMM at half rate with/ { print "gemm_half_rows", $6, src }
+    /^optimizer [0-9.e+-]* ns/ { print "adam_ns", $2, src }
+    /^progression thread polling/ { print "p2p_spin", $4, src }' > "$machine"
+  echo "bench/plan-picture.sh: the machine, measured once:"; sed 's/^/  /' "$machine"
+fi
 : > "$tmp/pred"
 : > "$tmp/meas"
 echo "| ranks | nodes x ranks | predicted ms/step (best layout) | measured ms/step | layout |"
@@ -59,7 +72,7 @@ done
 gnuplot <<G
 set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "$out"
-set title "gpt_train --plan, W124: the best layout's predicted step (fast estimate) and measured here\n1-4 ranks: this 2-core VM (ranks share its cores); 8-64: nodes of 2 ranks of it"
+set title "gpt_train --plan, W124: the best layout's predicted step (fast estimate) and measured here\n1-4 ranks: this 2-core VM (ranks share its cores); 8 and more: nodes of 2 ranks of it, one machine measurement"
 set xlabel "ranks"
 set ylabel "ms per step"
 set logscale xy

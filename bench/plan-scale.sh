@@ -3,7 +3,10 @@
 # on 64 and 512 ranks (8 per node) under a per-rank memory budget -- the
 # planner's choice beside hand-written layouts from Megatron-LM's and
 # torchtitan's documentation, each priced by the same estimate with the
-# fewest micro-batches that fit the budget (or dropped, with its need at 8). FAST ESTIMATE,
+# fewest micro-batches that fit the budget (or dropped, with its need at the
+# fewest legal). The global batch is the sequences per rank times the
+# ranks, at most the largest power of 2 gpt_train accepts
+# (seq*batch*4*hidden must fit in 32 bits): the table says which. FAST ESTIMATE,
 # not the simulated task graph: the simulation helper has no calibration of
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
@@ -14,13 +17,14 @@
 # headline), bench/sim-platform.sh's nvlink-ib links (ASSUMPTIONS).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="64 512"
+build=$top/build machine="" worlds="64 512" me=plan-scale.sh
+. "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --machine) machine=$2; shift 2 ;;
     --worlds) worlds=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) usage_from "$0"; exit 0 ;;
     *) echo "plan-scale: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +48,7 @@ fi
 # model | budget MiB per rank | sequences per rank | flags. LLaMA-7B: 1 per
 # rank (torchtitan's 8 would be a global batch whose [seq x batch, 4
 # hidden] tensor passes 32 bits: gpt_train refuses seq*batch*4*hidden >=
-# 2^32; at 512 ranks even 1 per rank does: the run says so)
+# 2^32; at 512 ranks the cap below binds: 64 sequences)
 models() {
   cat <<'X'
 GPT-2 1.5B|16384|8|--model gpt2 --layers 48 --hidden 1600 --heads 25 --seq 1024 --max-pos 1024 --vocab 50257
@@ -59,14 +63,20 @@ GPT-2 1.5B|Megatron-LM's distributed optimizer (ZeRO-1) on the same layout|--tp 
 GPT-2 1.5B|torchtitan (FSDP over every rank = ZeRO-3, selective activation checkpointing, train_configs' default)|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
 LLaMA-7B|torchtitan train_configs/llama2_7b.toml (tensor_parallel_degree 1, data_parallel_degree -1 under FSDP = ZeRO-3, selective AC, batch 8, seq 2048)|--tp 1 --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
 LLaMA-7B|Megatron-LM's rule of thumb (tensor parallel inside a node: TP 8 with sequence parallelism, distributed optimizer = ZeRO-1, selective recomputation)|--tp 8 --sp --ulysses 1 --ring 1 --dp DP --pp 1 --zero 1 --grad-accum 1 --recompute selective
+LLaMA-7B|torchtitan's 2D parallelism (FSDP = ZeRO-3 across nodes, tensor parallel 8 with sequence parallelism inside a node: docs/composability, llama3_70b.toml's tensor_parallel_degree 8; selective AC)|--tp 8 --sp --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
 X
 }
 echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); machine file:"
 grep -v '^#' "$machine" | sed 's/^/  /'
-printf '| model | ranks | budget MiB/rank | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|\n'
+printf '| model | ranks | budget MiB/rank | batch | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|---|\n'
 models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|' read -r name budget per flags; do
   for n in $worlds; do
-    batch=$((per * n))
+    # the global batch: per rank x ranks, capped at the largest power of 2 with seq*batch*4*hidden < 2^32
+    seq=$(echo "$flags" | sed 's/.*--seq \([0-9]*\).*/\1/') hid=$(echo "$flags" | sed 's/.*--hidden \([0-9]*\).*/\1/')
+    cap=1
+    while [ $((seq * cap * 2 * 4 * hid)) -le 4294967295 ]; do cap=$((cap * 2)); done
+    batch=$((per * n)); bnote=$batch
+    [ "$batch" -le "$cap" ] || { batch=$cap; bnote="$cap (not $((per * n)): 32 bits)"; }
     t0=$(date +%s)
     # shellcheck disable=SC2086
     rm -f "$tmp/list"
@@ -76,9 +86,9 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
     if [ -n "$best" ]; then
       ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
       lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
-      echo "| $name | $n | $budget | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
+      echo "| $name | $n | $budget | $bnote | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
     else
-      echo "| $name | $n | $budget | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+      echo "| $name | $n | $budget | $bnote | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
     fi
     hands | while IFS='|' read -r hname src hflags; do
       [ "$hname" = "$name" ] || continue
@@ -86,18 +96,25 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
       for d in $(echo "$hflags" | sed -n 's/.*--tp \([0-9]*\).*--ulysses \([0-9]*\) --ring \([0-9]*\).*--pp \([0-9]*\).*/\1 \2 \3 \4/p'); do
         rest=$((rest / d))
       done
-      # the micro-batches: the fewest that fit the budget (the documents leave the micro-batch size to the user)
+      # the micro-batches: the fewest that fit the budget (the documents leave the micro-batch size to the
+      # user); none fits: the fewest legal one (dropped, its need); none legal: one micro-batch's verdict
+      got="" gotf="" drop="" dropf="" first="" firstf=""
       for K in 1 2 4 8; do
         hf=$(echo "$hflags" | sed "s/--dp DP/--dp $rest/; s/--grad-accum 1/--grad-accum $K/")
         row=$(awk -F '\t' -v f="$hf" '$2 == f { print; exit }' "$tmp/list" 2> /dev/null)
-        case $row in fits*) break ;; esac
+        [ -n "$first" ] || { first=${row:-none}; firstf=$hf; }
+        case $row in
+          fits*) got=$row gotf=$hf; break ;;
+          dropped*) [ -n "$drop" ] || { drop=$row; dropf=$hf; } ;;
+        esac
       done
+      if [ -n "$got" ]; then row=$got hf=$gotf; elif [ -n "$drop" ]; then row=$drop hf=$dropf; else row=$first hf=$firstf; fi
       case $row in
         fits*) ms=$(echo "$row" | sed 's/.*, \([0-9.]*\) ms\/step/\1/'); need=$(echo "$row" | sed 's/.*need \([0-9]*\) bytes.*/\1/')
-          echo "| $name | $n | $budget | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;
-        dropped*) echo "| $name | $n | $budget | \`$hf\` | $src | does not fit: $(echo "$row" | cut -f3) | - |" ;;
-        illegal*) echo "| $name | $n | $budget | \`$hf\` | $src | refused: $(echo "$row" | cut -f3) | - |" ;;
-        *) echo "| $name | $n | $budget | \`$hf\` | $src | not in the planner's space | - |" ;;
+          echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;
+        dropped*) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | does not fit: $(echo "$row" | cut -f3) | - |" ;;
+        illegal*) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | refused: $(echo "$row" | cut -f3) | - |" ;;
+        *) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | not in the planner's space | - |" ;;
       esac
     done
   done

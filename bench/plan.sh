@@ -4,10 +4,12 @@
 # spread over the ranked table (the first, the last, evenly between) run for
 # real (mpirun --oversubscribe), predicted and measured ms/step and memory
 # side by side, Spearman's rank correlation, the layouts within 20 % and the
-# largest error.
+# largest error. --program dit_train: the same for the DiT (dit_train
+# --plan).
 # usage: bench/plan.sh [--build DIR] [--ranks "2 4"] [--spread N]
-#          [--steps S] [--machine FILE] [MODEL FLAGS...]
+#          [--steps S] [--machine FILE] [--program gpt_train|dit_train] [MODEL FLAGS...]
 # Default model: W124 (GPT-2 124M, seq 64, batch 4: bench/w124.sh's shape);
+# the DiT's: 8 frames of 16 x 16 latents, hidden 128, 4 blocks, batch 4;
 # ranks 2 and 4, 8 layouts each, 4 steps (the first not timed). Without
 # --machine the planner measures this machine at its start (GEMM rates at
 # 16 and 256 rows, an AdamW pass) -- on a loaded machine those figures are
@@ -15,19 +17,18 @@
 # bench/common.sh sets it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build ranks="2 4" spread=8 steps=4 machine=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    --spread) spread=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --machine) machine=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) break ;;
-  esac
-done
-[ $# -gt 0 ] || set -- --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 --max-pos 1024
+build=$top/build ranks="2 4" spread=8 steps=4 machine="" program=gpt_train me=plan.sh
+. "$top/bench/common.sh"
+plan_options "$0" "--ranks:ranks --spread:spread --steps:steps --program:program" "$@"
+shift "$plan_shift"
+case $program in
+  gpt_train) model=$w124_flags ;;
+  # the DiT: 8 frames of 16 x 16 latents (64 patches of 2 x 2 per frame), hidden 128, 4 blocks
+  dit_train) model="--frames 8 --height 16 --width 16 --patch 2 --hidden 128 --heads 8 --layers 4 --batch 4 --cond-len 16 --cond-dim 64" ;;
+  *) die2 "--program must be gpt_train or dit_train (got '$program')" ;;
+esac
+# shellcheck disable=SC2086 # the default model's flags are words
+[ $# -gt 0 ] || set -- $model
 # A StarPU home of its own: the planner takes the GEMM rate from StarPU's
 # history model of sw_gemm where one exists, and ~/.starpu's holds every
 # run this machine ever made, loaded ones included (18 GFLOP/s against a
@@ -37,13 +38,11 @@ if [ -z "${STARPU_HOME:-}" ]; then
   STARPU_HOME=$(mktemp -d "${TMPDIR:-/tmp}/sw-plan-home.XXXXXX"); export STARPU_HOME
   trap 'rm -rf "$STARPU_HOME"' EXIT
 fi
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-. "$top/bench/common.sh"
 for n in $ranks; do
   echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   t0=$(date +%s)
   # shellcheck disable=SC2086
-  "$build/examples/gpt_train" --plan --plan-ranks "$n" --plan-top 10 ${machine:+--plan-machine "$machine"} \
+  "$build/examples/$program" --plan --plan-ranks "$n" --plan-top 10 ${machine:+--plan-machine "$machine"} \
     --verify-spread "$spread" --verify-steps "$steps" "$@"
   echo "bench/plan.sh: $n ranks took $(($(date +%s) - t0)) s"
 done

@@ -27,6 +27,7 @@
 
 #include <starweave.h>
 #include "cli.h"
+#include "plan_main.h"
 #include "train_loop.h"
 
 /* the flags that are not the model's */
@@ -65,6 +66,7 @@ static double ram_used(void)
 static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
 {
     int bf16, rec, seed;
+    const double I0 = CLI_INT_MIN, I1 = CLI_INT_MAX;
     sw_dit_config_default(c);
     const cli_flag flags[] = {
         CLI_HEADING("model (the sequence: frames x patches, split over ulysses x ring ranks in whole frames)"),
@@ -126,6 +128,26 @@ static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
                    "layout is re-sharded; bit for bit under the same one: the data are\n"
                    "functions of the seed and the step)"),
         CLI_STRING("--export", &xdir, NULL, "DIR", "(1 rank) what tests/torch_dit.py checks"),
+        CLI_HEADING("planner (docs/planner.md): the best layout of the model's flags, nothing trained"),
+        CLI_BOOL("--plan", &plan_o.plan, "rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
+                 "micro-batches, recomputation) by predicted ms/step, with its memory per\n"
+                 "rank (the exact model); exit 2 when none fits the budget"),
+        CLI_INT("--plan-ranks", &plan_o.ranks, NULL, I0, I1, "N", "the world (default: plan-ranks-per-node x plan-nodes)"),
+        CLI_INT("--plan-ranks-per-node", &plan_o.ranks_per_node, NULL, I0, I1, "R", "ranks per node (default: plan-ranks / plan-nodes)"),
+        CLI_INT("--plan-nodes", &plan_o.nodes, NULL, I0, I1, "N", "nodes (1)"),
+        CLI_INT("--plan-mem-mib", &plan_o.mem_mib, NULL, I0, I1, "N", "memory per rank in MiB (0: no budget)"),
+        CLI_STRING("--plan-machine", &plan_o.machine, NULL, "FILE", "the machine's figures, lines KEY VALUE [SOURCE] (default: this\n"
+                   "machine, measured)"),
+        CLI_INT("--plan-top", &plan_o.top, NULL, I0, I1, "N", "rows of the table (20)"),
+        CLI_STRING("--plan-list", &plan_o.list, NULL, "FILE", "write every candidate layout, its verdict and why"),
+        CLI_INT("--verify", &plan_o.verify, NULL, I0, I1, "K", "with --plan: run the top K and --verify-bottom from the bottom for real\n"
+                "(mpirun, at most 4 ranks): predicted beside measured, Spearman's rank\n"
+                "correlation (0)"),
+        CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
+        CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
+        CLI_INT("--verify-spread", &plan_o.verify_spread, NULL, I0, I1, "N", "with --plan: run N layouts spread evenly over the ranked table"),
+        CLI_BOOL("--check-config", &plan_o.check_config, "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
+                 "rules, the world, every rank's model described) and stop: exit 0 or 2"),
         CLI_END};
     cli_parse("dit_train", "[mpirun -np N] dit_train [options]",
               "A spatial-temporal video diffusion transformer (Open-Sora's STDiT) on synthetic latents.\n", flags, argc, argv);
@@ -133,20 +155,15 @@ static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
     c->recompute = sw_recompute_parse((const char *[]){"none", "selective", "full"}[rec]);
 }
 
-/* every rule before any collective, on every rank (exit 2) */
-static void check_flags(const sw_dit_config *c, const opts *o)
+/* every rule before any collective, on every rank (exit 2); world: the ranks (--check-config: before sw_init,
+ * the planner's world) */
+static void check_flags(const sw_dit_config *c, const opts *o, int world)
 {
-    const int cp = c->ulysses * c->ring, H = c->height, W = c->width, P = c->patch, S = (H / P) * (W / P);
+    char msg[512];
     if (o->budget && !c->offload) sw_usage_error("--offload-budget-mb needs --offload");
-    if (H % P || W % P) sw_usage_error("--patch (%d) must divide --height (%d) and --width (%d)", P, H, W);
-    if (c->frames % cp) sw_usage_error("--frames (%d) must be divisible by ulysses x ring (%d)", c->frames, cp);
-    if (S % cp) sw_usage_error("patches per frame ((%d/%d) x (%d/%d) = %d) must be divisible by ulysses x ring (%d)", H, P, W, P, S, cp);
-    if (c->hidden % c->heads || c->hidden % 2)
-        sw_usage_error("--heads (%d) must divide --hidden (%d), and --hidden be even", c->heads, c->hidden);
-    if (c->heads % c->tp) sw_usage_error("--heads (%d) must be divisible by --tp (%d)", c->heads, c->tp);
-    if (c->micro > SW_DIT_MAX_MICRO || c->batch % (c->dp * c->micro))
-        sw_usage_error("--micro (%d, at most %d) times --dp (%d) must divide --batch (%d)", c->micro, SW_DIT_MAX_MICRO, c->dp, c->batch);
-    if (xdir && sw_world_size() != 1) sw_usage_error("--export runs on one rank (%d)", sw_world_size());
+    /* the model's and the layout's rules, the planner's too (sw_plan_dit_check) */
+    if (sw_dit_config_check(c, o->pp, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+    if (xdir && world != 1) sw_usage_error("--export runs on one rank (%d)", world);
     if (o->save_every && !o->save) sw_usage_error("--save-every N needs --save DIR and N >= 0 (%d)", o->save_every);
     if (xdir && o->resume) sw_usage_error("--export starts from the initial parameters: not with --resume");
 }
@@ -296,12 +313,14 @@ int main(int argc, char **argv)
     sw_dit_config c;
     opts o = {0};
     parse_flags(argc, argv, &c, &o);
+    if (plan_o.check_config) check_flags(&c, &o, 1); /* dit_train's verdict: its rules, then the world's (below) */
+    if (plan_o.plan || plan_o.check_config) return plan_dit_main(&c, o.pp, argv[0]); /* no training */
     sw_options opt;
     sw_options_default(&opt);
     opt.offload = c.offload; /* an offload memory node for the blocks' saved sets */
     opt.offload_budget_mb = o.budget; /* main RAM StarPU may fill (0: no limit) */
     if (sw_init(&argc, &argv, &opt) != 0) return 1;
-    check_flags(&c, &o);
+    check_flags(&c, &o, sw_world_size());
     sw_mesh *mesh = sw_mesh_create(&(sw_mesh_dims){.tp = c.tp, .ulysses = c.ulysses, .ring = c.ring, .dp = c.dp, .pp = o.pp});
     sw_comm *world = sw_comm_create(mesh), *comm = sw_world_size() > 1 ? world : NULL; /* NULL: one rank */
     const double ram_before = o.memory ? ram_used() : 0; /* what StarPU counts before the model */

@@ -268,7 +268,8 @@ static void simulate_top(const sw_plan_entry *e, int fit, const char *model, con
     } else printf("plan: simulation: the calibrations, platform and logs kept in %s (SW_PLAN_KEEP)\n", tmp);
 }
 
-int plan_main(const sw_gpt_config *cfg, const char *argv0)
+/* the planner's flags checked (exit 2), the world's size returned */
+static int plan_world(void)
 {
     plan_opts *o = &plan_o;
     if (o->nodes < 1) sw_usage_error("plan-nodes must be at least 1 (plan-nodes = %d)", o->nodes);
@@ -290,17 +291,65 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
         sw_usage_error("verify-spread must be 0 to 64 (verify-spread = %d)", o->verify_spread);
     if ((o->verify || o->verify_spread) && world > 4)
         sw_usage_error("--verify runs the layouts on this machine: at most 4 ranks (plan-ranks = %d)", world);
+    return world;
+}
+
+/* the machine: the file's figures, this machine's measured where the file lacks the first seven (the
+ * runtime started for the measurement; sw_shutdown after the search) */
+static void plan_machine(sw_plan_machine *mc, int hidden)
+{
+    plan_opts *o = &plan_o;
+    char msg[512];
+    memset(mc, 0, sizeof *mc);
+    if (o->machine && sw_plan_machine_read(mc, o->machine, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+    start_runtime();
+    if (!(mc->gemm_gflops > 0) || !(mc->cores > 0) || !(mc->intra_gbs > 0) || !(mc->inter_gbs > 0) || !(mc->task_us > 0)) {
+        sw_plan_machine_here(mc, NULL, hidden); /* this machine, then the file's figures over it */
+        if (o->machine) sw_plan_machine_read(mc, o->machine, msg, sizeof msg);
+    }
+}
+
+/* the layouts run for real: the table's indices (of fit) --verify K [--verify-bottom B] or --verify-spread N
+ * picks; their count */
+static int verify_picks(int fit, int *pick)
+{
+    plan_opts *o = &plan_o;
+    int np = 0;
+    if (o->verify_spread) /* first, last and evenly between: a range of predicted times to rank */
+        for (int k = 0; k < o->verify_spread && k < fit; k++) {
+            int i = o->verify_spread > 1 && fit > 1 ? (int)lround((double)k * (fit - 1) / (o->verify_spread - 1)) : 0;
+            if (!np || i != pick[np - 1]) pick[np++] = i;
+        }
+    else {
+        for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
+        for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
+            if (i >= o->verify) pick[np++] = i;
+    }
+    return np;
+}
+
+/* Spearman, the layouts within 20 % and the largest error of ok verified layouts */
+static void verify_summary(const double *pred, const double *meas, int ok)
+{
+    if (ok < 2) return;
+    int within = 0;
+    double worst = 0;
+    for (int i = 0; i < ok; i++) {
+        double err = fabs(pred[i] - meas[i]) / meas[i];
+        within += err <= 0.2, worst = fmax(worst, err);
+    }
+    printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts); %d of %d "
+           "within 20 %%, the largest error %.0f %%\n", spearman(pred, meas, ok), ok, within, ok, 100 * worst);
+}
+
+int plan_main(const sw_gpt_config *cfg, const char *argv0)
+{
+    plan_opts *o = &plan_o;
+    int world = plan_world();
     if (o->check_config) return check_config(cfg, world);
 
-    char msg[512];
     sw_plan_machine mc;
-    memset(&mc, 0, sizeof mc);
-    if (o->machine && sw_plan_machine_read(&mc, o->machine, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
-    start_runtime();
-    if (!(mc.gemm_gflops > 0) || !(mc.cores > 0) || !(mc.intra_gbs > 0) || !(mc.inter_gbs > 0) || !(mc.task_us > 0)) {
-        sw_plan_machine_here(&mc, NULL, cfg->hidden); /* this machine, then the file's figures over it */
-        if (o->machine) sw_plan_machine_read(&mc, o->machine, msg, sizeof msg);
-    }
+    plan_machine(&mc, cfg->hidden);
     char model[512];
     model_flags(cfg, model, sizeof model);
     printf("plan: %s on %d ranks (%d per node x %d nodes), memory budget %s\n", model, world, o->ranks_per_node,
@@ -353,17 +402,7 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
 
     if (o->simulate) simulate_top(e, fit, model, &mc, world);
     if (o->verify || o->verify_spread) { /* the top K and a few from the bottom, or a spread, run for real here */
-        int pick[64], np = 0;
-        if (o->verify_spread) /* first, last and evenly between: a range of predicted times to rank */
-            for (int k = 0; k < o->verify_spread && k < fit; k++) {
-                int i = o->verify_spread > 1 && fit > 1 ? (int)lround((double)k * (fit - 1) / (o->verify_spread - 1)) : 0;
-                if (!np || i != pick[np - 1]) pick[np++] = i;
-            }
-        else {
-            for (int i = 0; i < fit && np < o->verify && np < 32; i++) pick[np++] = i;
-            for (int i = fit - o->verify_bottom; i < fit && np < 64; i++)
-                if (i >= o->verify) pick[np++] = i;
-        }
+        int pick[64], np = verify_picks(fit, pick);
         double pred[64], meas[64];
         int ok = 0, ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
         printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
@@ -385,16 +424,141 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
             printf("verify: %4d %12.1f %12.1f %7.1f%% %12.2f %12.2f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
                    100 * (x->ms - ms) / ms, x->need / SW_MIB, need, peak, fl);
         }
-        if (ok >= 2) {
-            int within = 0;
-            double worst = 0;
-            for (int i = 0; i < ok; i++) {
-                double err = fabs(pred[i] - meas[i]) / meas[i];
-                within += err <= 0.2, worst = fmax(worst, err);
-            }
-            printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts); %d of %d "
-                   "within 20 %%, the largest error %.0f %%\n", spearman(pred, meas, ok), ok, within, ok, 100 * worst);
+        verify_summary(pred, meas, ok);
+    }
+    free(e);
+    return 0;
+}
+
+/* ------------------------------------------------------ dit_train --plan */
+
+/* the DiT's model flags, as dit_train reads them (the layout's come from sw_plan_dit_flags) */
+static void dit_model_flags(const sw_dit_config *c, char *out, size_t n)
+{
+    snprintf(out, n, "--frames %d --height %d --width %d --channels %d --patch %d --hidden %d --heads %d --layers %d "
+             "--cond-len %d --cond-dim %d --batch %d --dtype %s --seed %d", c->frames, c->height, c->width, c->channels,
+             c->patch, c->hidden, c->heads, c->layers, c->cond_len, c->cond_dim, c->batch,
+             c->dtype == SW_BF16 ? "bf16" : "fp32", (int)c->seed);
+}
+
+/* runs one DiT layout for real: ms/step (dit_train's mean of steps 2..), the model's bytes at creation and
+ * StarPU's allocator's then (the most of any rank, MiB), StarPU's peak of main RAM (MiB) */
+static int run_dit(const char *argv0, const char *model, const sw_plan_dit_entry *e, int world, int ncpus, double *ms,
+                   double *model_mib, double *alloc_mib, double *peak)
+{
+    char layout[256], cmd[2048], line[1024];
+    sw_plan_dit_flags(e, layout, sizeof layout);
+    snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARPU_WORKERS_NOBIND=1 "
+             "STARPU_MPI_NOBIND=1 STARPU_NCPU=%d mpirun --oversubscribe -np %d -x STARPU_WORKERS_NOBIND -x "
+             "STARPU_MPI_NOBIND -x STARPU_NCPU %s %s %s --steps %d --memory-report 2>&1 < /dev/null", ncpus, world,
+             argv0, model, layout, plan_o.verify_steps);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    *ms = NAN, *model_mib = 0, *alloc_mib = 0, *peak = 0;
+    while (fgets(line, sizeof line, p)) {
+        double a, b, v;
+        int r, s0, s1;
+        char *at;
+        if (sscanf(line, "mean step time (steps %d .. %d): %lf ms", &s0, &s1, &v) == 3) *ms = v;
+        if (sscanf(line, "memory: rank %d created: allocator %lf bytes, model %lf bytes", &r, &a, &b) == 3)
+            *alloc_mib = fmax(*alloc_mib, a / SW_MIB), *model_mib = fmax(*model_mib, b / SW_MIB);
+        if (!strncmp(line, "memory: rank ", 13) && (at = strstr(line, ": peak ")) && sscanf(at, ": peak %lf", &v) == 1 &&
+            v > *peak)
+            *peak = v;
+    }
+    int rc = pclose(p);
+    return rc == 0 && isfinite(*ms) ? 0 : -1;
+}
+
+int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
+{
+    plan_opts *o = &plan_o;
+    int world = plan_world();
+    char msg[512];
+    if (o->simulate) sw_usage_error("--simulate is gpt_train's (dit_train --plan ranks by the estimate)");
+    if (o->check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model described
+                            * as sw_dit_create describes it (the layers and the pipeline refuse there) */
+        sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, pp};
+        if (sw_mesh_check(&d, world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+        for (int r = 0; r < world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL); /* nothing allocated, no runtime */
+        printf("check-config: accepted on %d ranks\n", world);
+        return 0;
+    }
+    sw_plan_machine mc;
+    plan_machine(&mc, cfg->hidden);
+    char model[512];
+    dit_model_flags(cfg, model, sizeof model);
+    printf("plan: dit_train %s on %d ranks (%d per node x %d nodes), memory budget %s\n", model, world,
+           o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
+    if (o->mem_mib) printf("plan: memory budget %d MiB per rank\n", o->mem_mib);
+    sw_plan_machine_print(&mc, stdout, "plan: machine: ");
+    sw_plan_world w = {o->ranks_per_node, o->nodes};
+    int n = 0;
+    sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &w, NULL, &mc, o->mem_mib * SW_MIB, &n);
+    int legal = 0, fit = 0;
+    for (int i = 0; i < n; i++) legal += e[i].legal, fit += e[i].legal && e[i].fits;
+    printf("plan: %d candidate layouts, %d legal (the rules dit_train refuses flags by), %d fit the budget\n", n, legal,
+           fit);
+    if (o->list) {
+        FILE *f = fopen(o->list, "w");
+        if (!f) sw_usage_error("cannot write plan-list '%s'", o->list);
+        for (int i = 0; i < n; i++) {
+            char fl[256];
+            sw_plan_dit_flags(&e[i], fl, sizeof fl);
+            if (e[i].legal && e[i].fits)
+                fprintf(f, "fits\t%s\tneed %.0f bytes on rank %d, %.3f ms/step\n", fl, e[i].need, e[i].need_rank, e[i].ms);
+            else fprintf(f, "%s\t%s\t%s\n", e[i].legal ? "dropped" : "illegal", fl, e[i].why);
         }
+        fclose(f);
+    }
+    fflush(stdout);
+    if (!legal) sw_usage_error("no legal layout of this model on %d ranks (e.g. %s)", world, n ? e[0].why : "none");
+    if (!fit) { /* sorted: the first dropped one needs the least */
+        char fl[256];
+        sw_plan_dit_flags(&e[0], fl, sizeof fl);
+        sw_usage_error("no layout fits the memory budget of %d MiB per rank: the smallest need found is %.2f MiB "
+                       "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank, fl);
+    }
+    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
+           "cores", "MiB/rank", "layout (dit_train flags)");
+    for (int i = 0; i < fit && i < o->top; i++) {
+        char fl[256];
+        sw_plan_dit_flags(&e[i], fl, sizeof fl);
+        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms,
+               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, fl);
+    }
+    if (fit > o->top) printf("plan: ... %d more that fit (--plan-top)\n", fit - o->top);
+    for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++) {
+        char fl[256];
+        sw_plan_dit_flags(&e[i], fl, sizeof fl);
+        printf("plan: dropped: %s: %s\n", fl, e[i].why);
+    }
+    if (legal - fit > 5) printf("plan: ... %d more dropped (--plan-list FILE lists every one)\n", legal - fit - 5);
+    sw_shutdown();
+    if (o->verify || o->verify_spread) {
+        int pick[64], np = verify_picks(fit, pick), ok = 0;
+        int ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
+        double pred[64], meas[64];
+        printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
+               np, o->verify_steps, ncpus);
+        printf("verify: %4s %12s %12s %8s %12s %12s %12s %12s  %s\n", "rank", "predicted ms", "measured ms", "error",
+               "model MiB", "run's model", "allocator", "StarPU peak", "layout");
+        for (int k = 0; k < np; k++) {
+            const sw_plan_dit_entry *x = &e[pick[k]];
+            double ms, mm, am, peak;
+            char fl[256];
+            sw_plan_dit_flags(x, fl, sizeof fl);
+            fflush(stdout);
+            if (run_dit(argv0, model, x, world, ncpus, &ms, &mm, &am, &peak) != 0) {
+                printf("verify: %4d %12.1f %12s %8s %12.3f %12s %12s %12s  %s (the run failed)\n", pick[k] + 1, x->ms,
+                       "-", "-", x->need / SW_MIB, "-", "-", "-", fl);
+                continue;
+            }
+            pred[ok] = x->ms, meas[ok] = ms, ok++;
+            printf("verify: %4d %12.1f %12.1f %7.1f%% %12.3f %12.3f %12.3f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
+                   100 * (x->ms - ms) / ms, x->need / SW_MIB, mm, am, peak, fl);
+        }
+        verify_summary(pred, meas, ok);
     }
     free(e);
     return 0;

@@ -1,5 +1,5 @@
-/* gpt_train --plan and --check-config (docs/planner.md): the planner's
- * command line, its flags filled by gpt_train's table. */
+/* gpt_train --plan and --check-config (docs/planner.md), and dit_train's: the
+ * planner's command line, its flags filled by the program's table. */
 #ifndef SW_EXAMPLES_PLAN_MAIN_H
 #define SW_EXAMPLES_PLAN_MAIN_H
 
@@ -23,5 +23,7 @@ extern plan_opts plan_o;
 
 /* after gpt_train's parse (every flag rule checked): the planner or the check; returns the exit status */
 int plan_main(const sw_gpt_config *cfg, const char *argv0);
+/* dit_train --plan, --check-config (pp: its --pp, the mesh's stages), after its parse; the exit status */
+int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0);
 
 #endif

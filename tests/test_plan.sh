@@ -2,8 +2,9 @@
 # The planner (gpt_train --plan, docs/planner.md): its layouts are exactly
 # those gpt_train accepts (every candidate of a grid of shapes run through
 # gpt_train's own validation, --check-config: the flags' rules, the world,
-# the pipeline's schedule), its estimate is deterministic for a machine
-# file, its memory per rank is the run's (--memory-plan on 2 ranks), a
+# the pipeline's schedule) -- and dit_train --plan's those dit_train
+# accepts, its memory per rank the allocator's --, its estimate is
+# deterministic for a machine file, its memory per rank is the run's (--memory-plan on 2 ranks), a
 # budget nothing fits is refused with the smallest need, exit 2, and
 # --simulate puts a simulated ms/step beside the estimate (with a
 # simulation build; said and skipped without).
@@ -24,13 +25,17 @@ M
 # a condition of several tests goes to check through eval (check runs one
 # command: "check WHAT [ a ] && [ b ]" would test b outside check)
 SMALL="--layers 4 --hidden 64 --heads 4 --seq 32 --batch 8 --tiles 2"
+# the program planned and judged (gpt_train; dit_train below), its micro-batches' flag, and whether its
+# pipeline takes a quota (--pp-inflight: gpt_train's; dit_train runs 1F1B's)
+prog=$GPT_TRAIN accum=--grad-accum quota=1
+DIT="$top_builddir/examples/dit_train"
 
 # the candidates of a shape on N ranks against gpt_train's verdict; every
 # STEP-th (1: all) to keep the test in seconds
 crosscheck() { # crosscheck N STEP MODEL-FLAGS...
   n=$1 step=$2; shift 2
   want "crosscheck $n $*" || return 0
-  "$GPT_TRAIN" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" "$@" > "$TMPD/out" 2>&1
+  "$prog" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" "$@" > "$TMPD/out" 2>&1
   rc=$?
   [ "$rc" = 0 ] || cat "$TMPD/out"
   total=0 legal=0 bad=0 i=0
@@ -39,14 +44,14 @@ crosscheck() { # crosscheck N STEP MODEL-FLAGS...
     [ $(( (i - 1) % step )) = 0 ] || continue
     total=$((total + 1))
     # shellcheck disable=SC2086 # the flags are words
-    "$GPT_TRAIN" --check-config --plan-ranks "$n" "$@" $flags > "$TMPD/check" 2>&1
+    "$prog" --check-config --plan-ranks "$n" "$@" $flags > "$TMPD/check" 2>&1
     c=$?
     case $verdict in
-      fits|dropped) legal=$((legal + 1)); [ "$c" = 0 ] || { bad=$((bad + 1)); echo "planner: legal, gpt_train: exit $c: $flags"; head -n 3 "$TMPD/check"; } ;;
-      illegal) [ "$c" = 2 ] || { bad=$((bad + 1)); echo "planner: illegal ($why), gpt_train: exit $c: $flags"; } ;;
+      fits|dropped) legal=$((legal + 1)); [ "$c" = 0 ] || { bad=$((bad + 1)); echo "planner: legal, $(basename "$prog"): exit $c: $flags"; head -n 3 "$TMPD/check"; } ;;
+      illegal) [ "$c" = 2 ] || { bad=$((bad + 1)); echo "planner: illegal ($why), $(basename "$prog"): exit $c: $flags"; } ;;
     esac
   done < "$TMPD/list"
-  check "$n ranks, $*: $total candidates ($legal legal) judged as gpt_train judges them (exit $rc)" \
+  check "$n ranks, $*: $total candidates ($legal legal) judged as $(basename "$prog") judges them (exit $rc)" \
     eval '[ "$rc" = 0 ] && [ "$total" -gt 15 ] && [ "$bad" = 0 ] && [ "$legal" -gt 0 ] && [ "$legal" -lt "$total" ]'
 }
 crosscheck 2 4 $SMALL
@@ -63,9 +68,9 @@ crosscheck 3 4 --layers 3 --hidden 48 --heads 6 --seq 24 --batch 6 --tiles 2
 reverse() { # reverse N MODEL-FLAGS...
   n=$1; shift
   want "reverse $n $*" || return 0
-  "$GPT_TRAIN" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/rlist" "$@" > "$TMPD/rout" 2>&1 ||
+  "$prog" --plan --plan-ranks "$n" --plan-machine "$TMPD/machine" --plan-list "$TMPD/rlist" "$@" > "$TMPD/rout" 2>&1 ||
     cat "$TMPD/rout"
-  awk -v n="$n" 'BEGIN {
+  awk -v n="$n" -v accum="$accum" -v quota="$quota" 'BEGIN {
     i = 0
     for (t = 1; t <= 4; t *= 2) for (u = 1; u <= 2; u *= 2) for (r = 1; r <= 2; r *= 2)
     for (d = 1; d <= 4; d *= 2) for (p = 1; p <= 4; p *= 2) {
@@ -73,11 +78,11 @@ reverse() { # reverse N MODEL-FLAGS...
       if (w != n && 2 * w != n && w != 2 * n) continue
       for (c = 0; c < (w == n ? 3 : 1); c++) { # three draws of a tuple of the world, one of another
       K = 2 ^ (i % 4); z = int(i / 4) % 4; v = (p > 1 && i % 3 == 0) ? 2 : 1
-      q = (p > 1 && K > 1 && i % 2) ? K : 0; rc = int(i / 2) % 3; sp = (t > 1 && i % 5 < 2)
+      q = (quota && p > 1 && K > 1 && i % 2) ? K : 0; rc = int(i / 2) % 3; sp = (t > 1 && i % 5 < 2)
       f = "--tp " t (sp ? " --sp" : "") " --ulysses " u " --ring " r " --dp " d " --pp " p
       if (v > 1) f = f " --pp-virtual " v
       if (q) f = f " --pp-inflight " q
-      f = f " --zero " z " --grad-accum " K " --recompute " (rc == 0 ? "none" : rc == 1 ? "selective" : "full")
+      f = f " --zero " z " " accum " " K " --recompute " (rc == 0 ? "none" : rc == 1 ? "selective" : "full")
       # the planner lists a duplicate once: ZeRO over a group of 1 as 0, --sp with tp 1 without it
       canon = f
       if (u * r * d == 1) sub(/--zero [0-9]/, "--zero 0", canon)
@@ -87,20 +92,50 @@ reverse() { # reverse N MODEL-FLAGS...
   acc=0 ref=0 bad=0
   while IFS="$(printf '\t')" read -r flags canon; do
     # shellcheck disable=SC2086 # the flags are words
-    "$GPT_TRAIN" --check-config --plan-ranks "$n" "$@" $flags > /dev/null 2>&1
+    "$prog" --check-config --plan-ranks "$n" "$@" $flags > /dev/null 2>&1
     c=$?
     verdict=$(awk -F '\t' -v f="$canon" '$2 == f { print $1; exit }' "$TMPD/rlist")
     case $c in
-      0) acc=$((acc + 1)); case $verdict in fits|dropped) ;; *) bad=$((bad + 1)); echo "gpt_train accepts, the planner: ${verdict:-not listed}: $flags" ;; esac ;;
-      2) ref=$((ref + 1)); case $verdict in fits|dropped) bad=$((bad + 1)); echo "gpt_train refuses, the planner lists it legal: $flags" ;; esac ;;
-      *) bad=$((bad + 1)); echo "gpt_train --check-config exit $c: $flags" ;;
+      0) acc=$((acc + 1)); case $verdict in fits|dropped) ;; *) bad=$((bad + 1)); echo "$(basename "$prog") accepts, the planner: ${verdict:-not listed}: $flags" ;; esac ;;
+      2) ref=$((ref + 1)); case $verdict in fits|dropped) bad=$((bad + 1)); echo "$(basename "$prog") refuses, the planner lists it legal: $flags" ;; esac ;;
+      *) bad=$((bad + 1)); echo "$(basename "$prog") --check-config exit $c: $flags" ;;
     esac
   done < "$TMPD/grid"
-  check "the other way, $n ranks, $*: of $((acc + ref)) flag sets drawn without the planner gpt_train accepts $acc, every one listed legal by the planner, refuses $ref, none listed legal" \
+  check "the other way, $n ranks, $*: of $((acc + ref)) flag sets drawn without the planner $(basename "$prog") accepts $acc, every one listed legal by the planner, refuses $ref, none listed legal" \
     eval '[ "$bad" = 0 ] && [ "$acc" -gt 5 ] && [ "$ref" -gt 5 ]'
 }
 reverse 4 $SMALL
 reverse 2 --model llama --layers 4 --hidden 64 --heads 4 --kv-heads 2 --seq 32 --batch 8 --tiles 2
+
+# dit_train --plan: the same both ways against dit_train's own validation (--check-config: its flags'
+# rules, sw_dit_config_check, the world, every rank's model described -- the layers refuse there: whole
+# frames per rank, heads over tp); 2 frames on 4 ranks leave Ulysses 4 and Ring 4 to refuse
+DSMALL="--frames 4 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 4 --batch 8"
+prog=$DIT accum=--micro quota=0
+crosscheck 2 2 $DSMALL
+crosscheck 4 12 --frames 2 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 4 --batch 8
+reverse 4 --frames 2 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 4 --batch 8
+prog=$GPT_TRAIN accum=--grad-accum quota=1
+
+# the DiT's memory model of a layout (sw_dit_plan_rank: the model described, nothing allocated) against
+# StarPU's allocator in a run of it: the planner's need (the most of any rank) = the most any rank's
+# allocator counted at creation = the run's model (sw_dit_bytes), to the byte; two stages of 2
+# micro-batches, and Ulysses 2 with ZeRO-3 and full recomputation
+dit_memory() { # dit_memory LAYOUT (sw_plan_dit_flags' form)
+  want "dit memory $1" || return 0
+  "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/dlist" $DSMALL > "$TMPD/dplan" 2>&1
+  planned=$(grep -F "	$1	" "$TMPD/dlist" | sed -n 's/.*need \([0-9]*\) bytes.*/\1/p')
+  # shellcheck disable=SC2086
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$DIT" $DSMALL $1 --steps 1 --memory-report > "$TMPD/dmem" 2>&1
+  rc=$?
+  alloc=$(sed -n 's/^memory: rank [0-9]* created: allocator \([0-9]*\) bytes.*/\1/p' "$TMPD/dmem" | sort -g | tail -n 1)
+  model=$(sed -n 's/^memory: rank [0-9]* created: .*, model \([0-9]*\) bytes.*/\1/p' "$TMPD/dmem" | sort -g | tail -n 1)
+  [ "$rc" = 0 ] && [ -n "$planned" ] || cat "$TMPD/dplan" "$TMPD/dmem"
+  check "dit memory $1: planner ${planned:-none} bytes, the run's allocator at creation ${alloc:-none}, its model ${model:-none} (the most of 2 ranks; exit $rc)" \
+    eval '[ "$rc" = 0 ] && [ -n "$planned" ] && [ "$planned" = "$alloc" ] && [ "$planned" = "$model" ]'
+}
+dit_memory "--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --micro 2 --recompute selective"
+dit_memory "--tp 1 --ulysses 2 --ring 1 --dp 1 --pp 1 --zero 3 --micro 2 --recompute full"
 
 if want "deterministic"; then
   "$GPT_TRAIN" --plan --plan-ranks 4 --plan-machine "$TMPD/machine" --plan-top 50 $SMALL > "$TMPD/a" 2>&1
@@ -155,6 +190,18 @@ if want "simulate"; then
   else
     echo "SKIP simulate: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
   fi
+fi
+
+if want "dit budget"; then
+  "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-mem-mib 1 $DSMALL > "$TMPD/out" 2>&1
+  rc=$?
+  check "dit_train: a budget nothing fits: refused with the smallest need and its layout, exit $rc" \
+    eval '[ "$rc" = 2 ] && grep -q "no layout fits the memory budget of 1 MiB per rank: the smallest need found is .* MiB.*with --tp" "$TMPD/out"'
+  "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 50 $DSMALL > "$TMPD/a" 2>&1
+  ra=$?
+  rows=$(grep -c '^plan: *[0-9]' "$TMPD/a")
+  check "dit_train --plan: a ranked table ($rows rows, exit $ra)" \
+    eval '[ "$ra" = 0 ] && [ "$rows" -ge 8 ] && grep -q "^plan: *1 .*--micro" "$TMPD/a"'
 fi
 
 if want "budget"; then

@@ -162,6 +162,24 @@ struct sw_timestep_embedder {
 sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, int freq_dim, int64_t h,
                                                   float max_period, float std)
 {
+    sw_timestep_embedder *te = sw_timestep_embedder_describe(x, name, freq_dim, h, max_period, std);
+    te->micro = x->c.grad_accum > 1 ? x->c.grad_accum : 1;
+    te->freq = sw_xcalloc((size_t)te->micro, sizeof *te->freq);
+    te->u = sw_xcalloc((size_t)te->micro, sizeof *te->u);
+    te->a = sw_xcalloc((size_t)te->micro, sizeof *te->a);
+    for (int k = 0; k < te->micro; k++) {
+        te->freq[k] = sw_tensor_new2d("ts_freq", SW_F32, x->B, freq_dim);
+        te->u[k] = sw_tensor_new2d("ts_fc1", SW_F32, x->B, h);
+        te->a[k] = sw_tensor_new2d("ts_act", SW_F32, x->B, h);
+    }
+    te->da = sw_tensor_new2d("ts_dact", SW_F32, x->B, h);
+    return te;
+}
+
+/* the linears registered, no tensor made (micro 0: destroy frees none) */
+sw_timestep_embedder *sw_timestep_embedder_describe(sw_ctx *x, const char *name, int freq_dim, int64_t h,
+                                                    float max_period, float std)
+{
     if (!name || strlen(name) > 40 || freq_dim < 2 || h < 1 || !(max_period > 1.0f) || !(std >= 0.0f))
         sw_usage_error("sw_timestep_embedder_create: a name of at most 40 characters, freq_dim >= 2 (%d), h >= 1 "
                        "(%lld), max_period > 1 (%g), std >= 0 (%g)",
@@ -173,16 +191,6 @@ sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, i
     snprintf(n, sizeof n, "%s_fc2", name);
     te->fc2 = sw_linear_add(x, n, SW_LINEAR_REPLICATED, h, h, 1, std, NULL, 0, NULL);
     te->freq_dim = freq_dim, te->max_period = max_period;
-    te->micro = x->c.grad_accum > 1 ? x->c.grad_accum : 1;
-    te->freq = sw_xcalloc((size_t)te->micro, sizeof *te->freq);
-    te->u = sw_xcalloc((size_t)te->micro, sizeof *te->u);
-    te->a = sw_xcalloc((size_t)te->micro, sizeof *te->a);
-    for (int k = 0; k < te->micro; k++) {
-        te->freq[k] = sw_tensor_new2d("ts_freq", SW_F32, x->B, freq_dim);
-        te->u[k] = sw_tensor_new2d("ts_fc1", SW_F32, x->B, h);
-        te->a[k] = sw_tensor_new2d("ts_act", SW_F32, x->B, h);
-    }
-    te->da = sw_tensor_new2d("ts_dact", SW_F32, x->B, h);
     return te;
 }
 

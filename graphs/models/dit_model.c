@@ -32,8 +32,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/layer_util.h"
+#include "step/schedule.h"
 #include "starweave/dit_model.h"
 #include "starweave/heads.h"
+#include "starweave/mesh.h"
 #include "starweave/runtime.h"
 
 enum { MAX_LAYERS = SW_DIT_MAX_LAYERS, MAX_MICRO = SW_DIT_MAX_MICRO, FREQ = SW_DIT_FREQ, CHUNKS = 12, BRANCHES = 4 };
@@ -360,19 +363,65 @@ void sw_dit_config_default(sw_dit_config *c)
                          .recompute_every = 1, .dtype = SW_F32, .lr = 1e-3f, .init_std = 0.02f, .seed = 1234};
 }
 
-sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
+/* the DiT's layer context and parameter registry, from its config */
+static sw_ctx_config ctx_config(const sw_dit_config *c)
 {
-    const int F = c->frames, H = c->height, W = c->width, C = c->channels, P = c->patch, hidden = c->hidden;
+    const int S = (c->height / c->patch) * (c->width / c->patch);
+    return (sw_ctx_config){.seq = c->frames * S, .batch = c->batch, .tp = c->tp, .sp = c->sp, .ulysses = c->ulysses,
+                           .ring = c->ring, .zigzag = 0 /* grid attention: whole frames */, .dp = c->dp,
+                           .grad_accum = c->micro, .tiles = 2, .seed = c->seed, .dropout = 0.0f};
+}
+
+int sw_dit_config_check(const sw_dit_config *c, int pp, char *msg, size_t n)
+{
+    SW_RULE(c->frames > 0 && c->height > 0 && c->width > 0 && c->channels > 0 && c->patch > 0 && c->heads > 0 &&
+            c->layers > 0 && c->cond_len > 0 && c->cond_dim > 0 && c->batch > 0 && c->micro > 0 && pp > 0,
+            "frames (%d), height (%d), width (%d), channels (%d), patch (%d), heads (%d), layers (%d), cond-len (%d), "
+            "cond-dim (%d), batch (%d), micro (%d) and pp (%d) must be positive", c->frames, c->height, c->width,
+            c->channels, c->patch, c->heads, c->layers, c->cond_len, c->cond_dim, c->batch, c->micro, pp);
+    SW_RULE(c->tp > 0 && c->ulysses > 0 && c->ring > 0 && c->dp > 0 && c->pp_virtual > 0,
+            "tp (%d), ulysses (%d), ring (%d), dp (%d) and pp-virtual (%d) must be at least 1", c->tp, c->ulysses,
+            c->ring, c->dp, c->pp_virtual);
+    const int cp = c->ulysses * c->ring, H = c->height, W = c->width, P = c->patch, S = (H / P) * (W / P);
+    SW_RULE(H % P == 0 && W % P == 0, "--patch (%d) must divide --height (%d) and --width (%d)", P, H, W);
+    SW_RULE(c->frames % cp == 0, "--frames (%d) must be divisible by ulysses x ring (%d)", c->frames, cp);
+    SW_RULE(S % cp == 0, "patches per frame ((%d/%d) x (%d/%d) = %d) must be divisible by ulysses x ring (%d)", H, P, W,
+            P, S, cp);
+    SW_RULE(c->hidden % c->heads == 0 && c->hidden % 2 == 0, "--heads (%d) must divide --hidden (%d), and --hidden be even",
+            c->heads, c->hidden);
+    SW_RULE(c->heads % c->tp == 0, "--heads (%d) must be divisible by --tp (%d)", c->heads, c->tp);
+    SW_RULE(c->micro <= MAX_MICRO && c->batch % (c->dp * c->micro) == 0,
+            "--micro (%d, at most %d) times --dp (%d) must divide --batch (%d)", c->micro, MAX_MICRO, c->dp, c->batch);
+    SW_RULE(c->layers <= MAX_LAYERS, "the DiT holds at most %d blocks (layers = %d)", MAX_LAYERS, c->layers);
+    SW_RULE(c->zero >= 0 && c->zero <= 3, "--zero must be 0, 1, 2 or 3 (zero = %d)", c->zero);
+    SW_RULE(c->recompute >= SW_RECOMPUTE_NONE && c->recompute <= SW_RECOMPUTE_FULL,
+            "recompute must be none, selective or full (recompute = %d)", c->recompute);
+    SW_RULE(c->recompute_every > 0, "--recompute-every must be at least 1 (recompute-every = %d)", c->recompute_every);
+    /* the layer context's rules (its rows, tiles and sp), as sw_ctx_init judges them */
+    sw_ctx_config xc = ctx_config(c);
+    if (sw_ctx_config_check(&xc, msg, n) != 0) return -1;
+    /* the pipeline's: whole chunks of blocks per stage, a 1F1B schedule that fits (sw_pipeline_create's) */
+    const int V = c->pp_virtual > 1 ? c->pp_virtual : 1;
+    SW_RULE(c->layers % (pp * V) == 0,
+            "the blocks (%d) must be divisible by the pipeline stages times their chunks (pp %d x %d)", c->layers, pp, V);
+    if (sw_schedule_check(pp, V, c->micro, 0, 0, msg, n) != 0) return -1;
+    return 0;
+}
+
+/* The model described -- registry filled, layers configured, the blocks' config -- nothing allocated (create:
+ * 0, no tensor is made: the memory model of a layout, sw_dit_plan_rank); create 1: the timestep embedder's
+ * tensors made (sw_dit_create, which allocates the rest). */
+static model *described(const sw_dit_config *c, sw_comm *comm, int create)
+{
+    const int H = c->height, W = c->width, C = c->channels, P = c->patch, hidden = c->hidden;
     const int heads = c->heads, layers = c->layers, cond_len = c->cond_len, cond_dim = c->cond_dim, micro = c->micro;
-    const int S = (H / P) * (W / P), seq = F * S, ppc = P * P * C, cp = c->ulysses * c->ring, batch = c->batch;
-    const float std = c->init_std, adaln_std = c->adaln_std;
+    const int S = (H / P) * (W / P), ppc = P * P * C, cp = c->ulysses * c->ring;
+    const float std = c->init_std;
     const uint64_t seed = c->seed;
     if (layers > MAX_LAYERS || micro > MAX_MICRO)
         sw_usage_error("the DiT holds at most %d blocks (layers = %d) and %d micro-batches (micro = %d)", MAX_LAYERS,
                        layers, MAX_MICRO, micro);
-    sw_ctx_config xc = {.seq = seq, .batch = batch, .tp = c->tp, .sp = c->sp, .ulysses = c->ulysses, .ring = c->ring,
-                        .zigzag = 0 /* grid attention: whole frames */, .dp = c->dp, .grad_accum = micro, .tiles = 2,
-                        .seed = seed, .dropout = 0.0f};
+    sw_ctx_config xc = ctx_config(c);
     sw_params_config pc = {.seed = seed, .tiles = 2, .dtype = c->dtype, .grad_accum = micro, .bucket_mb = 25.0f,
                            .zero = c->zero, .grad_group = cp > 1 ? SW_GROUP_SP_DP : SW_GROUP_DP,
                            .lr = c->lr, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-8f, .weight_decay = 0.01f,
@@ -385,8 +434,8 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
     sw_ctx_init(&m->x, &xc, comm, m->p);
     sw_ctx *x = &m->x;
     const int d = hidden / heads, t = x->tp.t, r = x->tp.rank, aq = heads / t;
-    m->spatial = sw_grid_attention_create(x, SW_AXIS_SPATIAL, F, S, heads, d);
-    m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL, F, S, heads, d);
+    m->spatial = sw_grid_attention_create(x, SW_AXIS_SPATIAL, c->frames, S, heads, d);
+    m->temporal = sw_grid_attention_create(x, SW_AXIS_TEMPORAL, c->frames, S, heads, d);
     m->cross = sw_cross_attention_create(x, heads, d, cond_len);
     /* a QKV weight [3h, h]: this TP rank's q, k and v heads */
     sw_slice qkv_slice = {0};
@@ -394,7 +443,8 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
         qkv_slice = (sw_slice){3, 0, {r * aq * d, hidden + r * aq * d, 2 * hidden + r * aq * d}, {aq * d, aq * d, aq * d}, {1, 1, 1}};
     /* before the blocks (the default unit): patch embedding, timestep embedder */
     m->patch_emb = sw_linear_add(x, "patch_emb", SW_LINEAR_REPLICATED, ppc, hidden, 1, std, NULL, 0, NULL);
-    m->te = sw_timestep_embedder_create(x, "t_emb", FREQ, hidden, 10000.0f, std);
+    m->te = create ? sw_timestep_embedder_create(x, "t_emb", FREQ, hidden, 10000.0f, std)
+                   : sw_timestep_embedder_describe(x, "t_emb", FREQ, hidden, 10000.0f, std);
     for (int l = 0; l < layers; l++) {
         char n[14][24];
         static const char *what[14] = {"s_norm", "t_norm", "c_norm", "m_norm", "ada", "s_qkv", "s_proj", "t_qkv",
@@ -419,6 +469,20 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
     m->final_norm = sw_norm_add(x, "final_norm", hidden, 1, 1e-6f);
     m->final_ada = sw_adaln_add(x, "final_ada", hidden, hidden, 2);
     m->final_lin = sw_linear_add(x, "final", SW_LINEAR_REPLICATED, hidden, ppc, 1, std, NULL, 0, NULL);
+    m->bc = (sw_blocks_config){.layers = layers, .rows = x->resid_rows, .cols = hidden, .recompute = c->recompute,
+                               .recompute_every = c->recompute_every, .offload = c->offload};
+    return m;
+}
+
+sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
+{
+    const int hidden = c->hidden, layers = c->layers, cond_len = c->cond_len, cond_dim = c->cond_dim, micro = c->micro;
+    const int S = (c->height / c->patch) * (c->width / c->patch), seq = c->frames * S, batch = c->batch;
+    const float adaln_std = c->adaln_std;
+    const uint64_t seed = c->seed;
+    model *m = described(c, comm, 1);
+    sw_ctx *x = &m->x;
+    const int64_t ppc = m->ppc;
     m->mse = sw_row_mse_create(x, ppc);
     sw_params_allocate(m->p);
     if (adaln_std > 0) /* every adaLN weight N(0, adaln_std), the same on every rank (replicated) */
@@ -433,8 +497,6 @@ sw_dit *sw_dit_create(const sw_dit_config *c, sw_comm *comm)
             sw_tensor_write_host(v, w + first * hidden);
             free(w);
         }
-    m->bc = (sw_blocks_config){.layers = layers, .rows = x->resid_rows, .cols = hidden, .recompute = c->recompute,
-                               .recompute_every = c->recompute_every, .offload = c->offload};
     m->pipe = sw_pipeline_create(x, &m->bc, &ops, &model_ops, m, 0);
     const int64_t l = x->resid_rows, B = x->B;
     m->pos = sw_tensor_new2d("pos", SW_F32, l, hidden);
@@ -509,6 +571,54 @@ double sw_dit_bytes(sw_dit *m)
     return sw_params_bytes(m->p) + sw_dit_blocks_bytes(m) + own_bytes(x, m->h, m->ppc, m->cond_len, m->cond_dim, m->cfg.micro) +
            sw_timestep_embedder_bytes(x, FREQ, m->h) + sw_row_mse_bytes(x, m->ppc) +
            (sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0); /* the loss the last stage sends */
+}
+
+double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, sw_traffic *t)
+{
+    sw_mesh_dims d = {c->tp, c->ulysses, c->ring, c->dp, pp};
+    const int world = c->tp * c->ulysses * c->ring * c->dp * pp;
+    sw_mesh *mesh = sw_mesh_virtual(&d, rank);
+    /* one rank: no comm, as dit_train creates it */
+    sw_comm *comm = world > 1 ? sw_comm_virtual(mesh) : NULL;
+    model *m = described(c, comm, 0);
+    const double bytes = sw_dit_bytes(m); /* what sw_dit_create would allocate (reads only the description) */
+    if (state) *state = sw_params_bytes(m->p);
+    if (t) { /* sw_pipeline_traffic's sum for this rank's stage, on the described model */
+        memset(t, 0, sizeof *t);
+        const int stage = sw_mesh_stage(mesh), V = c->pp_virtual > 1 ? c->pp_virtual : 1, K = c->micro;
+        const int first = stage == 0, last = stage == pp - 1;
+        if (first) embed_traffic(m, t);
+        for (int k = 0; k < K; k++) {
+            if (first) sw_params_gather_traffic(m->p, SW_UNIT_BEFORE, 0, t);
+            if (first) sw_params_gather_traffic(m->p, SW_UNIT_BEFORE, 1, t);
+            if (last) sw_params_gather_traffic(m->p, SW_UNIT_AFTER, 1, t);
+        }
+        const double boundary = sw_comm_bytes(comm, SW_GROUP_PP, SW_COLL_SEND, m->bc.rows, m->bc.cols);
+        for (int v = 0; v < V; v++) {
+            const int j = v * pp + stage;
+            sw_blocks_config b = m->bc;
+            b.count = c->layers / (pp * V);
+            b.first = j * b.count;
+            b.params = m->p;
+            sw_blocks_traffic(&b, &ops, m, t);
+            if (j < pp * V - 1) t->forward[SW_GROUP_PP] += K * boundary;
+            if (j > 0) t->backward[SW_GROUP_PP] += K * boundary;
+        }
+        if (last) head_traffic(m, t), t->backward[SW_GROUP_PP] += (pp - 1) * sw_comm_bytes(comm, SW_GROUP_PP, SW_COLL_SEND, 1, 1);
+        /* the conditioning sc [B, h] to every other stage, its gradient back (sw_model_ops.conditioning) */
+        const double cond = pp > 1 ? sw_comm_bytes(comm, SW_GROUP_PP, SW_COLL_SEND, m->x.B, m->h) : 0;
+        for (int k = 0; k < K && pp > 1; k++) {
+            if (first) t->forward[SW_GROUP_PP] += (pp - 1) * cond;
+            else t->backward[SW_GROUP_PP] += cond;
+        }
+        sw_params_traffic(m->p, t);
+    }
+    sw_timestep_embedder_destroy(m->te);
+    sw_grid_attention_destroy(m->spatial), sw_grid_attention_destroy(m->temporal), sw_cross_attention_destroy(m->cross);
+    sw_ctx_destroy(&m->x), sw_params_destroy(m->p), free(m);
+    sw_comm_destroy(comm);
+    sw_mesh_destroy(mesh);
+    return bytes;
 }
 
 sw_block_memory sw_dit_saved_bytes(sw_dit *m, int l)

@@ -496,3 +496,212 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
     *count = n;
     return out;
 }
+
+/* ------------------------------------------------------------- the DiT */
+
+int sw_plan_dit_check(const sw_dit_config *cfg, int pp, int world, char *msg, size_t n)
+{
+    if (sw_dit_config_check(cfg, pp, msg, n) != 0) return -1;
+    sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, pp};
+    return sw_mesh_check(&d, world, msg, n) != 0 ? -1 : 0;
+}
+
+void sw_plan_dit_flags(const sw_plan_dit_entry *e, char *out, size_t n)
+{
+    const sw_dit_config *c = &e->cfg;
+    int at = snprintf(out, n, "--tp %d%s --ulysses %d --ring %d --dp %d --pp %d", c->tp, c->sp ? " --sp" : "",
+                      c->ulysses, c->ring, c->dp, e->pp);
+    if (c->pp_virtual > 1 && at < (int)n) at += snprintf(out + at, n - at, " --pp-virtual %d", c->pp_virtual);
+    if (at < (int)n)
+        snprintf(out + at, n - at, " --zero %d --micro %d --recompute %s", c->zero, c->micro,
+                 sw_recompute_name(c->recompute));
+}
+
+/* the extent of the ranks a group spans, as group_span (tp innermost) */
+static int dit_span(const sw_dit_config *c, int pp, int g)
+{
+    int T = c->tp, U = c->ulysses, R = c->ring, D = c->dp;
+    switch (g) {
+    case SW_GROUP_TP: return T;
+    case SW_GROUP_ULYSSES: return T * U;
+    case SW_GROUP_RING: case SW_GROUP_SP: case SW_GROUP_TP_SP: return T * U * R;
+    case SW_GROUP_DP: case SW_GROUP_SP_DP: return T * U * R * D;
+    default: return T * U * R * D * pp;
+    }
+}
+
+/* messages per step of a group, from the DiT's structure: a tensor-parallel block reduces (or gathers and
+ * scatters) around each of its four branches forward and backward, Ulysses exchanges q, k, v and the
+ * output of both grid attentions both ways, Ring shifts K/V ring - 1 times forward and twice that backward
+ * (temporal attention), the gradient buckets once per step, ZeRO-3 gathers each block forward and backward,
+ * the pipeline sends an activation and a gradient per micro-batch and chunk, and the conditioning */
+static double dit_messages(const sw_dit_config *c, int pp, int g, int layers_here, double param_bytes)
+{
+    double K = c->micro, V = c->pp_virtual > 1 ? c->pp_virtual : 1;
+    switch (g) {
+    case SW_GROUP_TP: return K * (layers_here * (c->sp ? 12.0 : 8.0) + 5.0);
+    case SW_GROUP_ULYSSES: case SW_GROUP_SP: return K * layers_here * 16.0;
+    case SW_GROUP_RING: return K * layers_here * 3.0 * (c->ring - 1);
+    case SW_GROUP_DP: case SW_GROUP_SP_DP:
+        return ceil(param_bytes / (25.0 * SW_MIB)) + 1 + (c->zero == 3 ? K * 2.0 * layers_here : 0);
+    case SW_GROUP_PP: return 2.0 * K * V + (pp > 1 ? 2.0 * K : 0);
+    default: return 1;
+    }
+}
+
+/* one DiT stage's time (ms) at world rank `rank` (need: its state bytes; t its traffic): parts into e */
+static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
+                           double state, sw_traffic t, sw_plan_dit_entry *e)
+{
+    const sw_dit_config *c = &e0->cfg;
+    const int pp = e0->pp, world = c->tp * c->ulysses * c->ring * c->dp * pp, stage = rank / (world / pp);
+    const int cp = c->ulysses * c->ring, last = stage == pp - 1, first = stage == 0, layers_here = c->layers / pp;
+    const double S = (double)(c->height / c->patch) * (c->width / c->patch), F = c->frames, h = c->hidden;
+    const double ppc = (double)c->patch * c->patch * c->channels, L = c->cond_len, Dc = c->cond_dim;
+    const double K = c->micro, B = (double)c->batch / (c->dp * K), Tm = F * S * B / cp; /* the rank's rows per micro */
+    /* one block's forward FLOPs on this rank per micro-batch: the GEMMs of the four branches (spatial and
+     * temporal qkv 3h and proj h, cross q and proj h, MLP 4h both ways: 36 T h^2) and the conditioning's K/V
+     * split over tp; the adaLN's modulation per sample; attention over tp and the rank's part of the sequence:
+     * spatial within a frame (S^2 per frame), temporal across frames (F^2 per patch), cross to cond_len keys,
+     * none causal (every pair computed) */
+    double gemm = (36.0 * Tm * h * h + 4.0 * L * B * Dc * h) / c->tp + 2.0 * B * h * 12.0 * h;
+    double attn = 4.0 * B * h * (F * S * S + S * F * F) / (c->tp * cp) + 4.0 * Tm * L * h / c->tp;
+    double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
+    double block = 3.0 * (gemm + attn) + redo;
+    double ends = 3.0 * ((first ? 2.0 * Tm * ppc * h + 2.0 * B * (SW_DIT_FREQ * h + h * h) : 0) +
+                         (last ? 2.0 * Tm * h * ppc + 2.0 * B * h * 2.0 * h : 0));
+    double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double M = Tm / 2 /* the DiT's 2 tiles */, eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
+    double rate = mc->gemm_gflops * 1e9 * workers * eff;
+    /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
+     * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
+    double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
+    double compute = K * (layers_here * block + ends) / rate * 1e3 + optimizer;
+    double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
+    /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
+    double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
+    double overhead = tasks * mc->task_us / 1e3 / workers;
+    double comm = 0, traffic = 0;
+    for (int g = 0; g < SW_GROUP_COUNT; g++) {
+        double bytes = t.forward[g] + t.backward[g];
+        if (bytes <= 0) continue;
+        traffic += bytes;
+        int intra = dit_span(c, pp, g) <= w->ranks_per_node;
+        double gbs = intra ? mc->intra_gbs : mc->inter_gbs, us = intra ? mc->intra_us : mc->inter_us;
+        double ms = bytes / (gbs * 1e9) * 1e3 + dit_messages(c, pp, g, layers_here, state / 4.0) * us / 1e3;
+        /* what overlaps, as for the GPT: Ring under the attention, the buckets under the last backward
+         * (ZeRO-3's gathers under the whole compute) with more than one worker */
+        if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
+        else if ((g == SW_GROUP_DP || g == SW_GROUP_SP_DP) && workers > 1)
+            ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        comm += ms;
+    }
+    e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
+    return compute + comm + overhead;
+}
+
+/* the step: the slowest stage, the pipeline's fill and drain, the node's cores (as estimate()) */
+static void dit_estimate(sw_plan_dit_entry *e, const sw_plan_world *w, const sw_plan_machine *mc, const double *states,
+                         const sw_traffic *ts)
+{
+    const sw_dit_config *c = &e->cfg;
+    const int pp = e->pp, world = c->tp * c->ulysses * c->ring * c->dp * pp, per = world / pp;
+    double worst = 0, work[SW_DIT_MAX_LAYERS + 1]; /* pp <= layers <= SW_DIT_MAX_LAYERS */
+    sw_plan_dit_entry best = *e;
+    for (int p = 0; p < pp; p++) {
+        sw_plan_dit_entry x = *e;
+        double ms = dit_stage_ms(e, w, mc, p * per, states[p], ts[p], &x);
+        work[p] = x.compute_ms + x.overhead_ms;
+        if (ms >= worst) worst = ms, best = x;
+    }
+    double V = c->pp_virtual > 1 ? c->pp_virtual : 1;
+    e->compute_ms = best.compute_ms, e->comm_ms = best.comm_ms, e->overhead_ms = best.overhead_ms;
+    e->traffic = best.traffic;
+    e->bubble_ms = worst * (pp - 1) / (c->micro * V);
+    e->ms = worst + e->bubble_ms;
+    /* point-to-point messages (the progression thread polling): the pipeline's, and Ring's where its traffic model
+     * has any -- the DiT's Ring splits whole frames, its temporal attention exchanges over the sp group's
+     * all-to-all as Ulysses does, and the ring group sends nothing */
+    double ring_bytes = 0;
+    for (int p = 0; p < pp; p++) ring_bytes += ts[p].forward[SW_GROUP_RING] + ts[p].backward[SW_GROUP_RING];
+    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double threads = run_workers + (pp > 1 || ring_bytes > 0 ? mc->p2p_spin : 0);
+    if (w->ranks_per_node * threads > mc->cores) {
+        double node = 0;
+        for (int n = 0; n * w->ranks_per_node < world; n++) {
+            double sum = 0;
+            for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++) sum += work[r / per];
+            node = fmax(node, sum * threads / mc->cores);
+        }
+        e->cores_ms = node + best.comm_ms;
+        if (e->cores_ms > e->ms) e->ms = e->cores_ms;
+    }
+}
+
+static int cmp_dit(const void *a, const void *b)
+{
+    const sw_plan_dit_entry *x = a, *y = b;
+    int cx = x->legal ? (x->fits ? 0 : 1) : 2, cy = y->legal ? (y->fits ? 0 : 1) : 2;
+    if (cx != cy) return cx - cy;
+    double kx = cx == 0 ? x->ms : x->need, ky = cy == 0 ? y->ms : y->need;
+    return kx < ky ? -1 : kx > ky ? 1 : 0;
+}
+
+sw_plan_dit_entry *sw_plan_dit_layouts(const sw_dit_config *base, const sw_plan_world *w, const sw_plan_space *sp,
+                                       const sw_plan_machine *mc, double budget, int *count)
+{
+    sw_plan_space def;
+    if (!sp) sw_plan_space_default(&def), sp = &def;
+    int world = w->ranks_per_node * w->nodes, n = 0, cap = 256;
+    sw_plan_dit_entry *out = sw_xcalloc((size_t)cap, sizeof *out);
+    for (int tp = 1; tp <= world; tp++)
+    for (int u = 1; u <= world / tp; u++)
+    for (int r = 1; r <= world / (tp * u); r++)
+    for (int pp = 1; pp <= world / (tp * u * r); pp++) {
+        if (world % (tp * u * r * pp)) continue;
+        int dp = world / (tp * u * r * pp), gg = u * r * dp;
+        for (int spf = 0; spf <= (sp->sp && tp > 1); spf++)
+        for (int zi = 0; zi < 5 && sp->zero[zi] >= 0; zi++) {
+            if (gg == 1 && sp->zero[zi] > 0) continue; /* a group of 1: plain training (a duplicate) */
+            for (int vi = 0; vi < 4 && sp->virtual_[vi] >= 0; vi++) {
+                if (pp == 1 && sp->virtual_[vi] > 1) continue;
+                for (int K = 1; K <= sp->max_accum; K *= 2)
+                for (int ri = 0; ri < 4 && sp->recompute[ri] >= 0; ri++) {
+                    if (n == cap) out = realloc(out, sizeof *out * (size_t)(cap *= 2));
+                    if (!out) sw_fail(__FILE__, __LINE__, "realloc(plan)", -12);
+                    sw_plan_dit_entry *e = &out[n++];
+                    memset(e, 0, sizeof *e);
+                    e->cfg = *base, e->pp = pp;
+                    sw_dit_config *c = &e->cfg;
+                    c->tp = tp, c->sp = spf, c->ulysses = u, c->ring = r, c->dp = dp, c->zero = sp->zero[zi];
+                    c->pp_virtual = sp->virtual_[vi] > 1 ? sp->virtual_[vi] : 1, c->micro = K;
+                    c->recompute = sp->recompute[ri], c->recompute_every = 1, c->offload = 0;
+                    e->legal = sw_plan_dit_check(c, pp, world, e->why, sizeof e->why) == 0;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        sw_plan_dit_entry *e = &out[i];
+        if (!e->legal) continue;
+        const int pp = e->pp, per = world / pp;
+        e->need = -1;
+        double *states = sw_xcalloc((size_t)pp, sizeof *states);
+        sw_traffic *ts = sw_xcalloc((size_t)pp, sizeof *ts);
+        for (int p = 0; p < pp; p++)
+            for (int k = 0; k < per; k = world <= 8 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
+                double state, need = sw_dit_plan_rank(&e->cfg, pp, p * per + k, &state, k ? NULL : &ts[p]);
+                if (!k) states[p] = state;
+                if (need > e->need) e->need = need, e->need_rank = p * per + k;
+            }
+        e->fits = budget <= 0 || e->need <= budget;
+        if (!e->fits)
+            snprintf(e->why, sizeof e->why, "needs %.0f bytes (%.1f MiB) on rank %d, more than the budget %.0f bytes "
+                     "(%.1f MiB)", e->need, e->need / SW_MIB, e->need_rank, budget, budget / SW_MIB);
+        else dit_estimate(e, w, mc, states, ts);
+        free(states), free(ts);
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_dit);
+    *count = n;
+    return out;
+}

@@ -98,6 +98,10 @@ typedef struct sw_timestep_embedder sw_timestep_embedder;
  * blocks', as the embedding's does. */
 sw_timestep_embedder *sw_timestep_embedder_create(sw_ctx *x, const char *name, int freq_dim, int64_t h,
                                                   float max_period, float std);
+/** The same registration, no tensor made (nothing allocated: the memory
+ * models of a layout, sw_dit_plan_rank); only destroy may follow. */
+sw_timestep_embedder *sw_timestep_embedder_describe(sw_ctx *x, const char *name, int freq_dim, int64_t h,
+                                                    float max_period, float std);
 /** Frees its tensors (blocking). NULL: no-op. */
 void sw_timestep_embedder_destroy(sw_timestep_embedder *te);
 /** Bytes sw_timestep_embedder_create(x, ., freq_dim, h, ...) allocates in

@@ -67,6 +67,20 @@ typedef struct sw_dit sw_dit;
 
 /** The defaults of examples/dit_train (a 2-block model of 4 frames of 8 x 8 x 4 latents, one rank). */
 void sw_dit_config_default(sw_dit_config *c);
+/** The rules a DiT layout must satisfy with pp pipeline stages (the mesh's): the shape's (patch divides
+ * height and width, heads hidden, tp heads), the sequence split in whole frames (frames and patches per
+ * frame divisible by ulysses x ring), micro x dp divides batch, the limits above, the layer context's
+ * (sw_ctx_config_check on the DiT's context) and the pipeline's (blocks divisible by pp x chunks, a 1F1B
+ * schedule that fits: sw_schedule_check). dit_train refuses flags by it, the planner judges layouts by
+ * it. 0, or -1 with the rule and the values in msg. */
+int sw_dit_config_check(const sw_dit_config *c, int pp, char *msg, size_t n);
+/** The memory model of rank `rank` of the layout c over pp stages (tp ulysses ring dp pp ranks): the
+ * bytes sw_dit_bytes would give after sw_dit_create on that rank (StarPU's allocator's count at creation),
+ * from the model described on a virtual mesh (sw_mesh_virtual, sw_comm_virtual), nothing allocated; state
+ * (or NULL): of it the parameter state (sw_params_bytes); t (or NULL): that rank's traffic model per step
+ * (sw_pipeline_traffic's sum). Local, no runtime needed; c must pass sw_dit_config_check (the layers
+ * refuse otherwise, exit 2). */
+double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, sw_traffic *t);
 /** Registers and allocates this rank's parameters (comm NULL: one rank), makes the step driver and the
  * model's tensors, loads the position embedding. The layout's rules (frames and patches per frame
  * divisible by ulysses x ring, heads by tp, batch by dp x micro) are the caller's to check. Collective. */

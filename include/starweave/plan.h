@@ -17,6 +17,7 @@
 #define STARWEAVE_PLAN_H
 
 #include <stdio.h>
+#include "starweave/dit_model.h"
 #include "starweave/gpt.h"
 
 #ifdef __cplusplus
@@ -127,6 +128,42 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
 /** The gpt_train flags of a layout ("--tp 2 --sp --dp 2 --zero 1 ..."; the
  * degrees, ZeRO, pipeline, micro-batches and recomputation). */
 void sw_plan_flags(const sw_gpt_config *c, char *out, size_t n);
+
+/* ------------------------------------------------------------- the DiT */
+
+/** One DiT layout (dit_train's flags), its verdict and its estimate. */
+typedef struct sw_plan_dit_entry {
+    sw_dit_config cfg;  /**< the model's flags with the layout's degrees */
+    int pp;             /**< pipeline stages (dit_train --pp: the mesh's, not in sw_dit_config) */
+    int legal;          /**< sw_plan_dit_check's verdict */
+    int fits;           /**< need <= the budget */
+    char why[256];      /**< refused: the rule; dropped: the bytes */
+    double need;        /**< the most bytes any rank needs (sw_dit_plan_rank: sw_dit_bytes at creation) */
+    int need_rank;      /**< that rank */
+    double ms;          /**< predicted ms per step */
+    ///@{
+    double compute_ms, comm_ms, bubble_ms, overhead_ms, cores_ms; /**< its parts, as sw_plan_entry's */
+    ///@}
+    double traffic;     /**< bytes the busiest stage's first rank sends per step (the traffic model) */
+} sw_plan_dit_entry;
+
+/** dit_train's rules for a layout over pp stages and world ranks: sw_dit_config_check and sw_mesh_check.
+ * 0, or -1 with the rule in msg. */
+int sw_plan_dit_check(const sw_dit_config *cfg, int pp, int world, char *msg, size_t n);
+
+/** Every candidate DiT layout of base (its shape and batch; its degrees ignored) over the world, as
+ * sw_plan_layouts for the GPT: the products tp ulysses ring dp pp = ranks and the space's choices (ZeRO,
+ * chunks, micro-batches, recomputation, --sp; dit_train runs 1F1B's quota only, so no GPipe's);
+ * each judged by sw_plan_dit_check, the legal ones' memory on every rank (at most 8 ranks, else each
+ * stage's first and last: sw_dit_plan_rank), estimated where they fit (the DiT's FLOPs -- its four
+ * branches' GEMMs, spatial, temporal and cross attention --, its traffic model, the same machine
+ * terms as the GPT's: docs/planner.md), sorted as sw_plan_layouts sorts. free() it. */
+sw_plan_dit_entry *sw_plan_dit_layouts(const sw_dit_config *base, const sw_plan_world *w, const sw_plan_space *s,
+                                       const sw_plan_machine *m, double budget_bytes, int *count);
+
+/** The dit_train flags of a DiT layout ("--tp 2 --sp --ulysses 1 --ring 1 --dp 2 --pp 1 --zero 1 --micro 2
+ * --recompute full"). */
+void sw_plan_dit_flags(const sw_plan_dit_entry *e, char *out, size_t n);
 
 #ifdef __cplusplus
 }
