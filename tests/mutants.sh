@@ -1,6 +1,6 @@
 #!/bin/sh
 # Mutation testing: does a test notice when the feature it names breaks?
-#   tests/mutants.sh [--list] [--no-baseline] [NAME...]
+#   tests/mutants.sh [--list] [--stale] [--no-baseline] [NAME...]
 # Each mutant below is a small break of the library (a sed script applied to
 # one source file) and the test that must notice it (with SW_TEST_ONLY, the
 # cases of that test to run). In a scratch copy of the tree
@@ -18,6 +18,11 @@
 # tests once per mutant: tens of minutes); run it before resolving an
 # issue that adds a feature, and add mutants for what the feature adds.
 # One run at a time per SW_MUTANT_DIR (they share its scratch tree).
+# --stale only applies each sed script to a copy of its file in this tree,
+# without building (about a second; make check runs it:
+# tests/test_mutants_stale.sh): it prints STALE for a script that changes
+# nothing and MISSING for a file that is not there (a move or a rename left
+# the mutant behind), and exits 1 if there is one.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${SW_MUTANT_DIR:-/tmp/starweave-mutants}
@@ -350,13 +355,14 @@ structure-codelet-includes-mesh|codelets/gelu.c|s/^#include "codelet_util.h"/#in
 EOF
 }
 
-list=0 baseline=1
+list=0 baseline=1 stale_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --list) list=1 ;;
+    --stale) stale_only=1 ;;
     --no-baseline) baseline=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    -*) echo "mutants.sh: unknown option '$1' (expected --list, --no-baseline or mutant names)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -*) echo "mutants.sh: unknown option '$1' (expected --list, --stale, --no-baseline or mutant names)" >&2; exit 2 ;;
     *) break ;;
   esac
   shift
@@ -367,6 +373,26 @@ selected() { # selected NAME: named on the command line, or none named
   for a in "$@"; do [ "$a" = "$n" ] && return 0; done
   return 1
 }
+if [ $stale_only = 1 ]; then # the check that mutants.sh makes per mutant below, without the scratch tree or a build
+  checked=0 bad=0
+  tmp=$(mktemp "${TMPDIR:-/tmp}/mutants-stale.XXXXXX") || exit 1
+  mutants | grep -v -e '^#' -e '^$' > "$tmp"
+  for a in "$@"; do
+    grep -q "^$a|" "$tmp" || { echo "mutants.sh: no mutant named '$a' (see --list)" >&2; rm -f "$tmp"; exit 2; }
+  done
+  while IFS='|' read -r name file script test only; do
+    selected "$name" "$@" || continue
+    checked=$((checked + 1))
+    if [ ! -f "$top/$file" ]; then
+      echo "MISSING  $name: $file is not in the tree"; bad=$((bad + 1))
+    elif sed -e "$script" "$top/$file" | cmp -s - "$top/$file"; then
+      echo "STALE    $name: '$script' changed nothing in $file"; bad=$((bad + 1))
+    fi
+  done < "$tmp"
+  rm -f "$tmp"
+  echo "mutants: $checked checked without building, $bad stale or missing"
+  [ $checked -gt 0 ] && [ $bad = 0 ]; exit
+fi
 mkdir -p "$scratch/src" "$scratch/build" || exit 1
 list_file=$scratch/list.$$ # this run's own copy (another run may write its own)
 trap 'rm -f "$list_file"' EXIT
