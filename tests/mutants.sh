@@ -352,6 +352,9 @@ cli-help-without-flags|examples/cli.c|s/        int col = fprintf(out, "%s", lef
 # docs/layout.md names every source file (tests/test_layout.sh)
 layout-doc-file-missing|docs/layout.md|/`trace_dag.c`/d|tests/test_layout.sh|
 structure-codelet-includes-mesh|codelets/gelu.c|s/^#include "codelet_util.h"/#include "codelet_util.h"\n#include "starweave\/mesh.h"/|tests/test_structure.sh|
+# mutants.sh --stale (tests/test_mutants_stale.sh): a script that changes nothing passed, a missing file passed (sed's error unread)
+mutants-stale-unchecked|tests/mutants.sh|s/^    elif sed -e "\$script" "\$top\/\$file" . cmp -s - "\$top\/\$file"; then$/    elif false; then/|tests/test_mutants_stale.sh|
+mutants-missing-unchecked|tests/mutants.sh|s/^    if \[ ! -f "\$top\/\$file" \]; then$/    if false; then/|tests/test_mutants_stale.sh|
 EOF
 }
 
