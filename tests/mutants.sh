@@ -1,6 +1,6 @@
 #!/bin/sh
 # Mutation testing: does a test notice when the feature it names breaks?
-#   tests/mutants.sh [--list] [--no-baseline] [NAME...]
+#   tests/mutants.sh [--list] [--stale] [--no-baseline] [NAME...]
 # Each mutant below is a small break of the library (a sed script applied to
 # one source file) and the test that must notice it (with SW_TEST_ONLY, the
 # cases of that test to run). In a scratch copy of the tree
@@ -18,6 +18,11 @@
 # tests once per mutant: tens of minutes); run it before resolving an
 # issue that adds a feature, and add mutants for what the feature adds.
 # One run at a time per SW_MUTANT_DIR (they share its scratch tree).
+# --stale only applies each sed script to a copy of its file in this tree,
+# without building (about a second; make check runs it:
+# tests/test_mutants_stale.sh): it prints STALE for a script that changes
+# nothing and MISSING for a file that is not there (a move or a rename left
+# the mutant behind), and exits 1 if there is one.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${SW_MUTANT_DIR:-/tmp/starweave-mutants}
@@ -127,8 +132,8 @@ gpt-train-log-unflushed|examples/train_loop.c|s/            fflush(t->log);/    
 data-binary-read-as-bytes|examples/data.c|s/    } else if (memchr(buf, 0, len) != NULL) {/    } else if (0) {/|tests/test_data.sh|badmagic
 data-bin-name-ignored|examples/data.c|s/ends_with(path, ".bin") \(.\)\1 ends_with(path, ".idx")) {/0) {/|tests/test_data.sh|badmagic
 # the runtime: priorities, StarPU's reuse of freed buffers
-task-priority-ignored|src/core/runtime.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
-cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
+task-priority-ignored|src/core/tasks.c|s/        task->priority = sw_rt.task_priority;/        (void)0;/|tests/test_task|
+cpu-mem-limit-unset|src/core/runtime.c|s/if (!sw_simulated() \&\& !getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
 # misuse of the API: ids outside the vocabulary
 load-ids-unchecked|graphs/models/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
@@ -138,12 +143,12 @@ params-unallocated-unchecked|graphs/layers/layer_util.h|s/^    if (!sw_params_al
 # refusals: units forgotten, a ZeRO-3 parameter outside its unit, a rule one rank sees alone, the submit helpers' exit status
 units-unchecked|graphs/train/params.c|s/^    if (named == layers .*) return;$/    return;/|tests/test_misuse.sh|^np=2 units-
 zero3-ungathered-unchecked|graphs/layers/layer_util.h|s/^    if (sw_params_value_sharded(x->params, i))$/    if (0)/|tests/test_misuse.sh|^np=2 zero3-other-unit$
-refusal-barrier-alone|src/core/runtime.c|s/if (heard == size - 1 \&\& starpu_worker_get_id() < 0) {/if (starpu_worker_get_id() < 0) {/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-end-unsent|src/core/runtime.c|s/MPI_INT, r, REFUSE_TAG_END, rf.comm/MPI_INT, r, REFUSE_TAG_REFUSING, rf.comm/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-alone-unprinted|src/core/runtime.c|s/^    if (rank != 0) print_refusal(msg);$/    (void)0;/|tests/test_misuse.sh|^np=2 one-rank$
-refusal-watcher-unstarted|src/core/runtime.c|s/^    refuse_watch_start(provided);$/    (void)provided;/|tests/test_misuse.sh|^np=2 stage-head$
-refusal-starpu-warning|src/core/runtime.c|s/if (\&_starpu_silent) _starpu_silent = 1;/(void)0;/g|tests/test_shapes.sh|
-failf-exit-1|src/core/runtime.c|/^void sw_failf/,/^}/s/^    vrefuse(fmt, ap);$/    vfprintf(stderr, fmt, ap), abort_all(1);/|tests/test_shapes.sh|
+refusal-barrier-alone|src/core/refuse.c|s/if (heard == size - 1 \&\& starpu_worker_get_id() < 0) {/if (starpu_worker_get_id() < 0) {/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-end-unsent|src/core/refuse.c|s/MPI_INT, r, REFUSE_TAG_END, rf.comm/MPI_INT, r, REFUSE_TAG_REFUSING, rf.comm/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-alone-unprinted|src/core/refuse.c|s/^    if (rank != 0) print_refusal(msg);$/    (void)0;/|tests/test_misuse.sh|^np=2 one-rank$
+refusal-watcher-unstarted|src/core/runtime.c|s/^    sw_refuse_watch_start(provided);$/    (void)provided;/|tests/test_misuse.sh|^np=2 stage-head$
+refusal-starpu-warning|src/core/refuse.c|s/if (\&_starpu_silent) _starpu_silent = 1;/(void)0;/g|tests/test_shapes.sh|
+failf-exit-1|src/core/refuse.c|/^void sw_failf/,/^}/s/^    vrefuse(fmt, ap);$/    vfprintf(stderr, fmt, ap), abort_all(1);/|tests/test_shapes.sh|
 offload-budget-unchecked|graphs/train/blocks.c|s/^    if (budget < 2 \* block_mib)$/    if (0)/|tests/test_dit_model.sh|offload-budget-mb
 # the LM head's ignore index: ignored rows out of the count and the loss, no gradient, the count of the global batch
 ce-ignored-rows-counted|codelets/crossentropy.c|s/rw\[r \* rs\] = t\[r \* tstr\] == a.ignore ? 0.0f :/rw[r * rs] = 0 \&\& t[r * tstr] == a.ignore ? 0.0f :/|tests/test_crossentropy|
@@ -165,7 +170,7 @@ pp-embedding-adds-to-stale-dwte|graphs/layers/layers.c|s/e->tied \&\& sw_params_
 pp-micro-slots-shared|graphs/train/blocks.c|s/return \&b->slots\[(shared_sets(b) ? 0 : b->cur \* b->count) + i % b->per_micro\];/return \&b->slots[i % b->per_micro];/|tests/test_pp.sh|^np=2 --pp 2 --grad-accum 4 --dropout
 pp-boundary-unmodelled|graphs/step/pipeline.c|s/        if (j < J - 1) t->forward\[SW_GROUP_PP\] += K \* boundary;/        (void)boundary;/|tests/test_pp.sh|traffic and counters
 pp-loss-not-sent|graphs/step/pipeline.c|s/    for (int r = 0; r < s->pp - 1 \&\& last; r++) sw_send_on(/    for (int r = 0; 0 \&\& last; r++) sw_send_on(/;s/    if (!last) sw_recv_on(s->x->comm, SW_GROUP_PP, LOSS_CHANNEL, s->loss, s->pp - 1);/    (void)0;/|tests/test_pp.sh|^np=2 --pp 2$
-pp-virtual-placed-contiguously|graphs/step/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
+pp-virtual-placed-contiguously|graphs/train/params.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ pp) : 0;/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-virtual-chunk-grads-at-once|graphs/step/pipeline.c|s/sw_params_reduce_grads_some(x->params, k, s->V > 1 ? c : -1, s->wmask, 0);/sw_params_reduce_grads_some(x->params, k, -1, s->wmask, 0);/|tests/test_pp.sh|pp-virtual 2 --layers 4 --grad-accum 4 --dropout
 pp-units-interleaved|graphs/step/pipeline.c|s/        sw_set_task_priority_base(base + 4 \* (s->units - i));/        (void)i;/|tests/test_pp.sh|bubble report
 update-before-backward|graphs/train/params.c|s/const int prio = sw_set_task_priority(-2);/const int prio = sw_set_task_priority(0);/|tests/test_pp.sh|bubble report
@@ -197,7 +202,7 @@ tensor-invalidate-unordered|src/core/tensor.c|s/    if (t->nplans) SW_CHECK(star
 # test_pp_sched.sh show. (The invalidation race of docs/runtime-notes.md put back on the sent input
 # gradient alone -- a raw starpu_data_invalidate_submit after the send, per micro-batch -- survived
 # test_pp_sched's pp 2 layout, 11 runs: not kept.)
-pp-stage-of-power-of-two|graphs/step/pipeline.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ (pp * V)) \& (pp - 1) : 0;/|tests/test_pp_long.sh|^np=3 --pp 3 --layers 3 --grad-accum 4
+pp-stage-of-power-of-two|graphs/train/params.c|s/layer \/ (layers \/ (pp \* V)) % pp : 0;/layer \/ (layers \/ (pp * V)) \& (pp - 1) : 0;/|tests/test_pp_long.sh|^np=3 --pp 3 --layers 3 --grad-accum 4
 gemm-cache-shared-by-workers|codelets/gemm.c|s/    mm_cache \*c = pthread_getspecific(mm_key_tls);/    static mm_cache *shared; mm_cache *c = shared;/;s/        pthread_setspecific(mm_key_tls, c);/        shared = c;/|tests/test_pp_sched.sh|^np=2 --pp 2 --layers 2 --grad-accum 4$
 # Zero Bubble's split: W's place in the schedule, the slot kept until W, the kept output gradients, the two reductions
 zb-w-right-after-b|graphs/step/schedule.c|s/if (pick < 0 \&\& split \&\& whead\[s\] < wtail\[s\])/if (split \&\& whead[s] < wtail[s])/|tests/test_schedule|
@@ -358,16 +363,20 @@ cli-help-without-flags|examples/cli.c|s/        int col = fprintf(out, "%s", lef
 # docs/layout.md names every source file (tests/test_layout.sh)
 layout-doc-file-missing|docs/layout.md|/`trace_dag.c`/d|tests/test_layout.sh|
 structure-codelet-includes-mesh|codelets/gelu.c|s/^#include "codelet_util.h"/#include "codelet_util.h"\n#include "starweave\/mesh.h"/|tests/test_structure.sh|
+# mutants.sh --stale (tests/test_mutants_stale.sh): a script that changes nothing passed, a missing file passed (sed's error unread)
+mutants-stale-unchecked|tests/mutants.sh|s/^    elif sed -e "\$script" "\$top\/\$file" . cmp -s - "\$top\/\$file"; then$/    elif false; then/|tests/test_mutants_stale.sh|
+mutants-missing-unchecked|tests/mutants.sh|s/^    if \[ ! -f "\$top\/\$file" \]; then$/    if false; then/|tests/test_mutants_stale.sh|
 EOF
 }
 
-list=0 baseline=1
+list=0 baseline=1 stale_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --list) list=1 ;;
+    --stale) stale_only=1 ;;
     --no-baseline) baseline=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    -*) echo "mutants.sh: unknown option '$1' (expected --list, --no-baseline or mutant names)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -*) echo "mutants.sh: unknown option '$1' (expected --list, --stale, --no-baseline or mutant names)" >&2; exit 2 ;;
     *) break ;;
   esac
   shift
@@ -378,6 +387,26 @@ selected() { # selected NAME: named on the command line, or none named
   for a in "$@"; do [ "$a" = "$n" ] && return 0; done
   return 1
 }
+if [ $stale_only = 1 ]; then # the check that mutants.sh makes per mutant below, without the scratch tree or a build
+  checked=0 bad=0
+  tmp=$(mktemp "${TMPDIR:-/tmp}/mutants-stale.XXXXXX") || exit 1
+  mutants | grep -v -e '^#' -e '^$' > "$tmp"
+  for a in "$@"; do
+    grep -q "^$a|" "$tmp" || { echo "mutants.sh: no mutant named '$a' (see --list)" >&2; rm -f "$tmp"; exit 2; }
+  done
+  while IFS='|' read -r name file script test only; do
+    selected "$name" "$@" || continue
+    checked=$((checked + 1))
+    if [ ! -f "$top/$file" ]; then
+      echo "MISSING  $name: $file is not in the tree"; bad=$((bad + 1))
+    elif sed -e "$script" "$top/$file" | cmp -s - "$top/$file"; then
+      echo "STALE    $name: '$script' changed nothing in $file"; bad=$((bad + 1))
+    fi
+  done < "$tmp"
+  rm -f "$tmp"
+  echo "mutants: $checked checked without building, $bad stale or missing"
+  [ $checked -gt 0 ] && [ $bad = 0 ]; exit
+fi
 mkdir -p "$scratch/src" "$scratch/build" || exit 1
 list_file=$scratch/list.$$ # this run's own copy (another run may write its own)
 trap 'rm -f "$list_file"' EXIT
