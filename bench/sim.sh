@@ -97,12 +97,17 @@ t0=$(date +%s.%N)
 # Folded allocations map one block of SMPI's shared file per blocksize of
 # each allocation: 64 MiB blocks (SW_SIM_FOLD_BLOCK), since with SMPI's 1
 # MiB a GPT of 350M parameters on 8 ranks passed vm.max_map_count.
+# SMPI maps them with MAP_POPULATE: the kernel fills a page-table entry
+# per 4 KiB of every rank's folded bytes, the system half of a big run's
+# CPU time. SW_SIM_HUGEPAGES=DIR (a hugetlbfs mount with at least 32 free
+# 2 MiB pages: one 64 MiB block; docs/simulation.md, "Where the wall time
+# goes") makes SMPI fold onto huge pages there: 512 times fewer entries.
 stack=$(ulimit -s)
 [ "$stack" != unlimited ] || stack=8192
 run_sim() { # OUT: the simulation, its output in OUT
   "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
-    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" \
+    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" ${SW_SIM_HUGEPAGES:+--cfg=smpi/shared-malloc-hugepage:"$SW_SIM_HUGEPAGES"} \
     --log=xbt_cfg.thres:warning
 }
 nest=0
@@ -121,8 +126,24 @@ if [ "$estimate" = 1 ]; then
     awk -v s="$(basename "$f" ".$host")" '/^# hash/ { h = 1; next } h && NF == 8 && $8 > 0 { print s, $1; exit }' "$f"
   done > "$est/substitute"
   : > "$est/missing"
-  STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
-    run_sim "$@" > "$est/pass1.log" 2>&1 || {
+  # that pass writes no trace (--trace FILE): nobody reads it, and its
+  # records and their gathering to rank 0 cost wall time (more with the
+  # ranks); the trace adds no task, so the list is the same
+  pass1() {
+    n=$#
+    while [ "$n" -gt 0 ]; do
+      case "$1" in
+        --trace) [ "$n" -lt 2 ] || { shift; n=$((n - 1)); } ;;
+        --trace=*) ;;
+        *) set -- "$@" "$1" ;;
+      esac
+      shift
+      n=$((n - 1))
+    done
+    STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
+      run_sim "$@"
+  }
+  pass1 "$@" > "$est/pass1.log" 2>&1 || {
     grep '^starweave: simulation:' "$est/pass1.log" >&2 ||
       { tail -n 20 "$est/pass1.log" >&2; echo "$me: the first pass (listing the sizes to estimate) failed" >&2; }
     exit 2
