@@ -87,7 +87,8 @@ export STARPU_CALIBRATE=0
 export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-1}"
 log=$(mktemp "${TMPDIR:-/tmp}/sw-sim.XXXXXX")
 est=""
-trap 'rm -f "$log"; [ -z "$est" ] || rm -rf "$est"' EXIT
+fold=""
+trap 'rm -f "$log"; [ -z "$est" ] || rm -rf "$est"; [ -z "$fold" ] || rm -rf "$fold"' EXIT
 t0=$(date +%s.%N)
 # What starpu_smpirun runs, on the whole platform of bench/sim-platform.sh
 # (starpu_smpirun would put each rank's StarPU hosts in zones without
@@ -99,15 +100,26 @@ t0=$(date +%s.%N)
 # MiB a GPT of 350M parameters on 8 ranks passed vm.max_map_count.
 # SMPI maps them with MAP_POPULATE: the kernel fills a page-table entry
 # per 4 KiB of every rank's folded bytes, the system half of a big run's
-# CPU time. SW_SIM_HUGEPAGES=DIR (a hugetlbfs mount with at least 32 free
-# 2 MiB pages: one 64 MiB block; docs/simulation.md, "Where the wall time
-# goes") makes SMPI fold onto huge pages there: 512 times fewer entries.
+# CPU time. SW_SIM_FOLD_DIR=DIR (a tmpfs mounted with huge=always,
+# docs/simulation.md "Where the wall time goes") puts SMPI's file there
+# (bench/sim_fold.c, preloaded): 2 MiB pages, 512 times fewer entries.
+# (SMPI's own smpi/shared-malloc-hugepage wants 2 MiB blocks: a VMA per
+# 2 MiB folded, past vm.max_map_count at these sizes.)
 stack=$(ulimit -s)
 [ "$stack" != unlimited ] || stack=8192
+preload=
+if [ -n "${SW_SIM_FOLD_DIR:-}" ]; then
+  [ -d "$SW_SIM_FOLD_DIR" ] && [ -w "$SW_SIM_FOLD_DIR" ] ||
+    die2 "SW_SIM_FOLD_DIR=$SW_SIM_FOLD_DIR is not a writable directory (mount -t tmpfs -o huge=always tmpfs DIR)"
+  fold=$(mktemp -d "${TMPDIR:-/tmp}/sw-sim-fold.XXXXXX")
+  ${CC:-cc} -O2 -shared -fPIC -o "$fold/sim_fold.so" "$top/bench/sim_fold.c" -ldl ||
+    die2 "cannot compile $top/bench/sim_fold.c (for SW_SIM_FOLD_DIR)"
+  preload=$fold/sim_fold.so
+fi
 run_sim() { # OUT: the simulation, its output in OUT
-  "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
+  ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
-    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" ${SW_SIM_HUGEPAGES:+--cfg=smpi/shared-malloc-hugepage:"$SW_SIM_HUGEPAGES"} \
+    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" \
     --log=xbt_cfg.thres:warning
 }
 nest=0
