@@ -30,6 +30,10 @@
 #                  pp8dp64z1
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
+# Each run's wall time, CPU time (both passes of --estimate) and the load
+# average at its end are printed: on a shared machine the CPU time is the
+# measure. SW_SIM_FOLD_DIR (bench/sim.sh: a huge=always tmpfs) cuts the
+# kernel's share of it.
 # Calibration: ~/.cache/starweave/calibration-scale (SW_SIM_SCALE_CALIBRATION),
 # host 'scale'; what is missing is calibrated first by small real runs of
 # each model kind and layout family (bench/calibrate.sh): run those on a
