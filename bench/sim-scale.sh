@@ -139,7 +139,7 @@ tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
       rc=0
       # the CPU time of the simulation (both passes), the measure on a
       # shared machine (the wall time grows with the others' load)
-      $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate \
+      $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
         examples/gpt_train $shape --layers "$layers" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
         --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
       wall=$(($(date +%s) - t0))

@@ -22,6 +22,11 @@
 #                      lists them; bench/perfmodel_merge.py --estimate),
 #                      each printed as an ESTIMATE; the calibration itself
 #                      is not changed. Without it such a size stops the run.
+#   --list-args ARGS   added to the program's arguments in --estimate's
+#                      first pass only, e.g. '--steps 1': that pass only
+#                      lists the sizes, and one step of gpt_train runs them
+#                      all; a size it missed stops the run proper (exit 2,
+#                      named)
 #   PROGRAM            examples/gpt_train, ... (relative to the build) or a path
 # Exit status: the program's; 2 for bad input (a platform too small, a
 # missing calibration: the message says what to calibrate).
@@ -32,7 +37,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${SW_SIM_BUILD:-$top/build-sim}
 calib=${SW_SIM_CALIBRATION:-${HOME:?HOME is not set}/.cache/starweave/calibration}
 host=${SW_SIM_HOST:-starweave-$(hostname)}
-platform="" np="" estimate=0
+platform="" np="" estimate=0 list_args=""
 need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
     --platform) need "$@"; platform=$2; shift ;;
     --np) need "$@"; np=$2; shift ;;
     --estimate) estimate=1 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --list-args) need "$@"; list_args=$2; shift ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     -*) die2 "unknown option '$1' (see --help)" ;;
     *) break ;;
@@ -153,7 +159,7 @@ if [ "$estimate" = 1 ]; then
       n=$((n - 1))
     done
     STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
-      run_sim "$@"
+      run_sim "$@" $list_args
   }
   pass1 "$@" > "$est/pass1.log" 2>&1 || {
     grep '^starweave: simulation:' "$est/pass1.log" >&2 ||
