@@ -10,10 +10,36 @@
  * else changes (the same mappings, the same simulation). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+/* SMPI reserves each folded allocation with an anonymous mmap of its size,
+ * then maps the file's blocks over it from its start: a 2 MiB page of the
+ * file is mapped by one entry only where the address is 2 MiB aligned, and
+ * the kernel aligns an anonymous mapping so only when its length is a
+ * multiple of 2 MiB (the tensors' are not). So anonymous mappings of 4 MiB
+ * and more that let the kernel choose the address start on a 2 MiB
+ * boundary here (the slack around them unmapped at once: the mapping is
+ * the one asked for, placed elsewhere). */
+#define HUGE_2M ((size_t)2 << 20)
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+    static void *(*real)(void *, size_t, int, int, int, off_t);
+    if (!real) real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
+    if (addr || !(flags & MAP_ANONYMOUS) || (flags & MAP_FIXED) || len < 2 * HUGE_2M) return real(addr, len, prot, flags, fd, off);
+    size_t span = len + HUGE_2M;
+    char *p = real(NULL, span, prot, flags, fd, off);
+    if (p == MAP_FAILED) return real(addr, len, prot, flags, fd, off);
+    char *a = (char *)(((uintptr_t)p + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
+    if (a > p) munmap(p, (size_t)(a - p));
+    size_t tail = (size_t)(p + span - (a + len));
+    if (tail) munmap(a + len, tail);
+    return a;
+}
 
 int mkstemp(char *tmpl)
 {
