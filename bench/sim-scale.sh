@@ -30,6 +30,10 @@
 #                  pp8dp64z1
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
+# Each run's wall time, CPU time (both passes of --estimate) and the load
+# average at its end are printed: on a shared machine the CPU time is the
+# measure. SW_SIM_FOLD_DIR (bench/sim.sh: a huge=always tmpfs) cuts the
+# kernel's share of it.
 # Calibration: ~/.cache/starweave/calibration-scale (SW_SIM_SCALE_CALIBRATION),
 # host 'scale'; what is missing is calibrated first by small real runs of
 # each model kind and layout family (bench/calibrate.sh): run those on a
@@ -88,9 +92,11 @@ calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+timer=
+[ ! -x /usr/bin/time ] || timer="/usr/bin/time -f %U+%S -o $work/cpu.t"
 echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step; $steps steps, the last one measured"
-[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s" > "$out"
-printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load" > "$out"
+printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
 for model in $models; do
   case "$model" in
     gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" ;;
@@ -133,10 +139,14 @@ tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
       [ "$n" -le 64 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
       t0=$(date +%s)
       rc=0
-      sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate \
+      # the CPU time of the simulation (both passes), the measure on a
+      # shared machine (the wall time grows with the others' load)
+      $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
         examples/gpt_train $shape --layers "$layers" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
         --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
       wall=$(($(date +%s) - t0))
+      cpu=$(tail -n 1 "$work/cpu.t" 2>/dev/null | awk -F+ 'NF == 2 { printf "%.0f", $1 + $2 }') load=$(cut -d' ' -f1 /proc/loadavg)
+      rm -f "$work/cpu.t"
       cp "$work/s.out" "${SW_SIM_SCALE_KEEP:-$work}/$model-$n-$name.out" 2>/dev/null || true
       if [ "$rc" != 0 ]; then
         printf '%-10s %-5s %-22s failed (exit %s, %s s): %s\n' "$model" "$n" "$name" "$rc" "$wall" \
@@ -150,9 +160,9 @@ tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
       mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
       nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
       b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
-      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s\n' "$model" "$n" "$name" "${ms:-?}" \
-        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall" >> "$out"
+      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' "$model" "$n" "$name" "${ms:-?}" \
+        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load" >> "$out"
     done
   done
 done

@@ -22,6 +22,11 @@
 #                      lists them; bench/perfmodel_merge.py --estimate),
 #                      each printed as an ESTIMATE; the calibration itself
 #                      is not changed. Without it such a size stops the run.
+#   --list-args ARGS   added to the program's arguments in --estimate's
+#                      first pass only, e.g. '--steps 1': that pass only
+#                      lists the sizes, and one step of gpt_train runs them
+#                      all; a size it missed stops the run proper (exit 2,
+#                      named)
 #   PROGRAM            examples/gpt_train, ... (relative to the build) or a path
 # Exit status: the program's; 2 for bad input (a platform too small, a
 # missing calibration: the message says what to calibrate).
@@ -32,7 +37,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${SW_SIM_BUILD:-$top/build-sim}
 calib=${SW_SIM_CALIBRATION:-${HOME:?HOME is not set}/.cache/starweave/calibration}
 host=${SW_SIM_HOST:-starweave-$(hostname)}
-platform="" np="" estimate=0
+platform="" np="" estimate=0 list_args=""
 need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
     --platform) need "$@"; platform=$2; shift ;;
     --np) need "$@"; np=$2; shift ;;
     --estimate) estimate=1 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --list-args) need "$@"; list_args=$2; shift ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     -*) die2 "unknown option '$1' (see --help)" ;;
     *) break ;;
@@ -87,7 +93,8 @@ export STARPU_CALIBRATE=0
 export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-1}"
 log=$(mktemp "${TMPDIR:-/tmp}/sw-sim.XXXXXX")
 est=""
-trap 'rm -f "$log"; [ -z "$est" ] || rm -rf "$est"' EXIT
+fold=""
+trap 'rm -f "$log"; [ -z "$est" ] || rm -rf "$est"; [ -z "$fold" ] || rm -rf "$fold"' EXIT
 t0=$(date +%s.%N)
 # What starpu_smpirun runs, on the whole platform of bench/sim-platform.sh
 # (starpu_smpirun would put each rank's StarPU hosts in zones without
@@ -97,10 +104,26 @@ t0=$(date +%s.%N)
 # Folded allocations map one block of SMPI's shared file per blocksize of
 # each allocation: 64 MiB blocks (SW_SIM_FOLD_BLOCK), since with SMPI's 1
 # MiB a GPT of 350M parameters on 8 ranks passed vm.max_map_count.
+# SMPI maps them with MAP_POPULATE: the kernel fills a page-table entry
+# per 4 KiB of every rank's folded bytes, the system half of a big run's
+# CPU time. SW_SIM_FOLD_DIR=DIR (a tmpfs mounted with huge=always,
+# docs/simulation.md "Where the wall time goes") puts SMPI's file there
+# (bench/sim_fold.c, preloaded): 2 MiB pages, 512 times fewer entries.
+# (SMPI's own smpi/shared-malloc-hugepage wants 2 MiB blocks: a VMA per
+# 2 MiB folded, past vm.max_map_count at these sizes.)
 stack=$(ulimit -s)
 [ "$stack" != unlimited ] || stack=8192
+preload=
+if [ -n "${SW_SIM_FOLD_DIR:-}" ]; then
+  [ -d "$SW_SIM_FOLD_DIR" ] && [ -w "$SW_SIM_FOLD_DIR" ] ||
+    die2 "SW_SIM_FOLD_DIR=$SW_SIM_FOLD_DIR is not a writable directory (mount -t tmpfs -o huge=always tmpfs DIR)"
+  fold=$(mktemp -d "${TMPDIR:-/tmp}/sw-sim-fold.XXXXXX")
+  ${CC:-cc} -O2 -shared -fPIC -o "$fold/sim_fold.so" "$top/bench/sim_fold.c" -ldl ||
+    die2 "cannot compile $top/bench/sim_fold.c (for SW_SIM_FOLD_DIR)"
+  preload=$fold/sim_fold.so
+fi
 run_sim() { # OUT: the simulation, its output in OUT
-  "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
+  ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" \
     --log=xbt_cfg.thres:warning
@@ -121,8 +144,24 @@ if [ "$estimate" = 1 ]; then
     awk -v s="$(basename "$f" ".$host")" '/^# hash/ { h = 1; next } h && NF == 8 && $8 > 0 { print s, $1; exit }' "$f"
   done > "$est/substitute"
   : > "$est/missing"
-  STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
-    run_sim "$@" > "$est/pass1.log" 2>&1 || {
+  # that pass writes no trace (--trace FILE): nobody reads it, and its
+  # records and their gathering to rank 0 cost wall time (more with the
+  # ranks); the trace adds no task, so the list is the same
+  pass1() {
+    n=$#
+    while [ "$n" -gt 0 ]; do
+      case "$1" in
+        --trace) [ "$n" -lt 2 ] || { shift; n=$((n - 1)); } ;;
+        --trace=*) ;;
+        *) set -- "$@" "$1" ;;
+      esac
+      shift
+      n=$((n - 1))
+    done
+    STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
+      run_sim "$@" $list_args
+  }
+  pass1 "$@" > "$est/pass1.log" 2>&1 || {
     grep '^starweave: simulation:' "$est/pass1.log" >&2 ||
       { tail -n 20 "$est/pass1.log" >&2; echo "$me: the first pass (listing the sizes to estimate) failed" >&2; }
     exit 2

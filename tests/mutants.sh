@@ -251,6 +251,7 @@ zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_
 sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
 sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
+sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/models/weights_load.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1

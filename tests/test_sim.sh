@@ -130,14 +130,18 @@ if want "bad input"; then
   check "a size never calibrated (--hidden 128): exit $rc (expected 2), the codelet and its size named (${what:-none}), $(($(date +%s) - t0)) s" \
     [ "$rc" = 2 -a -n "$what" ]
   # the same with --estimate: every size the calibration lacks gets a
-  # regression estimate from the measured ones, printed as such
-  sim est "$TMPD/eth" --estimate examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 2
+  # regression estimate from the measured ones, printed as such; with
+  # --trace, which the first pass leaves out (bench/sim.sh), the run
+  # proper writes it
+  sim est "$TMPD/eth" --estimate examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 2 \
+    --trace "$TMPD/est.json"
   rc=$?
   n=$(grep -c '^sim: ESTIMATE ' "$TMPD/est")
   ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/est")
   said=$(grep -c "^sim: $n task size(s) took regression ESTIMATES" "$TMPD/est")
-  [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ -n "$ms" ] && [ "$said" = 1 ] || cat "$TMPD/est"
-  check "--estimate at --hidden 128: exit $rc, $n size(s) estimated and labelled ($said), ${ms:-no} simulated ms/step" \
-    [ "$rc" = 0 -a "$n" -gt 0 -a -n "$ms" -a "$said" = 1 ]
+  [ -s "$TMPD/est.json" ] && tr=written || tr=missing
+  [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ -n "$ms" ] && [ "$said" = 1 ] && [ $tr = written ] || cat "$TMPD/est"
+  check "--estimate at --hidden 128: exit $rc, $n size(s) estimated and labelled ($said), ${ms:-no} simulated ms/step, trace $tr" \
+    [ "$rc" = 0 -a "$n" -gt 0 -a -n "$ms" -a "$said" = 1 -a $tr = written ]
 fi
 finish

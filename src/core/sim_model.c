@@ -50,22 +50,43 @@ static int seen_before(const char *sym, uint32_t fp)
     return 1; /* full: listed duplicates are merged later anyway */
 }
 
+/* SW_SIM_SUBSTITUTE's lines, read once: in the first pass every task of
+ * these shapes lacks a time, and reading the file again for each (as this
+ * did) cost an open and a scan per task */
+static struct sub {
+    char name[256];
+    uint32_t fp;
+} *subs;
+static int nsubs = -1; /* -1: not read yet */
+
 /* the footprint SW_SIM_SUBSTITUTE names for sym; 0 and *found = 0 if none */
 static uint32_t substitute(const char *sym, int *found)
 {
-    const char *path = getenv("SW_SIM_SUBSTITUTE");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    char name[256];
-    unsigned fp;
-    *found = 0;
-    if (!f) return 0;
-    while (fscanf(f, "%255s %x", name, &fp) == 2)
-        if (!strcmp(name, sym)) {
-            *found = 1;
-            break;
+    if (nsubs < 0) {
+        const char *path = getenv("SW_SIM_SUBSTITUTE");
+        FILE *f = path ? fopen(path, "r") : NULL;
+        char name[256];
+        unsigned fp;
+        int cap = 0;
+        nsubs = 0;
+        while (f && fscanf(f, "%255s %x", name, &fp) == 2) {
+            if (nsubs == cap) {
+                struct sub *n = realloc(subs, sizeof *subs * (size_t)(cap = cap ? 2 * cap : 64));
+                if (!n) break;
+                subs = n;
+            }
+            snprintf(subs[nsubs].name, sizeof subs[nsubs].name, "%s", name);
+            subs[nsubs++].fp = (uint32_t)fp;
         }
-    fclose(f);
-    return *found ? (uint32_t)fp : 0;
+        if (f) fclose(f);
+    }
+    *found = 0;
+    for (int i = 0; i < nsubs; i++) /* the first line for sym, as the scan of the file did */
+        if (!strcmp(subs[i].name, sym)) {
+            *found = 1;
+            return subs[i].fp;
+        }
+    return 0;
 }
 
 uint32_t sw_sim_footprint(struct starpu_task *task)

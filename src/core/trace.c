@@ -365,8 +365,17 @@ int sw_trace_collect(void)
      * rank's progression thread never entered the barrier); 0 in 25 since. */
     starpu_task_wait_for_all();
     for (int k = 0; k < 60000 && atomic_load(&tr.comm_pending) > 0; k++) {
+#ifdef STARPU_SIMGRID
+        /* simulated: a sleep on the simulated clock, which lets the other
+         * actors (StarPU-MPI's, whose callbacks end the requests) run; a
+         * real nanosleep stopped the whole simulation in one process for
+         * the 60 s of this loop, rank after rank (a 64-rank run slept up to
+         * an hour here, docs/simulation.md "Where the wall time goes") */
+        starpu_usleep(1000);
+#else
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
+#endif
     }
     long pending = atomic_load(&tr.comm_pending);
     if (pending > 0) fprintf(stderr, "starweave: trace: rank %d: %ld request(s) still in flight, not recorded\n", me, pending);
