@@ -390,6 +390,26 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     return compute + comm + overhead;
 }
 
+/* The node's cores (GPT and DiT): where a node's ranks' threads outnumber its cores, the step is at least the
+ * work of all the node's ranks (work[stage]: each stage's compute and tasks at a core per worker) over its
+ * cores, every thread time-sliced -- the workers and, under point-to-point messages (spin), each rank's
+ * progression thread polling (p2p_spin cores) -- plus the communication; 0 where the threads fit */
+static double cores_bound(const sw_plan_world *w, const sw_plan_machine *mc, int world, int per, const double *work,
+                          int spin, double comm_ms)
+{
+    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
+    double threads = run_workers + (spin ? mc->p2p_spin : 0);
+    if (w->ranks_per_node * threads <= mc->cores) return 0;
+    double node = 0;
+    for (int n = 0; n * w->ranks_per_node < world; n++) {
+        double sum = 0;
+        for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++)
+            sum += work[r / per < 256 ? r / per : 255];
+        node = fmax(node, sum * threads / mc->cores);
+    }
+    return node + comm_ms;
+}
+
 /* mems, ts: each stage's first rank's memory and traffic models (sw_gpt_plan_rank) */
 static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_machine *mc, const sw_gpt_memory *mems,
                      const sw_traffic *ts)
@@ -415,19 +435,8 @@ static void estimate(sw_plan_entry *e, const sw_plan_world *w, const sw_plan_mac
      * time-sliced -- the workers and, under point-to-point layouts (pipeline, Ring), each rank's progression
      * thread polling (p2p_spin cores). A pipeline's idle stages leave their cores to the busy one: this bound,
      * not a share per stage, prices 4 stages of one micro-batch on 2 cores. */
-    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    double threads = run_workers + (c->pp > 1 || c->ring > 1 ? mc->p2p_spin : 0);
-    if (w->ranks_per_node * threads > mc->cores) {
-        double node = 0;
-        for (int n = 0; n * w->ranks_per_node < world; n++) {
-            double sum = 0;
-            for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++)
-                sum += work[r / per < 256 ? r / per : 255];
-            node = fmax(node, sum * threads / mc->cores);
-        }
-        e->cores_ms = node + best.comm_ms;
-        if (e->cores_ms > e->ms) e->ms = e->cores_ms;
-    }
+    e->cores_ms = cores_bound(w, mc, world, per, work, c->pp > 1 || c->ring > 1, best.comm_ms);
+    if (e->cores_ms > e->ms) e->ms = e->cores_ms;
 }
 
 /* ---------------------------------------------------------- the search */
@@ -632,18 +641,8 @@ static void dit_estimate(sw_plan_dit_entry *e, const sw_plan_world *w, const sw_
      * all-to-all as Ulysses does, and the ring group sends nothing */
     double ring_bytes = 0;
     for (int p = 0; p < pp; p++) ring_bytes += ts[p].forward[SW_GROUP_RING] + ts[p].backward[SW_GROUP_RING];
-    double run_workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    double threads = run_workers + (pp > 1 || ring_bytes > 0 ? mc->p2p_spin : 0);
-    if (w->ranks_per_node * threads > mc->cores) {
-        double node = 0;
-        for (int n = 0; n * w->ranks_per_node < world; n++) {
-            double sum = 0;
-            for (int r = n * w->ranks_per_node; r < (n + 1) * w->ranks_per_node && r < world; r++) sum += work[r / per];
-            node = fmax(node, sum * threads / mc->cores);
-        }
-        e->cores_ms = node + best.comm_ms;
-        if (e->cores_ms > e->ms) e->ms = e->cores_ms;
-    }
+    e->cores_ms = cores_bound(w, mc, world, per, work, pp > 1 || ring_bytes > 0, best.comm_ms);
+    if (e->cores_ms > e->ms) e->ms = e->cores_ms;
 }
 
 static int cmp_dit(const void *a, const void *b)
