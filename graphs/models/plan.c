@@ -450,13 +450,19 @@ static int cmp_entry(const void *a, const void *b)
     return kx < ky ? -1 : kx > ky ? 1 : 0;
 }
 
-sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w, const sw_plan_space *sp,
-                       const sw_plan_machine *mc, double budget, int *count)
+/* One candidate of the search space, for the GPT's planner and the DiT's: the mesh (tp x Ulysses x Ring x
+ * dp x pp = the world), sequence parallelism, the ZeRO stage, chunks, micro-batches, the in-flight quota
+ * (inflight: at the micro-batches) and recomputation */
+typedef struct {
+    int tp, sp, ulysses, ring, dp, pp, zero, virtual_, accum, inflight, recompute;
+} layout_point;
+
+/* every candidate of the space sp over `world` ranks, in the order both planners list them; inflight: also
+ * the in-flight quota where a pipeline has several micro-batches */
+static layout_point *layout_points(int world, const sw_plan_space *sp, int inflight, int *count)
 {
-    sw_plan_space def;
-    if (!sp) sw_plan_space_default(&def), sp = &def;
-    int world = w->ranks_per_node * w->nodes, n = 0, cap = 256;
-    sw_plan_entry *out = sw_xcalloc((size_t)cap, sizeof *out);
+    int n = 0, cap = 256;
+    layout_point *out = sw_xcalloc((size_t)cap, sizeof *out);
     for (int tp = 1; tp <= world; tp++)
     for (int u = 1; u <= world / tp; u++)
     for (int r = 1; r <= world / (tp * u); r++)
@@ -469,23 +475,40 @@ sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w
             for (int vi = 0; vi < 4 && sp->virtual_[vi] >= 0; vi++) {
                 if (pp == 1 && sp->virtual_[vi] > 1) continue;
                 for (int K = 1; K <= sp->max_accum; K *= 2)
-                for (int q = 0; q <= (sp->inflight && pp > 1 && K > 1); q++)
+                for (int q = 0; q <= (inflight && pp > 1 && K > 1); q++)
                 for (int ri = 0; ri < 4 && sp->recompute[ri] >= 0; ri++) {
                     if (n == cap) out = realloc(out, sizeof *out * (size_t)(cap *= 2));
                     if (!out) sw_fail(__FILE__, __LINE__, "realloc(plan)", -12);
-                    sw_plan_entry *e = &out[n++];
-                    memset(e, 0, sizeof *e);
-                    e->cfg = *base;
-                    sw_gpt_config *c = &e->cfg;
-                    c->tp = tp, c->sp = spf, c->ulysses = u, c->ring = r, c->dp = dp, c->pp = pp;
-                    c->zero = sp->zero[zi], c->pp_virtual = sp->virtual_[vi] > 1 ? sp->virtual_[vi] : 0;
-                    c->grad_accum = K, c->pp_inflight = q ? K : 0, c->recompute = sp->recompute[ri];
-                    c->tp_recompute_allgather = 0, c->offload = 0;
-                    e->legal = sw_plan_check(c, world, e->why, sizeof e->why) == 0;
+                    out[n++] = (layout_point){tp, spf, u, r, dp, pp, sp->zero[zi], sp->virtual_[vi], K, q,
+                                              sp->recompute[ri]};
                 }
             }
         }
     }
+    *count = n;
+    return out;
+}
+
+sw_plan_entry *sw_plan_layouts(const sw_gpt_config *base, const sw_plan_world *w, const sw_plan_space *sp,
+                       const sw_plan_machine *mc, double budget, int *count)
+{
+    sw_plan_space def;
+    if (!sp) sw_plan_space_default(&def), sp = &def;
+    int world = w->ranks_per_node * w->nodes, n = 0;
+    layout_point *pt = layout_points(world, sp, sp->inflight, &n);
+    sw_plan_entry *out = sw_xcalloc((size_t)(n ? n : 1), sizeof *out);
+    for (int i = 0; i < n; i++) {
+        const layout_point *x = &pt[i];
+        sw_plan_entry *e = &out[i];
+        e->cfg = *base;
+        sw_gpt_config *c = &e->cfg;
+        c->tp = x->tp, c->sp = x->sp, c->ulysses = x->ulysses, c->ring = x->ring, c->dp = x->dp, c->pp = x->pp;
+        c->zero = x->zero, c->pp_virtual = x->virtual_ > 1 ? x->virtual_ : 0;
+        c->grad_accum = x->accum, c->pp_inflight = x->inflight ? x->accum : 0, c->recompute = x->recompute;
+        c->tp_recompute_allgather = 0, c->offload = 0;
+        e->legal = sw_plan_check(c, world, e->why, sizeof e->why) == 0;
+    }
+    free(pt);
     for (int i = 0; i < n; i++) {
         sw_plan_entry *e = &out[i];
         if (!e->legal) continue;
@@ -659,35 +682,20 @@ sw_plan_dit_entry *sw_plan_dit_layouts(const sw_dit_config *base, const sw_plan_
 {
     sw_plan_space def;
     if (!sp) sw_plan_space_default(&def), sp = &def;
-    int world = w->ranks_per_node * w->nodes, n = 0, cap = 256;
-    sw_plan_dit_entry *out = sw_xcalloc((size_t)cap, sizeof *out);
-    for (int tp = 1; tp <= world; tp++)
-    for (int u = 1; u <= world / tp; u++)
-    for (int r = 1; r <= world / (tp * u); r++)
-    for (int pp = 1; pp <= world / (tp * u * r); pp++) {
-        if (world % (tp * u * r * pp)) continue;
-        int dp = world / (tp * u * r * pp), gg = u * r * dp;
-        for (int spf = 0; spf <= (sp->sp && tp > 1); spf++)
-        for (int zi = 0; zi < 5 && sp->zero[zi] >= 0; zi++) {
-            if (gg == 1 && sp->zero[zi] > 0) continue; /* a group of 1: plain training (a duplicate) */
-            for (int vi = 0; vi < 4 && sp->virtual_[vi] >= 0; vi++) {
-                if (pp == 1 && sp->virtual_[vi] > 1) continue;
-                for (int K = 1; K <= sp->max_accum; K *= 2)
-                for (int ri = 0; ri < 4 && sp->recompute[ri] >= 0; ri++) {
-                    if (n == cap) out = realloc(out, sizeof *out * (size_t)(cap *= 2));
-                    if (!out) sw_fail(__FILE__, __LINE__, "realloc(plan)", -12);
-                    sw_plan_dit_entry *e = &out[n++];
-                    memset(e, 0, sizeof *e);
-                    e->cfg = *base, e->pp = pp;
-                    sw_dit_config *c = &e->cfg;
-                    c->tp = tp, c->sp = spf, c->ulysses = u, c->ring = r, c->dp = dp, c->zero = sp->zero[zi];
-                    c->pp_virtual = sp->virtual_[vi] > 1 ? sp->virtual_[vi] : 1, c->micro = K;
-                    c->recompute = sp->recompute[ri], c->recompute_every = 1, c->offload = 0;
-                    e->legal = sw_plan_dit_check(c, pp, world, e->why, sizeof e->why) == 0;
-                }
-            }
-        }
+    int world = w->ranks_per_node * w->nodes, n = 0;
+    layout_point *pt = layout_points(world, sp, 0, &n);
+    sw_plan_dit_entry *out = sw_xcalloc((size_t)(n ? n : 1), sizeof *out);
+    for (int i = 0; i < n; i++) {
+        const layout_point *x = &pt[i];
+        sw_plan_dit_entry *e = &out[i];
+        e->cfg = *base, e->pp = x->pp;
+        sw_dit_config *c = &e->cfg;
+        c->tp = x->tp, c->sp = x->sp, c->ulysses = x->ulysses, c->ring = x->ring, c->dp = x->dp, c->zero = x->zero;
+        c->pp_virtual = x->virtual_ > 1 ? x->virtual_ : 1, c->micro = x->accum;
+        c->recompute = x->recompute, c->recompute_every = 1, c->offload = 0;
+        e->legal = sw_plan_dit_check(c, x->pp, world, e->why, sizeof e->why) == 0;
     }
+    free(pt);
     for (int i = 0; i < n; i++) {
         sw_plan_dit_entry *e = &out[i];
         if (!e->legal) continue;
