@@ -66,7 +66,6 @@ static double ram_used(void)
 static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
 {
     int bf16, rec, seed;
-    const double I0 = CLI_INT_MIN, I1 = CLI_INT_MAX;
     sw_dit_config_default(c);
     const cli_flag flags[] = {
         CLI_HEADING("model (the sequence: frames x patches, split over ulysses x ring ranks in whole frames)"),
@@ -129,25 +128,11 @@ static void parse_flags(int argc, char **argv, sw_dit_config *c, opts *o)
                    "functions of the seed and the step)"),
         CLI_STRING("--export", &xdir, NULL, "DIR", "(1 rank) what tests/torch_dit.py checks"),
         CLI_HEADING("planner (docs/planner.md): the best layout of the model's flags, nothing trained"),
-        CLI_BOOL("--plan", &plan_o.plan, "rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
-                 "micro-batches, recomputation) by predicted ms/step, with its memory per\n"
-                 "rank (the exact model); exit 2 when none fits the budget"),
-        CLI_INT("--plan-ranks", &plan_o.ranks, NULL, I0, I1, "N", "the world (default: plan-ranks-per-node x plan-nodes)"),
-        CLI_INT("--plan-ranks-per-node", &plan_o.ranks_per_node, NULL, I0, I1, "R", "ranks per node (default: plan-ranks / plan-nodes)"),
-        CLI_INT("--plan-nodes", &plan_o.nodes, NULL, I0, I1, "N", "nodes (1)"),
-        CLI_INT("--plan-mem-mib", &plan_o.mem_mib, NULL, I0, I1, "N", "memory per rank in MiB (0: no budget)"),
-        CLI_STRING("--plan-machine", &plan_o.machine, NULL, "FILE", "the machine's figures, lines KEY VALUE [SOURCE] (default: this\n"
-                   "machine, measured)"),
-        CLI_INT("--plan-top", &plan_o.top, NULL, I0, I1, "N", "rows of the table (20)"),
-        CLI_STRING("--plan-list", &plan_o.list, NULL, "FILE", "write every candidate layout, its verdict and why"),
-        CLI_INT("--verify", &plan_o.verify, NULL, I0, I1, "K", "with --plan: run the top K and --verify-bottom from the bottom for real\n"
-                "(mpirun, at most 4 ranks): predicted beside measured, Spearman's rank\n"
-                "correlation (0)"),
-        CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
-        CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
-        CLI_INT("--verify-spread", &plan_o.verify_spread, NULL, I0, I1, "N", "with --plan: run N layouts spread evenly over the ranked table"),
-        CLI_BOOL("--check-config", &plan_o.check_config, "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
-                 "rules, the world, every rank's model described) and stop: exit 0 or 2"),
+        PLAN_CLI_FLAGS("rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
+                       "micro-batches, recomputation) by predicted ms/step, with its memory per\n"
+                       "rank (the exact model); exit 2 when none fits the budget",
+                       "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
+                       "rules, the world, every rank's model described) and stop: exit 0 or 2"),
         CLI_END};
     cli_parse("dit_train", "[mpirun -np N] dit_train [options]",
               "A spatial-temporal video diffusion transformer (Open-Sora's STDiT) on synthetic latents.\n", flags, argc, argv);
@@ -339,7 +324,9 @@ int main(int argc, char **argv)
                     .show_ms = 1};
     train_loop_resume(&t, 1);
     if (o.memory) sw_memory_watch(1); /* the peak and bytes moved of StarPU's memory nodes, from the first step */
+    const double wall0 = train_wall_ms(), clock0 = train_now_ms();
     train_loop_run(&t);
+    train_loop_sim_line(&t, clock0, wall0); /* simulated: the line bench/sim.sh and dit_train --plan --simulate read */
     /* the last step's reduced, clipped gradients (the digests of test_dit_model.sh) */
     train_print_grads(sw_dit_params(r.m), sw_dit_ctx(r.m));
     if (sw_rank() == 0 && t.timed) printf("mean step time (steps %d .. %d): %.1f ms\n", t.step0 + 2, o.steps, t.total_ms / t.timed);

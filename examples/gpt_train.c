@@ -214,36 +214,11 @@ static void parse_args(int argc, char **argv, train_opts *o)
                         "even) (safetensors)"),
         CLI_BOOL("--quiet", &o->quiet, "only the final line"),
         CLI_HEADING("planner (docs/planner.md): the best layout of the model's flags, nothing trained"),
-        CLI_BOOL("--plan", &plan_o.plan, "rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
-                 "micro-batches, in-flight quota, recomputation) by predicted ms/step, with\n"
-                 "its memory per rank (the exact model); exit 2 when none fits the budget"),
-        CLI_INT("--plan-ranks", &plan_o.ranks, NULL, I0, I1, "N", "the world (default: plan-ranks-per-node x plan-nodes)"),
-        CLI_INT("--plan-ranks-per-node", &plan_o.ranks_per_node, NULL, I0, I1, "R", "ranks per node (default: plan-ranks / plan-nodes)"),
-        CLI_INT("--plan-nodes", &plan_o.nodes, NULL, I0, I1, "N", "nodes (1)"),
-        CLI_INT("--plan-mem-mib", &plan_o.mem_mib, NULL, I0, I1, "N", "memory per rank in MiB (0: no budget)"),
-        CLI_STRING("--plan-machine", &plan_o.machine, NULL, "FILE", "the machine's figures, lines KEY VALUE [SOURCE] (default: this\n"
-                   "machine, measured: StarPU's GEMM model or a GEMM run, the link figures\n"
-                   "BENCHMARKS.md measured)"),
-        CLI_INT("--plan-top", &plan_o.top, NULL, I0, I1, "N", "rows of the table (20)"),
-        CLI_STRING("--plan-list", &plan_o.list, NULL, "FILE", "write every candidate layout, its verdict and why"),
-        CLI_INT("--verify", &plan_o.verify, NULL, I0, I1, "K", "with --plan: run the top K and --verify-bottom from the bottom for real\n"
-                "(mpirun, at most 4 ranks): predicted beside measured, Spearman's rank\n"
-                "correlation (0)"),
-        CLI_INT("--verify-bottom", &plan_o.verify_bottom, NULL, I0, I1, "N", "layouts from the bottom of the table --verify runs too (2)"),
-        CLI_INT("--verify-steps", &plan_o.verify_steps, NULL, I0, I1, "N", "steps of each --verify run (4; the first is not timed)"),
-        CLI_INT("--verify-spread", &plan_o.verify_spread, NULL, I0, I1, "N", "with --plan: run N layouts spread evenly over the ranked table (the\n"
-                "first, the last, evenly between) instead of --verify's top and bottom"),
-        CLI_INT("--simulate", &plan_o.simulate, NULL, I0, I1, "N", "with --plan: the top N through the simulated task graph (a simulation\n"
-                "build: --sim-build; each calibrated by a real run here unless\n"
-                "--sim-calibration): ranked by the simulated step beside the estimate (0)"),
-        CLI_STRING("--sim-build", &plan_o.sim_build, NULL, "DIR", "the simulation build (default: $SW_SIM_BUILD, else build-sim in the\n"
-                   "source tree)"),
-        CLI_STRING("--sim-calibration", &plan_o.sim_calibration, NULL, "DIR", "a calibration of every candidate's sizes (bench/calibrate.sh; host\n"
-                   "name $SW_SIM_HOST): no calibration runs"),
-        CLI_STRING("--sim-preset", &plan_o.sim_preset, NULL, "NAME", "the simulated network: a bench/sim-platform.sh preset (default: the\n"
-                   "machine's link figures)"),
-        CLI_BOOL("--check-config", &plan_o.check_config, "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
-                 "rules, the world, the pipeline's schedule) and stop: exit 0 or 2"),
+        PLAN_CLI_FLAGS("rank every legal layout (tp, sp, ulysses, ring, dp, ZeRO, pp, chunks,\n"
+                       "micro-batches, in-flight quota, recomputation) by predicted ms/step, with\n"
+                       "its memory per rank (the exact model); exit 2 when none fits the budget",
+                       "validate the flags for --plan-ranks ranks as a run would (the flags'\n"
+                       "rules, the world, the pipeline's schedule) and stop: exit 0 or 2"),
         CLI_END};
     cli_parse("gpt_train", "gpt_train [options]",
               "Trains a GPT-2 shaped model (pre-LN, learned positions, tied LM head) whose\n"
@@ -756,10 +731,7 @@ int main(int argc, char **argv)
     const float first = t.first, loss = t.last;
     const int timed = t.timed; /* the first step run warms up */
     const double total_ms = t.total_ms, submit_ms = t.submit_ms, avg = timed > 0 ? total_ms / timed : 0;
-    if (me == 0 && sw_simulated()) /* the figure the simulation is for; bench/sim.sh reads this line */
-        printf("simulation: %.3f simulated ms/step (steps %d..%d), %d steps in %.3f simulated ms, %.1f s of wall "
-               "time, %d simulated rank(s); losses not computed\n", avg, step0 + 2, o.steps, o.steps - step0,
-               train_now_ms() - clock0, (train_wall_ms() - wall0) / 1e3, sw_world_size());
+    if (sw_simulated()) train_loop_sim_line(&t, clock0, wall0); /* the figure the simulation is for (bench/sim.sh) */
     else if (me == 0)
         printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps %d..%d), %.2f GFLOP/s; log: %s\n",
                first, loss, o.steps, avg, step0 + 2, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0,

@@ -1,4 +1,5 @@
-/* gpt_train --plan, --verify and --check-config (docs/planner.md). */
+/* gpt_train --plan and dit_train --plan, --verify, --simulate and --check-config (docs/planner.md): one
+ * path for both programs over the rows of either planner (plan_row), the program named by plan_prog. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,30 +64,55 @@ static double spearman(const double *x, const double *y, int n)
     return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
 }
 
-/* runs one layout for real: ms/step (steps 2..), the model's need and StarPU's peak (MiB, the most of any rank) */
-static int run_one(const char *argv0, const char *model, const sw_plan_entry *e, int world, int ncpus, double *ms,
-                   double *need, double *peak)
+/* the program planned: its name, the model's flags as it reads them, how to run it */
+typedef struct plan_prog {
+    const char *name;   /* "gpt_train", "dit_train" */
+    const char *argv0;  /* the program itself (--verify runs it) */
+    char model[512];    /* the model's flags */
+    char run_flags[64]; /* what a run of it adds beside STARPU_NCPU (gpt_train: --ncpus N --log /dev/null) */
+    int world, ncpus;   /* ranks; CPU workers per rank of a run here (cores / ranks per node, at least 1) */
+} plan_prog;
+
+/* one layout as the tables read it, from either planner's entry (sw_plan_entry, sw_plan_dit_entry) */
+typedef struct plan_row {
+    char flags[256], why[256]; /* the program's flags of the layout; refused: the rule, dropped: the bytes */
+    int legal, fits, need_rank;
+    double need, ms, compute_ms, comm_ms, bubble_ms, overhead_ms, cores_ms;
+} plan_row;
+
+/* the fields both entry types share, into a row (a macro: the two entry types are distinct structs) */
+#define PLAN_ROW(r, x)                                                                                             \
+    ((r)->legal = (x)->legal, (r)->fits = (x)->fits, (r)->need_rank = (x)->need_rank, (r)->need = (x)->need,       \
+     (r)->ms = (x)->ms, (r)->compute_ms = (x)->compute_ms, (r)->comm_ms = (x)->comm_ms,                            \
+     (r)->bubble_ms = (x)->bubble_ms, (r)->overhead_ms = (x)->overhead_ms, (r)->cores_ms = (x)->cores_ms,          \
+     snprintf((r)->why, sizeof (r)->why, "%s", (x)->why))
+
+/* one layout run for real: ms/step (steps 2..: gpt_train's summary line, dit_train's mean), the run's model
+ * of memory (MiB; gpt_train: what it needs, dit_train: sw_dit_bytes at creation) and StarPU's allocator at
+ * creation (dit_train's; -1: not printed), StarPU's peak (MiB), each the most of any rank */
+static int run_one(const plan_prog *p, const char *layout, double *ms, double *model, double *alloc, double *peak)
 {
-    char layout[256], cmd[2048], line[1024];
-    sw_plan_flags(&e->cfg, layout, sizeof layout);
+    char cmd[2048], line[1024];
     snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARPU_WORKERS_NOBIND=1 "
-             "STARPU_MPI_NOBIND=1 mpirun --oversubscribe -np %d -x STARPU_WORKERS_NOBIND -x STARPU_MPI_NOBIND "
-             "%s %s %s --ncpus %d --steps %d --log /dev/null --memory-report 2>&1 < /dev/null", world, argv0, model,
-             layout, ncpus, plan_o.verify_steps);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    *ms = NAN, *need = 0, *peak = 0;
-    while (fgets(line, sizeof line, p)) {
+             "STARPU_MPI_NOBIND=1 STARPU_NCPU=%d mpirun --oversubscribe -np %d -x STARPU_WORKERS_NOBIND -x "
+             "STARPU_MPI_NOBIND -x STARPU_NCPU %s %s %s %s --steps %d --memory-report 2>&1 < /dev/null", p->ncpus,
+             p->world, p->argv0, p->model, layout, p->run_flags, plan_o.verify_steps);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    *ms = NAN, *model = 0, *alloc = -1, *peak = 0;
+    while (fgets(line, sizeof line, f)) {
         double a, b, v;
-        int r, s;
+        int r, s0, s1;
         char *at;
-        if (sscanf(line, "gpt_train: loss %lf -> %lf after %d steps, %lf ms/step", &a, &b, &s, &v) == 4) *ms = v;
-        if (sscanf(line, "memory: rank %d: the model needs %lf MiB", &r, &v) == 2 && v > *need) *need = v;
-        if (!strncmp(line, "memory: rank ", 13) && (at = strstr(line, ": peak ")) && sscanf(at, ": peak %lf", &v) == 1 &&
-            v > *peak)
-            *peak = v;
+        if (sscanf(line, "gpt_train: loss %lf -> %lf after %d steps, %lf ms/step", &a, &b, &s0, &v) == 4) *ms = v;
+        if (sscanf(line, "mean step time (steps %d .. %d): %lf ms", &s0, &s1, &v) == 3) *ms = v;
+        if (sscanf(line, "memory: rank %d: the model needs %lf MiB", &r, &v) == 2) *model = fmax(*model, v);
+        if (sscanf(line, "memory: rank %d created: allocator %lf bytes, model %lf bytes", &r, &a, &b) == 3)
+            *alloc = fmax(*alloc, a / SW_MIB), *model = fmax(*model, b / SW_MIB);
+        if (!strncmp(line, "memory: rank ", 13) && (at = strstr(line, ": peak ")) && sscanf(at, ": peak %lf", &v) == 1)
+            *peak = fmax(*peak, v);
     }
-    int rc = pclose(p);
+    int rc = pclose(f);
     return rc == 0 && isfinite(*ms) ? 0 : -1;
 }
 
@@ -106,11 +132,11 @@ static int run_one(const char *argv0, const char *model, const sw_plan_entry *e,
 #define SW_BUILDDIR "."
 #endif
 
-/* 1 if dir is a simulation build with gpt_train (configure saw StarPU's SimGrid: docs/simulation.md) */
-static int is_sim_build(const char *dir)
+/* 1 if dir is a simulation build with the program (configure saw StarPU's SimGrid: docs/simulation.md) */
+static int is_sim_build(const char *dir, const char *prog)
 {
     char path[1200], line[256];
-    FMT(path, "%s/examples/gpt_train", dir);
+    FMT(path, "%s/examples/%s", dir, prog);
     if (access(path, X_OK) != 0) return 0;
     FMT(path, "%s/config.h", dir);
     FILE *f = fopen(path, "r");
@@ -146,6 +172,108 @@ static int log_line(const char *log, const char *prefix, char *out, size_t n)
     return found;
 }
 
+/* the simulation's setup, shared by --simulate and --simulate-verified: the build, a temporary directory,
+ * the platform */
+typedef struct sim_ctx {
+    char build[1024], dir[64], plat[1100];
+} sim_ctx;
+
+/* the simulation build and the platform; 0 (said, with what happens instead: `instead`) when there is no
+ * simulation build or the world needs a calibration this machine cannot run */
+static int sim_open(sim_ctx *s, const plan_prog *p, const sw_plan_machine *mc, const char *instead)
+{
+    plan_opts *o = &plan_o;
+    const char *env = getenv("SW_SIM_BUILD");
+    FMT(s->build, "%s", o->sim_build ? o->sim_build : env && *env ? env : SW_SRCDIR "/build-sim");
+    if (!is_sim_build(s->build, p->name)) {
+        printf("plan: simulation: no simulation build with examples/%s in %s (docs/simulation.md: "
+               "autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or --sim-build DIR, "
+               "SW_SIM_BUILD): %s\n", p->name, s->build, instead);
+        return 0;
+    }
+    if (!o->sim_calibration && p->world > 4) {
+        printf("plan: simulation: each layout's sizes need a calibration (a real run; this machine runs at most 4 "
+               "ranks, the world is %d): give --sim-calibration DIR (bench/calibrate.sh): %s\n", p->world, instead);
+        return 0;
+    }
+    FMT(s->dir, "/tmp/sw-plan-sim.XXXXXX");
+    if (!mkdtemp(s->dir)) sw_usage_error("--simulate: cannot make a temporary directory in /tmp");
+    char cmd[4096], log[1100], line[1024];
+    FMT(s->plat, "%s/platform", s->dir);
+    /* the platform prices the network as the estimate does: the machine's link figures, unless a preset is named */
+    if (o->sim_preset)
+        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' "
+                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset, s->plat);
+    else
+        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --intra-bw %g "
+                 "--intra-lat %g --inter-bw %g --inter-lat %g --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
+                 p->ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, s->plat);
+    FMT(log, "%s/platform.log", s->dir);
+    if (run_logged(cmd, log) != 0) {
+        FILE *f = fopen(log, "r");
+        while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
+        if (f) fclose(f);
+        sw_usage_error("--simulate: bench/sim-platform.sh failed (%s)", cmd);
+    }
+    return 1;
+}
+
+/* what calibrated the simulated figures, and where they were simulated (one line) */
+static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
+{
+    plan_opts *o = &plan_o;
+    const char *cost = getenv("STARPU_SIMGRID_SCHED_COST");
+    printf("plan: simulation: %s through the simulated task graph (bench/sim.sh, 3 steps, %s; platform: %d node(s) "
+           "x %d rank(s), %d CPU worker(s) each, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s\n", what, s->build,
+           o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures",
+           cost && *cost ? cost : "1 (sim.sh's default: the scheduler's time on this host charged)",
+           o->sim_calibration ? "with the calibration given (--sim-calibration)"
+                              : "calibrated by a real run of that layout's own task sizes on this machine "
+                                "(bench/calibrate.sh, 10 steps)");
+}
+
+/* one layout through the simulated graph: its calibration (a real run of its sizes, unless --sim-calibration),
+ * then bench/sim.sh; the simulated ms/step, or NAN with the reason in note */
+static double sim_one(const sim_ctx *s, const plan_prog *p, const char *layout, const char *tag, char *note, size_t n)
+{
+    plan_opts *o = &plan_o;
+    char cmd[4096], log[1100], cal[1100], host[64], env[32], rest[1024];
+    if (o->sim_calibration) FMT(cal, "%s", o->sim_calibration);
+    else FMT(cal, "%s/cal-%s", s->dir, tag);
+    FMT(host, "%s", getenv("SW_SIM_HOST") && o->sim_calibration ? getenv("SW_SIM_HOST") : "");
+    if (!*host) FMT(host, "plan-%s", tag);
+    FMT(env, "STARPU_NCPU=%d", p->ncpus); /* dit_train's workers (gpt_train's --ncpus says the same) */
+    if (!o->sim_calibration) {
+        FMT(cmd, "%s sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d examples/%s %s %s "
+                 "%s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, p->name, p->model, layout,
+                 p->run_flags);
+        FMT(log, "%s/cal-%s.log", s->dir, tag);
+        int rc = run_logged(cmd, log);
+        if (rc != 0) {
+            snprintf(note, n, "calibration failed (exit %d; %.200s)", rc, cmd);
+            return NAN;
+        }
+    }
+    FMT(cmd, "%s sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' examples/%s %s %s %s "
+             "--steps 3", env, SW_SRCDIR, s->build, cal, host, s->plat, p->name, p->model, layout, p->run_flags);
+    FMT(log, "%s/sim-%s.log", s->dir, tag);
+    int rc = run_logged(cmd, log);
+    double v;
+    if (rc == 0 && log_line(log, "simulation: ", rest, sizeof rest) && sscanf(rest, "%lf", &v) == 1 && v > 0) return v;
+    if (log_line(log, "sim: error: ", rest, sizeof rest)) snprintf(note, n, "not simulated (exit %d): %.240s", rc, rest);
+    else snprintf(note, n, "not simulated (exit %d; its output: %.200s)", rc, log);
+    return NAN;
+}
+
+static void sim_close(const sim_ctx *s)
+{
+    char cmd[200];
+    if (!getenv("SW_PLAN_KEEP")) {
+        FMT(cmd, "rm -rf '%s'", s->dir);
+        if (system(cmd) != 0) fprintf(stderr, "plan: could not remove %s\n", s->dir);
+    } else printf("plan: simulation: the calibrations, platform and logs kept in %s (SW_PLAN_KEEP)\n", s->dir);
+}
+
 typedef struct sim_row {
     int rank;          /* in the estimate's table (1-based) */
     double est, sim;   /* ms/step: the estimate, the simulated graph (NAN: none) */
@@ -161,97 +289,31 @@ static int cmp_sim(const void *a, const void *b)
     return kx < ky ? -1 : kx > ky ? 1 : x->rank - y->rank;
 }
 
-/* --simulate N: the top N layouts of the estimate through the simulated task graph (bench/sim.sh on a
- * platform of the machine's link figures, bench/sim-platform.sh), each calibrated by a real run of its
- * own (bench/calibrate.sh, at most 4 ranks here) unless --sim-calibration names a calibration; a table
- * ranked by the simulated step with the estimate beside it. Without a simulation build: says so. */
-static void simulate_top(const sw_plan_entry *e, int fit, const char *model, const sw_plan_machine *mc, int world)
+/* --simulate N: the top N layouts of the estimate through the simulated task graph, a table ranked by the
+ * simulated step with the estimate beside it. Without a simulation build: says so. */
+static void simulate_top(const plan_row *e, int fit, const plan_prog *p, const sw_plan_machine *mc)
 {
-    plan_opts *o = &plan_o;
-    char simb[1024];
-    const char *env = getenv("SW_SIM_BUILD");
-    FMT(simb, "%s", o->sim_build ? o->sim_build : env && *env ? env : SW_SRCDIR "/build-sim");
-    if (!is_sim_build(simb)) {
-        printf("plan: simulation: no simulation build with examples/gpt_train in %s (docs/simulation.md: "
-               "autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or --sim-build DIR, "
-               "SW_SIM_BUILD): ranked by the estimate alone\n", simb);
-        return;
-    }
-    if (!o->sim_calibration && world > 4) {
-        printf("plan: simulation: each layout's sizes need a calibration (a real run; this machine runs at most 4 "
-               "ranks, the world is %d): give --sim-calibration DIR (bench/calibrate.sh): ranked by the estimate "
-               "alone\n", world);
-        return;
-    }
-    char tmp[] = "/tmp/sw-plan-sim.XXXXXX";
-    if (!mkdtemp(tmp)) sw_usage_error("--simulate: cannot make a temporary directory in /tmp");
-    int ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
-    char cmd[4096], log[1100], line[1024], plat[1100];
-    FMT(plat, "%s/platform", tmp);
-    /* the platform prices the network as the estimate does: the machine's link figures, unless a preset is named */
-    if (o->sim_preset)
-        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' "
-                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, ncpus, o->sim_preset, plat);
-    else
-        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --intra-bw %g "
-                 "--intra-lat %g --inter-bw %g --inter-lat %g --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
-                 ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, plat);
-    FMT(log, "%s/platform.log", tmp);
-    if (run_logged(cmd, log) != 0) {
-        FILE *f = fopen(log, "r");
-        while (f && fgets(line, sizeof line, f)) fputs(line, stdout);
-        if (f) fclose(f);
-        sw_usage_error("--simulate: bench/sim-platform.sh failed (%s)", cmd);
-    }
-    int n = o->simulate < fit ? o->simulate : fit;
+    sim_ctx s;
+    if (!sim_open(&s, p, mc, "ranked by the estimate alone")) return;
+    int n = plan_o.simulate < fit ? plan_o.simulate : fit;
     sim_row *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
     if (!rows) sw_usage_error("--simulate: out of memory");
-    printf("plan: simulation: the top %d layouts through the simulated task graph (bench/sim.sh, %s; platform: %d node(s) "
-           "x %d rank(s), %d CPU worker(s) each, %s), each %s\n", n, simb, o->nodes, o->ranks_per_node, ncpus,
-           o->sim_preset ? o->sim_preset : "the machine's link figures",
-           o->sim_calibration ? "with the calibration given (--sim-calibration)"
-                              : "calibrated by a real run of its own on this machine (bench/calibrate.sh, 10 steps)");
+    char what[64];
+    FMT(what, "the top %d layouts", n);
+    sim_say(&s, p, what);
     for (int i = 0; i < n; i++) {
-        sim_row *r = &rows[i];
-        r->rank = i + 1, r->est = e[i].ms, r->sim = NAN;
-        char fl[256], cal[1100], host[64];
-        sw_plan_flags(&e[i].cfg, fl, sizeof fl);
-        if (o->sim_calibration) FMT(cal, "%s", o->sim_calibration);
-        else FMT(cal, "%s/cal%d", tmp, i);
-        FMT(host, "%s", getenv("SW_SIM_HOST") && o->sim_calibration ? getenv("SW_SIM_HOST") : "");
-        if (!*host) FMT(host, "plan-%d", i);
-        if (!o->sim_calibration) {
-            FMT(cmd, "sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d "
-                     "examples/gpt_train %s %s --ncpus %d --steps 10 --quiet --log /dev/null", SW_SRCDIR, SW_BUILDDIR,
-                     cal, host, world, model, fl, ncpus);
-            FMT(log, "%s/cal%d.log", tmp, i);
-            int rc = run_logged(cmd, log);
-            if (rc != 0) {
-                FMT(r->note, "calibration failed (exit %d; %s)", rc, cmd);
-                continue;
-            }
-        }
-        FMT(cmd, "sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' "
-                 "examples/gpt_train %s %s --ncpus %d --steps 3 --log /dev/null", SW_SRCDIR, simb, cal, host, plat, model,
-                 fl, ncpus);
-        FMT(log, "%s/sim%d.log", tmp, i);
-        int rc = run_logged(cmd, log);
-        char rest[1024];
-        double v;
-        if (rc == 0 && log_line(log, "simulation: ", rest, sizeof rest) && sscanf(rest, "%lf", &v) == 1 && v > 0)
-            r->sim = v;
-        else if (log_line(log, "sim: error: ", rest, sizeof rest))
-            FMT(r->note, "not simulated (exit %d): %.240s", rc, rest);
-        else FMT(r->note, "not simulated (exit %d; its output: %s)", rc, log);
+        char tag[16];
+        FMT(tag, "%d", i);
+        rows[i].rank = i + 1, rows[i].est = e[i].ms;
+        rows[i].sim = sim_one(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note);
     }
     qsort(rows, (size_t)n, sizeof *rows, cmp_sim);
-    printf("plan: simulated: %4s %4s %12s %14s %8s  %s\n", "sim", "est", "estimate ms", "simulated ms", "sim/est",
-           "layout (gpt_train flags)");
+    printf("plan: simulated: %4s %4s %12s %14s %8s  layout (%s flags)\n", "sim", "est", "estimate ms", "simulated ms",
+           "sim/est", p->name);
     int done = 0;
     for (int i = 0; i < n; i++) {
         const sim_row *r = &rows[i];
-        char fl[256];
-        sw_plan_flags(&e[r->rank - 1].cfg, fl, sizeof fl);
+        const char *fl = e[r->rank - 1].flags;
         if (isnan(r->sim)) {
             printf("plan: simulated: %4s %4d %12.3f %14s %8s  %s: %s\n", "-", r->rank, r->est, "-", "-", fl, r->note);
             continue;
@@ -262,10 +324,7 @@ static void simulate_top(const sw_plan_entry *e, int fit, const char *model, con
     if (done) printf("plan: simulation: best by the simulated graph: rank %d of the estimate (%.3f simulated ms/step)\n",
                      rows[0].rank, rows[0].sim);
     free(rows);
-    if (!getenv("SW_PLAN_KEEP")) {
-        FMT(cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) fprintf(stderr, "plan: could not remove %s\n", tmp);
-    } else printf("plan: simulation: the calibrations, platform and logs kept in %s (SW_PLAN_KEEP)\n", tmp);
+    sim_close(&s);
 }
 
 /* the planner's flags checked (exit 2), the world's size returned */
@@ -284,6 +343,9 @@ static int plan_world(void)
                        o->ranks_per_node, o->nodes);
     if (o->mem_mib < 0) sw_usage_error("plan-mem-mib must not be negative (plan-mem-mib = %d)", o->mem_mib);
     if (o->simulate < 0) sw_usage_error("simulate must not be negative (simulate = %d)", o->simulate);
+    if (o->simulate_verified && !o->verify && !o->verify_spread)
+        sw_usage_error("--simulate-verified simulates the layouts --verify K or --verify-spread N runs: give one of them "
+                       "(verify = %d, verify-spread = %d)", o->verify, o->verify_spread);
     if (o->top < 1 || o->verify < 0 || o->verify_bottom < 0 || o->verify_steps < 2)
         sw_usage_error("plan-top must be positive (%d), verify and verify-bottom not negative (%d, %d), verify-steps "
                        "at least 2 (%d)", o->top, o->verify, o->verify_bottom, o->verify_steps);
@@ -328,8 +390,9 @@ static int verify_picks(int fit, int *pick)
     return np;
 }
 
-/* Spearman, the layouts within 20 % and the largest error of ok verified layouts */
-static void verify_summary(const double *pred, const double *meas, int ok)
+/* Spearman, the layouts within 20 % and the largest error of ok verified layouts; what: the prediction
+ * ("predicted", "the estimate", "the simulated graph") */
+static void verify_summary(const char *what, const double *pred, const double *meas, int ok)
 {
     if (ok < 2) return;
     int within = 0;
@@ -338,96 +401,145 @@ static void verify_summary(const double *pred, const double *meas, int ok)
         double err = fabs(pred[i] - meas[i]) / meas[i];
         within += err <= 0.2, worst = fmax(worst, err);
     }
-    printf("verify: Spearman rank correlation of predicted and measured ms/step: %.3f (%d layouts); %d of %d "
-           "within 20 %%, the largest error %.0f %%\n", spearman(pred, meas, ok), ok, within, ok, 100 * worst);
+    printf("verify: Spearman rank correlation of %s and measured ms/step: %.3f (%d layouts); %d of %d within 20 %%, "
+           "the largest error %.0f %%\n", what, spearman(pred, meas, ok), ok, within, ok, 100 * worst);
 }
 
-int plan_main(const sw_gpt_config *cfg, const char *argv0)
+/* --verify K / --verify-spread N: the picked layouts run for real here, predicted beside measured; with
+ * --simulate-verified each also through the simulated graph (calibrated by a real run of its own sizes) */
+static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan_machine *mc)
+{
+    int pick[64], np = verify_picks(fit, pick), ok = 0, oks = 0;
+    double pred[64], meas[64], spred[64], smeas[64];
+    sim_ctx s;
+    const int sim = plan_o.simulate_verified && sim_open(&s, p, mc, "verified against the estimate alone");
+    if (sim) sim_say(&s, p, "every layout verified");
+    printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n", np,
+           plan_o.verify_steps, p->ncpus);
+    if (sim)
+        printf("verify: %4s %12s %12s %12s %8s %8s %12s %12s %12s %12s  %s\n", "rank", "estimate ms", "simulated ms",
+               "measured ms", "est err", "sim err", "model MiB", "run's model", "allocator", "StarPU peak", "layout");
+    else
+        printf("verify: %4s %12s %12s %8s %12s %12s %12s %12s  %s\n", "rank", "predicted ms", "measured ms", "error",
+               "model MiB", "run's model", "allocator", "StarPU peak", "layout");
+    for (int k = 0; k < np; k++) {
+        const plan_row *x = &e[pick[k]];
+        double ms, model, alloc, peak, sms = NAN;
+        char note[300] = "", tag[16], meas_c[16] = "-", err_c[16] = "-", sim_c[24] = "", serr_c[24] = "";
+        char model_c[16] = "-", alloc_c[16] = "-", peak_c[16] = "-";
+        fflush(stdout);
+        const int ran = run_one(p, x->flags, &ms, &model, &alloc, &peak) == 0;
+        if (sim) { /* after the measured run: the calibration is a real run too, not beside it */
+            FMT(tag, "v%d", pick[k] + 1);
+            sms = sim_one(&s, p, x->flags, tag, note, sizeof note);
+            FMT(sim_c, " %12s", "-");
+            FMT(serr_c, " %8s", "-");
+            if (!isnan(sms)) FMT(sim_c, " %12.1f", sms);
+        }
+        if (ran) {
+            FMT(meas_c, "%.1f", ms);
+            FMT(err_c, "%.1f%%", 100 * (x->ms - ms) / ms);
+            FMT(model_c, "%.3f", model);
+            FMT(peak_c, "%.2f", peak);
+            if (alloc >= 0) FMT(alloc_c, "%.3f", alloc);
+            pred[ok] = x->ms, meas[ok] = ms, ok++;
+            if (!isnan(sms)) {
+                spred[oks] = sms, smeas[oks] = ms, oks++;
+                FMT(serr_c, " %7.1f%%", 100 * (sms - ms) / ms);
+            }
+        }
+        printf("verify: %4d %12.1f%s %12s %8s%s %12.3f %12s %12s %12s  %s%s%s%s\n", pick[k] + 1, x->ms, sim_c, meas_c,
+               err_c, serr_c, x->need / SW_MIB, model_c, alloc_c, peak_c, x->flags, ran ? "" : " (the run failed)",
+               *note ? ": " : "", note);
+    }
+    if (!sim) verify_summary("predicted", pred, meas, ok);
+    else {
+        verify_summary("the estimate", pred, meas, ok);
+        verify_summary("the simulated graph", spred, smeas, oks);
+        sim_close(&s);
+    }
+}
+
+/* the search's header: the model, the world, the budget and the machine; the run's workers per rank */
+static void plan_start(plan_prog *p, const sw_plan_machine *mc)
 {
     plan_opts *o = &plan_o;
-    int world = plan_world();
-    if (o->check_config) return check_config(cfg, world);
-
-    sw_plan_machine mc;
-    plan_machine(&mc, cfg->hidden);
-    char model[512];
-    model_flags(cfg, model, sizeof model);
-    printf("plan: %s on %d ranks (%d per node x %d nodes), memory budget %s\n", model, world, o->ranks_per_node,
-           o->nodes, o->mem_mib ? "" : "none");
+    p->ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
+    printf("plan: %s %s on %d ranks (%d per node x %d nodes), memory budget %s\n", p->name, p->model, p->world,
+           o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
     if (o->mem_mib) printf("plan: memory budget %d MiB per rank\n", o->mem_mib);
-    sw_plan_machine_print(&mc, stdout, "plan: machine: ");
-    sw_plan_world w = {o->ranks_per_node, o->nodes};
-    int n = 0;
-    sw_plan_entry *e = sw_plan_layouts(cfg, &w, NULL, &mc, o->mem_mib * SW_MIB, &n);
+    sw_plan_machine_print(mc, stdout, "plan: machine: ");
+}
+
+/* the rest, the same for both programs: the counts, --plan-list, the refusals (exit 2), the ranked table, the
+ * dropped ones; then (the runtime shut down) --simulate and --verify. Frees e. */
+static int plan_report(const plan_prog *p, plan_row *e, int n, const sw_plan_machine *mc)
+{
+    plan_opts *o = &plan_o;
     int legal = 0, fit = 0;
     for (int i = 0; i < n; i++) legal += e[i].legal, fit += e[i].legal && e[i].fits;
-    printf("plan: %d candidate layouts, %d legal (the rules gpt_train refuses flags by), %d fit the budget\n", n, legal,
-           fit);
+    printf("plan: %d candidate layouts, %d legal (the rules %s refuses flags by), %d fit the budget\n", n, legal,
+           p->name, fit);
     if (o->list) {
         FILE *f = fopen(o->list, "w");
         if (!f) sw_usage_error("cannot write plan-list '%s'", o->list);
-        for (int i = 0; i < n; i++) {
-            char fl[256];
-            sw_plan_flags(&e[i].cfg, fl, sizeof fl);
+        for (int i = 0; i < n; i++)
             if (e[i].legal && e[i].fits)
-                fprintf(f, "fits\t%s\tneed %.0f bytes on rank %d, %.3f ms/step\n", fl, e[i].need, e[i].need_rank, e[i].ms);
-            else fprintf(f, "%s\t%s\t%s\n", e[i].legal ? "dropped" : "illegal", fl, e[i].why);
-        }
+                fprintf(f, "fits\t%s\tneed %.0f bytes on rank %d, %.3f ms/step\n", e[i].flags, e[i].need,
+                        e[i].need_rank, e[i].ms);
+            else fprintf(f, "%s\t%s\t%s\n", e[i].legal ? "dropped" : "illegal", e[i].flags, e[i].why);
         fclose(f);
     }
     fflush(stdout);
-    if (!legal) sw_usage_error("no legal layout of this model on %d ranks (e.g. %s)", world, n ? e[0].why : "none");
-    if (!fit) { /* sorted: the first dropped one needs the least */
-        char fl[256];
-        sw_plan_flags(&e[0].cfg, fl, sizeof fl);
+    if (!legal) sw_usage_error("no legal layout of this model on %d ranks (e.g. %s)", p->world, n ? e[0].why : "none");
+    if (!fit) /* sorted: the first dropped one needs the least */
         sw_usage_error("no layout fits the memory budget of %d MiB per rank: the smallest need found is %.2f MiB "
-                       "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank, fl);
-    }
-    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
-           "cores", "MiB/rank", "layout (gpt_train flags)");
-    for (int i = 0; i < fit && i < o->top; i++) {
-        char fl[256];
-        sw_plan_flags(&e[i].cfg, fl, sizeof fl);
+                       "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank,
+                       e[0].flags);
+    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  layout (%s flags)\n", "rank", "ms/step", "compute", "comm",
+           "bubble", "tasks", "cores", "MiB/rank", p->name);
+    for (int i = 0; i < fit && i < o->top; i++)
         printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms,
-               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, fl);
-    }
+               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, e[i].flags);
     if (fit > o->top) printf("plan: ... %d more that fit (--plan-top)\n", fit - o->top);
-    for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++) {
-        char fl[256];
-        sw_plan_flags(&e[i].cfg, fl, sizeof fl);
-        printf("plan: dropped: %s: %s\n", fl, e[i].why);
-    }
+    for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++)
+        printf("plan: dropped: %s: %s\n", e[i].flags, e[i].why);
     if (legal - fit > 5) printf("plan: ... %d more dropped (--plan-list FILE lists every one)\n", legal - fit - 5);
     sw_shutdown();
-
-    if (o->simulate) simulate_top(e, fit, model, &mc, world);
-    if (o->verify || o->verify_spread) { /* the top K and a few from the bottom, or a spread, run for real here */
-        int pick[64], np = verify_picks(fit, pick);
-        double pred[64], meas[64];
-        int ok = 0, ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
-        printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
-               np, o->verify_steps, ncpus);
-        printf("verify: %4s %12s %12s %8s %12s %12s %12s  %s\n", "rank", "predicted ms", "measured ms", "error",
-               "model MiB", "run's model", "StarPU peak", "layout");
-        for (int k = 0; k < np; k++) {
-            const sw_plan_entry *x = &e[pick[k]];
-            double ms, need, peak;
-            char fl[256];
-            sw_plan_flags(&x->cfg, fl, sizeof fl);
-            fflush(stdout);
-            if (run_one(argv0, model, x, world, ncpus, &ms, &need, &peak) != 0) {
-                printf("verify: %4d %12.1f %12s %8s %12.2f %12s %12s  %s (the run failed)\n", pick[k] + 1, x->ms, "-",
-                       "-", x->need / SW_MIB, "-", "-", fl);
-                continue;
-            }
-            pred[ok] = x->ms, meas[ok] = ms, ok++;
-            printf("verify: %4d %12.1f %12.1f %7.1f%% %12.2f %12.2f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
-                   100 * (x->ms - ms) / ms, x->need / SW_MIB, need, peak, fl);
-        }
-        verify_summary(pred, meas, ok);
-    }
+    if (o->simulate) simulate_top(e, fit, p, mc);
+    if (o->verify || o->verify_spread) verify(e, fit, p, mc); /* the top K and a few from the bottom, or a spread */
     free(e);
     return 0;
+}
+
+/* rows: the n entries x of either planner as rows (flags_of: that planner's flags of one entry) */
+#define PLAN_ROWS(rows, x, n, flags_of)                                                                       \
+    do {                                                                                                      \
+        if (!((rows) = calloc((size_t)((n) > 0 ? (n) : 1), sizeof *(rows)))) sw_usage_error("out of memory"); \
+        for (int i_ = 0; i_ < (n); i_++) {                                                                    \
+            PLAN_ROW(&(rows)[i_], &(x)[i_]);                                                                  \
+            flags_of(&(x)[i_], (rows)[i_].flags, sizeof (rows)[i_].flags);                                    \
+        }                                                                                                     \
+    } while (0)
+
+static void gpt_flags_of(const sw_plan_entry *e, char *out, size_t n) { sw_plan_flags(&e->cfg, out, n); }
+
+int plan_main(const sw_gpt_config *cfg, const char *argv0)
+{
+    plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world()};
+    if (plan_o.check_config) return check_config(cfg, p.world);
+    sw_plan_machine mc;
+    plan_machine(&mc, cfg->hidden);
+    model_flags(cfg, p.model, sizeof p.model);
+    plan_start(&p, &mc);
+    snprintf(p.run_flags, sizeof p.run_flags, "--ncpus %d --log /dev/null", p.ncpus);
+    sw_plan_world w = {plan_o.ranks_per_node, plan_o.nodes};
+    int n = 0;
+    sw_plan_entry *e = sw_plan_layouts(cfg, &w, NULL, &mc, plan_o.mem_mib * SW_MIB, &n);
+    plan_row *rows;
+    PLAN_ROWS(rows, e, n, gpt_flags_of);
+    free(e);
+    return plan_report(&p, rows, n, &mc);
 }
 
 /* ------------------------------------------------------ dit_train --plan */
@@ -441,125 +553,27 @@ static void dit_model_flags(const sw_dit_config *c, char *out, size_t n)
              c->dtype == SW_BF16 ? "bf16" : "fp32", (int)c->seed);
 }
 
-/* runs one DiT layout for real: ms/step (dit_train's mean of steps 2..), the model's bytes at creation and
- * StarPU's allocator's then (the most of any rank, MiB), StarPU's peak of main RAM (MiB) */
-static int run_dit(const char *argv0, const char *model, const sw_plan_dit_entry *e, int world, int ncpus, double *ms,
-                   double *model_mib, double *alloc_mib, double *peak)
-{
-    char layout[256], cmd[2048], line[1024];
-    sw_plan_dit_flags(e, layout, sizeof layout);
-    snprintf(cmd, sizeof cmd, "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STARPU_WORKERS_NOBIND=1 "
-             "STARPU_MPI_NOBIND=1 STARPU_NCPU=%d mpirun --oversubscribe -np %d -x STARPU_WORKERS_NOBIND -x "
-             "STARPU_MPI_NOBIND -x STARPU_NCPU %s %s %s --steps %d --memory-report 2>&1 < /dev/null", ncpus, world,
-             argv0, model, layout, plan_o.verify_steps);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    *ms = NAN, *model_mib = 0, *alloc_mib = 0, *peak = 0;
-    while (fgets(line, sizeof line, p)) {
-        double a, b, v;
-        int r, s0, s1;
-        char *at;
-        if (sscanf(line, "mean step time (steps %d .. %d): %lf ms", &s0, &s1, &v) == 3) *ms = v;
-        if (sscanf(line, "memory: rank %d created: allocator %lf bytes, model %lf bytes", &r, &a, &b) == 3)
-            *alloc_mib = fmax(*alloc_mib, a / SW_MIB), *model_mib = fmax(*model_mib, b / SW_MIB);
-        if (!strncmp(line, "memory: rank ", 13) && (at = strstr(line, ": peak ")) && sscanf(at, ": peak %lf", &v) == 1 &&
-            v > *peak)
-            *peak = v;
-    }
-    int rc = pclose(p);
-    return rc == 0 && isfinite(*ms) ? 0 : -1;
-}
-
 int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
 {
-    plan_opts *o = &plan_o;
-    int world = plan_world();
-    char msg[512];
-    if (o->simulate) sw_usage_error("--simulate is gpt_train's (dit_train --plan ranks by the estimate)");
-    if (o->check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model described
-                            * as sw_dit_create describes it (the layers and the pipeline refuse there) */
+    plan_prog p = {.name = "dit_train", .argv0 = argv0, .world = plan_world()};
+    if (plan_o.check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model
+                                * described as sw_dit_create describes it (the layers and the pipeline refuse there) */
+        char msg[512];
         sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, pp};
-        if (sw_mesh_check(&d, world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
-        for (int r = 0; r < world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL); /* nothing allocated, no runtime */
-        printf("check-config: accepted on %d ranks\n", world);
+        if (sw_mesh_check(&d, p.world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
+        for (int r = 0; r < p.world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL); /* nothing allocated, no runtime */
+        printf("check-config: accepted on %d ranks\n", p.world);
         return 0;
     }
     sw_plan_machine mc;
     plan_machine(&mc, cfg->hidden);
-    char model[512];
-    dit_model_flags(cfg, model, sizeof model);
-    printf("plan: dit_train %s on %d ranks (%d per node x %d nodes), memory budget %s\n", model, world,
-           o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
-    if (o->mem_mib) printf("plan: memory budget %d MiB per rank\n", o->mem_mib);
-    sw_plan_machine_print(&mc, stdout, "plan: machine: ");
-    sw_plan_world w = {o->ranks_per_node, o->nodes};
+    dit_model_flags(cfg, p.model, sizeof p.model);
+    plan_start(&p, &mc); /* dit_train's workers: STARPU_NCPU in its runs' environment (it has no flag) */
+    sw_plan_world w = {plan_o.ranks_per_node, plan_o.nodes};
     int n = 0;
-    sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &w, NULL, &mc, o->mem_mib * SW_MIB, &n);
-    int legal = 0, fit = 0;
-    for (int i = 0; i < n; i++) legal += e[i].legal, fit += e[i].legal && e[i].fits;
-    printf("plan: %d candidate layouts, %d legal (the rules dit_train refuses flags by), %d fit the budget\n", n, legal,
-           fit);
-    if (o->list) {
-        FILE *f = fopen(o->list, "w");
-        if (!f) sw_usage_error("cannot write plan-list '%s'", o->list);
-        for (int i = 0; i < n; i++) {
-            char fl[256];
-            sw_plan_dit_flags(&e[i], fl, sizeof fl);
-            if (e[i].legal && e[i].fits)
-                fprintf(f, "fits\t%s\tneed %.0f bytes on rank %d, %.3f ms/step\n", fl, e[i].need, e[i].need_rank, e[i].ms);
-            else fprintf(f, "%s\t%s\t%s\n", e[i].legal ? "dropped" : "illegal", fl, e[i].why);
-        }
-        fclose(f);
-    }
-    fflush(stdout);
-    if (!legal) sw_usage_error("no legal layout of this model on %d ranks (e.g. %s)", world, n ? e[0].why : "none");
-    if (!fit) { /* sorted: the first dropped one needs the least */
-        char fl[256];
-        sw_plan_dit_flags(&e[0], fl, sizeof fl);
-        sw_usage_error("no layout fits the memory budget of %d MiB per rank: the smallest need found is %.2f MiB "
-                       "(%.0f bytes, rank %d), with %s", o->mem_mib, e[0].need / SW_MIB, e[0].need, e[0].need_rank, fl);
-    }
-    printf("plan: %4s %10s %9s %9s %9s %9s %9s %10s  %s\n", "rank", "ms/step", "compute", "comm", "bubble", "tasks",
-           "cores", "MiB/rank", "layout (dit_train flags)");
-    for (int i = 0; i < fit && i < o->top; i++) {
-        char fl[256];
-        sw_plan_dit_flags(&e[i], fl, sizeof fl);
-        printf("plan: %4d %10.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f  %s\n", i + 1, e[i].ms, e[i].compute_ms,
-               e[i].comm_ms, e[i].bubble_ms, e[i].overhead_ms, e[i].cores_ms, e[i].need / SW_MIB, fl);
-    }
-    if (fit > o->top) printf("plan: ... %d more that fit (--plan-top)\n", fit - o->top);
-    for (int i = fit, shown = 0; i < legal && shown < 5; i++, shown++) {
-        char fl[256];
-        sw_plan_dit_flags(&e[i], fl, sizeof fl);
-        printf("plan: dropped: %s: %s\n", fl, e[i].why);
-    }
-    if (legal - fit > 5) printf("plan: ... %d more dropped (--plan-list FILE lists every one)\n", legal - fit - 5);
-    sw_shutdown();
-    if (o->verify || o->verify_spread) {
-        int pick[64], np = verify_picks(fit, pick), ok = 0;
-        int ncpus = mc.cores / o->ranks_per_node >= 1 ? (int)(mc.cores / o->ranks_per_node) : 1;
-        double pred[64], meas[64];
-        printf("verify: %d layouts run on this machine (%d steps each, steps 2.. timed, %d CPU worker(s) per rank)\n",
-               np, o->verify_steps, ncpus);
-        printf("verify: %4s %12s %12s %8s %12s %12s %12s %12s  %s\n", "rank", "predicted ms", "measured ms", "error",
-               "model MiB", "run's model", "allocator", "StarPU peak", "layout");
-        for (int k = 0; k < np; k++) {
-            const sw_plan_dit_entry *x = &e[pick[k]];
-            double ms, mm, am, peak;
-            char fl[256];
-            sw_plan_dit_flags(x, fl, sizeof fl);
-            fflush(stdout);
-            if (run_dit(argv0, model, x, world, ncpus, &ms, &mm, &am, &peak) != 0) {
-                printf("verify: %4d %12.1f %12s %8s %12.3f %12s %12s %12s  %s (the run failed)\n", pick[k] + 1, x->ms,
-                       "-", "-", x->need / SW_MIB, "-", "-", "-", fl);
-                continue;
-            }
-            pred[ok] = x->ms, meas[ok] = ms, ok++;
-            printf("verify: %4d %12.1f %12.1f %7.1f%% %12.3f %12.3f %12.3f %12.2f  %s\n", pick[k] + 1, x->ms, ms,
-                   100 * (x->ms - ms) / ms, x->need / SW_MIB, mm, am, peak, fl);
-        }
-        verify_summary(pred, meas, ok);
-    }
+    sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &w, NULL, &mc, plan_o.mem_mib * SW_MIB, &n);
+    plan_row *rows;
+    PLAN_ROWS(rows, e, n, sw_plan_dit_flags);
     free(e);
-    return 0;
+    return plan_report(&p, rows, n, &mc);
 }

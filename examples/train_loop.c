@@ -20,6 +20,14 @@ double train_now_ms(void)
     return sw_simulated() ? starpu_timing_now() / 1e3 : train_wall_ms();
 }
 
+void train_loop_sim_line(const train_loop *t, double clock0, double wall0)
+{
+    if (sw_rank() != 0 || !sw_simulated()) return;
+    printf("simulation: %.3f simulated ms/step (steps %d..%d), %d steps in %.3f simulated ms, %.1f s of wall time, "
+           "%d simulated rank(s); losses not computed\n", t->timed > 0 ? t->total_ms / t->timed : 0, t->step0 + 2,
+           t->steps, t->steps - t->step0, train_now_ms() - clock0, (train_wall_ms() - wall0) / 1e3, sw_world_size());
+}
+
 /* A checkpoint's layout, as the re-shard line names it: "4 ranks: tp 2, ulysses 1, ring 1, dp 2, pp 1, ZeRO-1" */
 static void layout_text(const sw_ckpt_layout *l, char *out, size_t n)
 {
