@@ -5,9 +5,16 @@
 # real (mpirun --oversubscribe), predicted and measured ms/step and memory
 # side by side, Spearman's rank correlation, the layouts within 20 % and the
 # largest error. --program dit_train: the same for the DiT (dit_train
-# --plan).
+# --plan). --simulate-verified SIMBUILD: each of those layouts also through
+# the simulated task graph of the simulation build SIMBUILD (docs/simulation.md),
+# calibrated by a real run of that layout's own task sizes (bench/calibrate.sh,
+# 10 steps), then simulated (bench/sim.sh, 3 steps): estimate, simulated and
+# measured ms/step side by side, Spearman and "within 20 %" for both
+# predictions. STARPU_SIMGRID_SCHED_COST is the caller's (sim.sh's default 1:
+# the scheduler's time on this host charged; 0 leaves it out).
 # usage: bench/plan.sh [--build DIR] [--ranks "2 4"] [--spread N]
-#          [--steps S] [--machine FILE] [--program gpt_train|dit_train] [MODEL FLAGS...]
+#          [--steps S] [--machine FILE] [--program gpt_train|dit_train]
+#          [--simulate-verified SIMBUILD] [MODEL FLAGS...]
 # Default model: W124 (GPT-2 124M, seq 64, batch 4: bench/w124.sh's shape);
 # the DiT's: 8 frames of 16 x 16 latents, hidden 128, 4 blocks, batch 4;
 # ranks 2 and 4, 8 layouts each, 4 steps (the first not timed). Without
@@ -17,9 +24,9 @@
 # bench/common.sh sets it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build ranks="2 4" spread=8 steps=4 machine="" program=gpt_train me=plan.sh
+build=$top/build ranks="2 4" spread=8 steps=4 machine="" program=gpt_train simbuild="" me=plan.sh
 . "$top/bench/common.sh"
-plan_options "$0" "--ranks:ranks --spread:spread --steps:steps --program:program" "$@"
+plan_options "$0" "--ranks:ranks --spread:spread --steps:steps --program:program --simulate-verified:simbuild" "$@"
 shift "$plan_shift"
 case $program in
   gpt_train) model=$w124_flags ;;
@@ -39,10 +46,10 @@ if [ -z "${STARPU_HOME:-}" ]; then
   trap 'rm -rf "$STARPU_HOME"' EXIT
 fi
 for n in $ranks; do
-  echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)${simbuild:+, each layout also simulated (STARPU_SIMGRID_SCHED_COST=${STARPU_SIMGRID_SCHED_COST:-1})}"
   t0=$(date +%s)
   # shellcheck disable=SC2086
   "$build/examples/$program" --plan --plan-ranks "$n" --plan-top 10 ${machine:+--plan-machine "$machine"} \
-    --verify-spread "$spread" --verify-steps "$steps" "$@"
+    --verify-spread "$spread" --verify-steps "$steps" ${simbuild:+--simulate-verified --sim-build "$simbuild"} "$@"
   echo "bench/plan.sh: $n ranks took $(($(date +%s) - t0)) s"
 done

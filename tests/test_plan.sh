@@ -5,9 +5,10 @@
 # the pipeline's schedule) -- and dit_train --plan's those dit_train
 # accepts, its memory per rank the allocator's --, its estimate is
 # deterministic for a machine file, its memory per rank is the run's (--memory-plan on 2 ranks), a
-# budget nothing fits is refused with the smallest need, exit 2, and
+# budget nothing fits is refused with the smallest need, exit 2,
 # --simulate puts a simulated ms/step beside the estimate (with a
-# simulation build; said and skipped without).
+# simulation build; said and skipped without), for gpt_train and dit_train,
+# and --verify --simulate-verified puts it beside the measured one too.
 . "${top_srcdir:-.}/tests/common.sh"
 cat > "$TMPD/machine" <<'M'
 # typed figures: the test's, not a measurement
@@ -189,6 +190,56 @@ if want "simulate"; then
       eval '[ "$rc" = 0 ] && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
   else
     echo "SKIP simulate: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
+  fi
+fi
+
+# --verify with --simulate-verified: the verified layout (one, the top: --verify 1 --verify-bottom 0) also
+# through the simulated graph, calibrated by a real run of its own sizes; its row holds the estimate, the
+# simulated and the measured ms/step, and the output says what calibrated the simulated figure. Without a
+# simulation build: said, verified against the estimate alone (checked always).
+is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/$2" ]; }
+sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
+real_build() { ! grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; }
+if want "verify simulated"; then
+  TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
+  # shellcheck disable=SC2086
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --verify 1 --verify-bottom 0 \
+    --verify-steps 2 --simulate-verified --sim-build "$TMPD/no-such-build" $TINY > "$TMPD/vnosim" 2>&1
+  rc=$?
+  check "--simulate-verified without a simulation build: said, verified against the estimate alone (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "no simulation build .* verified against the estimate alone" "$TMPD/vnosim" && grep -q "^verify: *1 .* --tp" "$TMPD/vnosim"'
+  if is_sim "$sim_build" gpt_train && real_build; then
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --verify 1 --verify-bottom 0 \
+      --verify-steps 2 --simulate-verified --sim-build "$sim_build" $TINY > "$TMPD/vsim" 2>&1
+    rc=$?
+    row=$(grep '^verify: *1 .* --tp' "$TMPD/vsim")
+    est=$(echo "$row" | awk '{ print $3 }') simms=$(echo "$row" | awk '{ print $4 }') meas=$(echo "$row" | awk '{ print $5 }')
+    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/vsim"
+    check "--verify 1 --simulate-verified on $sim_build: estimate ${est:-none}, simulated ${simms:-none}, measured ${meas:-none} ms/step, the simulated one calibrated by a real run of the layout ($(($(date +%s) - t0)) s, exit $rc)" \
+      eval '[ "$rc" = 0 ] && grep -q "each calibrated by a real run of that layout.s own task sizes" "$TMPD/vsim" &&
+            awk -v v="${simms:-x}" -v e="${est:-x}" -v m="${meas:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e && m + 0 > 0 && v != m) }"'
+  else
+    echo "SKIP verify simulated: no simulation build with gpt_train in $sim_build, or this build is one"
+  fi
+fi
+
+# dit_train --plan --simulate 1: the DiT's top layout through the simulated graph (dit_train in the
+# simulation build prints the simulated line bench/sim.sh reads), beside the estimate
+if want "dit simulate"; then
+  if is_sim "$sim_build" dit_train && real_build; then
+    t0=$(date +%s)
+    "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 --sim-build "$sim_build" \
+      --frames 2 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 2 --batch 4 > "$TMPD/dsim" 2>&1
+    rc=$?
+    row=$(grep '^plan: simulated: *1 ' "$TMPD/dsim")
+    est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
+    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/dsim"
+    check "dit_train --plan --simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
+      eval '[ "$rc" = 0 ] && grep -q "layout (dit_train flags)" "$TMPD/dsim" && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
+  else
+    echo "SKIP dit simulate: no simulation build with dit_train in $sim_build, or this build is one"
   fi
 fi
 
