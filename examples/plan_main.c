@@ -460,10 +460,12 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
     }
 }
 
-/* the search's header: the model, the world, the budget and the machine; the run's workers per rank */
-static void plan_start(plan_prog *p, const sw_plan_machine *mc)
+/* the machine (plan_machine: the runtime started), the run's workers per rank, and the search's header: the
+ * model (p->model set), the world, the budget and the machine's figures */
+static void plan_start(plan_prog *p, sw_plan_machine *mc, int hidden)
 {
     plan_opts *o = &plan_o;
+    plan_machine(mc, hidden);
     p->ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
     printf("plan: %s %s on %d ranks (%d per node x %d nodes), memory budget %s\n", p->name, p->model, p->world,
            o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
@@ -529,13 +531,12 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world()};
     if (plan_o.check_config) return check_config(cfg, p.world);
     sw_plan_machine mc;
-    plan_machine(&mc, cfg->hidden);
     model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc);
+    plan_start(&p, &mc, cfg->hidden);
     snprintf(p.run_flags, sizeof p.run_flags, "--ncpus %d --log /dev/null", p.ncpus);
-    sw_plan_world w = {plan_o.ranks_per_node, plan_o.nodes};
     int n = 0;
-    sw_plan_entry *e = sw_plan_layouts(cfg, &w, NULL, &mc, plan_o.mem_mib * SW_MIB, &n);
+    sw_plan_entry *e = sw_plan_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
+                                       plan_o.mem_mib * SW_MIB, &n);
     plan_row *rows;
     PLAN_ROWS(rows, e, n, gpt_flags_of);
     free(e);
@@ -566,12 +567,11 @@ int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
         return 0;
     }
     sw_plan_machine mc;
-    plan_machine(&mc, cfg->hidden);
     dit_model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc); /* dit_train's workers: STARPU_NCPU in its runs' environment (it has no flag) */
-    sw_plan_world w = {plan_o.ranks_per_node, plan_o.nodes};
+    plan_start(&p, &mc, cfg->hidden); /* dit_train's workers: STARPU_NCPU in its runs' environment (no flag) */
     int n = 0;
-    sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &w, NULL, &mc, plan_o.mem_mib * SW_MIB, &n);
+    sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
+                                               plan_o.mem_mib * SW_MIB, &n);
     plan_row *rows;
     PLAN_ROWS(rows, e, n, sw_plan_dit_flags);
     free(e);

@@ -162,53 +162,65 @@ fi
 
 # --simulate: the top layouts through the simulated task graph (each
 # calibrated by a real run of its own, then bench/sim.sh), a column of
-# simulated ms/step beside the estimate. Needs a simulation build (like
-# tests/test_sim.sh: $SW_SIM_BUILD, else build-sim in the source tree) and
-# this real build to calibrate with; without one the planner says so and
-# ranks by the estimate (checked always).
+# simulated ms/step beside the estimate: gpt_train's and dit_train's (its
+# simulation build's dit_train prints the line bench/sim.sh reads). Needs a
+# simulation build (like tests/test_sim.sh: $SW_SIM_BUILD, else build-sim in
+# the source tree) and this real build to calibrate with; without one the
+# planner says so and ranks by the estimate (checked always).
+is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/$2" ]; }
+sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
+TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
+DTINY="--frames 2 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 2 --batch 4"
+# sim_ready CASE PROGRAM: 0 when the simulation build has PROGRAM and this build is a real one, else says SKIP
+sim_ready() {
+  if grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; then
+    echo "SKIP $1: this build is a simulation build (the planner calibrates with a real one)"
+  elif ! is_sim "$sim_build" "$2"; then
+    echo "SKIP $1: no simulation build with $2 in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
+  else return 0; fi
+  return 1
+}
+# simulate_top CASE PROGRAM MODEL-FLAGS...: PROGRAM --plan --simulate 1 on 2 ranks; the top row's simulated
+# ms/step a number, not the estimate's
+simulate_top() {
+  case=$1 prog=$2; shift 2
+  want "$case" && sim_ready "$case" "$(basename "$prog")" || return 0
+  t0=$(date +%s)
+  "$prog" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 --sim-build "$sim_build" \
+    "$@" > "$TMPD/sim" 2>&1
+  rc=$?
+  row=$(grep '^plan: simulated: *1 ' "$TMPD/sim")
+  est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
+  [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/sim"
+  check "$(basename "$prog") --plan --simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "layout ($(basename "$prog") flags)" "$TMPD/sim" &&
+          awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
+}
 if want "simulate"; then
-  is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/gpt_train" ]; }
-  sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
-  TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
+  # shellcheck disable=SC2086
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
     --sim-build "$TMPD/no-such-build" $TINY > "$TMPD/nosim" 2>&1
   rc=$?
   check "without a simulation build: said, ranked by the estimate alone (exit $rc)" \
     eval '[ "$rc" = 0 ] && grep -q "no simulation build .* ranked by the estimate alone" "$TMPD/nosim" && grep -q "^plan: *1 " "$TMPD/nosim"'
-  if is_sim "$sim_build" && grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; then
-    echo "SKIP simulate: this build is a simulation build (the planner calibrates with a real one)"
-  elif is_sim "$sim_build"; then
-    t0=$(date +%s)
-    # shellcheck disable=SC2086
-    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
-      --sim-build "$sim_build" $TINY > "$TMPD/sim" 2>&1
-    rc=$?
-    row=$(grep '^plan: simulated: *1 ' "$TMPD/sim")
-    est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
-    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/sim"
-    check "--simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
-      eval '[ "$rc" = 0 ] && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
-  else
-    echo "SKIP simulate: no simulation build in $sim_build (autotools/build-starpu.sh --simgrid, configure --with-starpu=PREFIX there; or SW_SIM_BUILD)"
-  fi
 fi
+# shellcheck disable=SC2086
+simulate_top simulate "$GPT_TRAIN" $TINY
+# shellcheck disable=SC2086
+simulate_top "dit simulate" "$DIT" $DTINY
 
 # --verify with --simulate-verified: the verified layout (one, the top: --verify 1 --verify-bottom 0) also
 # through the simulated graph, calibrated by a real run of its own sizes; its row holds the estimate, the
 # simulated and the measured ms/step, and the output says what calibrated the simulated figure. Without a
 # simulation build: said, verified against the estimate alone (checked always).
-is_sim() { [ -f "$1/config.h" ] && grep -q '^#define STARWEAVE_SIMGRID 1' "$1/config.h" && [ -x "$1/examples/$2" ]; }
-sim_build=${SW_SIM_BUILD:-$(cd "$top_srcdir" && pwd)/build-sim}
-real_build() { ! grep -q '^#define STARWEAVE_SIMGRID 1' "$top_builddir/config.h"; }
 if want "verify simulated"; then
-  TINY="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 4 --vocab 128"
   # shellcheck disable=SC2086
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --verify 1 --verify-bottom 0 \
     --verify-steps 2 --simulate-verified --sim-build "$TMPD/no-such-build" $TINY > "$TMPD/vnosim" 2>&1
   rc=$?
   check "--simulate-verified without a simulation build: said, verified against the estimate alone (exit $rc)" \
     eval '[ "$rc" = 0 ] && grep -q "no simulation build .* verified against the estimate alone" "$TMPD/vnosim" && grep -q "^verify: *1 .* --tp" "$TMPD/vnosim"'
-  if is_sim "$sim_build" gpt_train && real_build; then
+  if sim_ready "verify simulated" gpt_train; then
     t0=$(date +%s)
     # shellcheck disable=SC2086
     "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --verify 1 --verify-bottom 0 \
@@ -220,26 +232,6 @@ if want "verify simulated"; then
     check "--verify 1 --simulate-verified on $sim_build: estimate ${est:-none}, simulated ${simms:-none}, measured ${meas:-none} ms/step, the simulated one calibrated by a real run of the layout ($(($(date +%s) - t0)) s, exit $rc)" \
       eval '[ "$rc" = 0 ] && grep -q "each calibrated by a real run of that layout.s own task sizes" "$TMPD/vsim" &&
             awk -v v="${simms:-x}" -v e="${est:-x}" -v m="${meas:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e && m + 0 > 0 && v != m) }"'
-  else
-    echo "SKIP verify simulated: no simulation build with gpt_train in $sim_build, or this build is one"
-  fi
-fi
-
-# dit_train --plan --simulate 1: the DiT's top layout through the simulated graph (dit_train in the
-# simulation build prints the simulated line bench/sim.sh reads), beside the estimate
-if want "dit simulate"; then
-  if is_sim "$sim_build" dit_train && real_build; then
-    t0=$(date +%s)
-    "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 --sim-build "$sim_build" \
-      --frames 2 --height 4 --width 4 --patch 2 --hidden 32 --heads 4 --layers 2 --batch 4 > "$TMPD/dsim" 2>&1
-    rc=$?
-    row=$(grep '^plan: simulated: *1 ' "$TMPD/dsim")
-    est=$(echo "$row" | awk '{ print $5 }') simms=$(echo "$row" | awk '{ print $6 }')
-    [ "$rc" = 0 ] && [ -n "$row" ] || cat "$TMPD/dsim"
-    check "dit_train --plan --simulate 1 on $sim_build: estimate ${est:-none} ms, simulated ${simms:-none} ms/step ($(($(date +%s) - t0)) s, exit $rc)" \
-      eval '[ "$rc" = 0 ] && grep -q "layout (dit_train flags)" "$TMPD/dsim" && awk -v v="${simms:-x}" -v e="${est:-x}" "BEGIN { exit !(v + 0 > 0 && v == v + 0 && v != e) }"'
-  else
-    echo "SKIP dit simulate: no simulation build with dit_train in $sim_build, or this build is one"
   fi
 fi
 
