@@ -3,9 +3,10 @@
 # simulated CPU core each (one rank per node), K micro-batches of one
 # sequence, 1F1B and Zero Bubble (--zero-bubble, ZB-H1): the simulated step,
 # and each stage's bubble from the simulated trace against 1F1B's
-# (p - 1) / (m + p - 1). Calibrated once by a real pp 2 run of the same
-# per-stage sizes (a block's tasks do not depend on how many stages there
-# are), with and without the split.
+# (p - 1) / (m + p - 1); and ZB-H2 (--zero-bubble --pp-inflight 2 p - 1:
+# more micro-batches in flight, more memory). Calibrated once by a real pp 2
+# run of the same per-stage sizes (a block's tasks do not depend on how
+# many stages there are), with and without the split.
 #
 # Each simulation runs 4 steps: the first two in the order of the guessed
 # costs, the second measured (its tasks' simulated times), the last two in
@@ -14,8 +15,10 @@
 # F, B, W per unit (ms, stage 0's; B the whole backward without the split);
 # per stage the W units after the last forward, the share of the step
 # without compute (the trace's), and that time in ms beside the bubble time
-# of the formulas at the measured costs: 1F1B's (p - 1)(F + B + W), ZB-H1's
-# (p - 1)(F + B - W) (the Zero Bubble paper's measure).
+# of the formulas at the measured costs: 1F1B's (p - 1)(F + B + W) and a
+# third of it, ZB-H1's (p - 1)(F + B - W) (the Zero Bubble paper's
+# measure); the hop between stages 0 and 1 the re-planned order counted
+# (ms); each stage's saved activations in the memory model (MiB).
 #
 # usage: bench/sim-pipeline.sh [--build DIR] [--sim-build DIR] [--pp "4 8"]
 #          [--micro "8 16"] [--preset P] [--shape "ARGS"] [--calibration DIR] [--sched LIST]

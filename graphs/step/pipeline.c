@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <starpu.h>
-
 #include "layers/layer_util.h"
 #include "train/params_internal.h"
 #include "schedule.h"
@@ -212,43 +210,16 @@ static void meter(sw_pipeline *s, int kind)
 }
 
 /* The point-to-point hop between this stage and the next, in ns: half the
- * shortest of HOP_ROUNDS round trips of a boundary tensor (an activation's
- * shape and type) there and back on the driver's channels of chunk 0's
- * boundary -- the activation's forward, the gradient's back, each matched
- * in call order as in a step -- timed on StarPU's clock (in a simulation
- * SimGrid's: the simulated network and StarPU-MPI's requests). Blocking,
- * between steps with their tasks run: each stage first answers the
- * previous stage's pings, then pings the next (which waits in its answer
- * loop), so no round trip waits on another. 0 on the last stage (no
- * chunk-0 boundary after it). */
+ * shortest of HOP_ROUNDS round trips of a boundary tensor's bytes (an
+ * activation's shape and type) over the pp group (sw_comm_hop_host: MPI's
+ * own, not counted as the step's traffic), timed on StarPU's clock (in a
+ * simulation SimGrid's: the simulated network). Blocking, between steps.
+ * 0 on the last stage. */
 enum { HOP_ROUNDS = 3 };
 static long long measure_hop(sw_pipeline *s)
 {
-    sw_comm *c = s->x->comm;
     const sw_tensor *out = sw_blocks_output(s->chunk[0]);
-    /* the ping (written here: no task) and what arrives */
-    sw_tensor *t = sw_tensor_new2d("pipeline_hop", out->dtype, out->rows, out->cols);
-    sw_tensor *r = sw_tensor_new2d("pipeline_hop_back", out->dtype, out->rows, out->cols);
-    void *host = sw_xcalloc((size_t)(out->rows * out->cols), sw_dtype_size(out->dtype));
-    const int pp = s->pp, me = s->stage;
-    long long best = -1;
-    sw_tensor_write_host(t, host);
-    for (int i = 0; i < HOP_ROUNDS && me > 0; i++) { /* the previous stage's pings, answered at once */
-        sw_recv_on(c, SW_GROUP_PP, channel(s, me - 1, 0), r, me - 1);
-        sw_tensor_read_host(r, host);
-        sw_send_on(c, SW_GROUP_PP, channel(s, me - 1, 1), r, me - 1);
-    }
-    for (int i = 0; i < HOP_ROUNDS && me < pp - 1; i++) {
-        const double t0 = starpu_timing_now();
-        sw_send_on(c, SW_GROUP_PP, channel(s, me, 0), t, me + 1);
-        sw_recv_on(c, SW_GROUP_PP, channel(s, me, 1), r, me + 1);
-        sw_tensor_read_host(r, host);
-        const long long ns = (long long)((starpu_timing_now() - t0) * 1e3 / 2);
-        if (best < 0 || ns < best) best = ns;
-    }
-    free(host);
-    sw_tensor_free(t), sw_tensor_free(r);
-    return best > 0 ? best : 0;
+    return (long long)(sw_comm_hop_host(s->x->comm, SW_GROUP_PP, sw_tensor_bytes(out), HOP_ROUNDS) * 1e3);
 }
 
 /* The order of the later steps from the measured step's costs (called by
