@@ -93,11 +93,14 @@ static int print_costs(const train_loop *t, int shown)
         if (measured) printf("%s stage %d", s ? "," : "", s);
         printf(" F %.3g B %.3g", f, b);
         if (w > 0) printf(" W %.3g", w);
+        if (measured && s < t->pp - 1) printf(" hop %.3g", sw_pipeline_schedule_hop(t->pipe, s));
         if (measured) printf(" ms");
     }
     printf(measured == 1 ? " (measured in the run's second step: the order of the later steps)\n"
            : measured == 3 ? " (measured in the run's second step; the guess's order ends sooner under them than "
                              "the one simulated from them, and stays)\n"
+           : measured == 4 ? " (measured in the run's second step: the order of the later steps, from the patient "
+                             "simulation -- a W only where it delays no input on its way)\n"
            : measured ? " (measured in the run's second step; no order of them fits the quotas and pools: the "
                         "guess's order stays)\n"
                       : " (guess)\n");

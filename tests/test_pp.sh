@@ -94,7 +94,7 @@ fi
 if want "zero-bubble"; then
 [ -f "$TMPD/dw.out" ] || SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet \
   --counters --log "$TMPD/dw.csv" > "$TMPD/dw.out" 2>&1 || cat "$TMPD/dw.out"
-SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --counters \
+SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --counters \
   --log "$TMPD/zb.csv" --zero-bubble > "$TMPD/zb.out" 2>&1 || cat "$TMPD/zb.out"
 late() { sed -n 's/^counters: rank \([0-9]*\):.* late_w=\([0-9]*\).*/\1 \2/p' "$1" | sort -n | awk '{ printf "%s ", $2 }'; }
 a=$(late "$TMPD/dw.out"); b=$(late "$TMPD/zb.out")
@@ -102,6 +102,11 @@ check "gpt_train --pp 2 --zero-bubble: W units after the last forward per stage 
   sh -c "echo '$a|$b' | awk -F'|' '{ split(\$1, x, \" \"); split(\$2, y, \" \"); exit !(x[1] == 0 && x[2] == 0 && y[1] > 0 && y[2] > 0) }'"
 check "gpt_train --pp 2 --zero-bubble: losses of 3 steps identical to without" \
   sh -c "cut -d, -f1,2 '$TMPD/dw.csv' > '$TMPD/a'; cut -d, -f1,2 '$TMPD/zb.csv' > '$TMPD/b'; [ \$(wc -l < '$TMPD/a') = 4 ] && cmp -s '$TMPD/a' '$TMPD/b'"
+# the order of step 3 from step 2's measured costs and the point-to-point hop (sw_pipeline_replan's
+# ping-pong of a boundary tensor between the stages): a hop > 0 ms in the costs line
+hop=$(sed -n 's/^schedule: costs stage 0 .* hop \([0-9.e+-]*\) ms.*/\1/p' "$TMPD/zb.out")
+check "gpt_train --pp 2 --zero-bubble: the re-planned order's costs include a measured hop between the stages (${hop:-none} ms) > 0" \
+  awk -v h="${hop:-0}" 'BEGIN { exit !(h > 0) }'
 fi
 # --zero-bubble, one worker per rank: each backward unit's tasks run together, no task of a later unit (a lower
 # priority base) between its first and last (the kept output gradient's copy once ran at StarPU's priority 0, and

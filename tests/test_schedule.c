@@ -97,7 +97,7 @@ static long dur(const sw_unit *u, const sw_unit_costs *c, int split)
  * a unit starts when its stage is free and its inputs are there (a forward
  * after the previous virtual stage's forward of the same micro-batch, a
  * backward after the next virtual stage's backward and its own forward, W
- * after its B). Returns the makespan, -1 when the orders wait in a cycle
+ * after its B; an input from another stage the hop later). Returns the makespan, -1 when the orders wait in a cycle
  * (deadlock), -2 (with at_start) when a unit starts later than its start. */
 static long replay_costed(int pp, int V, int K, int split, const sw_unit_costs *costs, const sw_unit *orders,
                           int at_start)
@@ -119,6 +119,9 @@ static long replay_costed(int pp, int V, int K, int split, const sw_unit_costs *
                            : u->w ? bend[j * K + u->k]
                                   : (own < 0 ? -1 : j < J - 1 ? bend[(j + 1) * K + u->k] : own);
                 if (dep < 0) break;
+                /* an input from another stage: the hop later (costs[b].h: the boundary after stage b) */
+                if (costs && u->fwd && j) dep += costs[(j - 1) % pp].h;
+                if (costs && !u->fwd && !u->w && j < J - 1) dep += costs[j % pp].h;
                 if (!u->fwd && !u->w && own > dep) dep = own;
                 long start = dep > free_at[s] ? dep : free_at[s];
                 if (at_start && start > u->start) { span = -2; break; }
@@ -574,7 +577,7 @@ static void costs(void)
     sw_unit o[2 * 8];
     int slots[2], st = -1;
     char got[2][2][40] = {{"", ""}, {"", ""}};
-    const sw_unit_costs slow0[2] = {{3, 1, 1}, {1, 1, 1}};
+    const sw_unit_costs slow0[2] = {{3, 1, 1, 0}, {1, 1, 1, 0}};
     for (int m = 0; m < 2; m++) {
         sw_schedule_costed(2, 1, 4, 2, 0, m ? slow0 : NULL, NULL, o, slots, &st);
         for (int s = 0; s < 2; s++)
@@ -652,7 +655,7 @@ static void costs(void)
  *    its order takes longer than the formula; sw_schedule_replan keeps the guess's order there (*kept). */
 static void zb_costs(void)
 {
-    static const sw_unit_costs cs[] = {{1, 1, 1}, {6, 7, 5}, {62, 66, 56}, {10, 12, 6}, {59, 61, 53}, {4, 9, 4}};
+    static const sw_unit_costs cs[] = {{1, 1, 1, 0}, {6, 7, 5, 0}, {62, 66, 56, 0}, {10, 12, 6, 0}, {59, 61, 53, 0}, {4, 9, 4, 0}};
     int runs = 0, formula = 0, lib = 0, late = 0, memory = 0;
     for (int pp = 2; pp <= 8; pp *= 2)
         for (int m = 0; m < 3; m++)
@@ -691,7 +694,7 @@ static void zb_costs(void)
     sw_unit o[4 * 24], g[4 * 24];
     sw_unit_costs co[4];
     int cap[4], slots[4], stuck = -1, kept = -1;
-    for (int s = 0; s < pp; s++) co[s] = (sw_unit_costs){62, 66, 56};
+    for (int s = 0; s < pp; s++) co[s] = (sw_unit_costs){62, 66, 56, 0};
     sw_schedule_split(pp, 1, K, 0, 1, o, cap, &stuck);
     int ok = !sw_schedule_costed(pp, 1, K, 0, 1, co, cap, g, slots, &stuck);
     long greedy = ok ? replay_costed(pp, 1, K, 1, co, g, 0) : -1;
@@ -701,6 +704,63 @@ static void zb_costs(void)
     snprintf(line, sizeof line, "ZB-H1 pp 4, K 8, F 62 B 66 W 56: the greedy order under the costs takes %ld, the "
              "re-planned one %ld = the formula 1688 (the guess's kept: %d)", greedy, chosen, kept);
     check(line, ok && greedy > chosen && chosen == 1688 && kept == 1);
+}
+
+/* Per-stage costs and the point-to-point hop (sw_unit_costs.h), computed by hand: pp 2, K 4, ZB-H1, F = B = W
+ * = 1 on both stages but the last stage's B = 2 (it computes the head and the loss), and a hop of 1 each way.
+ * The re-planned order (sw_schedule_replan; F a forward, B, W of micro-batch k, [start, end)):
+ *   stage 0: F0 [0,1] F1 [1,2] (its 2 slots full until a W) B0 [6,7] (stage 1's B0 ends 5, + the hop)
+ *            W0 [7,8] F2 [8,9] B1 [9,10] W1 [10,11] F3 [11,12] (idle: B2's gradient 13 + 1) B2 [14,15]
+ *            W2 [15,16] (idle) B3 [17,18] W3 [18,19]
+ *   stage 1: F0 [2,3] B0 [3,5] F1 [5,6] B1 [6,8] W0 [8,9] W1 [9,10] (F2's activation: stage 0's F2 ends 9,
+ *            + the hop = 10) F2 [10,11] B2 [11,13] F3 [13,14] B3 [14,16] W2 [16,17] W3 [17,18]
+ * -- 19; stage 1 runs W1 in the wait the hop leaves before F2, where the order from the guessed costs (F =
+ * B = W, no hop: W0 F2 B2 W1 on stage 1) waits there and takes 20 under the same costs: stage 1's F2 [10,11]
+ * B2 [11,13] W1 [13,14] F3 [14,15] B3 [15,17], stage 0's B3 at 18, W3 [19,20]. Without the per-stage B and
+ * the hop, the same costs' makespan is 13 (3 K + pp - 1). And the patient simulation (a W only where it
+ * delays no input on its way): at pp 3, K 6, F = B = 1, W = 2, the last B 2, hop 2 its order is the shortest
+ * of the three, 44 against 45 (the greedy simulation's and the guess's). */
+static void hop_costs(void)
+{
+    const int pp = 2, K = 4, n = sw_schedule_units(1, K, 1);
+    sw_unit_costs co[2] = {{1, 1, 1, 1}, {1, 2, 1, 1}}, flat[2] = {{1, 1, 1, 0}, {1, 1, 1, 0}};
+    sw_unit o[2 * 12], g[2 * 12];
+    int cap[2], slots[2], stuck = -1, kept = -1;
+    int ok = !sw_schedule_split(pp, 1, K, 0, 1, g, cap, &stuck);
+    ok &= !sw_schedule_replan(pp, 1, K, 0, 1, co, cap, o, slots, &kept);
+    /* stage 1's order by hand: F0 B0 F1 B1 W0 W1 F2 B2 F3 B3 W2 W3 (fwd, k, w) */
+    static const int want[12][3] = {{1, 0, 0}, {0, 0, 0}, {1, 1, 0}, {0, 1, 0}, {0, 0, 1}, {0, 1, 1},
+                                    {1, 2, 0}, {0, 2, 0}, {1, 3, 0}, {0, 3, 0}, {0, 2, 1}, {0, 3, 1}};
+    int order = ok, guess_order = ok;
+    for (int i = 0; i < 12 && ok; i++) {
+        const sw_unit *u = &o[n + i], *v = &g[n + i];
+        order &= u->fwd == want[i][0] && u->k == want[i][1] && u->w == want[i][2];
+        guess_order &= v->fwd == want[i][0] && v->k == want[i][1] && v->w == want[i][2];
+    }
+    long span = replay_costed(pp, 1, K, 1, co, o, 0), lib = sw_schedule_makespan(pp, 1, K, 1, co, o);
+    long gspan = replay_costed(pp, 1, K, 1, co, g, 0), flat_span = sw_schedule_makespan(pp, 1, K, 1, flat, g);
+    char line[400];
+    snprintf(line, sizeof line, "per-stage costs and the hop (pp 2, K 4, ZB-H1, F B W 1, the last B 2, hop 1): stage 1's "
+             "order W0 W1 F2 (by hand: %s; the guess's differs: %s), makespan %ld (library %ld; by hand 19) against "
+             "the guess's order's %ld (20); without them %ld (13)", order ? "yes" : "no", guess_order ? "no" : "yes",
+             span, lib, gspan, flat_span);
+    check(line, ok && order && !guess_order && span == 19 && lib == 19 && gspan == 20 && flat_span == 13 && kept == 0);
+    /* the patient simulation's order, the shortest of the three */
+    const int pp3 = 3, K6 = 6, n3 = sw_schedule_units(1, K6, 1);
+    sw_unit_costs c3[3] = {{1, 1, 2, 2}, {1, 1, 2, 2}, {1, 2, 2, 2}};
+    sw_unit *p3 = xcalloc((size_t)(pp3 * n3), sizeof *p3), *g3 = xcalloc((size_t)(pp3 * n3), sizeof *g3);
+    sw_unit *q3 = xcalloc((size_t)(pp3 * n3), sizeof *q3);
+    int cap3[3], slots3[3];
+    ok = !sw_schedule_split(pp3, 1, K6, 0, 1, g3, cap3, &stuck);
+    ok &= !sw_schedule_costed(pp3, 1, K6, 0, 1, c3, cap3, q3, slots3, &stuck);
+    ok &= !sw_schedule_replan(pp3, 1, K6, 0, 1, c3, cap3, p3, slots3, &kept);
+    long patient = replay_costed(pp3, 1, K6, 1, c3, p3, 0), greedy = replay_costed(pp3, 1, K6, 1, c3, q3, 0);
+    gspan = replay_costed(pp3, 1, K6, 1, c3, g3, 0);
+    snprintf(line, sizeof line, "the patient simulation (pp 3, K 6, F B 1, W 2, the last B 2, hop 2): re-planned %ld "
+             "(kept %d: 2 the patient one's) against the greedy order's %ld and the guess's %ld (44, 45, 45)", patient,
+             kept, greedy, gspan);
+    check(line, ok && kept == 2 && patient == 44 && greedy == 45 && gspan == 45);
+    free(p3), free(g3), free(q3);
 }
 
 int main(void)
@@ -713,6 +773,7 @@ int main(void)
     zb_h1();
     costs();
     zb_costs();
+    hop_costs();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

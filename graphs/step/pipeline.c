@@ -209,6 +209,19 @@ static void meter(sw_pipeline *s, int kind)
     if (s->meter == 1) sw_task_meter(&s->spent[kind]);
 }
 
+/* The point-to-point hop between this stage and the next, in ns: half the
+ * shortest of HOP_ROUNDS round trips of a boundary tensor's bytes (an
+ * activation's shape and type) over the pp group (sw_comm_hop_host: MPI's
+ * own, not counted as the step's traffic), timed on StarPU's clock (in a
+ * simulation SimGrid's: the simulated network). Blocking, between steps.
+ * 0 on the last stage. */
+enum { HOP_ROUNDS = 3 };
+static long long measure_hop(sw_pipeline *s)
+{
+    const sw_tensor *out = sw_blocks_output(s->chunk[0]);
+    return (long long)(sw_comm_hop_host(s->x->comm, SW_GROUP_PP, sw_tensor_bytes(out), HOP_ROUNDS) * 1e3);
+}
+
 /* The order of the later steps from the measured step's costs (called by
  * the program between steps, its tasks run): every rank's measured
  * forward, B and W tasks summed per stage (integers, so every rank has the
@@ -223,19 +236,24 @@ int sw_pipeline_replan(sw_pipeline *s)
     s->meter = 0;
     sw_task_meter_stop(); /* the measured step's tasks have run (the caller waited): their times are in the sums */
     const int pp = s->pp, n = s->units;
-    long long *sum = sw_xcalloc((size_t)pp * 4, sizeof *sum);
-    for (int i = 0; i < 3; i++) sum[s->stage * 4 + i] = s->spent[i];
-    sum[s->stage * 4 + 3] = 1; /* this rank, one of its stage's */
-    sw_comm_sum_host(s->x->comm, SW_GROUP_WORLD, sum, pp * 4);
+    long long *sum = sw_xcalloc((size_t)pp * 5, sizeof *sum);
+    for (int i = 0; i < 3; i++) sum[s->stage * 5 + i] = s->spent[i];
+    sum[s->stage * 5 + 3] = 1; /* this rank, one of its stage's */
+    sum[s->stage * 5 + 4] = measure_hop(s);
+    sw_comm_sum_host(s->x->comm, SW_GROUP_WORLD, sum, pp * 5);
     sw_unit_costs *costs = sw_xcalloc((size_t)pp, sizeof *costs);
     int ok = 1;
+    long long hops = 0;
     for (int t = 0; t < pp; t++) {
-        long long units = sum[t * 4 + 3] * s->K * s->V * 1000; /* a kind's units on the stage's ranks, in ns per us */
+        long long units = sum[t * 5 + 3] * s->K * s->V * 1000; /* a kind's units on the stage's ranks, in ns per us */
         long *c[3] = {&costs[t].f, &costs[t].b, &costs[t].w};
-        for (int i = 0; i < 3; i++) *c[i] = units ? (long)((sum[t * 4 + i] + units / 2) / units) : 0;
-        ok &= sum[t * 4] > 0 && sum[t * 4 + 1] > 0 && (!s->split || sum[t * 4 + 2] > 0);
+        for (int i = 0; i < 3; i++) *c[i] = units ? (long)((sum[t * 5 + i] + units / 2) / units) : 0;
+        ok &= sum[t * 5] > 0 && sum[t * 5 + 1] > 0 && (!s->split || sum[t * 5 + 2] > 0);
         for (int i = 0; i < 3; i++) *c[i] = *c[i] < 1 && (i < 2 || s->split) ? 1 : *c[i];
+        costs[t].h = sum[t * 5 + 3] ? (long)((sum[t * 5 + 4] + sum[t * 5 + 3] * 500) / (sum[t * 5 + 3] * 1000)) : 0;
+        hops += t < pp - 1 ? costs[t].h : 0;
     }
+    costs[pp - 1].h = pp > 1 ? (long)(hops / (pp - 1)) : 0; /* the boundary back to stage 0 (chunks): the mean */
     sw_unit *all = sw_xcalloc((size_t)pp * (size_t)n, sizeof *all);
     int *slots = sw_xcalloc((size_t)pp, sizeof *slots), kept = 0;
     /* the simulation under the measured costs, or the guess's order where it ends sooner under them */
@@ -243,11 +261,18 @@ int sw_pipeline_replan(sw_pipeline *s)
         memcpy(s->order, all + (size_t)s->stage * (size_t)n, (size_t)n * sizeof *s->order);
         if (s->split) s->late_w = sw_schedule_late_w(s->order, n);
         for (int t = 0; t < pp && s->split; t++) s->lates[t] = sw_schedule_late_w(all + (size_t)t * (size_t)n, n);
-        s->measured = kept ? 3 : 1;
+        s->measured = kept == 1 ? 3 : kept == 2 ? 4 : 1;
     } else if (ok) s->measured = 2; /* measured, but no order of them fits: the guess's order stays */
     if (ok) s->costs = costs, costs = NULL;
     free(costs), free(all), free(slots), free(sum);
     return 1;
+}
+
+double sw_pipeline_schedule_hop(const sw_pipeline *s, int stage)
+{
+    sw_check_ptr("sw_pipeline_schedule_hop", "s", s);
+    if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_schedule_hop: stage %d of %d", stage, s->pp);
+    return s->measured ? (double)s->costs[stage].h / 1e3 : 0;
 }
 
 int sw_pipeline_late_w(const sw_pipeline *s, int stage)
@@ -261,7 +286,7 @@ int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, doubl
 {
     sw_check_ptr("sw_pipeline_schedule_costs", "s", s);
     if (stage < 0 || stage >= s->pp) sw_usage_error("sw_pipeline_schedule_costs: stage %d of %d", stage, s->pp);
-    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1, 2 or 3: measured */
+    const sw_unit_costs g = SW_SCHEDULE_GUESS, *c = s->measured ? &s->costs[stage] : &g; /* 1 to 4: measured */
     const double unit = s->measured ? 1e3 : 1; /* us to ms */
     if (f) *f = (double)c->f / unit;
     if (b) *b = (double)(s->split ? c->b : c->b + c->w) / unit; /* without the split: the whole backward */

@@ -16,6 +16,9 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
+static int schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                           int patient, sw_unit *orders, int *slots, int *stuck);
+
 int sw_schedule_quota(int pp, int V, int K, int inflight, int s)
 {
     int q = inflight ? inflight * V : (V - 1) * pp + pp - s;
@@ -45,6 +48,20 @@ int sw_schedule_split(int pp, int V, int K, int inflight, int split, sw_unit *or
 int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
                        sw_unit *orders, int *slots, int *stuck)
 {
+    return schedule_costed(pp, V, K, inflight, split, costs, cap, 0, orders, slots, stuck);
+}
+
+/* the hop into virtual stage j's forward (from j - 1) and into its B (from j + 1): the boundary's stage's h */
+#define HOP_F(j) (costs && (j) > 0 ? costs[((j) - 1) % pp].h : 0)
+#define HOP_B(j) (costs ? costs[(j) % pp].h : 0)
+
+/* sw_schedule_costed; patient: a stage starts a W only where it ends before every input it knows to be
+ * on its way (a forward's activation or a B's gradient sent, arriving after the hop) to a unit whose
+ * output another stage waits for -- the greedy one starts it whenever idle, and a W cannot be
+ * interrupted when that input arrives during it */
+static int schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
+                           int patient, sw_unit *orders, int *slots, int *stuck)
+{
     const sw_unit_costs guess = SW_SCHEDULE_GUESS;
     int J = pp * V, per = sw_schedule_units(V, K, split), total = pp * per, done = 0;
     int *n = xcalloc((size_t)pp, sizeof(int));
@@ -66,7 +83,13 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
     const long never = -1;
     for (int i = 0; i < J * K; i++) fdone[i] = bdone[i] = never;
     for (int s = 0; s < pp; s++) slots[s] = 0;
-#define READY(a, j, k) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] != never && (a)[(size_t)(j) * (size_t)K + (size_t)(k)] <= t)
+    /* an input's arrival: the unit's end plus the hop (never: not started); READY: there by t */
+#define ARRIVAL(a, j, k, hop) ((a)[(size_t)(j) * (size_t)K + (size_t)(k)] == never ? never \
+                               : (a)[(size_t)(j) * (size_t)K + (size_t)(k)] + (hop))
+#define READY(a, j, k, hop) (ARRIVAL(a, j, k, hop) != never && ARRIVAL(a, j, k, hop) <= t)
+    /* the arrivals after a hop (h > 0), which are events as the units' ends are: arr[0 .. narr - 1] */
+    long *arr = xcalloc((size_t)total + 1, sizeof *arr);
+    int narr = 0;
     /* held: the stage's chunks' saved sets between a forward and its B (the quota's count), kept: ... and its W
      * (in the slots; held without the split) */
 #define HELD(s, held, kept) do { held = kept = 0; for (int c_ = 0; c_ < V; c_++) held += fnext[c_ * pp + (s)] - bnext[c_ * pp + (s)], \
@@ -82,23 +105,36 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
             int room = held < sw_schedule_quota(pp, V, K, inflight, s) && kept < q && (!cap || kept < cap[s]);
             for (int c = V - 1; c >= 0 && room; c--) {
                 int j = c * pp + s, k = fnext[j];
-                if (k < K && (j == 0 || READY(fdone, j - 1, k))) {
+                if (k < K && (j == 0 || READY(fdone, j - 1, k, HOP_F(j)))) {
                     pick = c, kind = 1;
                     break;
                 }
             }
             for (int c = V - 1; c >= 0 && pick < 0; c--) {
                 int j = c * pp + s, k = bnext[j];
-                if (k < fnext[j] && READY(fdone, j, k) && (j == J - 1 || READY(bdone, j + 1, k))) pick = c;
+                if (k < fnext[j] && READY(fdone, j, k, 0) && (j == J - 1 || READY(bdone, j + 1, k, HOP_B(j)))) pick = c;
             }
-            if (pick < 0 && split && whead[s] < wtail[s]) /* the oldest W: its B ran on this stage, which is idle */
-                pick = wq[(size_t)s * (size_t)(K * V) + (size_t)whead[s]++], kind = 2;
+            long soon = -1; /* patient: the earliest input on its way to this stage (sent, not yet there) */
+            for (int c = 0; c < V && patient && pick < 0 && split && whead[s] < wtail[s]; c++) {
+                int j = c * pp + s, k = fnext[j];
+                /* inputs of units whose outputs another stage waits for: a forward's but the last virtual
+                 * stage's, a B's but the first's (stage 0's first chunk ends the chain) */
+                long a = k < K && j > 0 && j < J - 1 && room ? ARRIVAL(fdone, j - 1, k, HOP_F(j)) : never;
+                if (a > t && (soon < 0 || a < soon)) soon = a;
+                k = bnext[j];
+                a = k < fnext[j] && j > 0 && j < J - 1 ? ARRIVAL(bdone, j + 1, k, HOP_B(j)) : never;
+                if (a > t && (soon < 0 || a < soon)) soon = a;
+            }
+            const sw_unit_costs *co = costs ? &costs[s] : &guess; /* a backward without the split: B + W */
+            if (pick < 0 && split && whead[s] < wtail[s] && (soon < 0 || t + (co->w > 0 ? co->w : 1) <= soon))
+                pick = wq[(size_t)s * (size_t)(K * V) + (size_t)whead[s]++], kind = 2; /* the oldest W: its B ran here */
             if (pick < 0) continue;
             int j = pick * pp + s, k = kind == 1 ? fnext[j]++ : kind == 0 ? bnext[j]++ : wnext[j]++;
-            const sw_unit_costs *co = costs ? &costs[s] : &guess; /* a backward without the split: B + W */
             long d = kind == 1 ? co->f : kind == 2 ? co->w : split ? co->b : co->b + co->w;
             busy[s] = t + (d > 0 ? d : 1);
             if (kind < 2) (kind ? fdone : bdone)[(size_t)j * (size_t)K + (size_t)k] = busy[s];
+            long hop = kind == 1 ? (j < J - 1 ? HOP_F(j + 1) : 0) : kind == 0 && j > 0 ? HOP_B(j - 1) : 0;
+            if (hop > 0) arr[narr++] = busy[s] + hop; /* its output's arrival: an event */
             if (kind == 0 && split) wq[(size_t)s * (size_t)(K * V) + (size_t)wtail[s]++] = pick;
             int *at = &slot[(size_t)j * (size_t)K + (size_t)k];
             if (kind == 1) { /* the lowest free slot (held < quota: there is one), the pool grown to it */
@@ -112,6 +148,8 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
         next = -1;
         for (int s = 0; s < pp; s++)
             if (busy[s] > t && (next < 0 || busy[s] < next)) next = busy[s];
+        for (int i = 0; i < narr; i++)
+            if (arr[i] > t && (next < 0 || arr[i] < next)) next = arr[i];
         if (next < 0 && done < total) { /* every stage idle and nothing ready: the quotas let no order finish */
             for (int s = 0; s < pp; s++) {
                 int held, kept;
@@ -123,6 +161,8 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
     }
 #undef HELD
 #undef READY
+#undef ARRIVAL
+    free(arr);
     if (split) free(wnext);
     free(n), free(fnext), free(bnext), free(fdone), free(bdone), free(busy), free(slot), free(used);
     free(wq), free(whead), free(wtail);
@@ -144,9 +184,11 @@ long sw_schedule_makespan(int pp, int V, int K, int split, const sw_unit_costs *
                 const sw_unit *u = &orders[(size_t)s * (size_t)n + (size_t)next[s]];
                 const int j = u->chunk * pp + s;
                 const size_t at = (size_t)j * (size_t)K + (size_t)u->k;
-                long dep = u->fwd ? (j ? fend[at - (size_t)K] : 0) : u->w ? bend[at] : fend[at];
-                if (!u->fwd && !u->w && j < J - 1 && dep >= 0) /* B: its forward and its output's gradient */
-                    dep = bend[at + (size_t)K] < 0 ? -1 : bend[at + (size_t)K] > dep ? bend[at + (size_t)K] : dep;
+                long dep = u->fwd ? (j ? (fend[at - (size_t)K] < 0 ? -1 : fend[at - (size_t)K] + HOP_F(j)) : 0)
+                           : u->w ? bend[at] : fend[at];
+                long grad = !u->fwd && !u->w && j < J - 1 ? bend[at + (size_t)K] : 0; /* B: and its output's gradient */
+                if (grad >= 0 && !u->fwd && !u->w && j < J - 1) grad += HOP_B(j);
+                if (dep >= 0) dep = grad < 0 ? -1 : grad > dep ? grad : dep;
                 if (dep < 0) break;
                 const sw_unit_costs *c = costs ? &costs[s] : &guess;
                 long d = u->fwd ? c->f : u->w ? c->w : split ? c->b : c->b + c->w;
@@ -164,21 +206,29 @@ int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_u
                        sw_unit *orders, int *slots, int *kept)
 {
     const size_t n = (size_t)pp * (size_t)sw_schedule_units(V, K, split);
-    sw_unit *guessed = xcalloc(n, sizeof *guessed);
-    int *gslots = xcalloc((size_t)pp, sizeof *gslots), stuck = -1;
+    sw_unit *other = xcalloc(n, sizeof *other);
+    int *oslots = xcalloc((size_t)pp, sizeof *oslots), stuck = -1;
     *kept = 0;
     if (sw_schedule_costed(pp, V, K, inflight, split, costs, cap, orders, slots, &stuck)) { /* no order fits */
-        free(guessed), free(gslots);
+        free(other), free(oslots);
         return -1;
     }
-    int guessable = !sw_schedule_split(pp, V, K, inflight, split, guessed, gslots, &stuck);
-    for (int s = 0; s < pp && guessable && cap; s++) guessable = gslots[s] <= cap[s];
     long a = sw_schedule_makespan(pp, V, K, split, costs, orders); /* -1 only if it deadlocked: never taken */
-    long b = guessable ? sw_schedule_makespan(pp, V, K, split, costs, guessed) : -1;
-    *kept = b >= 0 && (a < 0 || b < a); /* the guess's order, shorter under these costs */
-    if (*kept) memcpy(orders, guessed, n * sizeof *orders), memcpy(slots, gslots, (size_t)pp * sizeof *slots);
-    free(guessed), free(gslots);
-    return a >= 0 || *kept ? 0 : -1;
+    /* the candidates against the greedy one: the guess's order (within the pools), then the patient
+     * simulation (a W only where it delays no input on its way); the shortest under the costs, the first on a
+     * tie (the guess's keeps ZB-H1's F B W pattern where the patient one only equals it) */
+    for (int cand = 1; cand <= 2; cand++) {
+        int ok = cand == 2 ? !schedule_costed(pp, V, K, inflight, split, costs, cap, 1, other, oslots, &stuck)
+                           : !sw_schedule_split(pp, V, K, inflight, split, other, oslots, &stuck);
+        for (int s = 0; s < pp && ok && cap; s++) ok = oslots[s] <= cap[s];
+        long b = ok ? sw_schedule_makespan(pp, V, K, split, costs, other) : -1;
+        if (b >= 0 && (a < 0 || b < a)) {
+            memcpy(orders, other, n * sizeof *orders), memcpy(slots, oslots, (size_t)pp * sizeof *slots);
+            a = b, *kept = cand; /* 1 the guess's, 2 the patient one's */
+        }
+    }
+    free(other), free(oslots);
+    return a >= 0 ? 0 : -1;
 }
 
 int sw_schedule_late_w(const sw_unit *order, int n)

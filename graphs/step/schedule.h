@@ -65,18 +65,24 @@ int sw_schedule_check(int pp, int V, int K, int inflight, int split, char *msg, 
 /* What a stage's units cost, in any unit of time (whole numbers, at
  * least 1; the pipeline uses microseconds): a forward f, input gradients b
  * and weight gradients w (with the split B and W units; without it a
- * backward costs b + w). */
+ * backward costs b + w); h, the point-to-point hop between stage s and
+ * stage s + 1 (mod pp) -- from a unit's end to its output's arrival on the
+ * neighbour, an activation forward or an input gradient back -- 0 or more
+ * (the guess: 0). Each stage its own: the last computes the head and the
+ * loss in its B, the first the embedding. */
 typedef struct sw_unit_costs {
-    long f, b, w;
+    long f, b, w, h;
 } sw_unit_costs;
-/* the guess when nothing is measured: a forward 1, a backward 2 (B 1 and W 1 with the split) */
-#define SW_SCHEDULE_GUESS ((sw_unit_costs){1, 1, 1})
+/* the guess when nothing is measured: a forward 1, a backward 2 (B 1 and W 1 with the split), no hop */
+#define SW_SCHEDULE_GUESS ((sw_unit_costs){1, 1, 1, 0})
 
 /* sw_schedule_split with stage s's units costing costs[s] (pp of them;
  * NULL: SW_SCHEDULE_GUESS for every stage, which is sw_schedule_split),
  * and, where cap is not NULL, stage s starting a forward only while fewer
  * than cap[s] micro slots are taken (a pool already allocated: slots[s] <=
  * cap[s]; *stuck a stage that waited with its quota or its pool full).
+ * A forward's input is there the hop after the previous virtual stage's
+ * forward ends, a B's output gradient the hop after the next one's B.
  * Costs change the order (which stage waits for which unit), never a
  * chunk's micro-batch order in each direction. */
 int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
@@ -86,19 +92,26 @@ int sw_schedule_costed(int pp, int V, int K, int inflight, int split, const sw_u
  * stage's units -- under costs (NULL: the guess): each unit starts when its
  * stage is free and its inputs are there (a forward after the previous
  * virtual stage's forward of its micro-batch, B after its forward and the
- * next virtual stage's B, W after its B). -1 when they wait in a cycle. */
+ * next virtual stage's B, W after its B; each input between stages the
+ * hop later). -1 when they wait in a cycle. */
 long sw_schedule_makespan(int pp, int V, int K, int split, const sw_unit_costs *costs, const sw_unit *orders);
 /* The order of the steps after a measured one (sw_pipeline_replan): the
- * simulation under the measured costs (sw_schedule_costed, within the pools
- * cap), or the guess's order (sw_schedule_split) where that one, replayed
- * under the same costs (sw_schedule_makespan), ends sooner -- the greedy
- * simulation starts whatever is ready, a W the moment a stage idles, and
- * under costs of unequal F, B and W that W then holds back a B arriving
- * during it, while the guess's order (F = B = W) keeps ZB-H1's steady
- * F B W pattern, whose bubble is (p - 1)(F + B - W) at any costs with
- * W <= F (tests/test_schedule.c). *kept: 1 when the guess's order was
- * taken. Returns 0, or -1 when no order of the costs fits the quotas and
- * pools (*kept 0, the orders partial: the caller keeps the guess's). */
+ * shortest, replayed under the measured costs and hops
+ * (sw_schedule_makespan), of three: the simulation under the costs
+ * (sw_schedule_costed, within the pools cap); the same simulation made
+ * patient -- a stage starts a W only where it ends before every input
+ * already on its way to the stage (sent by its neighbour, arriving after
+ * the hop); and the guess's order (sw_schedule_split). The greedy
+ * simulation starts a W the moment a stage idles, and under costs of
+ * unequal F, B and W that W then holds back a B arriving during it, while
+ * the guess's order (F = B = W) keeps ZB-H1's steady F B W pattern, whose
+ * bubble is (p - 1)(F + B - W) at any costs with W <= F; the patient one
+ * fills only the waits a W fits in (the last stage's longer B, the hops:
+ * tests/test_schedule.c). *kept: 0 the greedy simulation's order, 1 the
+ * guess's, 2 the patient simulation's (on a tie the first of greedy,
+ * guess, patient).
+ * Returns 0, or -1 when no order of the costs fits the quotas and pools
+ * (*kept 0, the orders partial: the caller keeps the guess's). */
 int sw_schedule_replan(int pp, int V, int K, int inflight, int split, const sw_unit_costs *costs, const int *cap,
                        sw_unit *orders, int *slots, int *kept);
 /* the units per stage: 2 K V, or 3 K V with the split */

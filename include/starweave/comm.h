@@ -194,6 +194,16 @@ int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps,
  * not counted. */
 void sw_comm_sum_host(const sw_comm *c, sw_group g, long long *v, int n);
 
+/** Blocking, on the host, collective over group g (every member calls it,
+ * between steps): the point-to-point hop from each member to the next
+ * (group rank + 1) -- half the shortest of `rounds` round trips of `bytes`
+ * bytes, MPI's own on a duplicate of the group's communicator (StarPU's
+ * clock: in a simulation SimGrid's). Each member first answers the
+ * previous one's pings, then pings the next, so no round trip waits on
+ * another's. Returns microseconds (0 on the last member). Like
+ * sw_comm_sum_host: not a step's traffic, not counted. */
+double sw_comm_hop_host(const sw_comm *c, sw_group g, size_t bytes, int rounds);
+
 /** t[rows, cols] (RW) becomes op over the group of every member's t; every
  * member gets bit-identical values. Same shape on every member. */
 void sw_allreduce(sw_comm *c, sw_group g, sw_tensor *t, sw_reduce_op op);

@@ -161,9 +161,17 @@ int sw_pipeline_stage(const sw_pipeline *s, int *stages);
  * (the same) of which no order fits the quotas and the pools (uneven
  * costs with interleaved chunks: the guess's order stays), 3 for costs
  * measured (the same) under which the guess's order ends sooner than the
- * one simulated from them, and stays (graphs/step/schedule.h,
+ * one simulated from them, and stays, 4 for costs measured (the same)
+ * under which the patient simulation's order (a W only where it delays no
+ * input on its way) ends soonest (graphs/step/schedule.h,
  * sw_schedule_replan). f, b, w may be NULL. */
 int sw_pipeline_schedule_costs(const sw_pipeline *s, int stage, double *f, double *b, double *w);
+/** The point-to-point hop the order's costs include, in milliseconds:
+ * from a unit's end on stage `stage` to its output's arrival on stage
+ * `stage` + 1, and back (half the shortest of three round trips of a
+ * boundary tensor, measured by sw_pipeline_replan between the second step
+ * and the third); 0 before (the guess has no hop). */
+double sw_pipeline_schedule_hop(const sw_pipeline *s, int stage);
 /** With Zero Bubble's split, the W units that stage `stage`'s current
  * order (what sw_pipeline_step submits: the guess's, after
  * sw_pipeline_replan the measured costs') places after its last forward

@@ -172,6 +172,32 @@ void sw_comm_sum_host(const sw_comm *c, sw_group g, long long *v, int n)
     SW_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_LONG_LONG, MPI_SUM, sw_mesh_comm(c->mesh, g)));
 }
 
+double sw_comm_hop_host(const sw_comm *c, sw_group g, size_t bytes, int rounds)
+{
+    MPI_Comm dup; /* a context of its own: no message of StarPU-MPI's (same communicator) can match these */
+    SW_CHECK(MPI_Comm_dup(sw_mesh_comm(c->mesh, g), &dup));
+    int me, size;
+    SW_CHECK(MPI_Comm_rank(dup, &me));
+    SW_CHECK(MPI_Comm_size(dup, &size));
+    char *buf = calloc(bytes ? bytes : 1, 1);
+    if (!buf) sw_fail(__FILE__, __LINE__, "calloc(hop buffer)", -ENOMEM);
+    double best = -1;
+    for (int i = 0; i < rounds && me > 0; i++) { /* the previous member's pings, answered at once */
+        SW_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, me - 1, 0, dup, MPI_STATUS_IGNORE));
+        SW_CHECK(MPI_Send(buf, (int)bytes, MPI_BYTE, me - 1, 1, dup));
+    }
+    for (int i = 0; i < rounds && me < size - 1; i++) { /* then this member's own, to the next */
+        const double t0 = starpu_timing_now();
+        SW_CHECK(MPI_Send(buf, (int)bytes, MPI_BYTE, me + 1, 0, dup));
+        SW_CHECK(MPI_Recv(buf, (int)bytes, MPI_BYTE, me + 1, 1, dup, MPI_STATUS_IGNORE));
+        const double half = (starpu_timing_now() - t0) / 2;
+        if (best < 0 || half < best) best = half;
+    }
+    free(buf);
+    SW_CHECK(MPI_Comm_free(&dup));
+    return best > 0 ? best : 0;
+}
+
 int sw_comm_traffic_report(const sw_comm *c, const sw_traffic *model, int steps, FILE *out)
 {
     int bad = 0;
