@@ -426,9 +426,12 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
         const plan_row *x = &e[pick[k]];
         double ms, model, alloc, peak, sms = NAN;
         char note[300] = "", tag[16], meas_c[16] = "-", err_c[16] = "-", sim_c[24] = "", serr_c[24] = "";
-        char model_c[16] = "-", alloc_c[16] = "-", peak_c[16] = "-";
+        char need_c[16], model_c[16] = "-", alloc_c[16] = "-", peak_c[16] = "-";
         fflush(stdout);
         const int ran = run_one(p, x->flags, &ms, &model, &alloc, &peak) == 0;
+        /* the run's model as precise as the run prints it: dit_train's in bytes, gpt_train's in MiB to 2 places */
+        const int digits = alloc >= 0 ? 3 : 2;
+        FMT(need_c, "%.*f", digits, x->need / SW_MIB);
         if (sim) { /* after the measured run: the calibration is a real run too, not beside it */
             FMT(tag, "v%d", pick[k] + 1);
             sms = sim_one(&s, p, x->flags, tag, note, sizeof note);
@@ -439,7 +442,7 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
         if (ran) {
             FMT(meas_c, "%.1f", ms);
             FMT(err_c, "%.1f%%", 100 * (x->ms - ms) / ms);
-            FMT(model_c, "%.3f", model);
+            FMT(model_c, "%.*f", digits, model);
             FMT(peak_c, "%.2f", peak);
             if (alloc >= 0) FMT(alloc_c, "%.3f", alloc);
             pred[ok] = x->ms, meas[ok] = ms, ok++;
@@ -448,8 +451,8 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
                 FMT(serr_c, " %7.1f%%", 100 * (sms - ms) / ms);
             }
         }
-        printf("verify: %4d %12.1f%s %12s %8s%s %12.3f %12s %12s %12s  %s%s%s%s\n", pick[k] + 1, x->ms, sim_c, meas_c,
-               err_c, serr_c, x->need / SW_MIB, model_c, alloc_c, peak_c, x->flags, ran ? "" : " (the run failed)",
+        printf("verify: %4d %12.1f%s %12s %8s%s %12s %12s %12s %12s  %s%s%s%s\n", pick[k] + 1, x->ms, sim_c, meas_c,
+               err_c, serr_c, need_c, model_c, alloc_c, peak_c, x->flags, ran ? "" : " (the run failed)",
                *note ? ": " : "", note);
     }
     if (!sim) verify_summary("predicted", pred, meas, ok);
