@@ -97,9 +97,9 @@ static int run_one(const plan_prog *p, const char *layout, double *ms, double *m
              "STARPU_MPI_NOBIND=1 STARPU_NCPU=%d mpirun --oversubscribe -np %d -x STARPU_WORKERS_NOBIND -x "
              "STARPU_MPI_NOBIND -x STARPU_NCPU %s %s %s %s --steps %d --memory-report 2>&1 < /dev/null", p->ncpus,
              p->world, p->argv0, p->model, layout, p->run_flags, plan_o.verify_steps);
+    *ms = NAN, *model = 0, *alloc = -1, *peak = 0;
     FILE *f = popen(cmd, "r");
     if (!f) return -1;
-    *ms = NAN, *model = 0, *alloc = -1, *peak = 0;
     while (fgets(line, sizeof line, f)) {
         double a, b, v;
         int r, s0, s1;
