@@ -94,6 +94,9 @@ calibrate gpt2-z3 --model gpt2 $small --dp 2 --zero 3 --batch 2
 calibrate llama-pp2 --model llama $small --pp 2 --grad-accum 4 --batch 4
 calibrate llama-tp2 --model llama $small --tp 2 --sp --batch 2
 calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
+# without recomputation attention keeps its probabilities (sw_attn_probs_fwd
+# and _bwd, which the layouts above never run): the planner's LLaMA-7B layout
+calibrate llama-tp2-norc --model llama $small --tp 2 --recompute none --batch 2
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
