@@ -103,7 +103,7 @@ trap 'rm -rf "$work"' EXIT
 timer=
 [ ! -x /usr/bin/time ] || timer="/usr/bin/time -f %U+%S -o $work/cpu.t"
 echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step (the planner-, megatron- and torchtitan- layouts: bench/plan-scale.sh's batch and micro-batches); $steps steps, the last one measured"
-[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load" > "$out"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers" > "$out"
 printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
 for model in $models; do
   case "$model" in
@@ -186,7 +186,7 @@ tp8dp64z1:--tp 8 --sp --dp 64 --zero 1 --batch 64" ;;
       b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
       printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' "$model" "$n" "$name" "${ms:-?}" \
         "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load" >> "$out"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$layers" >> "$out"
     done
   done
 done
