@@ -15,8 +15,13 @@ command -v gnuplot > /dev/null || die2 "gnuplot is missing (apt-get install gnup
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # a family: the layout without its tp 8 prefix (pp8 at 8 ranks and tp8pp8
-# at 64 are one line: the pipeline across nodes, tensor parallel inside)
-awk -F, 'NR > 1 && $4 != "" { f = $3; sub(/^tp8/, "", f); if (f == "sp") f = "tp8sp"; print $1 "-" f, $2, $4 }' "$csv" |
+# at 64 are one line: the pipeline across nodes, tensor parallel inside);
+# tp 8 + sp alone and with dp N ZeRO-1 around it (tp8sp, tp8dp8z1,
+# tp8dp64z1) are one line too: data parallel across nodes. Points of
+# different depths are different lines (column 14, the layers simulated;
+# 8 where a table has no such column: the first tables' runs)
+awk -F, 'NR > 1 && $4 != "" { f = $3; if (f ~ /^tp8(sp|dp[0-9]+z1)$/) f = "tp8sp-dpz1"; else { sub(/^tp8/, "", f); if (f == "sp") f = "tp8sp" }
+  print $1 "-" f "-L" ($14 != "" ? $14 : 8), $2, $4 }' "$csv" |
   sort -k1,1 -k2,2n > "$tmp/all"
 plot=
 for s in $(cut -d' ' -f1 "$tmp/all" | sort -u); do

@@ -25,9 +25,14 @@
 #   --micro K      micro-batches of one sequence per pipeline and step (16)
 #   --only REGEX   the layouts whose names match: LLaMA-7B tp8sp pp8 pp8v2
 #                  dp8z1 dp8z3 (8 ranks) tp8pp8 tp8pp8v2 tp8dp8z1 tp8dp8z3
-#                  (64) tp8pp8dp8z1 (512); GPT-2 1.5B (25 heads: no tp 8)
+#                  (64) tp8pp8dp8z1 tp8dp64z1 (512; the latter Megatron's
+#                  layout there); GPT-2 1.5B (25 heads: no tp 8)
 #                  pp8 pp8v2 dp8z1 dp8z3, pp8dp8z1 pp8v2dp8z1 dp64z3,
-#                  pp8dp64z1
+#                  pp8dp64z1 dp512z1 (512); the 64-rank comparison of
+#                  bench/plan-scale.sh (1 sequence of 2048 per rank for
+#                  LLaMA-7B, 8 of 1024 for GPT-2 1.5B): LLaMA-7B
+#                  planner-tp8dp8z2m2 megatron-tp8spdp8z1m2sel
+#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m4sel
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
@@ -89,19 +94,34 @@ calibrate gpt2-z3 --model gpt2 $small --dp 2 --zero 3 --batch 2
 calibrate llama-pp2 --model llama $small --pp 2 --grad-accum 4 --batch 4
 calibrate llama-tp2 --model llama $small --tp 2 --sp --batch 2
 calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
+# without recomputation attention keeps its probabilities (sw_attn_probs_fwd
+# and _bwd, which the layouts above never run): the planner's LLaMA-7B layout
+calibrate llama-tp2-norc --model llama $small --tp 2 --recompute none --batch 2
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 timer=
 [ ! -x /usr/bin/time ] || timer="/usr/bin/time -f %U+%S -o $work/cpu.t"
-echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step; $steps steps, the last one measured"
-[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load" > "$out"
+echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step (the planner-, megatron- and torchtitan- layouts: bench/plan-scale.sh's batch and micro-batches); $steps steps, the last one measured"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers" > "$out"
 printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
 for model in $models; do
   case "$model" in
     gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" ;;
     llama-7b) shape="--model llama --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --seq 2048" ;;
     *) die2 "unknown model '$model' (gpt2-1.5b, llama-7b)" ;;
+  esac
+  # bench/plan-scale.sh's 64-rank comparison (issue 44; BENCHMARKS.md, "At
+  # scale: the planner against ..."), its global batch (GPT-2 1.5B 8
+  # sequences per rank, LLaMA-7B 1) and its layouts: the planner's choice
+  # and the hand-written ones of Megatron-LM's and torchtitan's
+  # documentation (GPT-2 1.5B: the planner's is torchtitan's; Megatron's
+  # do not fit its budget)
+  case "$model" in
+    gpt2*) plan64="planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512" ;;
+    *) plan64="planner-tp8dp8z2m2:--tp 8 --dp 8 --zero 2 --grad-accum 2 --recompute none --batch 64
+megatron-tp8spdp8z1m2sel:--tp 8 --sp --dp 8 --zero 1 --grad-accum 2 --recompute selective --batch 64
+torchtitan-dp64z3sel:--dp 64 --zero 3 --grad-accum 1 --recompute selective --batch 64" ;;
   esac
   for n in $ranks; do
     rpn=$((n < 8 ? n : 8))
@@ -117,8 +137,10 @@ dp8z1:--dp 8 --zero 1 --batch 8
 dp8z3:--dp 8 --zero 3 --batch 8" ;;
       gpt2*:64) list="pp8dp8z1:--pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
 pp8v2dp8z1:--pp 8 --pp-virtual 2 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
-dp64z3:--dp 64 --zero 3 --batch 64" ;;
-      gpt2*:512) list="pp8dp64z1:--pp 8 --dp 64 --zero 1 --grad-accum $k --batch $((64 * k))" ;;
+dp64z3:--dp 64 --zero 3 --batch 64
+$plan64" ;;
+      gpt2*:512) list="pp8dp64z1:--pp 8 --dp 64 --zero 1 --grad-accum $k --batch $((64 * k))
+dp512z1:--dp 512 --zero 1 --batch 512" ;;
       *) case "$n" in
       8) list="tp8sp:--tp 8 --sp --batch 1
 pp8:--pp 8 --grad-accum $k --batch $k
@@ -128,8 +150,10 @@ dp8z3:--dp 8 --zero 3 --batch 8" ;;
       64) list="tp8pp8:--tp 8 --sp --pp 8 --grad-accum $k --batch $k
 tp8pp8v2:--tp 8 --sp --pp 8 --pp-virtual 2 --grad-accum $k --batch $k
 tp8dp8z1:--tp 8 --sp --dp 8 --zero 1 --batch 8
-tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
-      512) list="tp8pp8dp8z1:--tp 8 --sp --pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))" ;;
+tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8
+$plan64" ;;
+      512) list="tp8pp8dp8z1:--tp 8 --sp --pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
+tp8dp64z1:--tp 8 --sp --dp 64 --zero 1 --batch 64" ;;
       *) die2 "--ranks: 8, 64 or 512 (got $n)" ;;
     esac ;;
     esac
@@ -162,7 +186,7 @@ tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8" ;;
       b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
       printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' "$model" "$n" "$name" "${ms:-?}" \
         "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load" >> "$out"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$layers" >> "$out"
     done
   done
 done

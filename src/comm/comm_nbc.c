@@ -337,6 +337,22 @@ static void nbc_start_cpu(void *buffers[], void *cl_arg)
                              f.counts + p, MPI_FLOAT, a.comm, &f.req);
         sent = SW_NUMEL_OF(buffers[1]);
         break;
+    case SW_NBC_ALLGATHER_INPLACE:
+        f.counts = row_counts(a.comm, SW_ROWS_OF(buffers[1]), SW_COLS_OF(buffers[1]));
+#ifdef STARPU_SIMGRID
+        /* this rank's block sent from SMPI's folded memory, not
+         * MPI_IN_PLACE (SMPI's in-place handling is where its all-reduce
+         * read a freed temporary, above); the values are not computed */
+        f.sim_buf = SMPI_SHARED_MALLOC(sizeof(float) * (size_t)(f.counts[me] > 0 ? f.counts[me] : 1));
+        if (!f.sim_buf) sw_fail(__FILE__, __LINE__, "malloc", -ENOMEM);
+        rc = MPI_Iallgatherv(f.sim_buf, f.counts[me], MPI_FLOAT, in, f.counts, f.counts + p, MPI_FLOAT, a.comm,
+                             &f.req);
+#else
+        rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, in, f.counts, f.counts + p, MPI_FLOAT, a.comm,
+                             &f.req);
+#endif
+        sent = f.counts[me]; /* as SW_NBC_ALLGATHER: its own block handed to MPI */
+        break;
     case SW_NBC_REDUCE_SCATTER:
         f.counts = row_counts(a.comm, SW_ROWS_OF(buffers[1]), SW_COLS_OF(buffers[1]));
         rc = MPI_Ireduce_scatter(in, SW_F32_OF(buffers[2]), f.counts, MPI_FLOAT, op, a.comm, &f.req);

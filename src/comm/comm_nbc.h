@@ -17,7 +17,10 @@
 #include <mpi.h>
 #include <starpu.h>
 
-typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER, SW_NBC_ALLTOALL } sw_nbc_kind;
+/* SW_NBC_ALLGATHER_INPLACE: `in` (RW) is the whole tensor, this rank's row
+ * block in place (sw_allgather_inplace; submitted in simulation only,
+ * collectives.c says why) */
+typedef enum { SW_NBC_ALLREDUCE, SW_NBC_ALLGATHER, SW_NBC_REDUCE_SCATTER, SW_NBC_ALLTOALL, SW_NBC_ALLGATHER_INPLACE } sw_nbc_kind;
 
 /* Whether MPI may be called from worker threads (MPI_THREAD_MULTIPLE). */
 int sw_nbc_available(void);
