@@ -122,10 +122,17 @@ if [ -n "${SW_SIM_FOLD_DIR:-}" ]; then
     die2 "cannot compile $top/bench/sim_fold.c (for SW_SIM_FOLD_DIR)"
   preload=$fold/sim_fold.so
 fi
+# No detached sends (smpi/send-is-detached-thresh 0; SMPI detaches every
+# send under 64 KiB): SimGrid 3.32 keeps each detached message in flight
+# in one list of its maestro and finds it there by a linear search when it
+# completes: LLaMA-7B at 256 ranks held 36439 there, and at 512 ranks the
+# searches took 95 % of the CPU time (docs/simulation.md, "What the CPU
+# time goes to"). A send that is not detached is kept in its sender's
+# list instead. MPI does not promise that a send is buffered.
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
-    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" \
+    --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
     --log=xbt_cfg.thres:warning
 }
 nest=0
