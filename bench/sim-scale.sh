@@ -32,7 +32,12 @@
 #                  bench/plan-scale.sh (1 sequence of 2048 per rank for
 #                  LLaMA-7B, 8 of 1024 for GPT-2 1.5B): LLaMA-7B
 #                  planner-tp8dp8z2m2 megatron-tp8spdp8z1m2sel
-#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m4sel
+#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m4sel;
+#                  and its 512-rank one (LLaMA-7B 64 sequences, GPT-2 1.5B
+#                  512: 32 bits cap them): LLaMA-7B planner-tp16dp32z3
+#                  torchtitan-tp8spdp64z3sel (Megatron's: tp8dp64z1),
+#                  GPT-2 1.5B planner-dp512z2 megatron-dp512z1full
+#                  torchtitan-dp512z3sel
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
@@ -117,11 +122,21 @@ for model in $models; do
   # and the hand-written ones of Megatron-LM's and torchtitan's
   # documentation (GPT-2 1.5B: the planner's is torchtitan's; Megatron's
   # do not fit its budget)
+  # At 512 ranks (bench/plan-scale.sh --worlds 512): the global batch is
+  # capped by 32 bits (GPT-2 1.5B 512 sequences, LLaMA-7B 64); torchtitan's
+  # LLaMA-7B dp 512 is refused there (batch 64 < dp 512), its 2D layout
+  # (tp 8 + sp inside a node, FSDP across) is not; Megatron's LLaMA-7B
+  # layout is tp8dp64z1 below
   case "$model" in
-    gpt2*) plan64="planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512" ;;
+    gpt2*) plan64="planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512"
+      plan512="planner-dp512z2:--dp 512 --zero 2 --recompute none --batch 512
+megatron-dp512z1full:--dp 512 --zero 1 --recompute full --batch 512
+torchtitan-dp512z3sel:--dp 512 --zero 3 --recompute selective --batch 512" ;;
     *) plan64="planner-tp8dp8z2m2:--tp 8 --dp 8 --zero 2 --grad-accum 2 --recompute none --batch 64
 megatron-tp8spdp8z1m2sel:--tp 8 --sp --dp 8 --zero 1 --grad-accum 2 --recompute selective --batch 64
-torchtitan-dp64z3sel:--dp 64 --zero 3 --grad-accum 1 --recompute selective --batch 64" ;;
+torchtitan-dp64z3sel:--dp 64 --zero 3 --grad-accum 1 --recompute selective --batch 64"
+      plan512="planner-tp16dp32z3:--tp 16 --dp 32 --zero 3 --recompute none --batch 64
+torchtitan-tp8spdp64z3sel:--tp 8 --sp --dp 64 --zero 3 --recompute selective --batch 64" ;;
   esac
   for n in $ranks; do
     rpn=$((n < 8 ? n : 8))
@@ -140,7 +155,8 @@ pp8v2dp8z1:--pp 8 --pp-virtual 2 --dp 8 --zero 1 --grad-accum $k --batch $((8 * 
 dp64z3:--dp 64 --zero 3 --batch 64
 $plan64" ;;
       gpt2*:512) list="pp8dp64z1:--pp 8 --dp 64 --zero 1 --grad-accum $k --batch $((64 * k))
-dp512z1:--dp 512 --zero 1 --batch 512" ;;
+dp512z1:--dp 512 --zero 1 --batch 512
+$plan512" ;;
       *) case "$n" in
       8) list="tp8sp:--tp 8 --sp --batch 1
 pp8:--pp 8 --grad-accum $k --batch $k
@@ -153,7 +169,8 @@ tp8dp8z1:--tp 8 --sp --dp 8 --zero 1 --batch 8
 tp8dp8z3:--tp 8 --sp --dp 8 --zero 3 --batch 8
 $plan64" ;;
       512) list="tp8pp8dp8z1:--tp 8 --sp --pp 8 --dp 8 --zero 1 --grad-accum $k --batch $((8 * k))
-tp8dp64z1:--tp 8 --sp --dp 64 --zero 1 --batch 64" ;;
+tp8dp64z1:--tp 8 --sp --dp 64 --zero 1 --batch 64
+$plan512" ;;
       *) die2 "--ranks: 8, 64 or 512 (got $n)" ;;
     esac ;;
     esac

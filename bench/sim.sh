@@ -129,10 +129,19 @@ fi
 # searches took 95 % of the CPU time (docs/simulation.md, "What the CPU
 # time goes to"). A send that is not detached is kept in its sender's
 # list instead. MPI does not promise that a send is buffered.
+# Open MPI's choice of algorithm for the blocking collectives
+# (smpi/coll-selector ompi: the real runs' MPI): SMPI's default ones send
+# from every rank to every other at once, and SimGrid's cost of a request
+# grows with those its actor has pending -- 5 all-gathers of one integer
+# over 512 ranks took 334 s of CPU, 2.2 s with Open MPI's algorithms. The
+# blocking collectives are the program's own (the mesh's communicators,
+# the gathers of its reports); the step's are non-blocking, which SMPI
+# runs one way whatever the selector (docs/simulation.md).
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
+    --cfg=smpi/coll-selector:ompi \
     --log=xbt_cfg.thres:warning
 }
 nest=0
