@@ -37,7 +37,8 @@
 #                  512: 32 bits cap them): LLaMA-7B planner-tp16dp32z3
 #                  torchtitan-tp8spdp64z3sel (Megatron's: tp8dp64z1),
 #                  GPT-2 1.5B planner-dp512z2 megatron-dp512z1full
-#                  torchtitan-dp512z3sel
+#                  torchtitan-dp512z3sel (a dp group of 512: out of the
+#                  simulation's reach so far, docs/simulation.md)
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
 # Each run's wall time, CPU time (both passes of --estimate) and the load

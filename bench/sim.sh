@@ -126,8 +126,8 @@ fi
 # send under 64 KiB): SimGrid 3.32 keeps each detached message in flight
 # in one list of its maestro and finds it there by a linear search when it
 # completes: LLaMA-7B at 256 ranks held 36439 there, and at 512 ranks the
-# searches took 95 % of the CPU time (docs/simulation.md, "What the CPU
-# time goes to"). A send that is not detached is kept in its sender's
+# searches took 95 % of the CPU time (docs/simulation.md, "512 ranks
+# end"). A send that is not detached is kept in its sender's
 # list instead. MPI does not promise that a send is buffered.
 # Open MPI's choice of algorithm for the blocking collectives
 # (smpi/coll-selector ompi: the real runs' MPI): SMPI's default ones send
@@ -141,7 +141,7 @@ run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
-    --cfg=smpi/coll-selector:ompi \
+    --cfg=smpi/coll-selector:ompi --log=smpi_coll.thres:warning --log=smpi_colls.thres:warning \
     --log=xbt_cfg.thres:warning
 }
 nest=0
