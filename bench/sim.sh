@@ -133,7 +133,8 @@ fi
 # (smpi/coll-selector ompi: the real runs' MPI): SMPI's default ones send
 # from every rank to every other at once, and SimGrid's cost of a request
 # grows with those its actor has pending -- 5 all-gathers of one integer
-# over 512 ranks took 334 s of CPU, 2.2 s with Open MPI's algorithms. The
+# over 512 ranks took 343 s of CPU, 3 s with Open MPI's algorithms
+# (bench/sim-colls.sh). The
 # blocking collectives are the program's own (the mesh's communicators,
 # the gathers of its reports); the step's are non-blocking, which SMPI
 # runs one way whatever the selector (docs/simulation.md).
