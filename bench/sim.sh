@@ -237,6 +237,12 @@ if [ -n "$miss" ]; then
   die2 "codelet '$miss' has no calibrated time for a size this run needs (host '$host', $calib): run bench/calibrate.sh with this shape and layout (the real build records every codelet's size it runs)"
 fi
 [ "$rc" -eq 0 ] || { echo "$me: the simulated run failed (exit $rc)" >&2; exit "$rc"; }
+# SimGrid ends a deadlocked simulation with status 0: any deadlock but the
+# harmless one of StarPU-MPI's end (above) fails the run
+if [ "$end_only" = 0 ] && grep -q 'Deadlock detected' "$log"; then
+  echo "$me: the simulation deadlocked: SimGrid's list of the actors left waiting is above" >&2
+  exit 1
+fi
 sim=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$log" | tail -n 1)
 wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 [ "$nest" = 0 ] ||

@@ -125,6 +125,33 @@ if want "ZeRO-1 all-gather"; then
   check "gpt_train $z1 simulated: exit $rc, ${ms:-no} simulated ms/step, $n trace record(s) of MPI's in-place all-gather" \
     [ "$rc" = 0 -a -n "$ms" -a "$n" -gt 0 ]
 fi
+# The collectives MPI runs, simulated as point-to-point exchanges
+# (src/comm/comm_nbc.c): one data-parallel group of 8 ranks on 2 nodes
+# (recursive halving and doubling: 3 exchanges per reduce-scatter or
+# all-gather, 6 per all-reduce) and one of 3 (a ring: 2 and 4). Their
+# sizes estimated from the calibration. Each rank's counters must show
+# between 3 and 6 (2 and 4) exchanges per collective MPI ran.
+if want "collectives at 8 and 3 ranks"; then
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --ranks-per-node 4 --preset eth25 --out "$TMPD/eth8" > /dev/null
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 3 --preset eth25 --out "$TMPD/eth3" > /dev/null
+  for run in "8:3:6:--dp 8 --zero 1" "3:2:4:--dp 3 --zero 1"; do
+    np=${run%%:*} rest=${run#*:}
+    lo=${rest%%:*} rest=${rest#*:}
+    hi=${rest%%:*} args=${rest#*:}
+    t0=$(date +%s)
+    sim dp$np "$TMPD/eth$np" --estimate examples/gpt_train $args $(echo "$shape" | sed "s/--batch 2/--batch $np/") \
+      --collective-algo mpi --steps 2 --counters
+    rc=$?
+    ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/dp$np")
+    bad=$(sed -n 's/^counters: rank \([0-9]*\):.* mpi_collective=\([0-9]*\).* sim_exchange=\([0-9]*\).*/\1 \2 \3/p' "$TMPD/dp$np" |
+      awk -v lo=$lo -v hi=$hi '{ n++; if (!($2 > 0 && $3 >= lo * $2 && $3 <= hi * $2)) print "rank " $1 ": " $2 " collectives, " $3 " exchanges" }
+        END { if (n != '"$np"') print n + 0 " counter lines" }')
+    ex=$(sed -n 's/^counters: rank 0:.* mpi_collective=\([0-9]*\).* sim_exchange=\([0-9]*\).*/\1 collectives, \2 exchanges/p' "$TMPD/dp$np")
+    [ "$rc" = 0 ] && [ -n "$ms" ] && [ -z "$bad" ] || cat "$TMPD/dp$np"
+    check "gpt_train $args on $np simulated ranks: exit $rc, ${ms:-no} simulated ms/step, rank 0 ${ex:-no counters}, $lo-$hi exchanges per collective on every rank${bad:+ (not: $bad)}, $(($(date +%s) - t0)) s" \
+      [ "$rc" = 0 -a -n "$ms" -a -z "$bad" ]
+  done
+fi
 if want "bad input"; then
   sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --out "$TMPD/one" > /dev/null
   t0=$(date +%s)

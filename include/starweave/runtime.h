@@ -195,6 +195,8 @@ typedef enum sw_counter {
     SW_COUNT_GEMM_WIDENED,    /**< bf16 GEMMs whose operands were widened to fp32 (no native bf16 product) */
     SW_COUNT_LATE_W,          /**< Zero Bubble's W units (weight gradients) a pipeline stage submitted after its
                                * step's last forward: the cooldown's, per step */
+    SW_COUNT_SIM_EXCHANGE,    /**< simulation build: point-to-point exchanges the collectives MPI runs were simulated
+                               * as (recursive halving and doubling, or a ring; src/comm/comm_nbc.c) */
     SW_COUNTER_COUNT          /**< the number of counters */
 } sw_counter;
 /** The count of c (0 for an unknown c). */

@@ -57,7 +57,7 @@ sw_comm *sw_comm_create(const sw_mesh *m)
         if (sw_nbc_available() && sw_mesh_size(m, (sw_group)g) > 1) {
             SW_CHECK(MPI_Comm_dup(comm, &c->nbc_comm[g]));
 #ifdef STARPU_SIMGRID
-            sw_sim_comm_speaker(c->nbc_comm[g], sw_nbc_sim_speaker()); /* its collectives' actor */
+            sw_nbc_sim_serve(c->nbc_comm[g]);
 #endif
             starpu_void_data_register(&c->token[g]);
         }
@@ -101,6 +101,9 @@ void sw_comm_destroy(sw_comm *c)
         }
         if (!c->token[g]) continue;
         starpu_data_unregister(c->token[g]); /* waits for the group's collectives */
+#ifdef STARPU_SIMGRID
+        sw_nbc_sim_stop(c->nbc_comm[g]);
+#endif
         SW_CHECK(MPI_Comm_free(&c->nbc_comm[g]));
     }
     sw_nbc_detach();

@@ -27,8 +27,11 @@ int sw_nbc_available(void);
 /* The hook and the backstop thread, while at least one context uses them. */
 void sw_nbc_attach(void);
 #ifdef STARPU_SIMGRID
-/* simulated: the pid of the actor that runs this rank's collectives */
-long sw_nbc_sim_speaker(void);
+/* simulated: comm's server (comm_nbc.c), which runs its collectives and
+ * speaks for this rank on it; made by main (collective over comm), stopped
+ * after comm's last collective */
+void sw_nbc_sim_serve(MPI_Comm comm);
+void sw_nbc_sim_stop(MPI_Comm comm);
 #endif
 void sw_nbc_detach(void);
 /* Submits the collective on comm: all-reduce `in` in place (out NULL);

@@ -122,9 +122,20 @@ static void *spawned_main(void *p)
     return nullptr;
 }
 
-void sw_sim_spawn(void (*fn)(void *), void *arg)
+/* The actor runs on the host of the rank's first CPU worker (StarPU names
+ * it as main's with CPU0 for MAIN), not on main's: an adopted actor on
+ * main's host stalled the collectives of Open MPI's algorithms
+ * (smpi/coll-selector:ompi) in the next MPI_Comm_dup of main, at 8 ranks
+ * (not at 2 or 4) -- the worker's actors, adopted on their hosts, never
+ * did. */
+starpu_pthread_t sw_sim_spawn(void (*fn)(void *), void *arg)
 {
+    std::string name = sg_host_get_name(sg_host_self());
+    size_t at = name.rfind("MAIN");
+    sg_host_t host = at == std::string::npos ? nullptr : sg_host_by_name(name.replace(at, 4, "CPU0").c_str());
     starpu_pthread_t t;
-    starpu_pthread_create(&t, nullptr, spawned_main, new spawned{fn, arg});
+    starpu_pthread_create_on("sw_collectives", &t, nullptr, spawned_main, new spawned{fn, arg},
+                             host ? host : sg_host_self());
+    return t;
 }
 }

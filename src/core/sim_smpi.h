@@ -4,6 +4,9 @@
 #define SW_SIM_SMPI_H
 #include <mpi.h>
 #include <starpu_config.h>
+#ifdef STARPU_SIMGRID
+#include <starpu_thread.h>
+#endif
 
 #ifdef STARPU_SIMGRID
 #ifdef __cplusplus
@@ -23,9 +26,10 @@ void sw_sim_world_release(void);
 void sw_sim_adopt_worker(void);
 /* the calling actor's pid */
 long sw_sim_self_pid(void);
-/* runs fn(arg) in a new actor on the caller's host, sharing its rank's MPI
- * process (to wait for a request there without holding the caller) */
-void sw_sim_spawn(void (*fn)(void *), void *arg);
+/* runs fn(arg) in a new actor sharing its rank's MPI process (to run
+ * collectives there without holding the caller); its thread, for
+ * starpu_pthread_join */
+starpu_pthread_t sw_sim_spawn(void (*fn)(void *), void *arg);
 #ifdef __cplusplus
 }
 #endif

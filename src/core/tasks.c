@@ -25,7 +25,7 @@ static int64_t counters[SW_COUNTER_COUNT];
 static const char *const counter_names[SW_COUNTER_COUNT] = {
     "gemm_openblas", "gemm_onednn", "gemm_cublas", "gemm_bf16", "cast_bf16", "allreduce", "allgather",
     "reduce_scatter", "alltoall", "broadcast", "ring_shift", "mpi_collective", "mpi_deferred", "p2p_send",
-    "task_priority", "send", "gemm_widened", "late_w"};
+    "task_priority", "send", "gemm_widened", "late_w", "sim_exchange"};
 
 void sw_counter_add(sw_counter c, int64_t n)
 {
