@@ -126,18 +126,20 @@ if want "ZeRO-1 all-gather"; then
     [ "$rc" = 0 -a -n "$ms" -a "$n" -gt 0 ]
 fi
 # The collectives MPI runs, simulated as point-to-point exchanges
-# (src/comm/comm_nbc.c): one data-parallel group of 8 ranks on 2 nodes
-# (recursive halving and doubling: 3 exchanges per reduce-scatter or
-# all-gather, 6 per all-reduce) and one of 3 (a ring: 2 and 4). Their
-# sizes estimated from the calibration. Each rank's counters must show
-# between 3 and 6 (2 and 4) exchanges per collective MPI ran.
-if want "collectives at 8 and 3 ranks"; then
-  sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --ranks-per-node 4 --preset eth25 --out "$TMPD/eth8" > /dev/null
+# (src/comm/comm_nbc.c): one data-parallel group of 3 ranks (one round: 2
+# exchanges per collective, one per peer), of 16 on 2 nodes (recursive
+# halving and doubling: 4 exchanges per reduce-scatter or all-gather, 8 per
+# all-reduce) and of 12 (a ring: 11 and 22). Their sizes estimated from
+# the calibration. Each rank's counters must show that many exchanges per
+# collective MPI ran.
+if want "collectives at 3, 16 and 12 ranks"; then
   sh "$top_srcdir/bench/sim-platform.sh" --nodes 3 --preset eth25 --out "$TMPD/eth3" > /dev/null
-  for run in "8:3:6:--dp 8 --zero 1" "3:2:4:--dp 3 --zero 1"; do
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --ranks-per-node 8 --preset eth25 --out "$TMPD/eth16" > /dev/null
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --ranks-per-node 6 --preset eth25 --out "$TMPD/eth12" > /dev/null
+  for run in "3:2:2" "16:4:8" "12:11:22"; do
     np=${run%%:*} rest=${run#*:}
     lo=${rest%%:*} rest=${rest#*:}
-    hi=${rest%%:*} args=${rest#*:}
+    hi=${rest%%:*} args="--dp $np --zero 1"
     t0=$(date +%s)
     sim dp$np "$TMPD/eth$np" --estimate examples/gpt_train $args $(echo "$shape" | sed "s/--batch 2/--batch $np/") \
       --collective-algo mpi --steps 2 --counters
