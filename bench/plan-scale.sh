@@ -10,20 +10,24 @@
 # not the simulated task graph: the simulation helper has no calibration of
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
-# usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--worlds "64 512"]
+# usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--worlds "64 512"] [--layers L]
+#   --layers L  every model with L layers instead of its own 48 / 32 (what
+#               bench/sim-scale.sh --layers simulates: the estimate beside it)
 #   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
 # Default machine (typed, printed): 8 ranks per node of one CPU core each at
 # this VM's quiet GEMM rate (149 GFLOP/s per worker, BENCHMARKS.md
 # headline), bench/sim-platform.sh's nvlink-ib links (ASSUMPTIONS).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="64 512" me=plan-scale.sh
+build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --machine) machine=$2; shift 2 ;;
     --worlds) worlds=$2; shift 2 ;;
+    --layers) layers=$2; shift 2
+      case $layers in ''|*[!0-9]*|0) echo "plan-scale: --layers wants a positive integer (got '$layers')" >&2; exit 2 ;; esac ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) echo "plan-scale: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -70,6 +74,8 @@ echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H
 grep -v '^#' "$machine" | sed 's/^/  /'
 printf '| model | ranks | budget MiB/rank | batch | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|---|\n'
 models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|' read -r name budget per flags; do
+  label=$name
+  [ -z "$layers" ] || { flags=$(echo "$flags" | sed "s/--layers [0-9]*/--layers $layers/"); label="$name ($layers layers)"; }
   for n in $worlds; do
     # the global batch: per rank x ranks, capped at the largest power of 2 with seq*batch*4*hidden < 2^32
     seq=$(echo "$flags" | sed 's/.*--seq \([0-9]*\).*/\1/') hid=$(echo "$flags" | sed 's/.*--hidden \([0-9]*\).*/\1/')
@@ -86,9 +92,9 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
     if [ -n "$best" ]; then
       ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
       lay=$(echo "$best" | sed 's/^plan: *1 *\([^ ]* *\)\{7\}//')
-      echo "| $name | $n | $budget | $bnote | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
+      echo "| $label | $n | $budget | $bnote | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
     else
-      echo "| $name | $n | $budget | $bnote | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+      echo "| $label | $n | $budget | $bnote | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
     fi
     hands | while IFS='|' read -r hname src hflags; do
       [ "$hname" = "$name" ] || continue
@@ -111,10 +117,10 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
       if [ -n "$got" ]; then row=$got hf=$gotf; elif [ -n "$drop" ]; then row=$drop hf=$dropf; else row=$first hf=$firstf; fi
       case $row in
         fits*) ms=$(echo "$row" | sed 's/.*, \([0-9.]*\) ms\/step/\1/'); need=$(echo "$row" | sed 's/.*need \([0-9]*\) bytes.*/\1/')
-          echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;
-        dropped*) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | does not fit: $(echo "$row" | cut -f3) | - |" ;;
-        illegal*) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | refused: $(echo "$row" | cut -f3) | - |" ;;
-        *) echo "| $name | $n | $budget | $bnote | \`$hf\` | $src | not in the planner's space | - |" ;;
+          echo "| $label | $n | $budget | $bnote | \`$hf\` | $src | $ms | $(awk -v b="$need" 'BEGIN { printf "%.3f", b / 1048576 }') |" ;;
+        dropped*) echo "| $label | $n | $budget | $bnote | \`$hf\` | $src | does not fit: $(echo "$row" | cut -f3) | - |" ;;
+        illegal*) echo "| $label | $n | $budget | $bnote | \`$hf\` | $src | refused: $(echo "$row" | cut -f3) | - |" ;;
+        *) echo "| $label | $n | $budget | $bnote | \`$hf\` | $src | not in the planner's space | - |" ;;
       esac
     done
   done
