@@ -54,16 +54,17 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"gemm_half_rows", &m->gemm_half_rows, m->rows_src, sizeof m->rows_src},
             {"adam_ns", &m->adam_ns, m->adam_src, sizeof m->adam_src},
             {"p2p_spin", &m->p2p_spin, m->spin_src, sizeof m->spin_src},
+            {"elem_ns", &m->elem_ns, m->elem_src, sizeof m->elem_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns)", path, ln, key);
             fclose(f);
             return -1;
         }
-        if (v == 0 && k < 7) { /* the last three may be 0: the term left out */
+        if (v == 0 && k < 7) { /* the last four may be 0: the term left out */
             snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
             fclose(f);
             return -1;
@@ -115,7 +116,7 @@ static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 0, .nam
  * against 1.3 in a program of its own (2026-11-28) */
 typedef struct {
     int N, K;
-    double rate[2], secs[2], adam_ns;
+    double rate[2], secs[2], adam_ns, elem_ns;
     int runs[2], adam_reps;
 } kernel_rates;
 
@@ -177,6 +178,22 @@ static void measure_kernels(void *buffers[], void *arg)
         if (pass > 0 && (best == 0 || s < best)) best = s;
     }
     k->adam_ns = best * 1e9 / (double)P, k->adam_reps = 9;
+    /* a memory-bound pass over an activation: an RMSNorm forward (each row's sum of squares, then the row
+     * scaled by the weight) over the same 4M elements in rows of N, the fastest of 9 after a first */
+    best = 0;
+    for (int pass = 0; pass < 10; pass++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (size_t r = 0; r + (size_t)N <= P; r += (size_t)N) {
+            float ss = 0;
+            for (int i = 0; i < N; i++) ss += g[r + i] * g[r + i];
+            const float inv = 1.0f / sqrtf(ss / (float)N + 1e-5f);
+            for (int i = 0; i < N; i++) v[r + i] = g[r + i] * inv * p[i];
+        }
+        double s = seconds_since(&t0);
+        if (pass > 0 && (best == 0 || s < best)) best = s;
+    }
+    k->elem_ns = best * 1e9 / (double)(P / (size_t)N * (size_t)N);
     free(p), free(g), free(mm), free(v);
 }
 /* run in simulation too: the figures are this machine's either way */
@@ -223,6 +240,9 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     m->adam_ns = k.adam_ns;
     snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over 4194304 fp32 "
              "parameters, one worker, the fastest of %d passes after a first (not the codelet)", k.adam_reps);
+    m->elem_ns = k.elem_ns;
+    snprintf(m->elem_src, sizeof m->elem_src, "measured now: an RMSNorm forward of the planner's over 4194304 fp32 "
+             "elements in rows of %d, one worker, the fastest of 9 passes after a first (not the codelet)", k.N);
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     m->cores = nc > 0 ? (double)nc : 1;
     snprintf(m->cores_src, sizeof m->cores_src, "counted (sysconf, online CPUs of this node)");
@@ -263,6 +283,9 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
         fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
                 m->spin_src);
     else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
+    if (m->elem_ns > 0)
+        fprintf(f, "%sactivation pass %.3g ns per element per worker: %s\n", prefix, m->elem_ns, m->elem_src);
+    else fprintf(f, "%sthe blocks' norms and residual adds left out (elem_ns not given)\n", prefix);
 }
 
 /* -------------------------------------------------------------- rules */
@@ -363,7 +386,13 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     double params = (layers_here * wblock + (stage == 0 || last ? (double)c->vocab_padded * h : 0)) / c->tp;
     if (c->zero >= 1) params /= c->ulysses * c->ring * c->dp;
     double optimizer = params * mc->adam_ns / 1e6 / workers;
-    double compute = K * (layers_here * block + head) / rate * 1e3 + optimizer;
+    /* the blocks' memory-bound passes over [rows, hidden] activations: two norms forward and backward, the two
+     * residual adds and their gradients -- about 8 passes of an RMSNorm forward per block and micro-batch (7.7
+     * by the codelets' calibrated times in a simulated LLaMA-7B block) -- over the rank's rows: its share of
+     * the sequence under sequence parallelism, every row of the tensor-parallel group without (each rank
+     * repeats them: a 1-layer LLaMA-7B at tp 16 without sp simulated some 150 ms of them per step) */
+    double elem = K * layers_here * 8.0 * (c->sp ? Tm / c->tp : Tm) * h * mc->elem_ns / 1e6 / workers;
+    double compute = K * (layers_here * block + head) / rate * 1e3 + optimizer + elem;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;

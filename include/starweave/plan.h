@@ -41,14 +41,17 @@ typedef struct sw_plan_machine {
     double adam_ns;         /**< ns per parameter of one worker's optimizer update, a memory-bound pass (0: left out) */
     double p2p_spin;        /**< cores a rank's StarPU-MPI progression thread takes while a point-to-point receive
                                  is posted (pipeline, Ring): it polls without sleeping (0: left out) */
+    double elem_ns;         /**< ns per element of one worker's memory-bound pass over a [rows, hidden] activation
+                                 (an RMSNorm forward): the blocks' norms and residual adds (0: left out) */
     ///@{
-    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200]; /**< where each comes from */
+    char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200],
+        elem_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
  * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
- * gemm_half_rows, adam_ns, p2p_spin;
+ * gemm_half_rows, adam_ns, p2p_spin, elem_ns;
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
@@ -59,7 +62,8 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
  * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden,
  * extrapolated to many rows); gemm_half_rows measured now (the same GEMM
  * at 16 and 256 rows); adam_ns measured now (an AdamW loop over 4M
- * parameters, not the codelet); task_us measured now (2000 empty StarPU
+ * parameters, not the codelet); elem_ns measured now (an RMSNorm forward
+ * of the planner's over 4M elements in rows of hidden); task_us measured now (2000 empty StarPU
  * tasks: needs the runtime, sw_init); the cores counted; the links
  * bench/sim-platform.sh's vm-measured figures (2 ranks through shared
  * memory, BENCHMARKS.md); p2p_spin typed (1 core). About a second in all;
