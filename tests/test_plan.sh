@@ -147,6 +147,25 @@ if want "deterministic"; then
     eval '[ "$ra" = 0 ] && [ "$rows" -ge 8 ] && cmp -s "$TMPD/a" "$TMPD/b" && grep -q "typed for the test" "$TMPD/a"'
 fi
 
+# The blocks' activation passes (elem_ns): tensor parallelism without sp
+# repeats the norms and residual adds on every rank of the group, with sp
+# each rank passes over its share of the rows. Given elem_ns, tp 2's step
+# grows twice as much without sp as with it; without elem_ns, not at all.
+if want "activation passes"; then
+  sed '/^elem_ns/d' "$TMPD/machine" > "$TMPD/m0"
+  { cat "$TMPD/m0"; echo "elem_ns 50 typed for the test"; } > "$TMPD/m50"
+  for m in m0 m50; do
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-list "$TMPD/l$m" $SMALL > "$TMPD/o$m" 2>&1
+  done
+  ms() { awk -F '\t' -v f="--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none" \
+    '$2 == f { sub(/.*, /, "", $3); sub(/ ms\/step/, "", $3); print $3 }' "$TMPD/l$1"; }
+  a0=$(ms m0 "") a1=$(ms m50 "") b0=$(ms m0 "--sp ") b1=$(ms m50 "--sp ")
+  check "elem_ns 50: tp 2 without sp ${a0:-?} -> ${a1:-?} ms, with sp ${b0:-?} -> ${b1:-?} ms (twice the rows: twice the growth); the machine line printed" \
+    eval 'awk -v a0="$a0" -v a1="$a1" -v b0="$b0" -v b1="$b1" "BEGIN { d = a1 - a0; e = b1 - b0; exit !(a0 > 0 && b0 > 0 && e > 0 && d > 1.99 * e && d < 2.01 * e) }" &&
+      grep -q "activation pass 50 ns per element per worker: typed for the test" "$TMPD/om50" &&
+      grep -q "norms and residual adds left out (elem_ns not given)" "$TMPD/om0"'
+fi
+
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
   layout="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 2 --recompute selective"
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" $SMALL > /dev/null 2>&1
