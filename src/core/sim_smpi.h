@@ -4,11 +4,9 @@
 #define SW_SIM_SMPI_H
 #include <mpi.h>
 #include <starpu_config.h>
-#ifdef STARPU_SIMGRID
-#include <starpu_thread.h>
-#endif
 
 #ifdef STARPU_SIMGRID
+#include <starpu_thread.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
