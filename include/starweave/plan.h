@@ -62,8 +62,9 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
  * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden,
  * extrapolated to many rows); gemm_half_rows measured now (the same GEMM
  * at 16 and 256 rows); adam_ns measured now (an AdamW loop over 4M
- * parameters, not the codelet); elem_ns measured now (an RMSNorm forward
- * of the planner's over 4M elements in rows of hidden); task_us measured now (2000 empty StarPU
+ * parameters, not the codelet); elem_ns 0 (left out: its pass, an RMSNorm
+ * forward over 4M elements, is measured and named in elem_src for a
+ * machine file to give); task_us measured now (2000 empty StarPU
  * tasks: needs the runtime, sw_init); the cores counted; the links
  * bench/sim-platform.sh's vm-measured figures (2 ranks through shared
  * memory, BENCHMARKS.md); p2p_spin typed (1 core). About a second in all;
