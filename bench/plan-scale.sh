@@ -48,6 +48,7 @@ gemm_half_rows 8 typed: ASSUMPTION (a GEMM of 8 rows at half the rate)
 adam_ns 8 typed: ASSUMPTION (8 ns per parameter per worker)
 p2p_spin 0 typed: a core per progression thread besides the workers
 elem_ns 1.07 measured on this VM: gpt_train --plan's activation pass (an RMSNorm forward, one worker), 2026-11-29, the core's other thread busy
+coll_offload 1 typed: the collectives MPI runs (bench/sim-scale.sh's --collective-algo mpi), or NCCL on GPUs, progress beside the workers
 M
 fi
 # model | budget MiB per rank | sequences per rank | flags. LLaMA-7B: 1 per

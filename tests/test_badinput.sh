@@ -31,6 +31,9 @@ expect "expects an integer, got 'abc'" --steps abc
 expect "dropout must be in \[0, 1) (dropout = 1.5)" --dropout 1.5
 expect "model must be gpt2 or llama (model = bert)" --model bert
 expect "clip-grad must not be negative (clip-grad = -1)" --clip-grad -1
+# a planner's machine file: a flag of two values (coll_offload) named with its value and line
+printf 'gemm_gflops 10\ncoll_offload 2\n' > "$TMPD/machine"
+expect "machine file '$TMPD/machine' line 2: coll_offload must be 0 or 1 (2)" --plan --plan-ranks 2 --plan-machine "$TMPD/machine"
 # the same rule checked by every rank of an MPI launch: all exit 2, no hang
 MPIRUN=${MPIRUN:-mpirun}
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$GPT_TRAIN" --hidden 100 --heads 3 > "$TMPD/out" 2>&1

@@ -166,6 +166,24 @@ if want "activation passes"; then
       grep -q "norms and residual adds left out (elem_ns not given)" "$TMPD/om0"'
 fi
 
+# The data-parallel group's overlap (coll_offload): a rank of one worker whose collectives reduce on it
+# hides nothing; with collectives that progress beside the workers (MPI's own, NCCL) the buckets run
+# under the backward and ZeRO-3's gathers under the compute, while ZeRO-1's all-gather of the updated
+# values, after the optimizer, stays: half its group's traffic
+if want "collectives beside the workers"; then
+  { cat "$TMPD/machine"; echo "coll_offload 1 typed for the test"; } > "$TMPD/mc1"
+  for m in machine mc1; do
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/o$m" 2>&1
+  done
+  comm() { awk -v f="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $2 --grad-accum 1 --recompute none" \
+    '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $5 }' "$TMPD/o$1"; }
+  z0=$(comm machine 0) z0o=$(comm mc1 0) z1=$(comm machine 1) z1o=$(comm mc1 1) z3=$(comm machine 3) z3o=$(comm mc1 3)
+  check "dp 2's comm ms, on the workers -> beside them: ZeRO-0 ${z0:-?} -> ${z0o:-?}, ZeRO-1 ${z1:-?} -> ${z1o:-?} (its gather stays), ZeRO-3 ${z3:-?} -> ${z3o:-?}; the machine line printed" \
+    eval 'awk -v a="$z0" -v b="$z0o" -v c="$z1" -v d="$z1o" -v e="$z3" -v f="$z3o" "BEGIN { exit !(a > 0 && c > 0 && e > 0 && b < 0.2 * a && d >= 0.5 * c && d < 0.75 * c && f < 0.2 * e) }" &&
+      grep -q "collectives progress beside the workers: typed for the test" "$TMPD/omc1" &&
+      grep -q "collectives reduce on the workers" "$TMPD/omachine"'
+fi
+
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
   layout="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 2 --recompute selective"
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" $SMALL > /dev/null 2>&1

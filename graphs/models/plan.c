@@ -55,17 +55,23 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"adam_ns", &m->adam_ns, m->adam_src, sizeof m->adam_src},
             {"p2p_spin", &m->p2p_spin, m->spin_src, sizeof m->spin_src},
             {"elem_ns", &m->elem_ns, m->elem_src, sizeof m->elem_src},
+            {"coll_offload", &m->coll_offload, m->coll_src, sizeof m->coll_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload)", path, ln, key);
             fclose(f);
             return -1;
         }
-        if (v == 0 && k < 7) { /* the last four may be 0: the term left out */
+        if (v == 0 && k < 7) { /* the last five may be 0: the term left out */
             snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
+            fclose(f);
+            return -1;
+        }
+        if (keys[k].v == &m->coll_offload && v != 0 && v != 1) {
+            snprintf(msg, n, "machine file '%s' line %d: coll_offload must be 0 or 1 (%g)", path, ln, v);
             fclose(f);
             return -1;
         }
@@ -252,6 +258,9 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     snprintf(m->intra_src, sizeof m->intra_src, "measured in BENCHMARKS.md (bench/sim-platform.sh --preset vm-measured: "
              "2 ranks of this VM through shared memory), not by the planner");
     snprintf(m->inter_src, sizeof m->inter_src, "the same vm-measured figures (this machine has one node)");
+    m->coll_offload = 0;
+    snprintf(m->coll_src, sizeof m->coll_src, "gpt_train's default --collective-algo auto: buckets over 4 MiB reduced by "
+             "StarPU-MPI's ring or direct algorithm, whose tasks take the workers");
     m->p2p_spin = 1;
     snprintf(m->spin_src, sizeof m->spin_src, "typed from docs/simulation.md's traces (StarPU-MPI's progression thread "
              "polls without sleeping while a receive is posted): ASSUMPTION, one core");
@@ -285,6 +294,8 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
         fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
                 m->spin_src);
     else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
+    fprintf(f, "%scollectives %s: %s\n", prefix, m->coll_offload ? "progress beside the workers" : "reduce on the workers",
+            m->coll_src);
     if (m->elem_ns > 0)
         fprintf(f, "%sactivation pass %.3g ns per element per worker: %s\n", prefix, m->elem_ns, m->elem_src);
     else fprintf(f, "%sthe blocks' norms and residual adds left out (elem_ns not given)%s%s\n", prefix,
@@ -362,6 +373,21 @@ static double messages(const sw_gpt_config *c, int g, int layers_here, double pa
     }
 }
 
+/* What of the data-parallel group's ms (its traffic's time) stays on the step. The gradient reduction's tasks
+ * of StarPU-MPI's ring and direct algorithms reduce on the rank's workers: with one worker they take it from
+ * the backward and nothing overlaps (W124 on 2 ranks of 1 worker: dp 2 3.7 s against tp 2's 1.2 s). With
+ * workers to spare, or collectives that progress beside the workers (coll_offload: MPI's own algorithms,
+ * NCCL), the buckets run under the last micro-batch's backward and ZeRO-3's gathers under the whole
+ * compute; ZeRO-1/2's all-gather of the updated values follows the optimizer with nothing to run under
+ * (simulated: Megatron's LLaMA-7B ZeRO-1 rank idle 122 ms a step, torchtitan's ZeRO-3 38), its share of the
+ * traffic -- one all-gather to one reduce-scatter, ZeRO-2's a reduce-scatter per micro-batch -- stays */
+static double dp_exposed(const sw_plan_machine *mc, double ms, int zero, double K, double compute, double workers)
+{
+    if (workers <= 1 && !mc->coll_offload) return ms;
+    double gather = zero == 1 ? ms / 2 : zero == 2 ? ms / (1 + K) : 0, rest = ms - gather;
+    return gather + fmax(0.05 * rest, rest - (zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+}
+
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
                        sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
@@ -412,10 +438,7 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
          * buckets under the last micro-batch's backward; ZeRO-3's gathers ahead of the block computing;
          * tensor-parallel, Ulysses and pipeline messages sit on the critical path */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        /* the gradient reduction's tasks reduce on the rank's workers: with one worker (or less) they take it from
-         * the backward, nothing overlaps (W124 on 2 ranks of 1 worker: dp 2 3.7 s against tp 2's 1.2 s) */
-        else if ((g == SW_GROUP_DP || g == SW_GROUP_SP_DP) && workers > 1)
-            ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
         comm += ms;
     }
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
@@ -661,11 +684,9 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
         int intra = dit_span(c, pp, g) <= w->ranks_per_node;
         double gbs = intra ? mc->intra_gbs : mc->inter_gbs, us = intra ? mc->intra_us : mc->inter_us;
         double ms = bytes / (gbs * 1e9) * 1e3 + dit_messages(c, pp, g, layers_here, state / 4.0) * us / 1e3;
-        /* what overlaps, as for the GPT: Ring under the attention, the buckets under the last backward
-         * (ZeRO-3's gathers under the whole compute) with more than one worker */
+        /* what overlaps, as for the GPT: Ring under the attention, the data-parallel group's (dp_exposed) */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        else if ((g == SW_GROUP_DP || g == SW_GROUP_SP_DP) && workers > 1)
-            ms = fmax(0.05 * ms, ms - (c->zero == 3 ? compute : 2.0 / 3.0 * compute / K));
+        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
         comm += ms;
     }
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
