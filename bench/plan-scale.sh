@@ -10,21 +10,31 @@
 # not the simulated task graph: the simulation helper has no calibration of
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
-# usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--worlds "64 512"] [--layers L]
+# usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--calibration DIR|none]
+#          [--worlds "64 512"] [--layers L]
 #   --layers L  every model with L layers instead of its own 48 / 32 (what
 #               bench/sim-scale.sh --layers simulates: the estimate beside it)
+#   --calibration DIR  the GEMM rate from StarPU's history model of sw_gemm
+#               in DIR -- the calibration bench/sim-scale.sh simulates with
+#               (default $SW_SIM_SCALE_CALIBRATION, else
+#               ~/.cache/starweave/calibration-scale, where it holds one);
+#               none, or no such calibration: the typed rate below
 #   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
-# Default machine (typed, printed): 8 ranks per node of one CPU core each at
-# this VM's quiet GEMM rate (149 GFLOP/s per worker, BENCHMARKS.md
-# headline), bench/sim-platform.sh's nvlink-ib links (ASSUMPTIONS).
+# Default machine (printed): 8 ranks per node of one CPU core each, the GEMM
+# rate measured by the calibration (else typed: this VM's quiet rate, 149
+# GFLOP/s per worker, BENCHMARKS.md headline), bench/sim-platform.sh's
+# nvlink-ib links (ASSUMPTIONS), the other figures typed or measured as each
+# line says.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh
+cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --machine) machine=$2; shift 2 ;;
+    --calibration) cal=$2; shift 2 ;;
     --worlds) worlds=$2; shift 2 ;;
     --layers) layers=$2; shift 2
       case $layers in ''|*[!0-9]*|0) echo "plan-scale: --layers wants a positive integer (got '$layers')" >&2; exit 2 ;; esac ;;
@@ -49,7 +59,15 @@ adam_ns 8 typed: ASSUMPTION (8 ns per parameter per worker)
 p2p_spin 0 typed: a core per progression thread besides the workers
 elem_ns 1.07 measured on this VM: gpt_train --plan's activation pass (an RMSNorm forward, one worker), 2026-11-29, the core's other thread busy
 coll_offload 1 typed: the collectives MPI runs (bench/sim-scale.sh's --collective-algo mpi), or NCCL on GPUs, progress beside the workers
+gemm_shared 1 typed: each simulated core runs at the calibration's rate, whatever its neighbours do (the calibration's own runs shared this VM's core: their rate has it)
 M
+  # the calibration's GEMM rate (gpt_train --plan reads StarPU's history model of sw_gemm under
+  # STARPU_PERF_MODEL_DIR where the machine file gives none): the rate the simulation runs its GEMMs at
+  if [ "$cal" != none ] && ls "$cal"/codelets/45/sw_gemm.* > /dev/null 2>&1; then
+    sed -i '/^gemm_gflops /d' "$machine"
+    STARPU_PERF_MODEL_DIR=$cal
+    export STARPU_PERF_MODEL_DIR
+  fi
 fi
 # model | budget MiB per rank | sequences per rank | flags. LLaMA-7B: 1 per
 # rank (torchtitan's 8 would be a global batch whose [seq x batch, 4
@@ -72,8 +90,10 @@ LLaMA-7B|Megatron-LM's rule of thumb (tensor parallel inside a node: TP 8 with s
 LLaMA-7B|torchtitan's 2D parallelism (FSDP = ZeRO-3 across nodes, tensor parallel 8 with sequence parallelism inside a node: docs/composability, llama3_70b.toml's tensor_parallel_degree 8; selective AC)|--tp 8 --sp --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
 X
 }
-echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); machine file:"
-grep -v '^#' "$machine" | sed 's/^/  /'
+echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); the machine, as the planner reads it:"
+# shellcheck disable=SC2046 # the first model's flags are words
+"$build/examples/gpt_train" --plan --plan-ranks 8 --plan-machine "$machine" --plan-top 1 \
+  $(models | head -n 1 | cut -d '|' -f 4) --batch 8 2>&1 | sed -n 's/^plan: machine: /  /p'
 printf '| model | ranks | budget MiB/rank | batch | layout | source | predicted ms/step | MiB/rank |\n|---|---|---|---|---|---|---|---|\n'
 models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|' read -r name budget per flags; do
   label=$name

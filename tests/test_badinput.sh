@@ -34,6 +34,8 @@ expect "clip-grad must not be negative (clip-grad = -1)" --clip-grad -1
 # a planner's machine file: a flag of two values (coll_offload) named with its value and line
 printf 'gemm_gflops 10\ncoll_offload 2\n' > "$TMPD/machine"
 expect "machine file '$TMPD/machine' line 2: coll_offload must be 0 or 1 (2)" --plan --plan-ranks 2 --plan-machine "$TMPD/machine"
+printf 'gemm_gflops 10\ngemm_shared 1.5\n' > "$TMPD/machine"
+expect "machine file '$TMPD/machine' line 2: gemm_shared must be at most 1 (a fraction of the rate) (1.5)" --plan --plan-ranks 2 --plan-machine "$TMPD/machine"
 # the same rule checked by every rank of an MPI launch: all exit 2, no hang
 MPIRUN=${MPIRUN:-mpirun}
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$GPT_TRAIN" --hidden 100 --heads 3 > "$TMPD/out" 2>&1

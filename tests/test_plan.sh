@@ -184,6 +184,24 @@ if want "collectives beside the workers"; then
       grep -q "collectives reduce on the workers" "$TMPD/omachine"'
 fi
 
+# The GEMM tasks as linear.c submits them: under sp the column-parallel forward takes the gathered rows
+# rank by rank, tasks of half the rows at tp 2, slower by the rows' dependence (gemm_half_rows 16), so tp
+# 2 + sp computes longer than tp 2 (no elem_ns: the norms left out); where the node's workers fill its
+# cores (2 ranks of one worker on 2), gemm_shared 0.5 halves the GEMMs' rate: the compute of tp 2 grows
+# by more than half (the optimizer's pass keeps its time)
+if want "gemm tasks"; then
+  { cat "$TMPD/machine"; echo "gemm_shared 0.5 typed for the test"; } > "$TMPD/msh"
+  for m in machine msh; do
+    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/g$m" 2>&1
+  done
+  cmp_ms() { awk -v f="--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none" \
+    '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $4 }' "$TMPD/g$1"; }
+  a=$(cmp_ms machine "") b=$(cmp_ms machine "--sp ") c=$(cmp_ms msh "")
+  check "compute ms: tp 2 ${a:-?}, tp 2 + sp ${b:-?} (its gathered rows' smaller tasks), tp 2 at gemm_shared 0.5 ${c:-?}; the machine line printed" \
+    eval 'awk -v a="$a" -v b="$b" -v c="$c" "BEGIN { exit !(a > 0 && b > a && c > 1.5 * a && c <= 2 * a) }" &&
+      grep -q "GEMM at 0.5 of the rate while every core of the node computes: typed for the test" "$TMPD/gmsh"'
+fi
+
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
   layout="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 2 --recompute selective"
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" $SMALL > /dev/null 2>&1

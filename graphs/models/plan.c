@@ -3,6 +3,7 @@
  * deterministic estimate from a machine's figures. */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,22 +57,24 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"p2p_spin", &m->p2p_spin, m->spin_src, sizeof m->spin_src},
             {"elem_ns", &m->elem_ns, m->elem_src, sizeof m->elem_src},
             {"coll_offload", &m->coll_offload, m->coll_src, sizeof m->coll_src},
+            {"gemm_shared", &m->gemm_shared, m->shared_src, sizeof m->shared_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload, gemm_shared)", path, ln, key);
             fclose(f);
             return -1;
         }
-        if (v == 0 && k < 7) { /* the last five may be 0: the term left out */
+        if (v == 0 && k < 7) { /* the last six may be 0: the term left out */
             snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
             fclose(f);
             return -1;
         }
-        if (keys[k].v == &m->coll_offload && v != 0 && v != 1) {
-            snprintf(msg, n, "machine file '%s' line %d: coll_offload must be 0 or 1 (%g)", path, ln, v);
+        if ((keys[k].v == &m->coll_offload && v != 0 && v != 1) || (keys[k].v == &m->gemm_shared && v > 1)) {
+            snprintf(msg, n, "machine file '%s' line %d: %s must be %s (%g)", path, ln, key,
+                     keys[k].v == &m->coll_offload ? "0 or 1" : "at most 1 (a fraction of the rate)", v);
             fclose(f);
             return -1;
         }
@@ -121,8 +124,8 @@ static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 0, .nam
  * worker polling for tasks, and AdamW came out at 18-32 ns per parameter
  * against 1.3 in a program of its own (2026-11-28) */
 typedef struct {
-    int N, K;
-    double rate[2], secs[2], adam_ns, elem_ns;
+    int N, K, cores;
+    double rate[2], secs[2], adam_ns, elem_ns, shared;
     int runs[2], adam_reps;
 } kernel_rates;
 
@@ -131,6 +134,22 @@ static double seconds_since(const struct timespec *t0)
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* a GEMM run again and again on a thread of its own until told to stop: the load of another core */
+typedef struct {
+    int M, N, K, stop;
+} gemm_load;
+
+static void *gemm_spin(void *arg)
+{
+    gemm_load *l = arg;
+    float *a = sw_xcalloc((size_t)l->M * l->K, sizeof *a), *b = sw_xcalloc((size_t)l->K * l->N, sizeof *b),
+          *c = sw_xcalloc((size_t)l->M * l->N, sizeof *c);
+    while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
+        sw_gemm_cpu(0, 1, l->M, l->N, l->K, 1.0f, a, l->K, b, l->K, 0.0f, c, l->N, SW_F32);
+    free(a), free(b), free(c);
+    return NULL;
 }
 
 static void measure_kernels(void *buffers[], void *arg)
@@ -163,6 +182,32 @@ static void measure_kernels(void *buffers[], void *arg)
             k->rate[j] = fmax(k->rate[j], 2.0 * M * N * (double)K * reps / s / 1e9);
             k->secs[j] += s, k->runs[j] += reps;
         }
+    }
+    /* the same 256-row GEMM while every other core of the node runs one too: what a core keeps of its rate
+     * when all compute at once (this VM's two vCPUs share one core's units: 64.9 GFLOP/s against 147 alone) */
+    k->shared = 0;
+    if (k->cores > 1) {
+        gemm_load load = {.M = 256, .N = N, .K = K};
+        pthread_t th[63];
+        int nth = 0;
+        for (int i = 0; i < k->cores - 1 && i < 63; i++)
+            if (pthread_create(&th[nth], NULL, gemm_spin, &load) == 0) nth++;
+        double best = 0;
+        for (int round = 0; round < 5; round++) {
+            struct timespec t0;
+            int reps = 0;
+            double sec = 0;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do {
+                sw_gemm_cpu(0, 1, 256, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
+                reps++;
+                sec = seconds_since(&t0);
+            } while (sec < 0.03 || reps < 3);
+            best = fmax(best, 2.0 * 256 * N * (double)K * reps / sec / 1e9);
+        }
+        __atomic_store_n(&load.stop, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
+        if (nth == k->cores - 1) k->shared = best;
     }
     free(a), free(b), free(c);
     /* the optimizer: AdamW's update (decoupled weight decay) over 4M parameters, p g m v in fp32, one
@@ -217,7 +262,8 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
         if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], file, sizeof file)) > 0)
             snprintf(m->gemm_src, sizeof m->gemm_src, "measured: StarPU's history model %s", file);
     /* one worker's kernels, now, in a task of their own */
-    kernel_rates k = {.N = hidden > 0 ? hidden : 768, .K = hidden > 0 ? hidden : 768};
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    kernel_rates k = {.N = hidden > 0 ? hidden : 768, .K = hidden > 0 ? hidden : 768, .cores = nc > 0 ? (int)nc : 1};
     struct starpu_task *task = starpu_task_create();
     task->cl = &measure_cl, task->cl_arg = &k, task->synchronous = 1;
     if (starpu_task_submit(task) != 0) measure_kernels(NULL, &k); /* no worker: here */
@@ -243,6 +289,11 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
                  "best round %.1f GFLOP/s, extrapolated to many rows (no StarPU model of sw_gemm found)", k.N, k.K, k.runs[1],
                  k.secs[1], rate[1]);
     }
+    m->gemm_shared = k.shared > 0 ? fmin(1, k.shared / rate[1]) : 1;
+    if (k.shared > 0)
+        snprintf(m->shared_src, sizeof m->shared_src, "measured now: sw_gemm_cpu at 256 rows, best of 5 rounds, %.1f GFLOP/s "
+                 "while the node's %d other core(s) ran the same GEMM, against %.1f alone", k.shared, k.cores - 1, rate[1]);
+    else snprintf(m->shared_src, sizeof m->shared_src, "one core: nothing shares it");
     m->adam_ns = k.adam_ns;
     snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over 4194304 fp32 "
              "parameters, one worker, the fastest of %d passes after a first (not the codelet)", k.adam_reps);
@@ -251,8 +302,7 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
      * (bench/plan-scale.sh's: the simulated 512-rank ranking needs it, docs/planner.md) */
     snprintf(m->elem_src, sizeof m->elem_src, "%.3g ns per element measured now (the planner's RMSNorm forward "
              "over 4M elements in rows of %d, one worker), priced only when a machine file gives elem_ns", k.elem_ns, k.N);
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    m->cores = nc > 0 ? (double)nc : 1;
+    m->cores = k.cores;
     snprintf(m->cores_src, sizeof m->cores_src, "counted (sysconf, online CPUs of this node)");
     m->intra_gbs = m->inter_gbs = 0.83, m->intra_us = m->inter_us = 16;
     snprintf(m->intra_src, sizeof m->intra_src, "measured in BENCHMARKS.md (bench/sim-platform.sh --preset vm-measured: "
@@ -294,6 +344,10 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
         fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
                 m->spin_src);
     else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
+    if (m->gemm_shared > 0 && m->gemm_shared < 1)
+        fprintf(f, "%sGEMM at %.3g of the rate while every core of the node computes: %s\n", prefix, m->gemm_shared, m->shared_src);
+    else fprintf(f, "%sGEMM rate kept while every core computes (gemm_shared %s)%s%s\n", prefix, m->gemm_shared >= 1 ? "1" : "not given",
+                 m->shared_src[0] ? ": " : "", m->shared_src);
     fprintf(f, "%scollectives %s: %s\n", prefix, m->coll_offload ? "progress beside the workers" : "reduce on the workers",
             m->coll_src);
     if (m->elem_ns > 0)
@@ -388,6 +442,47 @@ static double dp_exposed(const sw_plan_machine *mc, double ms, int zero, double 
     return gather + fmax(0.05 * rest, rest - (zero == 3 ? compute : 2.0 / 3.0 * compute / K));
 }
 
+/* the fraction of its GEMM rate a worker keeps: gemm_shared where the node's workers fill its cores (cores
+ * sharing a physical core's units compute at about half the rate each when both run GEMMs), else all of it */
+static double gemm_share(const sw_plan_world *w, const sw_plan_machine *mc, double workers)
+{
+    return w->ranks_per_node * workers >= mc->cores && mc->gemm_shared > 0 ? mc->gemm_shared : 1;
+}
+
+/* a GEMM task of the FLOPs of m rows of the hidden x hidden GEMM the rate's dependence was measured on runs
+ * at m / (m + gemm_half_rows) of the rate */
+static double gemm_eff(const sw_plan_machine *mc, double m) { return mc->gemm_half_rows > 0 ? m / (m + mc->gemm_half_rows) : 1; }
+
+/* A block's GEMMs per micro-batch (seconds at one worker): each linear layer's tasks are [rows, in] x [in,
+ * out / tiles] (linear.c: the output features split into tiles, tp splitting out for the column-parallel
+ * layers and in for the row-parallel ones), forward, backward's two, and full recomputation's forward again,
+ * each task at the rate of its FLOPs as rows of the hidden x hidden GEMM (a tile's rows alone mis-sized them:
+ * a 1-layer LLaMA-7B at tp 1 and at tp 8 simulated its GEMMs at the same 74.2 GFLOP/s). Under sp the
+ * column-parallel forward takes the gathered rows rank by rank as they arrive: tasks of 1 / tp of the rows
+ * (that LLaMA-7B at tp 8 + sp simulated 192 such GEMMs at 57.5 GFLOP/s where without sp 24 took 74.2) */
+static double block_gemm_s(const sw_gpt_config *c, const sw_plan_machine *mc, double Tm)
+{
+    double h = c->hidden, F = c->ffn, kvd = h * c->kv_heads / c->heads, n = c->tiles > 0 ? c->tiles : 1;
+    double fwd = c->recompute == SW_RECOMPUTE_FULL ? 2 : 1;
+    /* q k v, the output projection, the MLP's first (LLaMA: gate), its second, and LLaMA's up */
+    const struct { double in, out; int column; } l[5] = {{h, h + 2 * kvd, 1}, {h, h, 0}, {h, F, 1}, {F, h, 0}, {h, F, 1}};
+    double sec = 0;
+    for (int i = 0; i < (c->model == SW_MODEL_LLAMA ? 5 : 4); i++) {
+        double flops = 2.0 * Tm * l[i].in * l[i].out / c->tp, m = flops / n / (2.0 * h * h);
+        double mf = l[i].column && c->sp && c->tp > 1 ? m / c->tp : m;
+        sec += fwd * flops / gemm_eff(mc, mf) + 2.0 * flops / gemm_eff(mc, m);
+    }
+    return sec / (mc->gemm_gflops * 1e9);
+}
+
+/* the head's GEMMs (forward and backward's two) per micro-batch, its vocabulary over tp and the tiles */
+static double head_gemm_s(const sw_gpt_config *c, const sw_plan_machine *mc, double Tm)
+{
+    double flops = 2.0 * Tm * c->hidden * (c->vocab_padded / c->tp);
+    return 3.0 * flops / gemm_eff(mc, flops / (c->tiles > 0 ? c->tiles : 1) / (2.0 * c->hidden * c->hidden)) /
+           (mc->gemm_gflops * 1e9);
+}
+
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
                        sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
@@ -396,19 +491,19 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     int cp = c->ulysses * c->ring, last = stage == c->pp - 1, layers_here = c->layers / c->pp;
     double K = c->grad_accum, B = (double)c->batch / (c->dp * K), Tm = (double)c->seq * B / cp; /* rows per micro */
     double h = c->hidden, F = c->ffn, s = c->seq;
-    /* one block's forward FLOPs on this rank per micro-batch: the GEMMs split over tp, attention over tp and
-     * the sequence (causal: about half the square is computed, masked tiles are skipped) */
-    double gemm = (8.0 * Tm * h * h + (c->model == SW_MODEL_LLAMA ? 6.0 : 4.0) * Tm * h * F) / c->tp;
+    /* one block's attention FLOPs forward on this rank per micro-batch, over tp and the sequence (causal:
+     * about half the square is computed, masked tiles are skipped); recomputation redoes it all (full) or the
+     * probabilities' half (selective) */
     double attn = 0.5 * 4.0 * B * s * s * h / (c->tp * cp);
-    double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
-    double block = 3.0 * (gemm + attn) + redo;
-    double head = last ? 3.0 * 2.0 * Tm * h * (c->vocab_padded / c->tp) : 0;
+    double redo = c->recompute == SW_RECOMPUTE_FULL ? attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
     /* the rank's workers as a run gets them (cores / ranks per node, at least one), each on a core of its own
      * here: where the node's threads outnumber its cores, estimate() bounds the step by the node's cores */
     double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    /* a GEMM of M rows (a tile: the rank's rows of a micro-batch over the tiles) runs at M / (M + H) of the rate */
-    double M = Tm / (c->tiles > 0 ? c->tiles : 1), eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
-    double rate = mc->gemm_gflops * 1e9 * workers * eff; /* FLOP/s of this rank */
+    double shared = gemm_share(w, mc, workers);
+    /* the attention's tiles at the rate of a GEMM of the rank's rows of a micro-batch over the tiles */
+    double rate = mc->gemm_gflops * 1e9 * workers * shared * gemm_eff(mc, Tm / (c->tiles > 0 ? c->tiles : 1));
+    double gemm_ms =
+        K * (layers_here * block_gemm_s(c, mc, Tm) + (last ? head_gemm_s(c, mc, Tm) : 0)) / (workers * shared) * 1e3;
     /* the optimizer's pass over the parameters this rank updates: its stage's blocks (and the embedding or the
      * tied head at the ends) over tp, over the gradient group with ZeRO */
     double kvd = h * c->kv_heads / c->heads, wblock = 2 * h * h + 2 * h * kvd + (c->model == SW_MODEL_LLAMA ? 3 : 2) * h * F;
@@ -421,7 +516,7 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
      * the sequence under sequence parallelism, every row of the tensor-parallel group without (each rank
      * repeats them: a 1-layer LLaMA-7B at tp 16 without sp simulated some 150 ms of them per step) */
     double elem = K * layers_here * 8.0 * (c->sp ? Tm / c->tp : Tm) * h * mc->elem_ns / 1e6 / workers;
-    double compute = K * (layers_here * block + head) / rate * 1e3 + optimizer + elem;
+    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
@@ -666,8 +761,9 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     double ends = 3.0 * ((first ? 2.0 * Tm * ppc * h + 2.0 * B * (SW_DIT_FREQ * h + h * h) : 0) +
                          (last ? 2.0 * Tm * h * ppc + 2.0 * B * h * 2.0 * h : 0));
     double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
-    double M = Tm / 2 /* the DiT's 2 tiles */, eff = mc->gemm_half_rows > 0 ? M / (M + mc->gemm_half_rows) : 1;
-    double rate = mc->gemm_gflops * 1e9 * workers * eff;
+    /* gemm_shared left out: at bench/plan.sh's DiT shape (steps of tens of ms, not bound by GEMMs) it made the
+     * ranking worse (Spearman 0.786 and 0.333 at 2 and 4 ranks against 0.929 and 0.762, 2026-11-29) */
+    double rate = mc->gemm_gflops * 1e9 * workers * gemm_eff(mc, Tm / 2 /* the DiT's 2 tiles */);
     /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
      * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;

@@ -46,15 +46,18 @@ typedef struct sw_plan_machine {
     double coll_offload;    /**< 1: the data-parallel collectives progress beside the workers (MPI's own algorithms,
                                  NCCL), so they overlap the compute even with one worker per rank; 0: their reduction
                                  tasks take the workers (StarPU-MPI's ring and direct algorithms) */
+    double gemm_shared;     /**< the fraction of gemm_gflops a worker keeps while every core of its node runs a GEMM
+                                 (cores sharing a physical core's units: hyperthreads), applied where a node's workers
+                                 fill its cores (0 or 1: not modelled) */
     ///@{
     char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200],
-        elem_src[200], coll_src[200]; /**< where each comes from */
+        elem_src[200], coll_src[200], shared_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
  * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
- * gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload (0 or 1);
+ * gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload (0 or 1), gemm_shared (at most 1);
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
@@ -71,7 +74,8 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
  * tasks: needs the runtime, sw_init); the cores counted; the links
  * bench/sim-platform.sh's vm-measured figures (2 ranks through shared
  * memory, BENCHMARKS.md); p2p_spin typed (1 core); coll_offload 0
- * (gpt_train's default collectives reduce on the workers). About a second in all;
+ * (gpt_train's default collectives reduce on the workers); gemm_shared
+ * measured now (the 256-row GEMM while every other core runs one). About a second in all;
  * on a loaded machine the figures are the load's. After sw_init. */
 void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
 /** Prints every figure of m and its source, one line each, after prefix. */
