@@ -31,14 +31,17 @@
 #                  pp8dp64z1 dp512z1 (512); the 64-rank comparison of
 #                  bench/plan-scale.sh (1 sequence of 2048 per rank for
 #                  LLaMA-7B, 8 of 1024 for GPT-2 1.5B): LLaMA-7B
-#                  planner-tp8dp8z2m2 megatron-tp8spdp8z1m2sel
-#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m4sel;
+#                  planner-dp64z3 (the planner's since 2026-11-29 04:00;
+#                  before: planner-tp8dp8z2m2) megatron-tp8spdp8z1m2sel
+#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m8
+#                  (before: planner-dp64z3m4sel);
 #                  and its 512-rank one (LLaMA-7B 64 sequences, GPT-2 1.5B
-#                  512: 32 bits cap them): LLaMA-7B planner-tp16spdp32z3
-#                  (the planner's since it prices the norms, elem_ns;
-#                  before: planner-tp16dp32z3) torchtitan-tp8spdp64z3sel
-#                  (Megatron's: tp8dp64z1), GPT-2 1.5B planner-dp512z2
-#                  megatron-dp512z1full torchtitan-dp512z3sel
+#                  512: 32 bits cap them): LLaMA-7B planner-tp2u4dp64z3
+#                  (before: planner-tp16spdp32z3, and before it prices
+#                  the norms planner-tp16dp32z3) torchtitan-tp8spdp64z3sel
+#                  (Megatron's: tp8dp64z1), GPT-2 1.5B planner-dp512z3
+#                  (before: planner-dp512z2) megatron-dp512z1full
+#                  torchtitan-dp512z3sel
 #   --steps N      simulated steps (2: the second is the one measured)
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
@@ -129,14 +132,18 @@ for model in $models; do
   # (tp 8 + sp inside a node, FSDP across) is not; Megatron's LLaMA-7B
   # layout is tp8dp64z1 below
   case "$model" in
-    gpt2*) plan64="planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512"
-      plan512="planner-dp512z2:--dp 512 --zero 2 --recompute none --batch 512
+    gpt2*) plan64="planner-dp64z3m8:--dp 64 --zero 3 --grad-accum 8 --recompute none --batch 512
+planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512"
+      plan512="planner-dp512z3:--dp 512 --zero 3 --recompute none --batch 512
+planner-dp512z2:--dp 512 --zero 2 --recompute none --batch 512
 megatron-dp512z1full:--dp 512 --zero 1 --recompute full --batch 512
 torchtitan-dp512z3sel:--dp 512 --zero 3 --recompute selective --batch 512" ;;
-    *) plan64="planner-tp8dp8z2m2:--tp 8 --dp 8 --zero 2 --grad-accum 2 --recompute none --batch 64
+    *) plan64="planner-dp64z3:--dp 64 --zero 3 --grad-accum 1 --recompute none --batch 64
+planner-tp8dp8z2m2:--tp 8 --dp 8 --zero 2 --grad-accum 2 --recompute none --batch 64
 megatron-tp8spdp8z1m2sel:--tp 8 --sp --dp 8 --zero 1 --grad-accum 2 --recompute selective --batch 64
 torchtitan-dp64z3sel:--dp 64 --zero 3 --grad-accum 1 --recompute selective --batch 64"
-      plan512="planner-tp16spdp32z3:--tp 16 --sp --dp 32 --zero 3 --recompute none --batch 64
+      plan512="planner-tp2u4dp64z3:--tp 2 --ulysses 4 --dp 64 --zero 3 --recompute none --batch 64
+planner-tp16spdp32z3:--tp 16 --sp --dp 32 --zero 3 --recompute none --batch 64
 planner-tp16dp32z3:--tp 16 --dp 32 --zero 3 --recompute none --batch 64
 torchtitan-tp8spdp64z3sel:--tp 8 --sp --dp 64 --zero 3 --recompute selective --batch 64" ;;
   esac
