@@ -166,6 +166,9 @@ if want "activation passes"; then
       grep -q "norms and residual adds left out (elem_ns not given)" "$TMPD/om0"'
 fi
 
+# table_col FILE N FLAGS: field N (4 compute, 5 comm) of the planner's table row of the layout FLAGS
+table_col() { awk -v n="$2" -v f="$3" '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $n }' "$1"; }
+
 # The data-parallel group's overlap (coll_offload): a rank of one worker whose collectives reduce on it
 # hides nothing; with collectives that progress beside the workers (MPI's own, NCCL) the buckets run
 # under the backward and ZeRO-3's gathers under the compute, while ZeRO-1's all-gather of the updated
@@ -175,8 +178,7 @@ if want "collectives beside the workers"; then
   for m in machine mc1; do
     "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/o$m" 2>&1
   done
-  comm() { awk -v f="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $2 --grad-accum 1 --recompute none" \
-    '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $5 }' "$TMPD/o$1"; }
+  comm() { table_col "$TMPD/o$1" 5 "--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $2 --grad-accum 1 --recompute none"; }
   z0=$(comm machine 0) z0o=$(comm mc1 0) z1=$(comm machine 1) z1o=$(comm mc1 1) z3=$(comm machine 3) z3o=$(comm mc1 3)
   check "dp 2's comm ms, on the workers -> beside them: ZeRO-0 ${z0:-?} -> ${z0o:-?}, ZeRO-1 ${z1:-?} -> ${z1o:-?} (its gather stays), ZeRO-3 ${z3:-?} -> ${z3o:-?}; the machine line printed" \
     eval 'awk -v a="$z0" -v b="$z0o" -v c="$z1" -v d="$z1o" -v e="$z3" -v f="$z3o" "BEGIN { exit !(a > 0 && c > 0 && e > 0 && b < 0.2 * a && d >= 0.5 * c && d < 0.75 * c && f < 0.2 * e) }" &&
@@ -194,8 +196,7 @@ if want "gemm tasks"; then
   for m in machine msh; do
     "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/g$m" 2>&1
   done
-  cmp_ms() { awk -v f="--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none" \
-    '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $4 }' "$TMPD/g$1"; }
+  cmp_ms() { table_col "$TMPD/g$1" 4 "--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none"; }
   a=$(cmp_ms machine "") b=$(cmp_ms machine "--sp ") c=$(cmp_ms msh "")
   check "compute ms: tp 2 ${a:-?}, tp 2 + sp ${b:-?} (its gathered rows' smaller tasks), tp 2 at gemm_shared 0.5 ${c:-?}; the machine line printed" \
     eval 'awk -v a="$a" -v b="$b" -v c="$c" "BEGIN { exit !(a > 0 && b > a && c > 1.5 * a && c <= 2 * a) }" &&

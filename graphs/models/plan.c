@@ -136,6 +136,28 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* sw_gemm_cpu's rate (GFLOP/s) at M x N x K: the best of 5 rounds of at least 30 ms and 3 runs; the
+ * rounds' seconds and runs into secs and runs */
+static double gemm_best_rate(int M, int N, int K, const float *a, const float *b, float *c, double *secs, int *runs)
+{
+    double best = 0;
+    *secs = 0, *runs = 0;
+    for (int round = 0; round < 5; round++) {
+        struct timespec t0;
+        int reps = 0;
+        double s = 0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
+            reps++;
+            s = seconds_since(&t0);
+        } while (s < 0.03 || reps < 3);
+        best = fmax(best, 2.0 * M * N * (double)K * reps / s / 1e9);
+        *secs += s, *runs += reps;
+    }
+    return best;
+}
+
 /* a GEMM run again and again on a thread of its own until told to stop: the load of another core */
 typedef struct {
     int M, N, K, stop;
@@ -166,22 +188,8 @@ static void measure_kernels(void *buffers[], void *arg)
      * hyperthread's work, say) says nothing of the kernel (one run of 0.15 s gave 30.6 GFLOP/s at 16 rows,
      * the next 62.2, on 2026-11-28) */
     for (int j = 0; j < 2; j++) {
-        int M = rows[j];
-        sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
-        k->rate[j] = 0, k->secs[j] = 0, k->runs[j] = 0;
-        for (int round = 0; round < 5; round++) {
-            struct timespec t0;
-            int reps = 0;
-            double s = 0;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            do {
-                sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
-                reps++;
-                s = seconds_since(&t0);
-            } while (s < 0.03 || reps < 3);
-            k->rate[j] = fmax(k->rate[j], 2.0 * M * N * (double)K * reps / s / 1e9);
-            k->secs[j] += s, k->runs[j] += reps;
-        }
+        sw_gemm_cpu(0, 1, rows[j], N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
+        k->rate[j] = gemm_best_rate(rows[j], N, K, a, b, c, &k->secs[j], &k->runs[j]);
     }
     /* the same 256-row GEMM while every other core of the node runs one too: what a core keeps of its rate
      * when all compute at once (this VM's two vCPUs share one core's units: 64.9 GFLOP/s against 147 alone) */
@@ -192,19 +200,9 @@ static void measure_kernels(void *buffers[], void *arg)
         int nth = 0;
         for (int i = 0; i < k->cores - 1 && i < 63; i++)
             if (pthread_create(&th[nth], NULL, gemm_spin, &load) == 0) nth++;
-        double best = 0;
-        for (int round = 0; round < 5; round++) {
-            struct timespec t0;
-            int reps = 0;
-            double sec = 0;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            do {
-                sw_gemm_cpu(0, 1, 256, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
-                reps++;
-                sec = seconds_since(&t0);
-            } while (sec < 0.03 || reps < 3);
-            best = fmax(best, 2.0 * 256 * N * (double)K * reps / sec / 1e9);
-        }
+        double secs;
+        int runs;
+        double best = gemm_best_rate(256, N, K, a, b, c, &secs, &runs);
         __atomic_store_n(&load.stop, 1, __ATOMIC_RELEASE);
         for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
         if (nth == k->cores - 1) k->shared = best;
