@@ -168,22 +168,26 @@ fi
 
 # table_col FILE N FLAGS: field N (4 compute, 5 comm) of the planner's table row of the layout FLAGS
 table_col() { awk -v n="$2" -v f="$3" '$1 == "plan:" && substr($0, length($0) - length(f) + 1) == f { print $n }' "$1"; }
+# plan_pair TAG "KEY VALUE": the 2-rank table of $SMALL with the test's machine ($TMPD/TAG-base) and with
+# that line added to it ($TMPD/TAG-with)
+plan_pair() {
+  { cat "$TMPD/machine"; echo "$2 typed for the test"; } > "$TMPD/m$1"
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 1000 $SMALL > "$TMPD/$1-base" 2>&1
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/m$1" --plan-top 1000 $SMALL > "$TMPD/$1-with" 2>&1
+}
 
 # The data-parallel group's overlap (coll_offload): a rank of one worker whose collectives reduce on it
 # hides nothing; with collectives that progress beside the workers (MPI's own, NCCL) the buckets run
 # under the backward and ZeRO-3's gathers under the compute, while ZeRO-1's all-gather of the updated
 # values, after the optimizer, stays: half its group's traffic
 if want "collectives beside the workers"; then
-  { cat "$TMPD/machine"; echo "coll_offload 1 typed for the test"; } > "$TMPD/mc1"
-  for m in machine mc1; do
-    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/o$m" 2>&1
-  done
-  comm() { table_col "$TMPD/o$1" 5 "--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $2 --grad-accum 1 --recompute none"; }
-  z0=$(comm machine 0) z0o=$(comm mc1 0) z1=$(comm machine 1) z1o=$(comm mc1 1) z3=$(comm machine 3) z3o=$(comm mc1 3)
+  plan_pair coll "coll_offload 1"
+  comm() { table_col "$TMPD/coll-$1" 5 "--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $2 --grad-accum 1 --recompute none"; }
+  z0=$(comm base 0) z0o=$(comm with 0) z1=$(comm base 1) z1o=$(comm with 1) z3=$(comm base 3) z3o=$(comm with 3)
   check "dp 2's comm ms, on the workers -> beside them: ZeRO-0 ${z0:-?} -> ${z0o:-?}, ZeRO-1 ${z1:-?} -> ${z1o:-?} (its gather stays), ZeRO-3 ${z3:-?} -> ${z3o:-?}; the machine line printed" \
     eval 'awk -v a="$z0" -v b="$z0o" -v c="$z1" -v d="$z1o" -v e="$z3" -v f="$z3o" "BEGIN { exit !(a > 0 && c > 0 && e > 0 && b < 0.2 * a && d >= 0.5 * c && d < 0.75 * c && f < 0.2 * e) }" &&
-      grep -q "collectives progress beside the workers: typed for the test" "$TMPD/omc1" &&
-      grep -q "collectives reduce on the workers" "$TMPD/omachine"'
+      grep -q "collectives progress beside the workers: typed for the test" "$TMPD/coll-with" &&
+      grep -q "collectives reduce on the workers" "$TMPD/coll-base"'
 fi
 
 # The GEMM tasks as linear.c submits them: under sp the column-parallel forward takes the gathered rows
@@ -192,15 +196,12 @@ fi
 # cores (2 ranks of one worker on 2), gemm_shared 0.5 halves the GEMMs' rate: the compute of tp 2 grows
 # by more than half (the optimizer's pass keeps its time)
 if want "gemm tasks"; then
-  { cat "$TMPD/machine"; echo "gemm_shared 0.5 typed for the test"; } > "$TMPD/msh"
-  for m in machine msh; do
-    "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $SMALL > "$TMPD/g$m" 2>&1
-  done
-  cmp_ms() { table_col "$TMPD/g$1" 4 "--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none"; }
-  a=$(cmp_ms machine "") b=$(cmp_ms machine "--sp ") c=$(cmp_ms msh "")
+  plan_pair shared "gemm_shared 0.5"
+  cmp_ms() { table_col "$TMPD/shared-$1" 4 "--tp 2 $2--ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none"; }
+  a=$(cmp_ms base "") b=$(cmp_ms base "--sp ") c=$(cmp_ms with "")
   check "compute ms: tp 2 ${a:-?}, tp 2 + sp ${b:-?} (its gathered rows' smaller tasks), tp 2 at gemm_shared 0.5 ${c:-?}; the machine line printed" \
     eval 'awk -v a="$a" -v b="$b" -v c="$c" "BEGIN { exit !(a > 0 && b > a && c > 1.5 * a && c <= 2 * a) }" &&
-      grep -q "GEMM at 0.5 of the rate while every core of the node computes: typed for the test" "$TMPD/gmsh"'
+      grep -q "GEMM at 0.5 of the rate while every core of the node computes: typed for the test" "$TMPD/shared-with"'
 fi
 
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
