@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""One rank's tasks in one step of a starweave trace (gpt_train --trace T: the
+Chrome/Perfetto JSON, simulated or real): time per task name, and the GEMMs
+grouped by phase and FLOPs with their rate -- what docs/simulation.md's "What
+the GEMMs cost in the simulated graph" read from bench/sim.sh --trace.
+
+usage: bench/trace_tasks.py TRACE.json [--rank R] [--step S]   (rank 0, step 2)
+"""
+import collections
+import json
+import sys
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0 if len(argv) >= 2 else 2
+    opts = {"--rank": 0, "--step": 2}
+    args = argv[2:]
+    while args:
+        if args[0] not in opts or len(args) < 2 or not args[1].isdigit():
+            print(f"trace_tasks: bad argument '{args[0]}' (--rank R, --step S with integers)", file=sys.stderr)
+            return 2
+        opts[args[0]] = int(args[1])
+        args = args[2:]
+    rank, step = opts["--rank"], opts["--step"]
+    try:
+        with open(argv[1]) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"trace_tasks: cannot read trace '{argv[1]}': {e}", file=sys.stderr)
+        return 2
+    events = d["traceEvents"] if isinstance(d, dict) else d
+    by_name, count = collections.Counter(), collections.Counter()
+    gemm = collections.defaultdict(lambda: [0, 0.0, 0.0])  # (phase, flops) -> tasks, ms, flops
+    t0, t1 = float("inf"), 0.0
+    for e in events:
+        a = e.get("args", {})
+        # the tasks of this rank and step; the collectives' own records (comm, *_mpi exchanges) left out
+        if e.get("ph") != "X" or e.get("pid") != rank or a.get("step") != step:
+            continue
+        if e.get("cat") == "comm" or "_mpi" in e["name"]:
+            continue
+        ms = e["dur"] / 1e3
+        by_name[e["name"]] += ms
+        count[e["name"]] += 1
+        t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
+        if e["name"] == "gemm":
+            g = gemm[(a.get("phase"), a.get("flops", 0))]
+            g[0] += 1
+            g[1] += ms
+            g[2] += a.get("flops", 0)
+    if not by_name:
+        print(f"trace_tasks: no task of rank {rank} in step {step} in '{argv[1]}'", file=sys.stderr)
+        return 2
+    print(f"rank {rank}, step {step}: tasks busy {sum(by_name.values()):.1f} ms of a {(t1 - t0) / 1e3:.1f} ms span")
+    for name, ms in by_name.most_common():
+        print(f"  {name:32s} {ms:10.1f} ms {count[name]:6d} tasks")
+    if gemm:
+        fl = sum(g[2] for g in gemm.values())
+        ms = sum(g[1] for g in gemm.values())
+        print(f"GEMMs: {fl / 1e12:.3f} TFLOP in {ms:.0f} ms = {fl / ms / 1e6:.1f} GFLOP/s")
+        for (phase, flops), (n, ms, fl) in sorted(gemm.items(), key=lambda x: -x[1][1]):
+            rate = f"{fl / ms / 1e6:6.1f} GFLOP/s" if ms > 0 else "     - GFLOP/s"
+            print(f"  {phase or '-':9s} {flops / 1e9:9.2f} GFLOP x {n:4d}  {ms:9.1f} ms  {rate}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
