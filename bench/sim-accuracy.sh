@@ -13,7 +13,12 @@
 #   --steps N        steps per run (6); ms/step is the mean of steps 2..N
 #   --shape S        main: 2 layers, hidden 128, seq 64, batch 8 (default);
 #                    w124: GPT-2 124M at seq 64, batch 4 (bench/w124.sh)
-#   --preset P       bench/sim-platform.sh's network preset (vm-measured)
+#   --preset P       bench/sim-platform.sh's network preset; default: this
+#                    machine's network measured at start (2 ranks of
+#                    examples/collectives: one task calling MPI_Allreduce
+#                    on 1 KiB gives the latency, MPI_Allreduce's bus
+#                    bandwidth on 64 MiB the bandwidth; the figures of the
+#                    vm-measured preset, in the same hour as the runs)
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -21,7 +26,7 @@
 set -eu
 me=sim-accuracy
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset=vm-measured only=
+build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only=
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,7 +56,18 @@ trap 'rm -rf "$work"' EXIT
 ms_of() { # mean ms of steps 2.. in gpt_train's CSV log
   awk -F, 'NR > 2 { s += $3; n++ } END { if (n) printf "%.2f", s / n }' "$1"
 }
-echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform preset $preset; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$preset" ]; then
+  net="--preset $preset"
+else
+  sh "$top/tests/mpi_launch.sh" 2 "$build/examples/collectives" --sizes 0.0009765625,64 --iters 9 --no-gather \
+    > "$work/net.out" 2>&1 || { cat "$work/net.out"; die2 "the network measurement failed"; }
+  lat=$(awk '$1 == "allreduce" && $2 == "task+MPI_Allreduce" && $3 == 1024 { printf "%.1f", $4 * 1000 }' "$work/net.out")
+  bw=$(awk '$1 == "allreduce" && $2 == "MPI_Allreduce" && $3 == 67108864 { print $5 }' "$work/net.out")
+  [ -n "$lat" ] && [ -n "$bw" ] || { cat "$work/net.out"; die2 "no latency or bandwidth in the network measurement"; }
+  net="--intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
+  preset="measured now: $bw GB/s, $lat us"
+fi
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
 while read -r name np cpus layout; do
   [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
@@ -72,7 +88,7 @@ while read -r name np cpus layout; do
     real="$real $(ms_of "$work/r.csv")"
   done
   med=$(echo $real | tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" --preset "$preset" \
+  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net \
     --out "$work/plat-$name" > /dev/null
   sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$name" \
     examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||

@@ -138,12 +138,19 @@ fi
 # blocking collectives are the program's own (the mesh's communicators,
 # the gathers of its reports); the step's are non-blocking, which SMPI
 # runs one way whatever the selector (docs/simulation.md).
+# The network is the platform's figures as written (smpi/bw-factor and
+# smpi/lat-factor 1 at every size): SMPI's default factors, fitted to a
+# Gigabit Ethernet cluster, multiply a link's latency by up to 11.6 (every
+# message of 64 KiB or more) and its bandwidth by 0.34-0.94, so a preset's
+# 1 us or a measured 16 us was not what the messages paid (the main job's
+# tp 2 + sp on this machine simulated 19.7 ms/step with them, 15.6
+# without, against 12.8 real; docs/simulation.md, "Accuracy").
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
     --cfg=smpi/coll-selector:ompi --log=smpi_coll.thres:warning --log=smpi_colls.thres:warning \
-    --log=xbt_cfg.thres:warning
+    --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --log=xbt_cfg.thres:warning
 }
 nest=0
 if [ "$estimate" = 1 ]; then
