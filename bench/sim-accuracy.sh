@@ -17,8 +17,8 @@
 #                    machine's network measured at start (2 ranks of
 #                    examples/collectives: one task calling MPI_Allreduce
 #                    on 1 KiB gives the latency, MPI_Allreduce's bus
-#                    bandwidth on 64 MiB the bandwidth; the figures of the
-#                    vm-measured preset, in the same hour as the runs)
+#                    bandwidth on 64 MiB the bandwidth: vm-measured's
+#                    figures, in the same hour as the runs)
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -64,7 +64,7 @@ else
   lat=$(awk '$1 == "allreduce" && $2 == "task+MPI_Allreduce" && $3 == 1024 { printf "%.1f", $4 * 1000 }' "$work/net.out")
   bw=$(awk '$1 == "allreduce" && $2 == "MPI_Allreduce" && $3 == 67108864 { print $5 }' "$work/net.out")
   [ -n "$lat" ] && [ -n "$bw" ] || { cat "$work/net.out"; die2 "no latency or bandwidth in the network measurement"; }
-  net="--intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
+  net="--preset vm-measured --intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
   preset="measured now: $bw GB/s, $lat us"
 fi
 echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -4,7 +4,7 @@
 #
 # usage: bench/sim-platform.sh [--nodes N] [--ranks-per-node R] [--cpus C]
 #          [--intra-bw GBps] [--intra-lat us] [--inter-bw GBps] [--inter-lat us]
-#          [--preset NAME] --out PREFIX
+#          [--duplex full|half] [--preset NAME] --out PREFIX
 # writes PREFIX.xml (the platform) and PREFIX.hosts (the hostfile: one line
 # per rank, node-major: ranks 0..R-1 on node 0, ...) and prints, one line
 # each, every figure used and where it comes from.
@@ -17,12 +17,17 @@
 # node talk over their two links (the intra-node figures); ranks of
 # different nodes over those and their nodes' links (latency: the
 # inter-node figure; bandwidth: the smaller one), the node's link shared by
-# its ranks as a NIC is. Links are shared by both directions (SimGrid's
-# default). The codelets take their calibrated times (bench/calibrate.sh),
-# whatever the CPU hosts' speed.
+# its ranks as a NIC is. Links are full duplex (SPLITDUPLEX: each direction
+# has the bandwidth, as NVLink's, InfiniBand's and Ethernet's) in the
+# typed cluster presets, and half duplex (SimGrid's default: one bandwidth
+# for both directions) in this machine's, whose messages are copies by its
+# two hyperthreads through one memory bus; --duplex overrides. A 2-rank
+# all-reduce (each rank's buffer to the other at once) takes twice as long
+# on half-duplex links. The codelets take their calibrated times
+# (bench/calibrate.sh), whatever the CPU hosts' speed.
 #
-# Presets (typed figures are ASSUMPTIONS, printed as such; --intra-*/--inter-*
-# given after --preset override its figures):
+# Presets (typed figures are ASSUMPTIONS, printed as such; --intra-*,
+# --inter-* and --duplex given after --preset override its figures):
 #   vm-shm     this machine's ranks through shared memory (5 GB/s, 1 us
 #              both ways): typed, ASSUMPTIONS (not measured yet)
 #   vm-measured  this machine's 2 ranks as BENCHMARKS.md measured them:
@@ -38,7 +43,7 @@
 set -eu
 me=sim-platform
 die2() { echo "$me: error: $*" >&2; exit 2; }
-usage() { sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 nodes=2 rpn=1 out="" cpus=2 cpu_speed=2000000000f
 preset=eth25
@@ -46,13 +51,13 @@ intra_bw="" intra_lat="" inter_bw="" inter_lat=""
 src_intra="" src_inter=""
 set_preset() {
   case "$1" in
-    vm-shm) intra_bw=5 intra_lat=1 inter_bw=5 inter_lat=1
+    vm-shm) intra_bw=5 intra_lat=1 inter_bw=5 inter_lat=1 duplex=half
             src_intra="ASSUMPTION (preset vm-shm, typed)"; src_inter="ASSUMPTION (preset vm-shm, typed)" ;;
-    vm-measured) intra_bw=0.83 intra_lat=16 inter_bw=0.83 inter_lat=16
+    vm-measured) intra_bw=0.83 intra_lat=16 inter_bw=0.83 inter_lat=16 duplex=half
             src_intra="MEASURED in BENCHMARKS.md (collectives.sh, 2 ranks on this VM), not by this script"; src_inter="$src_intra" ;;
-    nvlink-ib) intra_bw=300 intra_lat=1 inter_bw=50 inter_lat=5
+    nvlink-ib) intra_bw=300 intra_lat=1 inter_bw=50 inter_lat=5 duplex=full
             src_intra="ASSUMPTION (preset nvlink-ib: NVLink, typed)"; src_inter="ASSUMPTION (preset nvlink-ib: 400 Gb/s InfiniBand, typed)" ;;
-    eth25) intra_bw=10 intra_lat=1 inter_bw=3.125 inter_lat=20
+    eth25) intra_bw=10 intra_lat=1 inter_bw=3.125 inter_lat=20 duplex=full
             src_intra="ASSUMPTION (preset eth25: shared memory, typed)"; src_inter="ASSUMPTION (preset eth25: 25 Gb/s Ethernet, typed)" ;;
     *) die2 "unknown preset '$1' (vm-shm, vm-measured, nvlink-ib, eth25)" ;;
   esac
@@ -70,6 +75,7 @@ while [ $# -gt 0 ]; do
     --preset) need "$@"; preset=$2; set_preset "$preset"; shift ;;
     --out) need "$@"; out=$2; shift ;;
     --cpus) need "$@"; cpus=$2; shift ;;
+    --duplex) need "$@"; duplex=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die2 "unknown argument '$1'" ;;
   esac
@@ -81,6 +87,8 @@ posnum() { awk -v v="$2" 'BEGIN { exit !(v ~ /^[0-9]*\.?[0-9]+$/ && v + 0 > 0) }
 posint --nodes "$nodes"
 posint --ranks-per-node "$rpn"
 posint --cpus "$cpus"
+case "$duplex" in full) share=' sharing_policy="SPLITDUPLEX"' up=' direction="UP"' down=' direction="DOWN"' ;;
+  half) share= up= down= ;; *) die2 "--duplex must be full or half (got '$duplex')" ;; esac
 posnum --intra-bw "$intra_bw"; posnum --inter-bw "$inter_bw"
 posnum --intra-lat "$intra_lat"; posnum --inter-lat "$inter_lat"
 awk -v a="$intra_lat" -v e="$inter_lat" 'BEGIN { exit !(e + 0 >= a + 0) }' ||
@@ -94,7 +102,7 @@ nr=$((nodes * rpn))
   echo "<?xml version='1.0'?>"
   echo '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">'
   echo '<platform version="4.1">'
-  echo '<!-- bench/sim-platform.sh: '"$nodes node(s) x $rpn rank(s), $cpus CPU worker(s) per rank; intra-node ${intra_bw} GB/s ${intra_lat} us ($src_intra); inter-node ${inter_bw} GB/s ${inter_lat} us ($src_inter)"' -->'
+  echo '<!-- bench/sim-platform.sh: '"$nodes node(s) x $rpn rank(s), $cpus CPU worker(s) per rank, links $duplex duplex; intra-node ${intra_bw} GB/s ${intra_lat} us ($src_intra); inter-node ${inter_bw} GB/s ${inter_lat} us ($src_inter)"' -->'
   echo '<zone id="starweave" routing="Full">'
   i=0
   while [ "$i" -lt "$nr" ]; do
@@ -123,23 +131,23 @@ nr=$((nodes * rpn))
   done
   i=0
   while [ "$i" -lt "$nr" ]; do
-    echo "  <link id=\"rank$i-link\" bandwidth=\"${intra_bw}GBps\" latency=\"$hl\"/>"
+    echo "  <link id=\"rank$i-link\" bandwidth=\"${intra_bw}GBps\" latency=\"$hl\"$share/>"
     i=$((i + 1))
   done
   n=0
   while [ "$n" -lt "$nodes" ]; do
-    echo "  <link id=\"node$n-link\" bandwidth=\"${inter_bw}GBps\" latency=\"$nl\"/>"
+    echo "  <link id=\"node$n-link\" bandwidth=\"${inter_bw}GBps\" latency=\"$nl\"$share/>"
     n=$((n + 1))
   done
   # every pair of ranks: the two ranks' links, and between nodes the two
   # nodes' links (the node's link shared by its ranks, as a NIC is)
-  awk -v nr="$nr" -v rpn="$rpn" 'BEGIN {
+  awk -v nr="$nr" -v rpn="$rpn" -v up="$up" -v down="$down" 'BEGIN {
     for (a = 0; a < nr; a++) for (b = a + 1; b < nr; b++) {
       na = int(a / rpn); nb = int(b / rpn)
       printf "  <zoneRoute src=\"StarPU-MPI%d\" dst=\"StarPU-MPI%d\" gw_src=\"StarPU-MPI%d-gw\" gw_dst=\"StarPU-MPI%d-gw\">", a, b, a, b
-      printf "<link_ctn id=\"rank%d-link\"/>", a
-      if (na != nb) printf "<link_ctn id=\"node%d-link\"/><link_ctn id=\"node%d-link\"/>", na, nb
-      printf "<link_ctn id=\"rank%d-link\"/></zoneRoute>\n", b
+      printf "<link_ctn id=\"rank%d-link\"%s/>", a, up
+      if (na != nb) printf "<link_ctn id=\"node%d-link\"%s/><link_ctn id=\"node%d-link\"%s/>", na, up, nb, down
+      printf "<link_ctn id=\"rank%d-link\"%s/></zoneRoute>\n", b, down
     } }'
   echo '</zone>'
   echo '</platform>'
@@ -154,3 +162,4 @@ done
 echo "platform: $nodes node(s) x $rpn rank(s) per node = $((nodes * rpn)) simulated rank(s): $out.xml, $out.hosts"
 echo "platform: intra-node ${intra_bw} GB/s, ${intra_lat} us: $src_intra"
 echo "platform: inter-node ${inter_bw} GB/s, ${inter_lat} us: $src_inter"
+echo "platform: links $duplex duplex"

@@ -264,6 +264,8 @@ zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_
 # environment (it simulates with that build and the scratch tree's scripts)
 sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
 sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
+# a cluster preset's links half duplex (each direction's messages sharing the bandwidth)
+sim-eth25-half-duplex|bench/sim-platform.sh|s/inter_lat=20 duplex=full/inter_lat=20 duplex=half/|tests/test_sim.sh|simulated run
 # SMPI's default network factors left on (each collective's message paid up to 11.6 x the platform's latency)
 sim-smpi-default-factors|bench/sim.sh|s/--cfg=smpi\/bw-factor:0:1 --cfg=smpi\/lat-factor:0:1 //|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input

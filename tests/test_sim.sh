@@ -8,9 +8,11 @@
 # and the network is SMPI's: the same run on a platform with a 1000x slower
 # link between the nodes takes more simulated time per step (the collectives'
 # MPI calls reach SMPI from their tasks), and a message pays the platform's
-# latency as written: 1 ms more between the nodes adds about 1 ms per
+# latency as written (1 ms more between the nodes adds about 1 ms per
 # collective to the step, at most 1.25 with the step's few other messages
-# (SMPI's default factors, which bench/sim.sh sets to 1, charged 1.8 ms). Bad input: a platform with fewer
+# (SMPI's default factors, which bench/sim.sh sets to 1, charged 1.8 ms)
+# and its links full duplex unless told half (the slow link's step more
+# than 1.5x longer half duplex). Bad input: a platform with fewer
 # hosts than ranks, a calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
@@ -62,6 +64,7 @@ sim() { # sim OUT PLATFORM [ARGS]: bench/sim.sh of gpt_train, output in $TMPD/OU
 sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --out "$TMPD/eth" > /dev/null
 sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --inter-bw 0.003125 --out "$TMPD/slow" > /dev/null
 sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --inter-lat 1020 --out "$TMPD/lat" > /dev/null
+sh "$top_srcdir/bench/sim-platform.sh" --nodes 2 --preset eth25 --inter-bw 0.003125 --duplex half --out "$TMPD/half" > /dev/null
 if want "simulated run"; then
   sim fast "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --log "$TMPD/sim.csv"
   rc=$?
@@ -88,6 +91,14 @@ if want "simulated run"; then
   slow=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/slow")
   check "a 1000x slower link between the nodes: ${slow:-none} simulated ms/step against ${ms:-none} (exit $rc)" \
     awk -v a="${slow:-0}" -v b="${ms:-0}" 'BEGIN { exit !(b > 0 && a > 1.5 * b) }'
+  # the slow link in both directions at once: full duplex (eth25's), each rank's collective messages to the
+  # other cross it side by side; half duplex, they share its bandwidth
+  sim half "$TMPD/half" examples/gpt_train $layout $shape --steps 3 --log "$TMPD/sim.csv"
+  rc=$?
+  [ "$rc" = 0 ] || cat "$TMPD/half"
+  half=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/half")
+  check "the slow link half duplex: ${half:-none} simulated ms/step against ${slow:-none} full duplex (exit $rc)" \
+    awk -v a="${half:-0}" -v b="${slow:-0}" 'BEGIN { exit !(b > 0 && a > 1.5 * b) }'
   # eth25's 20 us between the nodes against 1020: each of the step's collectives (one exchange between the
   # two ranks) pays the extra 1 ms at most once, and most sit on the step's critical path; the step's other
   # messages (its timing and loss reductions) add a few
