@@ -142,9 +142,8 @@ fi
 # smpi/lat-factor 1 at every size): SMPI's default factors, fitted to a
 # Gigabit Ethernet cluster, multiply a link's latency by up to 11.6 (every
 # message of 64 KiB or more) and its bandwidth by 0.34-0.94, so a preset's
-# 1 us or a measured 16 us was not what the messages paid (the main job's
-# tp 2 + sp on this machine simulated 19.7 ms/step with them, 15.6
-# without, against 12.8 real; docs/simulation.md, "Accuracy").
+# 1 us or a measured 16 us was not what the messages paid
+# (docs/simulation.md, "Accuracy, the network as the platform says").
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \

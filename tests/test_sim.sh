@@ -7,12 +7,12 @@
 # rank's memory model; the simulated time is not the wall time the run took;
 # and the network is SMPI's: the same run on a platform with a 1000x slower
 # link between the nodes takes more simulated time per step (the collectives'
-# MPI calls reach SMPI from their tasks), and a message pays the platform's
-# latency as written (1 ms more between the nodes adds about 1 ms per
+# MPI calls reach SMPI from their tasks); a message pays the platform's
+# latency as written: 1 ms more between the nodes adds about 1 ms per
 # collective to the step, at most 1.25 with the step's few other messages
-# (SMPI's default factors, which bench/sim.sh sets to 1, charged 1.8 ms)
-# and its links full duplex unless told half (the slow link's step more
-# than 1.5x longer half duplex). Bad input: a platform with fewer
+# (SMPI's default factors, which bench/sim.sh sets to 1, charged 1.8 ms);
+# links are full duplex unless told half: the slow link's step is more
+# than 1.5x longer half duplex. Bad input: a platform with fewer
 # hosts than ranks, a calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
