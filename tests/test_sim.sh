@@ -56,6 +56,8 @@ rc=$?
 check "calibration by a real run ($(tail -n 2 "$TMPD/calib" | head -n 1); $(($(date +%s) - t0)) s, exit $rc)" \
   [ "$rc" = 0 -a -r "$calib/bus/$host.config" ]
 
+# sim_ms FILE: the simulated ms/step bench/sim.sh printed in FILE
+sim_ms() { sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$1"; }
 sim() { # sim OUT PLATFORM [ARGS]: bench/sim.sh of gpt_train, output in $TMPD/OUT
   out=$1 plat=$2; shift 2
   timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib" --host $host \
@@ -74,7 +76,7 @@ if want "simulated run"; then
   check "the program says once that it is simulated ($n time(s))" [ "$n" = 1 ]
   line=$(grep '^simulation: ' "$TMPD/fast")
   echo "$line"
-  ms=$(echo "$line" | sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p')
+  ms=$(sim_ms "$TMPD/fast")
   total=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) simulated ms, .*/\1/p')
   wall=$(echo "$line" | sed -n 's/.*simulated ms, \([0-9.]*\) s of wall time.*/\1/p')
   check "simulated ms/step printed and positive (${ms:-none})" awk -v v="${ms:-0}" 'BEGIN { exit !(v > 0) }'
@@ -89,7 +91,7 @@ if want "simulated run"; then
   # fails); prints its simulated ms/step (nothing if it failed)
   step_on() {
     sim "$1.out" "$TMPD/$1" examples/gpt_train $layout $shape --steps 3 --log "$TMPD/sim.csv" || cat "$TMPD/$1.out" >&2
-    sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/$1.out"
+    sim_ms "$TMPD/$1.out"
   }
   slow=$(step_on slow)
   check "a 1000x slower link between the nodes: ${slow:-none} simulated ms/step against ${ms:-none}" \
@@ -122,7 +124,7 @@ if want "pipeline and Ulysses"; then
     timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib-$group" --host $host-$group \
       --platform "$TMPD/eth" examples/gpt_train $args $shape4 --steps 3 --log "$TMPD/sim.csv" > "$TMPD/$group" 2>&1
     rc=$?
-    ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/$group")
+    ms=$(sim_ms "$TMPD/$group")
     sent=$(sed -n "s/^communication: rank 0 sent \([0-9.]*\) MiB per step on the $group group.*/\1/p" "$TMPD/$group")
     [ "$rc" = 0 ] && [ -n "$ms" ] && [ -n "$sent" ] || cat "$TMPD/$group"
     check "gpt_train $args simulated on 2 nodes: exit $rc, ${ms:-no} simulated ms/step, rank 0 sent ${sent:-nothing} MiB per step on the $group group" \
@@ -141,7 +143,7 @@ if want "ZeRO-1 all-gather"; then
   timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib-z1" --host $host-z1 \
     --platform "$TMPD/eth" examples/gpt_train $z1 $shape --steps 2 --log "$TMPD/sim.csv" --trace "$TMPD/z1.json" > "$TMPD/z1" 2>&1
   rc=$?
-  ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/z1")
+  ms=$(sim_ms "$TMPD/z1")
   n=$(grep -o 'allgather_inplace_mpi' "$TMPD/z1.json" 2>/dev/null | wc -l)
   [ "$rc" = 0 ] && [ -n "$ms" ] && [ "$n" -gt 0 ] || cat "$TMPD/z1"
   check "gpt_train $z1 simulated: exit $rc, ${ms:-no} simulated ms/step, $n trace record(s) of MPI's in-place all-gather" \
@@ -166,7 +168,7 @@ if want "collectives at 3, 16 and 12 ranks"; then
     sim dp$np "$TMPD/eth$np" --estimate examples/gpt_train $args $(echo "$shape" | sed "s/--batch 2/--batch $np/") \
       --collective-algo mpi --steps 2 --counters
     rc=$?
-    ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/dp$np")
+    ms=$(sim_ms "$TMPD/dp$np")
     bad=$(sed -n 's/^counters: rank \([0-9]*\):.* mpi_collective=\([0-9]*\).* sim_exchange=\([0-9]*\).*/\1 \2 \3/p' "$TMPD/dp$np" |
       awk -v lo=$lo -v hi=$hi '{ n++; if (!($2 > 0 && $3 >= lo * $2 && $3 <= hi * $2)) print "rank " $1 ": " $2 " collectives, " $3 " exchanges" }
         END { if (n != '"$np"') print n + 0 " counter lines" }')
@@ -206,7 +208,7 @@ if want "bad input"; then
     --trace "$TMPD/est.json"
   rc=$?
   n=$(grep -c '^sim: ESTIMATE ' "$TMPD/est")
-  ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$TMPD/est")
+  ms=$(sim_ms "$TMPD/est")
   said=$(grep -c "^sim: $n task size(s) took regression ESTIMATES" "$TMPD/est")
   [ -s "$TMPD/est.json" ] && tr=written || tr=missing
   [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ -n "$ms" ] && [ "$said" = 1 ] && [ $tr = written ] || cat "$TMPD/est"
