@@ -6,7 +6,8 @@
 # median real ms/step, the simulated one and the difference.
 #
 # usage: bench/sim-accuracy.sh [--build DIR] [--sim-build DIR] [--runs R]
-#          [--steps N] [--shape main|w124] [--preset P] [--only REGEX]
+#          [--steps N] [--shape main|w124] [--preset P] [--platform-args A]
+#          [--only REGEX]
 #   --build DIR      the real build (default: build in the source tree)
 #   --sim-build DIR  the simulation build (default: build-sim)
 #   --runs R         real runs per layout (5); the median is compared
@@ -19,6 +20,9 @@
 #                    on 1 KiB gives the latency, MPI_Allreduce's bus
 #                    bandwidth on 64 MiB the bandwidth: vm-measured's
 #                    figures, in the same hour as the runs)
+#   --platform-args A  more of bench/sim-platform.sh's options, after the
+#                    preset's (e.g. '--duplex full', '--intra-lat 100
+#                    --inter-lat 100')
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -26,7 +30,7 @@
 set -eu
 me=sim-accuracy
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only=
+build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only= pargs=
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --shape) need "$@"; shape=$2; shift ;;
     --preset) need "$@"; preset=$2; shift ;;
     --only) need "$@"; only=$2; shift ;;
+    --platform-args) need "$@"; pargs=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -67,7 +72,7 @@ else
   net="--preset vm-measured --intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
   preset="measured now: $bw GB/s, $lat us"
 fi
-echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
 while read -r name np cpus layout; do
   [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
@@ -88,7 +93,7 @@ while read -r name np cpus layout; do
     real="$real $(ms_of "$work/r.csv")"
   done
   med=$(echo $real | tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net \
+  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net $pargs \
     --out "$work/plat-$name" > /dev/null
   sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$name" \
     examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||

@@ -144,12 +144,18 @@ fi
 # message of 64 KiB or more) and its bandwidth by 0.34-0.94, so a preset's
 # 1 us or a measured 16 us was not what the messages paid
 # (docs/simulation.md, "Accuracy, the network as the platform says").
+# SW_SIM_SMPI_FACTORS=smpi keeps SMPI's defaults, to compare.
+case "${SW_SIM_SMPI_FACTORS:-1}" in
+  1) factors="--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1" ;;
+  smpi) factors= ;;
+  *) die2 "SW_SIM_SMPI_FACTORS must be 1 or smpi (got '$SW_SIM_SMPI_FACTORS')" ;;
+esac
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
     --cfg=smpi/coll-selector:ompi --log=smpi_coll.thres:warning --log=smpi_colls.thres:warning \
-    --cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1 --log=xbt_cfg.thres:warning
+    $factors --log=xbt_cfg.thres:warning
 }
 nest=0
 if [ "$estimate" = 1 ]; then
