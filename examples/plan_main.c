@@ -358,7 +358,7 @@ static int plan_world(void)
 
 /* the machine: the file's figures, this machine's measured where the file lacks the first seven (the
  * runtime started for the measurement; sw_shutdown after the search) */
-static void plan_machine(sw_plan_machine *mc, int hidden)
+static void plan_machine(sw_plan_machine *mc, int hidden, const sw_gpt_config *gpt)
 {
     plan_opts *o = &plan_o;
     char msg[512];
@@ -367,6 +367,9 @@ static void plan_machine(sw_plan_machine *mc, int hidden)
     start_runtime();
     if (!(mc->gemm_gflops > 0) || !(mc->cores > 0) || !(mc->intra_gbs > 0) || !(mc->inter_gbs > 0) || !(mc->task_us > 0)) {
         sw_plan_machine_here(mc, NULL, hidden); /* this machine, then the file's figures over it */
+        if (gpt) /* the GPT's other kernels at its shapes (the DiT's estimate prices FLOPs and the optimizer only) */
+            sw_plan_machine_kernels(mc, gpt->hidden / gpt->heads, gpt->seq, gpt->ffn, gpt->vocab_padded > 0 ? gpt->vocab_padded : gpt->vocab,
+                                    gpt->model == SW_MODEL_LLAMA);
         if (o->machine) sw_plan_machine_read(mc, o->machine, msg, sizeof msg);
     }
 }
@@ -465,10 +468,10 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
 
 /* the machine (plan_machine: the runtime started), the run's workers per rank, and the search's header: the
  * model (p->model set), the world, the budget and the machine's figures */
-static void plan_start(plan_prog *p, sw_plan_machine *mc, int hidden)
+static void plan_start(plan_prog *p, sw_plan_machine *mc, int hidden, const sw_gpt_config *gpt)
 {
     plan_opts *o = &plan_o;
-    plan_machine(mc, hidden);
+    plan_machine(mc, hidden, gpt);
     p->ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
     printf("plan: %s %s on %d ranks (%d per node x %d nodes), memory budget %s\n", p->name, p->model, p->world,
            o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
@@ -535,7 +538,7 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     if (plan_o.check_config) return check_config(cfg, p.world);
     sw_plan_machine mc;
     model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc, cfg->hidden);
+    plan_start(&p, &mc, cfg->hidden, cfg);
     snprintf(p.run_flags, sizeof p.run_flags, "--ncpus %d --log /dev/null", p.ncpus);
     int n = 0;
     sw_plan_entry *e = sw_plan_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
@@ -571,7 +574,7 @@ int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
     }
     sw_plan_machine mc;
     dit_model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc, cfg->hidden); /* dit_train's workers: STARPU_NCPU in its runs' environment (no flag) */
+    plan_start(&p, &mc, cfg->hidden, NULL); /* dit_train's workers: STARPU_NCPU in its runs' environment (no flag) */
     int n = 0;
     sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
                                                plan_o.mem_mib * SW_MIB, &n);

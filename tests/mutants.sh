@@ -69,6 +69,16 @@ plan-estimate-not-deterministic|graphs/models/plan.c|s/    return sec \/ (mc->ge
 plan-zero1-gather-hidden|graphs/models/plan.c|s/double gather = zero == 1 ? ms \/ 2 : zero == 2 ? ms \/ (1 + K) : 0,/double gather = 0,/|tests/test_plan.sh|beside the workers
 # sp's column-parallel forward priced at the whole rows' rate, not its tasks' 1 / tp of them
 plan-sp-split-ignored|graphs/models/plan.c|s/double mf = l\[i\].column \&\& c->sp \&\& c->tp > 1 ? m \/ c->tp : m;/double mf = m;/|tests/test_plan.sh|gemm tasks
+# the GEMM's load thread left unbound: it inherits the measuring worker's binding and shares its core
+plan-load-on-measuring-core|graphs/models/plan.c|s/    l->pinned = bind_to(pthread_self(), l->cpu);/    l->pinned = 0;/|tests/test_plan.sh|measured kernels
+# full recomputation's second forward of the MLP activation not priced
+plan-act-recompute-ignored|graphs/models/plan.c|s/(c->recompute == SW_RECOMPUTE_FULL ? 4.0 \/ 3.0 : 1) \* Tm \* F/1 * Tm * F/|tests/test_plan.sh|other kernels
+# the cross-entropy priced over the whole vocabulary, not its share over tp
+plan-ce-tp-ignored|graphs/models/plan.c|s/Tm \* ((double)c->vocab_padded \/ c->tp) \* mc->ce_ns/Tm * (double)c->vocab_padded * mc->ce_ns/|tests/test_plan.sh|other kernels
+# the attention priced at the GEMM rate though the machine gives its own
+plan-attn-at-gemm-rate|graphs/models/plan.c|s/    double rate = (arate > 0 ? arate :/    double rate = (0 ? arate :/|tests/test_plan.sh|other kernels
+# the tiles that keep the probabilities priced under selective recomputation too (their rate for every layout)
+plan-attn-probs-everywhere|graphs/models/plan.c|s/    double arate = c->recompute == SW_RECOMPUTE_NONE \&\& c->ring == 1 \&\& mc->attn_probs_gflops > 0/    double arate = mc->attn_probs_gflops > 0/|tests/test_plan.sh|other kernels
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) \/\*/    if (0) \/*/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)

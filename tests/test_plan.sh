@@ -204,6 +204,49 @@ if want "gemm tasks"; then
       grep -q "GEMM at 0.5 of the rate while every core of the node computes: typed for the test" "$TMPD/shared-with"'
 fi
 
+# The model's other kernels, each given by the machine file: the MLP's activation over the rank's rows of
+# ffn / tp (act_ns 100: tp 2 of $SMALL, 4 layers of 256 rows x 128, 13.107 ms; full recomputation's
+# forward again, 4/3 of it), the cross-entropy over the last stage's rows of the vocabulary over tp
+# (ce_ns: pp 2's last stage holds all of it, twice tp 2's share), the attention's FLOPs at attn_gflops
+# instead of the GEMM rate (1 GFLOP/s: tp 2's 6.29 MFLOP take 6.291 ms instead of 0.708 at 10 GFLOP/s
+# and 128 of 144 rows' rate), at attn_probs_gflops without recomputation only (the tiles that keep the
+# probabilities) -- each growth exact, each machine line printed
+if want "other kernels"; then
+  plan_pair act "act_ns 100"
+  plan_pair ce "ce_ns 100"
+  plan_pair attn "attn_gflops 1"
+  plan_pair probs "attn_probs_gflops 1"
+  grow() { # grow TAG FLAGS: the compute ms the line added, for the layout FLAGS
+    awk -v a="$(table_col "$TMPD/$1-base" 4 "$2")" -v b="$(table_col "$TMPD/$1-with" 4 "$2")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'
+  }
+  tp2="--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute"
+  pp2="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 1 --recompute none"
+  an=$(grow act "$tp2 none") af=$(grow act "$tp2 full") ct=$(grow ce "$tp2 none") cp=$(grow ce "$pp2") at=$(grow attn "$tp2 none")
+  pn=$(grow probs "$tp2 none") ps=$(grow probs "$tp2 selective")
+  check "activation +${an:-?} ms (full recomputation +${af:-?}), cross-entropy tp 2 +${ct:-?} pp 2 +${cp:-?}, attention +${at:-?}, keeping the probabilities +${pn:-?} (selective +${ps:-?}); the machine lines printed" \
+    eval 'awk -v an="$an" -v af="$af" -v ct="$ct" -v cp="$cp" -v at="$at" -v pn="$pn" -v ps="$ps" "function near(x, y) { return x > 0.995 * y && x < 1.005 * y }
+      BEGIN { a = 6.291456 - 6.291456 / (10 * 128 / 144); exit !(near(an, 13.1072) && near(af, 13.1072 * 4 / 3) && ct > 0 && near(cp, 2 * ct) && near(at, a) && near(pn, a) && ps == 0) }" &&
+      grep -q "MLP activation 100 ns per element per worker: typed for the test" "$TMPD/act-with" &&
+      grep -q "cross-entropy 100 ns per logit per worker: typed for the test" "$TMPD/ce-with" &&
+      grep -q "attention tiles 1 GFLOP/s per worker: typed for the test" "$TMPD/attn-with" &&
+      grep -q "MLP activation left out (act_ns not given)" "$TMPD/act-base"'
+fi
+
+# This machine measured (no machine file): the other kernels by the library's codelets (SwiGLU's for
+# LLaMA), and the GEMM while each other core runs one on a core of its own (a load left on the measuring
+# worker's core measured 0.50 of the rate on a VM whose cores keep 0.98-1.00 each)
+if want "measured kernels"; then
+  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/here" 2>&1
+  rc=$?
+  others=$(($(getconf _NPROCESSORS_ONLN) - 1))
+  check "measured now: both attention tiles, cross-entropy, SwiGLU and AdamW by their codelets; the GEMM's $others load(s) each on a core of its own (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "attention tiles .* measured now: sw_attn_fwd and _bwd" "$TMPD/here" &&
+      grep -q "keeping the probabilities .* measured now: sw_attn_probs_fwd and _bwd" "$TMPD/here" &&
+      grep -q "cross-entropy .* measured now: sw_ce_max" "$TMPD/here" && grep -q "MLP activation .* measured now: sw_swiglu_fwd" "$TMPD/here" &&
+      grep -q "optimizer .* measured now: the AdamW codelet" "$TMPD/here" &&
+      { [ "$others" = 0 ] || grep -q "ran the same GEMM ($others of them bound each to a core of its own)" "$TMPD/here"; }'
+fi
+
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)
   layout="--tp 1 --ulysses 1 --ring 1 --dp 1 --pp 2 --zero 0 --grad-accum 2 --recompute selective"
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-list "$TMPD/list" $SMALL > /dev/null 2>&1

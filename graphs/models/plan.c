@@ -1,9 +1,11 @@
 /* The planner (plan.h, docs/planner.md): enumeration by the programs' rules,
  * memory and traffic from the library's models (sw_gpt_plan_rank), a
  * deterministic estimate from a machine's figures. */
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getcpu */
 #include <dirent.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -58,16 +60,21 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"elem_ns", &m->elem_ns, m->elem_src, sizeof m->elem_src},
             {"coll_offload", &m->coll_offload, m->coll_src, sizeof m->coll_src},
             {"gemm_shared", &m->gemm_shared, m->shared_src, sizeof m->shared_src},
+            {"attn_gflops", &m->attn_gflops, m->attn_src, sizeof m->attn_src},
+            {"attn_probs_gflops", &m->attn_probs_gflops, m->attn_probs_src, sizeof m->attn_probs_src},
+            {"ce_ns", &m->ce_ns, m->ce_src, sizeof m->ce_src},
+            {"act_ns", &m->act_ns, m->act_src, sizeof m->act_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
-                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload, gemm_shared)", path, ln, key);
+                     "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload, gemm_shared, attn_gflops, "
+                     "attn_probs_gflops, ce_ns, act_ns)", path, ln, key);
             fclose(f);
             return -1;
         }
-        if (v == 0 && k < 7) { /* the last six may be 0: the term left out */
+        if (v == 0 && k < 7) { /* the keys after the first seven may be 0: the term left out */
             snprintf(msg, n, "machine file '%s' line %d: %s must be positive (%g)", path, ln, key, v);
             fclose(f);
             return -1;
@@ -126,7 +133,7 @@ static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 0, .nam
 typedef struct {
     int N, K, cores;
     double rate[2], secs[2], adam_ns, elem_ns, shared;
-    int runs[2], adam_reps;
+    int runs[2], adam_reps, pinned, loads;
 } kernel_rates;
 
 static double seconds_since(const struct timespec *t0)
@@ -136,9 +143,42 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* sw_gemm_cpu's rate (GFLOP/s) at M x N x K: the best of 5 rounds of at least 30 ms and 3 runs; the
- * rounds' seconds and runs into secs and runs */
-static double gemm_best_rate(int M, int N, int K, const float *a, const float *b, float *c, double *secs, int *runs)
+/* GEMM operands for up to 256 rows x N x K in the three forms a linear layer's tasks call: forward Y = X W^T
+ * ([M, K] x [N, K]^T), backward dX = dY W and dW = dY^T X. On oneDNN here the backward forms ran 13-15 %
+ * slower than the forward one at 256 x 768 x 768 (146, 128 and 126 GFLOP/s) and dX at 256 x 3072 x 768 at
+ * 58 (2026-11-29). `sets` of them one after the other in memory (together at least mib MiB): each run takes
+ * the next, so that it reads its operands from memory as a task does whose operands other tasks wrote (the
+ * forward GEMM on operands in cache ran 12-15 % faster: 158-162 against 137-141 GFLOP/s) */
+typedef struct {
+    float *buf;
+    size_t per;
+    int sets, next, N, K;
+} gemm_operands;
+
+static void operands_init(gemm_operands *o, int N, int K, double mib)
+{
+    o->N = N, o->K = K, o->next = 0;
+    o->per = 2 * ((size_t)256 * K + (size_t)K * N) + (size_t)256 * N; /* X, W, Y, dX, dW */
+    o->sets = (int)fmax(1, ceil(mib * 1024 * 1024 / (4.0 * (double)o->per)));
+    o->buf = sw_xcalloc(o->per * (size_t)o->sets, sizeof *o->buf);
+    for (size_t i = 0; i < o->per * (size_t)o->sets; i++) o->buf[i] = (float)(i % 7) * 0.1f;
+}
+
+/* one GEMM of each form at M rows: 3 x 2 M N K FLOPs */
+static void operands_gemm(gemm_operands *o, int M)
+{
+    const int N = o->N, K = o->K;
+    float *x = o->buf + o->per * (size_t)o->next, *w = x + (size_t)256 * K, *y = w + (size_t)K * N, *dx = y + (size_t)256 * N,
+          *dw = dx + (size_t)256 * K;
+    o->next = (o->next + 1) % o->sets;
+    sw_gemm_cpu(0, 1, M, N, K, 1.0f, x, K, w, K, 0.0f, y, N, SW_F32);
+    sw_gemm_cpu(0, 0, M, K, N, 1.0f, y, N, w, K, 0.0f, dx, K, SW_F32);
+    sw_gemm_cpu(1, 0, N, K, M, 1.0f, y, N, x, K, 0.0f, dw, K, SW_F32);
+}
+
+/* sw_gemm_cpu's rate (GFLOP/s) at M rows of o, its three forms together: the best of 5 rounds of at least
+ * 30 ms and 3 runs; the rounds' seconds and runs into secs and runs */
+static double gemm_best_rate(gemm_operands *o, int M, double *secs, int *runs)
 {
     double best = 0;
     *secs = 0, *runs = 0;
@@ -148,29 +188,40 @@ static double gemm_best_rate(int M, int N, int K, const float *a, const float *b
         double s = 0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do {
-            sw_gemm_cpu(0, 1, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32);
+            operands_gemm(o, M);
             reps++;
             s = seconds_since(&t0);
         } while (s < 0.03 || reps < 3);
-        best = fmax(best, 2.0 * M * N * (double)K * reps / s / 1e9);
+        best = fmax(best, 3 * 2.0 * M * o->N * (double)o->K * reps / s / 1e9);
         *secs += s, *runs += reps;
     }
     return best;
 }
 
-/* a GEMM run again and again on a thread of its own until told to stop: the load of another core */
+/* the load of another core: a GEMM run again and again on a thread bound to that core (cpu) until told to
+ * stop; pinned says whether the binding took. Unbound, the thread inherited the measuring worker's binding
+ * and shared its core: that measured 0.50 of the rate on this VM, whose two vCPUs keep 0.98-1.00 each when
+ * they compute on their own cores (2026-11-29) */
 typedef struct {
-    int M, N, K, stop;
+    int N, K, cpu, pinned, *stop;
 } gemm_load;
+
+static int bind_to(pthread_t t, int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(t, sizeof set, &set) == 0;
+}
 
 static void *gemm_spin(void *arg)
 {
     gemm_load *l = arg;
-    float *a = sw_xcalloc((size_t)l->M * l->K, sizeof *a), *b = sw_xcalloc((size_t)l->K * l->N, sizeof *b),
-          *c = sw_xcalloc((size_t)l->M * l->N, sizeof *c);
-    while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
-        sw_gemm_cpu(0, 1, l->M, l->N, l->K, 1.0f, a, l->K, b, l->K, 0.0f, c, l->N, SW_F32);
-    free(a), free(b), free(c);
+    l->pinned = bind_to(pthread_self(), l->cpu);
+    gemm_operands o;
+    operands_init(&o, l->N, l->K, 16); /* a load of its own, past its core's cache */
+    while (!__atomic_load_n(l->stop, __ATOMIC_ACQUIRE)) operands_gemm(&o, 256);
+    free(o.buf);
     return NULL;
 }
 
@@ -178,36 +229,46 @@ static void measure_kernels(void *buffers[], void *arg)
 {
     (void)buffers;
     kernel_rates *k = arg;
+    /* the measuring thread on the core it runs on, for the measurement (its binding restored after) */
+    pthread_t self = pthread_self();
+    cpu_set_t was;
+    int me = sched_getcpu(), saved = pthread_getaffinity_np(self, sizeof was, &was) == 0;
+    if (me >= 0) bind_to(self, me);
     /* the GEMM at 16 and 256 rows: the rate's dependence on the rows of a tile */
-    int N = k->N, K = k->K, rows[2] = {16, 256};
-    float *a = sw_xcalloc((size_t)256 * K, sizeof *a), *b = sw_xcalloc((size_t)K * N, sizeof *b),
-          *c = sw_xcalloc((size_t)256 * N, sizeof *c);
-    for (size_t i = 0; i < (size_t)256 * K; i++) a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(i % 5) * 0.1f;
+    int rows[2] = {16, 256};
+    gemm_operands o;
+    operands_init(&o, k->N, k->K, 64);
     /* each rate the best of 5 rounds of at least 30 ms: a round that shared the core (with the other
      * hyperthread's work, say) says nothing of the kernel (one run of 0.15 s gave 30.6 GFLOP/s at 16 rows,
      * the next 62.2, on 2026-11-28) */
     for (int j = 0; j < 2; j++) {
-        sw_gemm_cpu(0, 1, rows[j], N, K, 1.0f, a, K, b, K, 0.0f, c, N, SW_F32); /* warm-up */
-        k->rate[j] = gemm_best_rate(rows[j], N, K, a, b, c, &k->secs[j], &k->runs[j]);
+        operands_gemm(&o, rows[j]); /* warm-up */
+        k->rate[j] = gemm_best_rate(&o, rows[j], &k->secs[j], &k->runs[j]);
     }
-    /* the same 256-row GEMM while every other core of the node runs one too: what a core keeps of its rate
-     * when all compute at once (this VM's two vCPUs share one core's units: 64.9 GFLOP/s against 147 alone) */
-    k->shared = 0;
-    if (k->cores > 1) {
-        gemm_load load = {.M = 256, .N = N, .K = K};
+    /* the same 256-row GEMM while every other core of the node runs one: what a core keeps of its rate when
+     * all compute at once (cores that are one physical core's hyperthreads share its units) */
+    k->shared = 0, k->pinned = 0;
+    cpu_set_t allowed; /* the process's cores: the main thread's (StarPU binds its workers, not it) */
+    if (k->cores > 1 && me >= 0 && sched_getaffinity(getpid(), sizeof allowed, &allowed) == 0) {
+        int stop = 0, nth = 0;
+        gemm_load load[63];
         pthread_t th[63];
-        int nth = 0;
-        for (int i = 0; i < k->cores - 1 && i < 63; i++)
-            if (pthread_create(&th[nth], NULL, gemm_spin, &load) == 0) nth++;
+        for (int cpu = 0; cpu < CPU_SETSIZE && nth < k->cores - 1 && nth < 63; cpu++) {
+            if (cpu == me || !CPU_ISSET(cpu, &allowed)) continue;
+            load[nth] = (gemm_load){.N = k->N, .K = k->K, .cpu = cpu, .stop = &stop};
+            if (pthread_create(&th[nth], NULL, gemm_spin, &load[nth]) == 0) nth++;
+            else break;
+        }
         double secs;
         int runs;
-        double best = gemm_best_rate(256, N, K, a, b, c, &secs, &runs);
-        __atomic_store_n(&load.stop, 1, __ATOMIC_RELEASE);
-        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
-        if (nth == k->cores - 1) k->shared = best;
+        double best = gemm_best_rate(&o, 256, &secs, &runs);
+        __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL), k->pinned += load[i].pinned;
+        if (nth == k->cores - 1 || nth == 63) k->shared = best;
+        k->loads = nth;
     }
-    free(a), free(b), free(c);
+    free(o.buf);
+    if (saved) pthread_setaffinity_np(self, sizeof was, &was);
     /* the optimizer: AdamW's update (decoupled weight decay) over 4M parameters, p g m v in fp32, one
      * thread: the fastest of 9 passes after an untimed one (the first touches the moments' fresh pages) */
     const size_t P = (size_t)1 << 22;
@@ -233,16 +294,16 @@ static void measure_kernels(void *buffers[], void *arg)
     for (int pass = 0; pass < 10; pass++) {
         struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (size_t r = 0; r + (size_t)N <= P; r += (size_t)N) {
+        for (size_t r = 0; r + (size_t)k->N <= P; r += (size_t)k->N) {
             float ss = 0;
-            for (int i = 0; i < N; i++) ss += g[r + i] * g[r + i];
-            const float inv = 1.0f / sqrtf(ss / (float)N + 1e-5f);
-            for (int i = 0; i < N; i++) v[r + i] = g[r + i] * inv * p[i];
+            for (int i = 0; i < k->N; i++) ss += g[r + i] * g[r + i];
+            const float inv = 1.0f / sqrtf(ss / (float)k->N + 1e-5f);
+            for (int i = 0; i < k->N; i++) v[r + i] = g[r + i] * inv * p[i];
         }
         double s = seconds_since(&t0);
         if (pass > 0 && (best == 0 || s < best)) best = s;
     }
-    k->elem_ns = best * 1e9 / (double)(P / (size_t)N * (size_t)N);
+    k->elem_ns = best * 1e9 / (double)(P / (size_t)k->N * (size_t)k->N);
     free(p), free(g), free(mm), free(v);
 }
 /* run in simulation too: the figures are this machine's either way */
@@ -269,8 +330,8 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     /* rate(M) = R M / (M + H): from the two rates, H = 4096 (1 - q) / (256 q - 16), q = rate(16) / rate(256) */
     double q = rate[0] / rate[1], H = q >= 1 ? 0 : q <= 1.0 / 16 ? 1e4 : 4096 * (1 - q) / (256 * q - 16);
     m->gemm_half_rows = H;
-    snprintf(m->rows_src, sizeof m->rows_src, "measured now: sw_gemm_cpu at 16 and 256 rows x %d x %d, one worker, best "
-             "of 5 rounds: %.1f and %.1f GFLOP/s (%d and %d runs)", k.N, k.K, rate[0], rate[1], k.runs[0], k.runs[1]);
+    snprintf(m->rows_src, sizeof m->rows_src, "measured now: sw_gemm_cpu at 16 and 256 rows x %d x %d, forward and "
+             "backward forms, operands from memory, one worker, best of 5 rounds: %.1f and %.1f GFLOP/s (%d and %d runs)", k.N, k.K, rate[0], rate[1], k.runs[0], k.runs[1]);
     if (m->gemm_gflops > 0 && m->gemm_gflops * 3 < rate[1]) {
         /* a history is every run recorded under that home, loaded ones included: said, not silently used */
         size_t l = strlen(m->gemm_src);
@@ -283,23 +344,27 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     }
     if (!m->gemm_gflops) {
         m->gemm_gflops = rate[1] * (256 + H) / 256;
-        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu 256x%dx%d, one worker, %d runs in %.2f s, "
+        snprintf(m->gemm_src, sizeof m->gemm_src, "measured now: sw_gemm_cpu 256x%dx%d, forward and backward forms, operands from memory, one worker, %d runs in %.2f s, "
                  "best round %.1f GFLOP/s, extrapolated to many rows (no StarPU model of sw_gemm found)", k.N, k.K, k.runs[1],
                  k.secs[1], rate[1]);
     }
     m->gemm_shared = k.shared > 0 ? fmin(1, k.shared / rate[1]) : 1;
     if (k.shared > 0)
         snprintf(m->shared_src, sizeof m->shared_src, "measured now: sw_gemm_cpu at 256 rows, best of 5 rounds, %.1f GFLOP/s "
-                 "while the node's %d other core(s) ran the same GEMM, against %.1f alone", k.shared, k.cores - 1, rate[1]);
+                 "while the node's %d other core(s) ran the same GEMM (%d of them bound each to a core of its own), "
+                 "against %.1f alone", k.shared, k.cores - 1, k.pinned, rate[1]);
+    else if (k.cores > 1)
+        snprintf(m->shared_src, sizeof m->shared_src, "not measured: %d of the node's %d other core(s) could take a load "
+                 "(the process's cores, the measuring worker's known)", k.loads, k.cores - 1);
     else snprintf(m->shared_src, sizeof m->shared_src, "one core: nothing shares it");
     m->adam_ns = k.adam_ns;
     snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over 4194304 fp32 "
              "parameters, one worker, the fastest of %d passes after a first (not the codelet)", k.adam_reps);
-    /* measured, printed, not priced: on this VM's oversubscribed runs the term made --verify's ranking at 4
-     * ranks worse (Spearman 0.786 against 0.952 without it, W124, 2026-11-29); a machine file gives it
-     * (bench/plan-scale.sh's: the simulated 512-rank ranking needs it, docs/planner.md) */
-    snprintf(m->elem_src, sizeof m->elem_src, "%.3g ns per element measured now (the planner's RMSNorm forward "
-             "over 4M elements in rows of %d, one worker), priced only when a machine file gives elem_ns", k.elem_ns, k.N);
+    /* priced: left out while gemm_shared was measured on one core (above), it made --verify's ranking at 4
+     * ranks worse (Spearman 0.786 against 0.952 without it, W124, 2026-11-29) */
+    m->elem_ns = k.elem_ns;
+    snprintf(m->elem_src, sizeof m->elem_src, "measured now: the planner's RMSNorm forward over 4M elements in rows of %d, "
+             "one worker, the fastest of 9 passes after a first", k.N);
     m->cores = k.cores;
     snprintf(m->cores_src, sizeof m->cores_src, "counted (sysconf, online CPUs of this node)");
     m->intra_gbs = m->inter_gbs = 0.83, m->intra_us = m->inter_us = 16;
@@ -324,6 +389,122 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
         snprintf(m->task_src, sizeof m->task_src, "measured now: %d empty StarPU tasks submitted and run in %.3f s "
                  "(%u CPU worker(s))", N, s, starpu_cpu_worker_get_count());
     }
+}
+
+/* The model's other kernels as the library's codelets run them: tasks on a worker, each timed from its
+ * submission to its end, the best of 5 after a first. Left at 0 (the estimate then prices the attention at
+ * the GEMM rate and leaves the others out) in simulation, where codelets do not run. */
+typedef enum { OPS_ATTN, OPS_ATTN_PROBS, OPS_CE, OPS_ACT, OPS_ADAM } ops_kind;
+
+typedef struct {
+    sw_tensor *t[11];
+    sw_attn_args at;
+    sw_adamw_args ad;
+    int64_t vocab;
+    int swiglu;
+} ops_bench;
+
+static void ops_submit(ops_kind kind, ops_bench *b)
+{
+    starpu_data_handle_t h[11];
+    for (int i = 0; i < 11; i++) h[i] = b->t[i] ? sw_tensor_whole(b->t[i], STARPU_RW) : NULL;
+    switch (kind) {
+    case OPS_ATTN: /* q k v o lse dout dq dk dv */
+        sw_attn_fwd(h[0], h[1], h[2], h[3], h[4], &b->at);
+        sw_attn_bwd(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], &b->at);
+        break;
+    case OPS_ATTN_PROBS: /* the same and probs */
+        sw_attn_probs_fwd(h[0], h[1], h[2], h[3], h[4], h[9], &b->at);
+        sw_attn_probs_bwd(h[0], h[1], h[2], h[9], h[5], h[6], h[7], h[8], &b->at);
+        break;
+    case OPS_CE: /* logits mx se tgt targets */
+        sw_ce_max(h[0], h[1], 0, b->vocab);
+        sw_ce_target(h[0], h[4], h[3], 0);
+        sw_ce_sumexp(h[0], h[1], h[2], 0, b->vocab);
+        sw_ce_bwd(h[0], h[1], h[2], h[4], 0, b->vocab, 1.0f);
+        break;
+    case OPS_ACT: /* x (gate) y (up) dy dgate dup */
+        if (b->swiglu) sw_swiglu_fwd(h[0], h[1], h[2]), sw_swiglu_bwd(h[0], h[1], h[2], h[3], h[4]);
+        else sw_gelu_fwd(h[0], h[1]), sw_gelu_bwd(h[0], h[1]);
+        break;
+    case OPS_ADAM: /* param grad m v */
+        sw_adamw(h[0], h[1], h[2], h[3], &b->ad);
+        break;
+    }
+}
+
+/* the best of 5 timed runs (after a first) of kind's tasks on b's tensors, seconds; the tensors freed */
+static double ops_time(ops_kind kind, ops_bench *b)
+{
+    double best = 0;
+    for (int i = 0; i < 11; i++)
+        if (b->t[i]) sw_tensor_fill(b->t[i], i == 4 && kind == OPS_CE ? 0.0f : 0.01f * (float)(i + 1));
+    for (int rep = 0; rep < 6; rep++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ops_submit(kind, b);
+        starpu_task_wait_for_all();
+        double s = seconds_since(&t0);
+        if (rep > 0 && (best == 0 || s < best)) best = s;
+    }
+    for (int i = 0; i < 11; i++)
+        if (b->t[i]) sw_tensor_free(b->t[i]), b->t[i] = NULL;
+    return best;
+}
+
+void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn, int vocab, int swiglu)
+{
+    if (sw_simulated() || head_dim < 1 || seq < 1 || ffn < 1 || vocab < 1) return;
+    ops_bench b;
+    /* the attention tiles, forward and backward, causal, at the model's head dim over min(seq, 1024) rows and
+     * heads enough for some 50 MFLOP forward, their FLOPs counted as the estimate counts them (half the
+     * square, 4 d per pair forward, backward twice the forward): the flash tiles (recomputation selective
+     * and full, and Ring: the backward recomputes the probabilities) and the tiles that keep the
+     * probabilities (none) */
+    int S = seq < 1024 ? seq : 1024, nh = (int)fmax(1, ceil(5e7 / (2.0 * S * S * head_dim)));
+    const double flops = 3.0 * 0.5 * 4.0 * S * (double)S * nh * head_dim;
+    const char *an[10] = {"plan.q", "plan.k", "plan.v", "plan.o", "plan.lse", "plan.dout", "plan.dq", "plan.dk", "plan.dv", "plan.probs"};
+    double *rate[2] = {&m->attn_gflops, &m->attn_probs_gflops};
+    char *src[2] = {m->attn_src, m->attn_probs_src};
+    for (int v = 0; v < 2; v++) {
+        memset(&b, 0, sizeof b);
+        b.at = (sw_attn_args){.batch = 1, .nh = nh, .d = head_dim, .sq = S, .sk = S, .causal = 1,
+                              .scale = 1.0f / sqrtf((float)head_dim), .heads_total = nh, .seq_total = S};
+        for (int i = 0; i < 9 + v; i++)
+            b.t[i] = sw_tensor_new2d(an[i], SW_F32, i == 9 ? (int64_t)nh * S : S, i == 9 ? S : i == 4 ? nh : (int64_t)nh * head_dim);
+        double s = ops_time(v ? OPS_ATTN_PROBS : OPS_ATTN, &b);
+        *rate[v] = flops / s / 1e9;
+        snprintf(src[v], sizeof m->attn_src, "measured now: sw_attn%s_fwd and _bwd, %d heads of %d x %d, causal, one worker, "
+                 "best of 5: %.2f ms", v ? "_probs" : "", nh, S, head_dim, s * 1e3);
+    }
+    /* the cross-entropy's passes (maximum, target, sum of exponentials, gradient) over 256 rows of logits */
+    int64_t vb = vocab < 8192 ? vocab : 8192;
+    memset(&b, 0, sizeof b);
+    b.vocab = vb;
+    b.t[0] = sw_tensor_new2d("plan.logits", SW_F32, 256, vb);
+    b.t[1] = sw_tensor_new2d("plan.mx", SW_F32, 256, 1), b.t[2] = sw_tensor_new2d("plan.se", SW_F32, 256, 1);
+    b.t[3] = sw_tensor_new2d("plan.tgt", SW_F32, 256, 1), b.t[4] = sw_tensor_new2d("plan.targets", SW_I32, 256, 1);
+    double s = ops_time(OPS_CE, &b);
+    m->ce_ns = s * 1e9 / (256.0 * (double)vb);
+    snprintf(m->ce_src, sizeof m->ce_src, "measured now: sw_ce_max, _target, _sumexp and _bwd over 256 x %lld logits, "
+             "one worker, best of 5: %.2f ms", (long long)vb, s * 1e3);
+    /* the MLP's activation forward and backward over 256 rows of the model's ffn */
+    memset(&b, 0, sizeof b);
+    b.swiglu = swiglu;
+    for (int i = 0; i < (swiglu ? 5 : 2); i++) b.t[i] = sw_tensor_new2d("plan.act", SW_F32, 256, ffn);
+    s = ops_time(OPS_ACT, &b);
+    m->act_ns = s * 1e9 / (256.0 * ffn);
+    snprintf(m->act_src, sizeof m->act_src, "measured now: sw_%s_fwd and _bwd over 256 x %d, one worker, best of 5: %.2f ms",
+             swiglu ? "swiglu" : "gelu", ffn, s * 1e3);
+    /* the optimizer: the AdamW codelet over 4M parameters (the planner's own loop ran 1.8x faster than the
+     * codelet's tasks in a 2-rank W124 step, 2026-11-29) */
+    memset(&b, 0, sizeof b);
+    b.ad = (sw_adamw_args){.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1};
+    for (int i = 0; i < 4; i++) b.t[i] = sw_tensor_new2d("plan.adam", SW_F32, 4096, 1024);
+    s = ops_time(OPS_ADAM, &b);
+    m->adam_ns = s * 1e9 / (4096.0 * 1024);
+    snprintf(m->adam_src, sizeof m->adam_src, "measured now: the AdamW codelet over 4194304 fp32 parameters, one worker, "
+             "best of 5: %.2f ms", s * 1e3);
 }
 
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix)
@@ -352,6 +533,17 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
         fprintf(f, "%sactivation pass %.3g ns per element per worker: %s\n", prefix, m->elem_ns, m->elem_src);
     else fprintf(f, "%sthe blocks' norms and residual adds left out (elem_ns not given)%s%s\n", prefix,
                  m->elem_src[0] ? ": activation pass " : "", m->elem_src);
+    if (m->attn_gflops > 0)
+        fprintf(f, "%sattention tiles %.3g GFLOP/s per worker: %s\n", prefix, m->attn_gflops, m->attn_src);
+    else fprintf(f, "%sattention tiles at the GEMM rate (attn_gflops not given)\n", prefix);
+    if (m->attn_probs_gflops > 0)
+        fprintf(f, "%sattention tiles keeping the probabilities (recompute none) %.3g GFLOP/s per worker: %s\n", prefix,
+                m->attn_probs_gflops, m->attn_probs_src);
+    else fprintf(f, "%sattention tiles keeping the probabilities at attn_gflops' rate (attn_probs_gflops not given)\n", prefix);
+    if (m->ce_ns > 0) fprintf(f, "%scross-entropy %.3g ns per logit per worker: %s\n", prefix, m->ce_ns, m->ce_src);
+    else fprintf(f, "%scross-entropy left out (ce_ns not given)\n", prefix);
+    if (m->act_ns > 0) fprintf(f, "%sMLP activation %.3g ns per element per worker: %s\n", prefix, m->act_ns, m->act_src);
+    else fprintf(f, "%sMLP activation left out (act_ns not given)\n", prefix);
 }
 
 /* -------------------------------------------------------------- rules */
@@ -498,8 +690,14 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
      * here: where the node's threads outnumber its cores, estimate() bounds the step by the node's cores */
     double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
     double shared = gemm_share(w, mc, workers);
-    /* the attention's tiles at the rate of a GEMM of the rank's rows of a micro-batch over the tiles */
-    double rate = mc->gemm_gflops * 1e9 * workers * shared * gemm_eff(mc, Tm / (c->tiles > 0 ? c->tiles : 1));
+    /* the attention's tiles at their measured rate: without recomputation (and Ring, whose tiles merge) those
+     * that keep the probabilities (attn_probs_gflops), else the flash tiles, whose backward recomputes them
+     * (attn_gflops: selective recomputation's redo is in it); else at the rate of a GEMM of the rank's rows
+     * of a micro-batch over the tiles */
+    double arate = c->recompute == SW_RECOMPUTE_NONE && c->ring == 1 && mc->attn_probs_gflops > 0 ? mc->attn_probs_gflops
+                                                                                                 : mc->attn_gflops;
+    if (arate > 0 && c->recompute == SW_RECOMPUTE_SELECTIVE) redo = 0;
+    double rate = (arate > 0 ? arate : mc->gemm_gflops * gemm_eff(mc, Tm / (c->tiles > 0 ? c->tiles : 1))) * 1e9 * workers * shared;
     double gemm_ms =
         K * (layers_here * block_gemm_s(c, mc, Tm) + (last ? head_gemm_s(c, mc, Tm) : 0)) / (workers * shared) * 1e3;
     /* the optimizer's pass over the parameters this rank updates: its stage's blocks (and the embedding or the
@@ -514,7 +712,11 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
      * the sequence under sequence parallelism, every row of the tensor-parallel group without (each rank
      * repeats them: a 1-layer LLaMA-7B at tp 16 without sp simulated some 150 ms of them per step) */
     double elem = K * layers_here * 8.0 * (c->sp ? Tm / c->tp : Tm) * h * mc->elem_ns / 1e6 / workers;
-    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem;
+    /* the MLP's activation (forward, backward, full recomputation's forward again: a third each) over the
+     * rank's rows of ffn / tp, and the head's cross-entropy passes over its rows of the vocabulary over tp */
+    double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * F / c->tp * mc->act_ns / 1e6 / workers;
+    double ce = last ? K * Tm * ((double)c->vocab_padded / c->tp) * mc->ce_ns / 1e6 / workers : 0;
+    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;

@@ -49,15 +49,25 @@ typedef struct sw_plan_machine {
     double gemm_shared;     /**< the fraction of gemm_gflops a worker keeps while every core of its node runs a GEMM
                                  (cores sharing a physical core's units: hyperthreads), applied where a node's workers
                                  fill its cores (0 or 1: not modelled) */
+    double attn_gflops;     /**< one worker's rate of the flash attention tiles (forward and backward: the
+                                 backward recomputes the probabilities), their FLOPs as the estimate counts
+                                 them (0: the GEMM rate) */
+    double attn_probs_gflops; /**< the same of the tiles that keep the probabilities (recompute none; 0:
+                                   attn_gflops) */
+    double ce_ns;           /**< ns per logit of one worker's cross-entropy passes, forward and backward (0: left out) */
+    double act_ns;          /**< ns per element of one worker's MLP activation (GELU, SwiGLU), forward and backward
+                                 (0: left out) */
     ///@{
     char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200],
-        elem_src[200], coll_src[200], shared_src[200]; /**< where each comes from */
+        elem_src[200], coll_src[200], shared_src[240], attn_src[200], attn_probs_src[200], ce_src[200],
+        act_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
  * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
- * gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload (0 or 1), gemm_shared (at most 1);
+ * gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload (0 or 1), gemm_shared (at most 1),
+ * attn_gflops, attn_probs_gflops, ce_ns, act_ns;
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
@@ -65,19 +75,29 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
 /** This machine: the GEMM rate from StarPU's history model of sw_gemm where
  * one is found (dir: a perfmodel directory, e.g. $STARPU_PERF_MODEL_DIR,
  * else $STARPU_HOME/.starpu/sampling, else ~/.starpu/sampling), else
- * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden,
- * extrapolated to many rows); gemm_half_rows measured now (the same GEMM
- * at 16 and 256 rows); adam_ns measured now (an AdamW loop over 4M
- * parameters, not the codelet); elem_ns 0 (left out: its pass, an RMSNorm
- * forward over 4M elements, is measured and named in elem_src for a
- * machine file to give); task_us measured now (2000 empty StarPU
- * tasks: needs the runtime, sw_init); the cores counted; the links
- * bench/sim-platform.sh's vm-measured figures (2 ranks through shared
- * memory, BENCHMARKS.md); p2p_spin typed (1 core); coll_offload 0
- * (gpt_train's default collectives reduce on the workers); gemm_shared
- * measured now (the 256-row GEMM while every other core runs one). About a second in all;
- * on a loaded machine the figures are the load's. After sw_init. */
+ * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden on operands
+ * read from memory, extrapolated to many rows); gemm_half_rows measured now
+ * (the same GEMM at 16 and 256 rows); adam_ns measured now (an AdamW loop
+ * over 4M parameters, not the codelet: sw_plan_machine_kernels measures
+ * the codelet); elem_ns measured now (an RMSNorm forward over 4M
+ * elements); task_us measured now (2000 empty StarPU tasks: needs the
+ * runtime, sw_init); the cores counted; the links bench/sim-platform.sh's
+ * vm-measured figures (2 ranks through shared memory, BENCHMARKS.md);
+ * p2p_spin typed (1 core); coll_offload 0 (gpt_train's default collectives
+ * reduce on the workers); gemm_shared measured now (the 256-row GEMM while
+ * every other core runs one, each such load bound to a core of its own).
+ * About a second in all; on a loaded machine the figures are the load's.
+ * After sw_init. */
 void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
+/** The model's other kernels on this machine, as the library's codelets run
+ * them on a worker (best of 5 after a first): attn_gflops (sw_attn_fwd and
+ * sw_attn_bwd at head_dim over min(seq, 1024) causal rows),
+ * attn_probs_gflops (sw_attn_probs_fwd and _bwd, the same), ce_ns (the
+ * cross-entropy's passes over 256 rows of min(vocab, 8192) logits), act_ns
+ * (GELU, or SwiGLU where swiglu, forward and backward over 256 x ffn) and
+ * adam_ns (the AdamW codelet over 4M parameters). Some tenths of a second.
+ * Nothing in simulation (codelets do not run there). After sw_init. */
+void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn, int vocab, int swiglu);
 /** Prints every figure of m and its source, one line each, after prefix. */
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix);
 
