@@ -356,9 +356,15 @@ static int plan_world(void)
     return world;
 }
 
+/* the model's shapes its other kernels are measured at (sw_plan_machine_kernels; vocab 0: no cross-entropy) */
+typedef struct {
+    int hidden, head_dim, seq, ffn, vocab, swiglu;
+} kernel_shape;
+
 /* the machine: the file's figures, this machine's measured where the file lacks the first seven (the
  * runtime started for the measurement; sw_shutdown after the search) */
-static void plan_machine(sw_plan_machine *mc, int hidden, const sw_gpt_config *gpt)
+
+static void plan_machine(sw_plan_machine *mc, const kernel_shape *k)
 {
     plan_opts *o = &plan_o;
     char msg[512];
@@ -366,10 +372,8 @@ static void plan_machine(sw_plan_machine *mc, int hidden, const sw_gpt_config *g
     if (o->machine && sw_plan_machine_read(mc, o->machine, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
     start_runtime();
     if (!(mc->gemm_gflops > 0) || !(mc->cores > 0) || !(mc->intra_gbs > 0) || !(mc->inter_gbs > 0) || !(mc->task_us > 0)) {
-        sw_plan_machine_here(mc, NULL, hidden); /* this machine, then the file's figures over it */
-        if (gpt) /* the GPT's other kernels at its shapes (the DiT's estimate prices FLOPs and the optimizer only) */
-            sw_plan_machine_kernels(mc, gpt->hidden / gpt->heads, gpt->seq, gpt->ffn, gpt->vocab_padded > 0 ? gpt->vocab_padded : gpt->vocab,
-                                    gpt->model == SW_MODEL_LLAMA);
+        sw_plan_machine_here(mc, NULL, k->hidden); /* this machine, then the file's figures over it */
+        sw_plan_machine_kernels(mc, k->head_dim, k->seq, k->ffn, k->vocab, k->swiglu);
         if (o->machine) sw_plan_machine_read(mc, o->machine, msg, sizeof msg);
     }
 }
@@ -468,10 +472,10 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
 
 /* the machine (plan_machine: the runtime started), the run's workers per rank, and the search's header: the
  * model (p->model set), the world, the budget and the machine's figures */
-static void plan_start(plan_prog *p, sw_plan_machine *mc, int hidden, const sw_gpt_config *gpt)
+static void plan_start(plan_prog *p, sw_plan_machine *mc, const kernel_shape *k)
 {
     plan_opts *o = &plan_o;
-    plan_machine(mc, hidden, gpt);
+    plan_machine(mc, k);
     p->ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
     printf("plan: %s %s on %d ranks (%d per node x %d nodes), memory budget %s\n", p->name, p->model, p->world,
            o->ranks_per_node, o->nodes, o->mem_mib ? "" : "none");
@@ -538,7 +542,8 @@ int plan_main(const sw_gpt_config *cfg, const char *argv0)
     if (plan_o.check_config) return check_config(cfg, p.world);
     sw_plan_machine mc;
     model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc, cfg->hidden, cfg);
+    plan_start(&p, &mc, &(kernel_shape){cfg->hidden, cfg->hidden / cfg->heads, cfg->seq, cfg->ffn,
+                                        cfg->vocab_padded > 0 ? cfg->vocab_padded : cfg->vocab, cfg->model == SW_MODEL_LLAMA});
     snprintf(p.run_flags, sizeof p.run_flags, "--ncpus %d --log /dev/null", p.ncpus);
     int n = 0;
     sw_plan_entry *e = sw_plan_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
@@ -574,7 +579,10 @@ int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
     }
     sw_plan_machine mc;
     dit_model_flags(cfg, p.model, sizeof p.model);
-    plan_start(&p, &mc, cfg->hidden, NULL); /* dit_train's workers: STARPU_NCPU in its runs' environment (no flag) */
+    /* the DiT's attention over a frame's patches (spatial; the temporal one over the frames is shorter), its
+     * MLP GELU over 4 hidden, no cross-entropy */
+    plan_start(&p, &mc, &(kernel_shape){cfg->hidden, cfg->hidden / cfg->heads, (cfg->height / cfg->patch) * (cfg->width / cfg->patch),
+                                        4 * cfg->hidden, 0, 0}); /* dit_train's workers: STARPU_NCPU in its runs' environment (no flag) */
     int n = 0;
     sw_plan_dit_entry *e = sw_plan_dit_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
                                                plan_o.mem_mib * SW_MIB, &n);

@@ -232,6 +232,22 @@ if want "other kernels"; then
       grep -q "MLP activation left out (act_ns not given)" "$TMPD/act-base"'
 fi
 
+# The DiT's: its MLP's GELU over 4 hidden (act_ns 100: tp 2 of $DSMALL, 4 blocks of 4 frames x 4
+# patches x 8 samples = 128 rows x 64, 3.277 ms), its attention at attn_gflops (slower: the step grows)
+if want "dit other kernels"; then
+  { cat "$TMPD/machine"; echo "act_ns 100 typed for the test"; } > "$TMPD/dact"
+  { cat "$TMPD/machine"; echo "attn_gflops 1 typed for the test"; } > "$TMPD/dattn"
+  for m in machine dact dattn; do
+    "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $DSMALL > "$TMPD/d-$m" 2>&1
+  done
+  dl="--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --micro 1 --recompute none"
+  d0=$(table_col "$TMPD/d-machine" 4 "$dl") da=$(table_col "$TMPD/d-dact" 4 "$dl") dt=$(table_col "$TMPD/d-dattn" 4 "$dl")
+  check "dit_train, tp 2: compute ${d0:-?} ms, with act_ns 100 ${da:-?} (+3.277), with attn_gflops 1 ${dt:-?}; the machine lines printed" \
+    eval 'awk -v a="$d0" -v b="$da" -v c="$dt" "BEGIN { d = b - a; exit !(a > 0 && d > 0.995 * 3.2768 && d < 1.005 * 3.2768 && c > a) }" &&
+      grep -q "MLP activation 100 ns per element per worker: typed for the test" "$TMPD/d-dact" &&
+      grep -q "attention tiles 1 GFLOP/s per worker: typed for the test" "$TMPD/d-dattn"'
+fi
+
 # This machine measured (no machine file): the other kernels by the library's codelets (SwiGLU's for
 # LLaMA), and the GEMM while each other core runs one on a core of its own (a load left on the measuring
 # worker's core measured 0.50 of the rate on a VM whose cores keep 0.98-1.00 each)

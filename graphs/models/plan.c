@@ -454,7 +454,7 @@ static double ops_time(ops_kind kind, ops_bench *b)
 
 void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn, int vocab, int swiglu)
 {
-    if (sw_simulated() || head_dim < 1 || seq < 1 || ffn < 1 || vocab < 1) return;
+    if (sw_simulated() || head_dim < 1 || seq < 1 || ffn < 1) return;
     ops_bench b;
     /* the attention tiles, forward and backward, causal, at the model's head dim over min(seq, 1024) rows and
      * heads enough for some 50 MFLOP forward, their FLOPs counted as the estimate counts them (half the
@@ -479,20 +479,22 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
     }
     /* the cross-entropy's passes (maximum, target, sum of exponentials, gradient) over 256 rows of logits */
     int64_t vb = vocab < 8192 ? vocab : 8192;
-    memset(&b, 0, sizeof b);
-    b.vocab = vb;
-    b.t[0] = sw_tensor_new2d("plan.logits", SW_F32, 256, vb);
-    b.t[1] = sw_tensor_new2d("plan.mx", SW_F32, 256, 1), b.t[2] = sw_tensor_new2d("plan.se", SW_F32, 256, 1);
-    b.t[3] = sw_tensor_new2d("plan.tgt", SW_F32, 256, 1), b.t[4] = sw_tensor_new2d("plan.targets", SW_I32, 256, 1);
-    double s = ops_time(OPS_CE, &b);
-    m->ce_ns = s * 1e9 / (256.0 * (double)vb);
-    snprintf(m->ce_src, sizeof m->ce_src, "measured now: sw_ce_max, _target, _sumexp and _bwd over 256 x %lld logits, "
-             "one worker, best of 5: %.2f ms", (long long)vb, s * 1e3);
+    if (vb > 0) {
+        memset(&b, 0, sizeof b);
+        b.vocab = vb;
+        b.t[0] = sw_tensor_new2d("plan.logits", SW_F32, 256, vb);
+        b.t[1] = sw_tensor_new2d("plan.mx", SW_F32, 256, 1), b.t[2] = sw_tensor_new2d("plan.se", SW_F32, 256, 1);
+        b.t[3] = sw_tensor_new2d("plan.tgt", SW_F32, 256, 1), b.t[4] = sw_tensor_new2d("plan.targets", SW_I32, 256, 1);
+        double s = ops_time(OPS_CE, &b);
+        m->ce_ns = s * 1e9 / (256.0 * (double)vb);
+        snprintf(m->ce_src, sizeof m->ce_src, "measured now: sw_ce_max, _target, _sumexp and _bwd over 256 x %lld logits, "
+                 "one worker, best of 5: %.2f ms", (long long)vb, s * 1e3);
+    }
     /* the MLP's activation forward and backward over 256 rows of the model's ffn */
     memset(&b, 0, sizeof b);
     b.swiglu = swiglu;
     for (int i = 0; i < (swiglu ? 5 : 2); i++) b.t[i] = sw_tensor_new2d("plan.act", SW_F32, 256, ffn);
-    s = ops_time(OPS_ACT, &b);
+    double s = ops_time(OPS_ACT, &b);
     m->act_ns = s * 1e9 / (256.0 * ffn);
     snprintf(m->act_src, sizeof m->act_src, "measured now: sw_%s_fwd and _bwd over 256 x %d, one worker, best of 5: %.2f ms",
              swiglu ? "swiglu" : "gelu", ffn, s * 1e3);
@@ -956,19 +958,25 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
      * none causal (every pair computed) */
     double gemm = (36.0 * Tm * h * h + 4.0 * L * B * Dc * h) / c->tp + 2.0 * B * h * 12.0 * h;
     double attn = 4.0 * B * h * (F * S * S + S * F * F) / (c->tp * cp) + 4.0 * Tm * L * h / c->tp;
-    double redo = c->recompute == SW_RECOMPUTE_FULL ? gemm + attn : c->recompute == SW_RECOMPUTE_SELECTIVE ? 0.5 * attn : 0;
-    double block = 3.0 * (gemm + attn) + redo;
     double ends = 3.0 * ((first ? 2.0 * Tm * ppc * h + 2.0 * B * (SW_DIT_FREQ * h + h * h) : 0) +
                          (last ? 2.0 * Tm * h * ppc + 2.0 * B * h * 2.0 * h : 0));
     double workers = fmax(1, floor(mc->cores / w->ranks_per_node));
     /* gemm_shared left out: at bench/plan.sh's DiT shape (steps of tens of ms, not bound by GEMMs) it made the
      * ranking worse (Spearman 0.786 and 0.333 at 2 and 4 ranks against 0.929 and 0.762, 2026-11-29) */
     double rate = mc->gemm_gflops * 1e9 * workers * gemm_eff(mc, Tm / 2 /* the DiT's 2 tiles */);
+    /* the attention (flash tiles) at attn_gflops where the machine gives it; recomputation's redo: full, the
+     * block's forward again; selective, half the attention's forward -- in the flash tiles' measured rate
+     * already (their backward recomputes the probabilities); the MLP's GELU over 4 hidden */
+    double arate = mc->attn_gflops > 0 ? mc->attn_gflops * 1e9 * workers : rate;
+    double gemm_redo = c->recompute == SW_RECOMPUTE_FULL ? gemm : 0;
+    double attn_redo = c->recompute == SW_RECOMPUTE_FULL ? attn : c->recompute == SW_RECOMPUTE_SELECTIVE && !(mc->attn_gflops > 0) ? 0.5 * attn : 0;
+    double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * 4.0 * h / c->tp * mc->act_ns / 1e6 / workers;
     /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
      * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
-    double compute = K * (layers_here * block + ends) / rate * 1e3 + optimizer;
-    double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
+    double compute = K * (layers_here * (3.0 * gemm + gemm_redo) + ends) / rate * 1e3 +
+                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + optimizer;
+    double attn_ms = K * layers_here * 3.0 * attn / arate * 1e3;
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
     double overhead = tasks * mc->task_us / 1e3 / workers;
