@@ -360,8 +360,8 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     m->adam_ns = k.adam_ns;
     snprintf(m->adam_src, sizeof m->adam_src, "measured now: an AdamW loop of the planner's over 4194304 fp32 "
              "parameters, one worker, the fastest of %d passes after a first (not the codelet)", k.adam_reps);
-    /* priced: left out while gemm_shared was measured on one core (above), it made --verify's ranking at 4
-     * ranks worse (Spearman 0.786 against 0.952 without it, W124, 2026-11-29) */
+    /* priced (left out until gemm_shared was measured on a core of its own: beside that artifact's 0.5 it
+     * made --verify's ranking at 4 ranks worse, W124, 2026-11-29) */
     m->elem_ns = k.elem_ns;
     snprintf(m->elem_src, sizeof m->elem_src, "measured now: the planner's RMSNorm forward over 4M elements in rows of %d, "
              "one worker, the fastest of 9 passes after a first", k.N);

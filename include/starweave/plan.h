@@ -75,9 +75,10 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
 /** This machine: the GEMM rate from StarPU's history model of sw_gemm where
  * one is found (dir: a perfmodel directory, e.g. $STARPU_PERF_MODEL_DIR,
  * else $STARPU_HOME/.starpu/sampling, else ~/.starpu/sampling), else
- * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden on operands
- * read from memory, extrapolated to many rows); gemm_half_rows measured now
- * (the same GEMM at 16 and 256 rows); adam_ns measured now (an AdamW loop
+ * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden in the
+ * forward and both backward forms, on operands read from memory,
+ * extrapolated to many rows); gemm_half_rows measured now (the same GEMMs
+ * at 16 and 256 rows); adam_ns measured now (an AdamW loop
  * over 4M parameters, not the codelet: sw_plan_machine_kernels measures
  * the codelet); elem_ns measured now (an RMSNorm forward over 4M
  * elements); task_us measured now (2000 empty StarPU tasks: needs the
