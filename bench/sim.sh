@@ -144,7 +144,9 @@ fi
 # message of 64 KiB or more) and its bandwidth by 0.34-0.94, so a preset's
 # 1 us or a measured 16 us was not what the messages paid
 # (docs/simulation.md, "Accuracy, the network as the platform says").
-# SW_SIM_SMPI_FACTORS=smpi keeps SMPI's defaults, to compare.
+# SW_SIM_SMPI_FACTORS=smpi keeps SMPI's defaults, to compare. SW_SIM_CFG:
+# more SimGrid options, after these (e.g. '--cfg=smpi/ois:0:1e-4:0', a
+# CPU overhead of 100 us per MPI_Isend on the sending actor).
 case "${SW_SIM_SMPI_FACTORS:-1}" in
   1) factors="--cfg=smpi/bw-factor:0:1 --cfg=smpi/lat-factor:0:1" ;;
   smpi) factors= ;;
@@ -155,7 +157,7 @@ run_sim() { # OUT: the simulation, its output in OUT
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
     --cfg=smpi/shared-malloc-blocksize:"${SW_SIM_FOLD_BLOCK:-67108864}" --cfg=smpi/send-is-detached-thresh:0 \
     --cfg=smpi/coll-selector:ompi --log=smpi_coll.thres:warning --log=smpi_colls.thres:warning \
-    $factors --log=xbt_cfg.thres:warning
+    $factors ${SW_SIM_CFG:-} --log=xbt_cfg.thres:warning
 }
 nest=0
 if [ "$estimate" = 1 ]; then
