@@ -21,9 +21,9 @@
 # has the bandwidth, as NVLink's, InfiniBand's and Ethernet's) in the
 # typed cluster presets, and half duplex (SimGrid's default: one bandwidth
 # for both directions) in this machine's, whose messages are copies by the
-# two vCPUs that also compute, through one memory bus; --duplex overrides. A 2-rank
-# all-reduce (each rank's buffer to the other at once) takes twice as long
-# on half-duplex links. The codelets take their calibrated times
+# two vCPUs that also compute, through one memory bus; --duplex overrides.
+# A 2-rank all-reduce (each rank's buffer to the other at once) takes twice
+# as long on half-duplex links. The codelets take their calibrated times
 # (bench/calibrate.sh), whatever the CPU hosts' speed.
 #
 # Presets (typed figures are ASSUMPTIONS, printed as such; --intra-*,

@@ -250,7 +250,7 @@ fi
 
 # This machine measured (no machine file): the other kernels by the library's codelets (SwiGLU's for
 # LLaMA), and the GEMM while each other core runs one on a core of its own (a load left on the measuring
-# worker's core measured 0.50 of the rate on a VM whose cores keep 0.98-1.00 each)
+# worker's core halves its rate whatever the cores)
 if want "measured kernels"; then
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/here" 2>&1
   rc=$?

@@ -143,12 +143,12 @@ static double seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-/* GEMM operands for up to 256 rows x N x K in the three forms a linear layer's tasks call: forward Y = X W^T
- * ([M, K] x [N, K]^T), backward dX = dY W and dW = dY^T X. On oneDNN here the backward forms ran 13-15 %
- * slower than the forward one at 256 x 768 x 768 (146, 128 and 126 GFLOP/s) and dX at 256 x 3072 x 768 at
- * 58 (2026-11-29). `sets` of them one after the other in memory (together at least mib MiB): each run takes
- * the next, so that it reads its operands from memory as a task does whose operands other tasks wrote (the
- * forward GEMM on operands in cache ran 12-15 % faster: 158-162 against 137-141 GFLOP/s) */
+/* GEMM operands for up to 256 rows x N x K in the three forms a linear layer's tasks call -- forward Y = X W^T
+ * ([M, K] x [N, K]^T), backward dX = dY W and dW = dY^T X -- whose rates differ (oneDNN's backward forms are
+ * slower). `sets` of them one after the other in memory (together at least mib MiB): each run takes the
+ * next, so that it reads its operands from memory as a task does whose operands other tasks wrote (the same
+ * GEMM on operands in cache is faster than the tasks run it: BENCHMARKS.md, "The planner's machine as the
+ * tasks run it") */
 typedef struct {
     float *buf;
     size_t per;
@@ -200,8 +200,7 @@ static double gemm_best_rate(gemm_operands *o, int M, double *secs, int *runs)
 
 /* the load of another core: a GEMM run again and again on a thread bound to that core (cpu) until told to
  * stop; pinned says whether the binding took. Unbound, the thread inherited the measuring worker's binding
- * and shared its core: that measured 0.50 of the rate on this VM, whose two vCPUs keep 0.98-1.00 each when
- * they compute on their own cores (2026-11-29) */
+ * and shared its core: half the rate, whatever the cores (BENCHMARKS.md) */
 typedef struct {
     int N, K, cpu, pinned, *stop;
 } gemm_load;
@@ -498,8 +497,8 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
     m->act_ns = s * 1e9 / (256.0 * ffn);
     snprintf(m->act_src, sizeof m->act_src, "measured now: sw_%s_fwd and _bwd over 256 x %d, one worker, best of 5: %.2f ms",
              swiglu ? "swiglu" : "gelu", ffn, s * 1e3);
-    /* the optimizer: the AdamW codelet over 4M parameters (the planner's own loop ran 1.8x faster than the
-     * codelet's tasks in a 2-rank W124 step, 2026-11-29) */
+    /* the optimizer: the AdamW codelet over 4M parameters (the planner's own loop, measure_kernels, is what
+     * is left where codelets do not run) */
     memset(&b, 0, sizeof b);
     b.ad = (sw_adamw_args){.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1};
     for (int i = 0; i < 4; i++) b.t[i] = sw_tensor_new2d("plan.adam", SW_F32, 4096, 1024);
