@@ -20,7 +20,7 @@ need_torch
 SW_CE_DUMP="$TMPD/ce.txt" "$top_builddir/tests/test_crossentropy" > "$TMPD/unit" 2>&1
 rc=$?
 [ "$rc" = 0 ] || cat "$TMPD/unit"
-check "test_crossentropy wrote its -100 cases (exit $rc)" [ "$rc" = 0 ] && [ -s "$TMPD/ce.txt" ]
+check "test_crossentropy wrote its -100 cases (exit $rc)" eval '[ "$rc" = 0 ] && [ -s "$TMPD/ce.txt" ]'
 "$TORCH_PYTHON" - "$TMPD/ce.txt" > "$TMPD/py" 2>&1 <<'PY'
 import sys, torch
 import torch.nn.functional as F

@@ -50,5 +50,5 @@ nnames=$(grep -c . "$TMPD/names")
 nundoc=$(grep -c . "$TMPD/undocumented")
 [ "$nundoc" = 0 ] || sed 's/^/  undocumented: /' "$TMPD/undocumented"
 check "every one of the $nnames sw_/SW_ names of the public headers is documented ($nundoc not)" \
-  [ "$nundoc" = 0 ] && [ "$nnames" -gt 0 ]
+  eval '[ "$nundoc" = 0 ] && [ "$nnames" -gt 0 ]'
 finish

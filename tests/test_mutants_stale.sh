@@ -3,7 +3,11 @@
 # its file in this tree (tests/mutants.sh --stale: no build, about a
 # second). A file moved, split or renamed, or a line reworded, leaves a
 # mutant that changes nothing and so is never run (issue 45's splits left
-# ten such, seen only when the mutants themselves were run).
+# ten such, seen only when the mutants themselves were run). And no check of
+# the test scripts leaves part of its condition outside it: in
+#   check "what" [ "$rc" = 0 ] && [ "$n" = 1 ]
+# the shell gives check only the first test, and the second failing fails
+# nothing (four tests had it; a whole condition goes in eval '...' or $ok).
 . "${top_srcdir:-.}/tests/common.sh"
 M="$top_srcdir/tests/mutants.sh"
 sh "$M" --stale > "$TMPD/out" 2>&1
@@ -30,4 +34,13 @@ stale_case "on an intact $file" PASS
 stale_case "on an emptied $file" STALE
 rm -f "$TMPD/t/$file"
 stale_case "without $file" MISSING
+# each check with its continuation lines joined; eval '...' and sh -c '...'
+# hold a whole condition, and "check ... || cat out" shows what failed
+for f in "$top_srcdir"/tests/*.sh; do
+  awk -v f="${f##*/}" '
+    /^[ \t]*check "/ { line = $0; start = NR; while (line ~ /\\$/ && (getline more) > 0) line = line more
+      if (line !~ /eval \x27|sh -c [\x27"]/ && line ~ /\] *(&& *|\|\| *\[)/) print f ":" start ": " line }' "$f"
+done > "$TMPD/split"
+cat "$TMPD/split"
+check "no check leaves part of its condition outside it ($(wc -l < "$TMPD/split") do)" [ ! -s "$TMPD/split" ]
 finish

@@ -81,7 +81,7 @@ for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2
       --offload-budget-mb $budget --memory-report > "$d/off" 2>&1
     rc=$?
     [ "$rc" = 0 ] || cat "$d/off"
-    check "np=$np $model $mode $tag: without offload exit $rc0, with offload exit $rc" [ "$rc0" = 0 ] && [ "$rc" = 0 ]
+    check "np=$np $model $mode $tag: without offload exit $rc0, with offload exit $rc" eval '[ "$rc0" = 0 ] && [ "$rc" = 0 ]'
     cut -d, -f1,2 "$d/a.csv" > "$d/a.loss" 2> /dev/null
     cut -d, -f1,2 "$d/b.csv" > "$d/b.loss" 2> /dev/null
     check "np=$np $model $mode $tag, offload under a $budget MiB budget: losses of 6 steps identical to no offload" \

@@ -21,6 +21,9 @@
 #include <string.h>
 #include <time.h>
 #include <strings.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 sw_runtime_state sw_rt = {.size = 1, .offload_node = -1};
@@ -151,6 +154,63 @@ static double meminfo_kb(const char *path, const char *field)
     return kb;
 }
 
+/* StarPU measures the buses on its first run in a STARPU_HOME and writes
+ * what it measured to files (bus/HOST.*) that later runs read. Processes of
+ * a node that start together on a home without those files all measure and
+ * write them at once, and one may read a file another is still writing:
+ * StarPU then aborts in _starpu_load_bus_performance_files (CI saw it on a
+ * fresh build's test_nccl, 2 ranks). So one process at a time measures: the
+ * one that takes a lock beside the files; the others wait until StarPU's last
+ * file (the platform description, written after the others) is there, or
+ * until the lock is free. The holder keeps the lock until its StarPU is up
+ * (the caller closes the returned descriptor); nobody waits on the holder
+ * itself, so a collective inside StarPU-MPI's start (FxT's sync point)
+ * cannot deadlock. Paths as StarPU 1.3 builds them: $STARPU_PERF_MODEL_DIR
+ * or $STARPU_HOME (else $HOME)/.starpu/sampling, then bus/, the host name
+ * from $STARPU_HOSTNAME or gethostname up to the first dot. Returns the
+ * lock's descriptor, or -1 when there is nothing to wait for. */
+static int bus_calibration_turn(void)
+{
+    char dir[4096], host[256], last[4400], lock[4400];
+    const char *models = getenv("STARPU_PERF_MODEL_DIR"), *home = getenv("STARPU_HOME");
+    if (!home || !*home) home = getenv("HOME");
+    if (models && *models) snprintf(dir, sizeof dir, "%s/bus", models);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.starpu/sampling/bus", home);
+    else return -1;
+    const char *forced = getenv("STARPU_HOSTNAME");
+    if (forced && *forced) snprintf(host, sizeof host, "%s", forced);
+    else {
+        if (gethostname(host, sizeof host - 1) != 0) return -1;
+        host[sizeof host - 1] = 0;
+        char *dot = strchr(host, '.');
+        if (dot) *dot = 0;
+    }
+    snprintf(last, sizeof last, "%s/%s.platform.v4.xml", dir, host);
+    if (access(last, F_OK) == 0) return -1;
+    /* StarPU creates the directory as it does (each component, 0755) */
+    for (char *p = dir + 1;; p++) {
+        if (*p == '/' || !*p) {
+            const char c = *p;
+            *p = 0;
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+            *p = c;
+            if (!c) break;
+        }
+    }
+    snprintf(lock, sizeof lock, "%s/%s.starweave-lock", dir, host);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    /* a calibration takes well under a second here, some seconds on a node
+     * of GPUs; past two minutes something else is wrong: go on */
+    for (int waited_ms = 0; waited_ms < 120000; waited_ms += 10) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+        if (access(last, F_OK) == 0) break;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    close(fd);
+    return -1;
+}
+
 int sw_init(int *argc, char ***argv, const sw_options *user)
 {
     sw_options opt;
@@ -246,7 +306,9 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         snprintf(mb, sizeof mb, "%ld", (long)(mem_kb / 1024.0));
         setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
     }
+    const int bus_lock = sw_simulated() ? -1 : bus_calibration_turn();
     int rc = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
+    if (bus_lock >= 0) close(bus_lock);
     if (rc != 0) {
         fprintf(stderr, "starweave: starpu_mpi_init_conf failed: %s (%d)\n",
                 rc == -ENODEV ? "no worker available" : strerror(-rc), rc);
