@@ -32,8 +32,11 @@
 #                  bench/plan-scale.sh (1 sequence of 2048 per rank for
 #                  LLaMA-7B, 8 of 1024 for GPT-2 1.5B): LLaMA-7B
 #                  planner-dp64z3 (the planner's since 2026-11-29 04:00;
-#                  before: planner-tp8dp8z2m2) megatron-tp8spdp8z1m2sel
-#                  torchtitan-dp64z3sel, GPT-2 1.5B planner-dp64z3m8
+#                  before: planner-tp8dp8z2m2; at 1 layer since 11:00
+#                  planner-tp2spdp32z3) megatron-tp8spdp8z1m2sel
+#                  (at 1 layer one micro-batch fits: megatron-tp8spdp8z1sel)
+#                  torchtitan-dp64z3sel (its 2D layout:
+#                  torchtitan-tp8spdp8z3sel), GPT-2 1.5B planner-dp64z3m8
 #                  (before: planner-dp64z3m4sel);
 #                  and its 512-rank one (LLaMA-7B 64 sequences, GPT-2 1.5B
 #                  512: 32 bits cap them): LLaMA-7B planner-tp2u4dp64z3
@@ -138,9 +141,12 @@ planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batc
 planner-dp512z2:--dp 512 --zero 2 --recompute none --batch 512
 megatron-dp512z1full:--dp 512 --zero 1 --recompute full --batch 512
 torchtitan-dp512z3sel:--dp 512 --zero 3 --recompute selective --batch 512" ;;
-    *) plan64="planner-dp64z3:--dp 64 --zero 3 --grad-accum 1 --recompute none --batch 64
+    *) plan64="planner-tp2spdp32z3:--tp 2 --sp --dp 32 --zero 3 --grad-accum 1 --recompute none --batch 64
+planner-dp64z3:--dp 64 --zero 3 --grad-accum 1 --recompute none --batch 64
 planner-tp8dp8z2m2:--tp 8 --dp 8 --zero 2 --grad-accum 2 --recompute none --batch 64
 megatron-tp8spdp8z1m2sel:--tp 8 --sp --dp 8 --zero 1 --grad-accum 2 --recompute selective --batch 64
+megatron-tp8spdp8z1sel:--tp 8 --sp --dp 8 --zero 1 --grad-accum 1 --recompute selective --batch 64
+torchtitan-tp8spdp8z3sel:--tp 8 --sp --dp 8 --zero 3 --grad-accum 1 --recompute selective --batch 64
 torchtitan-dp64z3sel:--dp 64 --zero 3 --grad-accum 1 --recompute selective --batch 64"
       plan512="planner-tp2u4dp64z3:--tp 2 --ulysses 4 --dp 64 --zero 3 --recompute none --batch 64
 planner-tp16spdp32z3:--tp 16 --sp --dp 32 --zero 3 --recompute none --batch 64
