@@ -12,6 +12,10 @@
 #include "codelet_util.h"
 #include "starweave/ops.h"
 
+#include <stdlib.h>
+
+#define M_(i) SW_F32_OF(buffers[i]), SW_LD_OF(buffers[i])
+
 /* buffers: x [n,h] (R), shift [B,h] (R), scale [B,h] (R), y [n,h] (W) */
 static void modulate_fwd_cpu(void *buffers[], void *cl_arg)
 {
@@ -27,16 +31,33 @@ static void modulate_fwd_cpu(void *buffers[], void *cl_arg)
     }
 }
 
-/* sum over the rows of each sequence: out[b,c] = sum_{r % B == b} a[r,c] (* m[r,c] when m) */
-static void seq_sums(const float *a, int64_t lda, const float *m, int64_t ldm, int64_t n, int64_t C, float *out,
-                     int64_t ldo, int64_t B)
+/* sums over the rows of each sequence, in one pass over the rows:
+ * sum[b,c] = sum_{r % B == b} a[r,c] (when sum) and prod[b,c] = the same of
+ * a[r,c] * m[r,c] (when prod). Each runs in double over its rows in order,
+ * as the CUDA kernels; the rows are walked in memory order (column by
+ * column, B rows apart, nearly every element was a cache miss) */
+static void seq_sums(const float *a, int64_t lda, const float *m, int64_t ldm, int64_t n, int64_t C, int64_t B,
+                     float *sum, int64_t lds, float *prod, int64_t ldp)
 {
+    double *acc = calloc((size_t)(2 * B * C), sizeof *acc);
+    STARPU_ASSERT_MSG(acc, "modulate, gate: out of memory for the sums");
+    double *as = acc, *ap = acc + B * C;
+    for (int64_t r = 0; r < n; r++) {
+        const float *ar = a + r * lda;
+        double *s = as + (r % B) * C, *q = ap + (r % B) * C;
+        if (sum)
+            for (int64_t c = 0; c < C; c++) s[c] += (double)ar[c];
+        if (prod) {
+            const float *mr = m + r * ldm;
+            for (int64_t c = 0; c < C; c++) q[c] += (double)ar[c] * mr[c];
+        }
+    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t c = 0; c < C; c++) {
-            double s = 0.0;
-            for (int64_t r = b; r < n; r += B) s += m ? (double)a[r * lda + c] * m[r * ldm + c] : (double)a[r * lda + c];
-            out[b * ldo + c] = (float)s;
+            if (sum) sum[b * lds + c] = (float)as[b * C + c];
+            if (prod) prod[b * ldp + c] = (float)ap[b * C + c];
         }
+    free(acc);
 }
 
 /* buffers: x (R), scale (R), dy (R), dx (W), dshift (W), dscale (W) */
@@ -52,8 +73,7 @@ static void modulate_bwd_cpu(void *buffers[], void *cl_arg)
         const int64_t b = r % B;
         for (int64_t c = 0; c < C; c++) dx[r * lddx + c] = dy[r * lddy + c] * (1.0f + sc[b * ldsc + c]);
     }
-    seq_sums(dy, lddy, NULL, 0, n, C, SW_F32_OF(buffers[4]), SW_LD_OF(buffers[4]), B);
-    seq_sums(dy, lddy, x, ldx, n, C, SW_F32_OF(buffers[5]), SW_LD_OF(buffers[5]), B);
+    seq_sums(dy, lddy, x, ldx, n, C, B, M_(4), M_(5));
 }
 
 /* buffers: res [n,h] (R), gate [B,h] (R), branch [n,h] (R), out [n,h] (W) */
@@ -84,11 +104,10 @@ static void gate_bwd_cpu(void *buffers[], void *cl_arg)
         const int64_t b = r % B;
         for (int64_t c = 0; c < C; c++) db[r * lddb + c] = g[b * ldg + c] * dy[r * lddy + c];
     }
-    seq_sums(dy, lddy, br, ldb, n, C, SW_F32_OF(buffers[4]), SW_LD_OF(buffers[4]), B);
+    seq_sums(dy, lddy, br, ldb, n, C, B, NULL, 0, M_(4));
 }
 
 #ifdef STARWEAVE_USE_CUDA
-#define M_(i) SW_F32_OF(buffers[i]), SW_LD_OF(buffers[i])
 static void modulate_fwd_cuda(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
