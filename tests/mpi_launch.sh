@@ -36,9 +36,14 @@ if [ "$(id -u)" = 0 ]; then
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 fi
+# A rank of several workers (STARPU_NCPU > 1) runs unbound: bound to one
+# core, its workers shared it (sw_init says so).
+bind=
+[ "$STARPU_NCPU" -le 1 ] 2>/dev/null || bind="--bind-to none"
 # stdin from /dev/null: mpirun forwards stdin, and timeout runs it in a
 # process group of its own, where reading a terminal would stop it.
-timeout -k 10 "$limit" ${MPIRUN:-mpirun} --oversubscribe -np "$np" \
+# shellcheck disable=SC2086
+timeout -k 10 "$limit" ${MPIRUN:-mpirun} --oversubscribe $bind -np "$np" \
   -x STARPU_NCPU -x STARPU_WORKERS_NOBIND -x STARPU_MPI_NOBIND "$@" < /dev/null
 rc=$?
 case $rc in

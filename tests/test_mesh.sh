@@ -22,6 +22,18 @@ ok=false
 [ "$rc" = 0 ] && [ "$n" = 1 ] && ok=true
 $ok || cat "$TMPD/out"
 check "np=4 on a fresh STARPU_HOME: the buses measured by $n rank(s) (expected 1), exit $rc" $ok
+# a rank of 2 workers bound to one core (mpirun's default where the ranks
+# are no more than the cores, one rank included): sw_init says they share
+# it; tests/mpi_launch.sh runs such ranks unbound, and nothing is said
+if [ "$(getconf _NPROCESSORS_ONLN)" -ge 2 ]; then
+  STARPU_NCPU=2 timeout 120 ${MPIRUN:-mpirun} -np 1 -x STARPU_NCPU "$PROG" > "$TMPD/bound" 2>&1 < /dev/null
+  rc1=$?
+  STARPU_NCPU=2 sh "$LAUNCH" 1 "$PROG" > "$TMPD/unbound" 2>&1
+  rc2=$?
+  n1=$(grep -c "2 CPU worker(s) share 1 core(s)" "$TMPD/bound") n2=$(grep -c "CPU worker(s) share" "$TMPD/unbound")
+  check "2 workers on 1 rank: bound by mpirun, said $n1 time(s) (exit $rc1); by mpi_launch.sh, said $n2 time(s) (exit $rc2)" \
+    eval '[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$n1" = 1 ] && [ "$n2" = 0 ]'
+fi
 expect_bad() { # expect_bad NP DIMS "message"
   refused "$1" "$3" "--dims $2" "$PROG" --dims "$2"
 }

@@ -325,6 +325,18 @@ simulate_top simulate "$GPT_TRAIN" $TINY
 # shellcheck disable=SC2086
 simulate_top "dit simulate" "$DIT" $DTINY
 
+# --verify of one rank of 2 workers: mpirun binds a rank to one core where the ranks are no more than the
+# cores, and both workers ran there; such ranks run unbound, said on the verify line
+if want "verify one rank"; then
+  # shellcheck disable=SC2086
+  "$GPT_TRAIN" --plan --plan-ranks 1 --plan-machine "$TMPD/machine" --plan-top 2 --verify 1 --verify-bottom 0 \
+    --verify-steps 2 $TINY > "$TMPD/v1" 2>&1
+  rc=$?
+  check "--verify on 1 rank of 2 workers: run unbound, a measured row (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "2 CPU worker(s) per rank, ranks unbound: mpirun --bind-to none" "$TMPD/v1" && grep -q "^verify: *1 .* --tp 1" "$TMPD/v1"'
+  grep -q '^verify: Spearman' "$TMPD/v1" || cat "$TMPD/v1"
+fi
+
 # --verify with --simulate-verified: the verified layout (one, the top: --verify 1 --verify-bottom 0) also
 # through the simulated graph, calibrated by a real run of its own sizes; its row holds the estimate, the
 # simulated and the measured ms/step, and the output says what calibrated the simulated figure. Without a

@@ -1,4 +1,5 @@
 /* Runtime singleton: the only place that starts and stops StarPU / StarPU-MPI. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "config.h"
 
 #include "starweave/runtime.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <starpu_expert.h>
 #include <starpu_mpi.h>
 #include <stdarg.h>
@@ -232,6 +234,12 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     struct starpu_conf conf;
     SW_CHECK(starpu_conf_init(&conf));
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    /* the cores this process may run on: mpirun binds each rank to one core where the ranks are no more than
+     * the cores (its default --bind-to core), one rank included */
+    long allowed = ncores;
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0 && CPU_COUNT(&cpus) < ncores)
+        allowed = CPU_COUNT(&cpus);
 #ifdef STARWEAVE_USE_CUDA
     /* each CUDA worker has a driver thread of its own on a core */
     const int ngpu = choose_cuda_workers(&conf, &opt, sw_env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local_size);
@@ -242,7 +250,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     if (opt.ncpus > 0)
         conf.ncpus = opt.ncpus;
     else if (getenv("STARPU_NCPU") == NULL) { /* StarPU-MPI would otherwise reserve a core */
-        long n = ncores / local_size - ngpu;
+        long n = (allowed < ncores / local_size ? allowed : ncores / local_size) - ngpu;
         conf.ncpus = n > 0 ? (int)n : 1;
     }
     /* StarPU-MPI binds its progression thread to a core that no worker (nor
@@ -277,6 +285,15 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
         SW_CHECK(MPI_Initialized(&mpi_inited));
         if (!mpi_inited) SW_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
         else SW_CHECK(MPI_Query_thread(&provided));
+    }
+    if (!sw_simulated() && conf.ncpus > 0 && conf.ncpus + ngpu > allowed) {
+        int r = 0;
+        SW_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
+        if (r == 0)
+            fprintf(stderr, "starweave: %d CPU worker(s)%s share %ld core(s): the process may run on %ld of the "
+                    "node's %ld (mpirun binds each rank to one core where the ranks are no more than the cores: "
+                    "--bind-to none, or --map-by slot:PE=%d)\n", conf.ncpus, ngpu ? " and CUDA drivers" : "",
+                    allowed, allowed, ncores, conf.ncpus + ngpu);
     }
     if (provided < MPI_THREAD_SERIALIZED) {
         fprintf(stderr, "starweave: the MPI library gives thread level %d, StarPU-MPI needs at least "
