@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """One rank's tasks in one step of a starweave trace (gpt_train --trace T: the
-Chrome/Perfetto JSON, simulated or real): time per task name, and the GEMMs
+Chrome/Perfetto JSON, simulated or real): each worker's idle time between
+its tasks and the gaps' median, time per task name, and the GEMMs
 grouped by phase and FLOPs with their rate -- what docs/simulation.md's "What
 the GEMMs cost in the simulated graph" read from bench/sim.sh --trace.
 
@@ -32,6 +33,7 @@ def main(argv):
         return 2
     events = d["traceEvents"] if isinstance(d, dict) else d
     by_name, count = collections.Counter(), collections.Counter()
+    spans = collections.defaultdict(list)  # worker (the trace's tid) -> its tasks' (start, end)
     gemm = collections.defaultdict(lambda: [0, 0.0, 0.0])  # (phase, flops) -> tasks, ms, flops
     t0, t1 = float("inf"), 0.0
     for e in events:
@@ -45,6 +47,7 @@ def main(argv):
         by_name[e["name"]] += ms
         count[e["name"]] += 1
         t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
+        spans[e.get("tid")].append((e["ts"], e["ts"] + e["dur"]))
         if e["name"] == "gemm":
             g = gemm[(a.get("phase"), a.get("flops", 0))]
             g[0] += 1
@@ -54,6 +57,13 @@ def main(argv):
         print(f"trace_tasks: no task of rank {rank} in step {step} in '{argv[1]}'", file=sys.stderr)
         return 2
     print(f"rank {rank}, step {step}: tasks busy {sum(by_name.values()):.1f} ms of a {(t1 - t0) / 1e3:.1f} ms span")
+    # each worker's idle time between its first and last task of the step, and the gaps between its tasks
+    for tid, sp in sorted(spans.items(), key=lambda x: str(x[0])):
+        sp.sort()
+        gaps = sorted(max(0.0, b[0] - a[1]) for a, b in zip(sp, sp[1:]))
+        if gaps:
+            print(f"worker {tid}: {len(sp)} tasks, idle {sum(gaps) / 1e3:.1f} ms between them; gap median "
+                  f"{gaps[len(gaps) // 2]:.1f} us, 90th percentile {gaps[int(len(gaps) * 0.9)]:.1f} us")
     for name, ms in by_name.most_common():
         print(f"  {name:32s} {ms:10.1f} ms {count[name]:6d} tasks")
     if gemm:

@@ -78,7 +78,10 @@ plan-ce-tp-ignored|graphs/models/plan.c|s/Tm \* ((double)c->vocab_padded \/ c->t
 # the attention priced at the GEMM rate though the machine gives its own
 plan-attn-at-gemm-rate|graphs/models/plan.c|s/    double rate = (arate > 0 ? arate :/    double rate = (0 ? arate :/|tests/test_plan.sh|other kernels
 # the DiT's MLP activation left out
-plan-dit-act-left-out|graphs/models/plan.c|s/ \/ arate \* 1e3 + act + optimizer;/ \/ arate * 1e3 + optimizer;/|tests/test_plan.sh|dit other kernels
+plan-dit-act-left-out|graphs/models/plan.c|s/ \/ arate \* 1e3 + act + passes + optimizer;/ \/ arate * 1e3 + passes + optimizer;/|tests/test_plan.sh|dit other kernels
+# the DiT's adaLN passes, and its norms' passes, left out
+plan-dit-adaln-left-out|graphs/models/plan.c|s/ \* (mc->adaln_ns + 3.0 \* mc->elem_ns) \/ 1e6/ * (3.0 * mc->elem_ns) \/ 1e6/|tests/test_plan.sh|dit other kernels
+plan-dit-norms-left-out|graphs/models/plan.c|s/ \* (mc->adaln_ns + 3.0 \* mc->elem_ns) \/ 1e6/ * (mc->adaln_ns) \/ 1e6/|tests/test_plan.sh|dit other kernels
 # the tiles that keep the probabilities priced under selective recomputation too (their rate for every layout)
 plan-attn-probs-everywhere|graphs/models/plan.c|s/    double arate = c->recompute == SW_RECOMPUTE_NONE \&\& c->ring == 1 \&\& mc->attn_probs_gflops > 0/    double arate = mc->attn_probs_gflops > 0/|tests/test_plan.sh|other kernels
 # a budget nothing fits is not refused

@@ -233,19 +233,26 @@ if want "other kernels"; then
 fi
 
 # The DiT's: its MLP's GELU over 4 hidden (act_ns 100: tp 2 of $DSMALL, 4 blocks of 4 frames x 4
-# patches x 8 samples = 128 rows x 64, 3.277 ms), its attention at attn_gflops (slower: the step grows)
+# patches x 8 samples = 128 rows x 64, 3.277 ms), its attention at attn_gflops (slower: the step grows),
+# its four adaLN modulations and gated residuals per block over 128 rows x 32 (adaln_ns 100, 6.554 ms)
+# and its four RMSNorms' three passes (elem_ns 100, 19.661 ms)
 if want "dit other kernels"; then
   { cat "$TMPD/machine"; echo "act_ns 100 typed for the test"; } > "$TMPD/dact"
   { cat "$TMPD/machine"; echo "attn_gflops 1 typed for the test"; } > "$TMPD/dattn"
-  for m in machine dact dattn; do
+  { cat "$TMPD/machine"; echo "adaln_ns 100 typed for the test"; } > "$TMPD/dada"
+  { cat "$TMPD/machine"; echo "elem_ns 100 typed for the test"; } > "$TMPD/delem"
+  for m in machine dact dattn dada delem; do
     "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $DSMALL > "$TMPD/d-$m" 2>&1
   done
   dl="--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --micro 1 --recompute none"
   d0=$(table_col "$TMPD/d-machine" 4 "$dl") da=$(table_col "$TMPD/d-dact" 4 "$dl") dt=$(table_col "$TMPD/d-dattn" 4 "$dl")
-  check "dit_train, tp 2: compute ${d0:-?} ms, with act_ns 100 ${da:-?} (+3.277), with attn_gflops 1 ${dt:-?}; the machine lines printed" \
-    eval 'awk -v a="$d0" -v b="$da" -v c="$dt" "BEGIN { d = b - a; exit !(a > 0 && d > 0.995 * 3.2768 && d < 1.005 * 3.2768 && c > a) }" &&
+  dm=$(table_col "$TMPD/d-dada" 4 "$dl") de=$(table_col "$TMPD/d-delem" 4 "$dl")
+  check "dit_train, tp 2: compute ${d0:-?} ms, with act_ns 100 ${da:-?} (+3.277), with attn_gflops 1 ${dt:-?}, with adaln_ns 100 ${dm:-?} (+6.554), with elem_ns 100 ${de:-?} (+19.661); the machine lines printed" \
+    eval 'awk -v a="$d0" -v b="$da" -v c="$dt" -v m="$dm" -v e="$de" "function near(x, y) { return x > 0.995 * y && x < 1.005 * y }
+        BEGIN { exit !(a > 0 && near(b - a, 3.2768) && c > a && near(m - a, 6.5536) && near(e - a, 19.6608)) }" &&
       grep -q "MLP activation 100 ns per element per worker: typed for the test" "$TMPD/d-dact" &&
-      grep -q "attention tiles 1 GFLOP/s per worker: typed for the test" "$TMPD/d-dattn"'
+      grep -q "attention tiles 1 GFLOP/s per worker: typed for the test" "$TMPD/d-dattn" &&
+      grep -q "adaLN modulation and gated residual 100 ns per element per worker: typed for the test" "$TMPD/d-dada"'
 fi
 
 # This machine measured (no machine file): the other kernels by the library's codelets (SwiGLU's for
@@ -259,7 +266,7 @@ if want "measured kernels"; then
     eval '[ "$rc" = 0 ] && grep -q "attention tiles .* measured now: sw_attn_fwd and _bwd" "$TMPD/here" &&
       grep -q "keeping the probabilities .* measured now: sw_attn_probs_fwd and _bwd" "$TMPD/here" &&
       grep -q "cross-entropy .* measured now: sw_ce_max" "$TMPD/here" && grep -q "MLP activation .* measured now: sw_swiglu_fwd" "$TMPD/here" &&
-      grep -q "optimizer .* measured now: the AdamW codelet" "$TMPD/here" &&
+      grep -q "optimizer .* measured now: the AdamW codelet" "$TMPD/here" && grep -q "adaLN .* measured now: sw_modulate_fwd" "$TMPD/here" &&
       { [ "$others" = 0 ] || grep -q "ran the same GEMM ($others of them bound each to a core of its own)" "$TMPD/here"; }'
 fi
 

@@ -64,13 +64,14 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"attn_probs_gflops", &m->attn_probs_gflops, m->attn_probs_src, sizeof m->attn_probs_src},
             {"ce_ns", &m->ce_ns, m->ce_src, sizeof m->ce_src},
             {"act_ns", &m->act_ns, m->act_src, sizeof m->act_src},
+            {"adaln_ns", &m->adaln_ns, m->adaln_src, sizeof m->adaln_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
                      "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload, gemm_shared, attn_gflops, "
-                     "attn_probs_gflops, ce_ns, act_ns)", path, ln, key);
+                     "attn_probs_gflops, ce_ns, act_ns, adaln_ns)", path, ln, key);
             fclose(f);
             return -1;
         }
@@ -393,7 +394,7 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
 /* The model's other kernels as the library's codelets run them: tasks on a worker, each timed from its
  * submission to its end, the best of 5 after a first. Left at 0 (the estimate then prices the attention at
  * the GEMM rate and leaves the others out) in simulation, where codelets do not run. */
-typedef enum { OPS_ATTN, OPS_ATTN_PROBS, OPS_CE, OPS_ACT, OPS_ADAM } ops_kind;
+typedef enum { OPS_ATTN, OPS_ATTN_PROBS, OPS_CE, OPS_ACT, OPS_ADALN, OPS_ADAM } ops_kind;
 
 typedef struct {
     sw_tensor *t[11];
@@ -425,6 +426,12 @@ static void ops_submit(ops_kind kind, ops_bench *b)
     case OPS_ACT: /* x (gate) y (up) dy dgate dup */
         if (b->swiglu) sw_swiglu_fwd(h[0], h[1], h[2]), sw_swiglu_bwd(h[0], h[1], h[2], h[3], h[4]);
         else sw_gelu_fwd(h[0], h[1]), sw_gelu_bwd(h[0], h[1]);
+        break;
+    case OPS_ADALN: /* x shift scale y dy dx dshift dscale (then x y dx as res branch out and dbranch) */
+        sw_modulate_fwd(h[0], h[1], h[2], h[3]);
+        sw_modulate_bwd(h[0], h[2], h[4], h[5], h[6], h[7]);
+        sw_gate_fwd(h[0], h[1], h[3], h[8]);
+        sw_gate_bwd(h[3], h[1], h[4], h[5], h[6]);
         break;
     case OPS_ADAM: /* param grad m v */
         sw_adamw(h[0], h[1], h[2], h[3], &b->ad);
@@ -497,6 +504,15 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
     m->act_ns = s * 1e9 / (256.0 * ffn);
     snprintf(m->act_src, sizeof m->act_src, "measured now: sw_%s_fwd and _bwd over 256 x %d, one worker, best of 5: %.2f ms",
              swiglu ? "swiglu" : "gelu", ffn, s * 1e3);
+    /* the DiT's adaLN modulation and gated residual, forward and backward, over 1024 rows of ffn / 4 (the
+     * hidden) of 4 sequences */
+    const int64_t ah = ffn / 4 > 0 ? ffn / 4 : 1;
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < 9; i++) b.t[i] = sw_tensor_new2d("plan.adaln", SW_F32, i == 1 || i == 2 || i == 6 || i == 7 ? 4 : 1024, ah);
+    s = ops_time(OPS_ADALN, &b);
+    m->adaln_ns = s * 1e9 / (1024.0 * (double)ah);
+    snprintf(m->adaln_src, sizeof m->adaln_src, "measured now: sw_modulate_fwd, _bwd, sw_gate_fwd and _bwd over 1024 x %lld "
+             "of 4 sequences, one worker, best of 5: %.2f ms", (long long)ah, s * 1e3);
     /* the optimizer: the AdamW codelet over 4M parameters (the planner's own loop, measure_kernels, is what
      * is left where codelets do not run) */
     memset(&b, 0, sizeof b);
@@ -545,6 +561,10 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     else fprintf(f, "%scross-entropy left out (ce_ns not given)\n", prefix);
     if (m->act_ns > 0) fprintf(f, "%sMLP activation %.3g ns per element per worker: %s\n", prefix, m->act_ns, m->act_src);
     else fprintf(f, "%sMLP activation left out (act_ns not given)\n", prefix);
+    if (m->adaln_ns > 0)
+        fprintf(f, "%sadaLN modulation and gated residual %.3g ns per element per worker: %s\n", prefix, m->adaln_ns,
+                m->adaln_src);
+    else fprintf(f, "%sthe DiT's adaLN modulation and gated residual left out (adaln_ns not given)\n", prefix);
 }
 
 /* -------------------------------------------------------------- rules */
@@ -970,11 +990,16 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     double gemm_redo = c->recompute == SW_RECOMPUTE_FULL ? gemm : 0;
     double attn_redo = c->recompute == SW_RECOMPUTE_FULL ? attn : c->recompute == SW_RECOMPUTE_SELECTIVE && !(mc->attn_gflops > 0) ? 0.5 * attn : 0;
     double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * 4.0 * h / c->tp * mc->act_ns / 1e6 / workers;
+    /* the block's passes over the rank's rows of h (split over tp under sp): four adaLN modulations and
+     * gated residuals forward and backward (adaln_ns), and four RMSNorms, a forward's pass and a backward's
+     * two (elem_ns); full recomputation runs the forward's again */
+    const double redo = c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1, rows = c->sp ? Tm / c->tp : Tm;
+    double passes = K * layers_here * redo * 4.0 * rows * h * (mc->adaln_ns + 3.0 * mc->elem_ns) / 1e6 / workers;
     /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
      * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
     double compute = K * (layers_here * (3.0 * gemm + gemm_redo) + ends) / rate * 1e3 +
-                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + optimizer;
+                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer;
     double attn_ms = K * layers_here * 3.0 * attn / arate * 1e3;
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
