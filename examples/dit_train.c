@@ -324,9 +324,7 @@ int main(int argc, char **argv)
                     .show_ms = 1};
     train_loop_resume(&t, 1);
     if (o.memory) sw_memory_watch(1); /* the peak and bytes moved of StarPU's memory nodes, from the first step */
-    const double wall0 = train_wall_ms(), clock0 = train_now_ms();
-    train_loop_run(&t);
-    train_loop_sim_line(&t, clock0, wall0); /* simulated: the line bench/sim.sh and dit_train --plan --simulate read */
+    train_loop_run(&t); /* simulated, it ends with the line bench/sim.sh and dit_train --plan --simulate read */
     /* the last step's reduced, clipped gradients (the digests of test_dit_model.sh) */
     train_print_grads(sw_dit_params(r.m), sw_dit_ctx(r.m));
     if (sw_rank() == 0 && t.timed) printf("mean step time (steps %d .. %d): %.1f ms\n", t.step0 + 2, o.steps, t.total_ms / t.timed);

@@ -726,13 +726,11 @@ int main(int argc, char **argv)
     starpu_task_wait_for_all(); /* the initial values are tasks: not on step 1's clock */
     if (!o.quiet) printf("gpt_train: parameters ready in %.0f ms\n", train_now_ms() - t_create);
     if (o.memory_report) sw_memory_watch(1);
-    const double wall0 = train_wall_ms(), clock0 = train_now_ms();
-    train_loop_run(&t);
+    train_loop_run(&t); /* simulated, it ends with the line bench/sim.sh reads */
     const float first = t.first, loss = t.last;
     const int timed = t.timed; /* the first step run warms up */
     const double total_ms = t.total_ms, submit_ms = t.submit_ms, avg = timed > 0 ? total_ms / timed : 0;
-    if (sw_simulated()) train_loop_sim_line(&t, clock0, wall0); /* the figure the simulation is for (bench/sim.sh) */
-    else if (me == 0)
+    if (!sw_simulated() && me == 0)
         printf("gpt_train: loss %.4f -> %.4f after %d steps, %.1f ms/step (steps %d..%d), %.2f GFLOP/s; log: %s\n",
                first, loss, o.steps, avg, step0 + 2, o.steps, avg > 0 ? sw_gpt_step_flops(c) / (avg * 1e6) : 0.0,
                o.log);

@@ -20,7 +20,9 @@ double train_now_ms(void)
     return sw_simulated() ? starpu_timing_now() / 1e3 : train_wall_ms();
 }
 
-void train_loop_sim_line(const train_loop *t, double clock0, double wall0)
+/* simulated, on rank 0: the line bench/sim.sh reads (and the planners' --simulate through it), the mean
+ * of the steps after the first run; clock0 and wall0 taken as the loop started */
+static void sim_line(const train_loop *t, double clock0, double wall0)
 {
     if (sw_rank() != 0 || !sw_simulated()) return;
     printf("simulation: %.3f simulated ms/step (steps %d..%d), %d steps in %.3f simulated ms, %.1f s of wall time, "
@@ -116,6 +118,7 @@ void train_loop_run(train_loop *t)
 {
     const int me = sw_rank();
     int costs_shown = -1;
+    const double wall0 = train_wall_ms(), clock0 = train_now_ms();
     t->total_ms = t->submit_ms = 0, t->timed = 0, t->first = t->last = 0, t->settled = t->step0 + 2;
     if (t->trace) sw_trace_enable(1);
     if (t->pipe && t->pp > 1 && !t->quiet && me == 0) costs_shown = print_costs(t, costs_shown); /* the guess */
@@ -163,6 +166,7 @@ void train_loop_run(train_loop *t)
         if (t->after) t->after(t->model, step, loss);
         fflush(stdout); /* every step: a killed run's output keeps the steps it printed */
     }
+    sim_line(t, clock0, wall0);
 }
 
 /* Pipeline stages: per stage, the share of each step in the final order

@@ -69,7 +69,9 @@ struct train_loop {
  * past t->steps (exit 2). */
 int train_loop_resume(train_loop *t, int training);
 
-/* Steps t->step0 + 1 .. t->steps. A loss that is not finite (not in a simulated run) exits 1. */
+/* Steps t->step0 + 1 .. t->steps. A loss that is not finite (not in a simulated run) exits 1. Simulated,
+ * rank 0 then prints the line bench/sim.sh reads (and the planners' --simulate through it):
+ * "simulation: X simulated ms/step (steps a..b), ..." -- the mean of the steps after the first run. */
 void train_loop_run(train_loop *t);
 
 /* After train_loop_run: the trace (with the overlap per rank and step, and the bubble of each pipeline
@@ -85,10 +87,6 @@ void train_print_grads(sw_params *p, const sw_ctx *x);
  * what ran, on every rank. */
 void train_traffic_report(sw_pipeline *pipe, const sw_comm *comm, int steps);
 
-/* In a simulated run, on rank 0: the line bench/sim.sh reads (and the planner's --simulate through it),
- * "simulation: X simulated ms/step (steps a..b), ..." -- the mean of the steps after the first run;
- * clock0 and wall0: train_now_ms() and train_wall_ms() before train_loop_run. Elsewhere nothing. */
-void train_loop_sim_line(const train_loop *t, double clock0, double wall0);
 
 /* the step clock: StarPU's simulated clock in a simulated run (docs/simulation.md), else the wall
  * clock (ms); train_wall_ms: the wall clock always */

@@ -215,4 +215,24 @@ if want "bad input"; then
   check "--estimate at --hidden 128: exit $rc, $n size(s) estimated and labelled ($said), ${ms:-no} simulated ms/step, trace $tr" \
     [ "$rc" = 0 -a "$n" -gt 0 -a -n "$ms" -a "$said" = 1 -a $tr = written ]
 fi
+# The models written beside the library's (custom_model from the public
+# headers alone, and an encoder) simulate as they are: calibrated by a real
+# run of their layout, simulated on one worker a rank, they print the line
+# bench/sim.sh reads, say once that they are simulated, and their traffic
+# equals their model on every rank
+if want "other programs"; then
+  for prog in custom_model encoder_mlm; do
+    sh "$top_srcdir/bench/calibrate.sh" --build "$real_build" --calibration "$calib-$prog" --host $host-$prog --np 2 \
+      examples/$prog --tp 2 --sp --steps 10 > "$TMPD/cal-$prog" 2>&1 || cat "$TMPD/cal-$prog"
+    STARPU_NCPU=1 timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" --calibration "$calib-$prog" \
+      --host $host-$prog --platform "$TMPD/eth" examples/$prog --tp 2 --sp --steps 3 > "$TMPD/sim-$prog" 2>&1
+    rc=$?
+    ms=$(sim_ms "$TMPD/sim-$prog") n=$(grep -c 'SIMULATED run' "$TMPD/sim-$prog")
+    lines=$(grep -c '^traffic: rank .* model ' "$TMPD/sim-$prog")
+    off=$(awk '$1 == "traffic:" && $7 != int($NF) { bad++ } END { print bad + 0 }' "$TMPD/sim-$prog")
+    [ "$rc" = 0 ] && [ -n "$ms" ] || cat "$TMPD/sim-$prog"
+    check "$prog --tp 2 --sp simulated: ${ms:-no} simulated ms/step, said simulated $n time(s), $off of $lines traffic lines off the model (exit $rc)" \
+      eval '[ "$rc" = 0 ] && [ -n "$ms" ] && awk -v m="$ms" "BEGIN { exit !(m > 0) }" && [ "$n" = 1 ] && [ "$lines" -gt 0 ] && [ "$off" = 0 ]'
+  done
+fi
 finish
