@@ -87,7 +87,6 @@ void train_print_grads(sw_params *p, const sw_ctx *x);
  * what ran, on every rank. */
 void train_traffic_report(sw_pipeline *pipe, const sw_comm *comm, int steps);
 
-
 /* the step clock: StarPU's simulated clock in a simulated run (docs/simulation.md), else the wall
  * clock (ms); train_wall_ms: the wall clock always */
 double train_now_ms(void);
