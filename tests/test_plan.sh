@@ -262,11 +262,12 @@ if want "measured kernels"; then
   "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/here" 2>&1
   rc=$?
   others=$(($(getconf _NPROCESSORS_ONLN) - 1))
-  check "measured now: both attention tiles, cross-entropy, SwiGLU and AdamW by their codelets; the GEMM's $others load(s) each on a core of its own (exit $rc)" \
+  check "measured now: both attention tiles, cross-entropy, SwiGLU, adaLN and AdamW by their codelets, tasks with data; the GEMM's $others load(s) each on a core of its own (exit $rc)" \
     eval '[ "$rc" = 0 ] && grep -q "attention tiles .* measured now: sw_attn_fwd and _bwd" "$TMPD/here" &&
       grep -q "keeping the probabilities .* measured now: sw_attn_probs_fwd and _bwd" "$TMPD/here" &&
       grep -q "cross-entropy .* measured now: sw_ce_max" "$TMPD/here" && grep -q "MLP activation .* measured now: sw_swiglu_fwd" "$TMPD/here" &&
       grep -q "optimizer .* measured now: the AdamW codelet" "$TMPD/here" && grep -q "adaLN .* measured now: sw_modulate_fwd" "$TMPD/here" &&
+      grep -q "cost per task .* measured now: 2000 StarPU tasks, each reading two 128x128 tiles and writing a temporary" "$TMPD/here" &&
       { [ "$others" = 0 ] || grep -q "ran the same GEMM ($others of them bound each to a core of its own)" "$TMPD/here"; }'
 fi
 

@@ -83,8 +83,9 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
  * at 16 and 256 rows); adam_ns measured now (an AdamW loop
  * over 4M parameters, not the codelet: sw_plan_machine_kernels measures
  * the codelet); elem_ns measured now (an RMSNorm forward over 4M
- * elements); task_us measured now (2000 empty StarPU tasks: needs the
- * runtime, sw_init); the cores counted; the links bench/sim-platform.sh's
+ * elements); task_us measured now (2000 StarPU tasks, each reading two
+ * tiles and writing a temporary of its own: needs the runtime, sw_init);
+ * the cores counted; the links bench/sim-platform.sh's
  * vm-measured figures (2 ranks through shared memory, BENCHMARKS.md);
  * p2p_spin typed (1 core); coll_offload 0 (gpt_train's default collectives
  * reduce on the workers); gemm_shared measured now (the 256-row GEMM while
