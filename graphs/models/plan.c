@@ -539,6 +539,14 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
              "best of 5: %.2f ms", s * 1e3);
 }
 
+/* one optional figure's line: "WHAT V UNIT per worker: SOURCE", or what the estimate does without it */
+static void term(FILE *f, const char *prefix, double v, const char *what, const char *unit, const char *src,
+                 const char *absent)
+{
+    if (v > 0) fprintf(f, "%s%s %.3g %s per worker: %s\n", prefix, what, v, unit, src);
+    else fprintf(f, "%s%s\n", prefix, absent);
+}
+
 void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix)
 {
     fprintf(f, "%sGEMM %.2f GFLOP/s per worker: %s\n", prefix, m->gemm_gflops, m->gemm_src);
@@ -549,8 +557,7 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     if (m->gemm_half_rows > 0)
         fprintf(f, "%sGEMM at half rate with %.3g rows per tile: %s\n", prefix, m->gemm_half_rows, m->rows_src);
     else fprintf(f, "%sGEMM rate independent of the rows per tile (gemm_half_rows not given)\n", prefix);
-    if (m->adam_ns > 0) fprintf(f, "%soptimizer %.3g ns per parameter per worker: %s\n", prefix, m->adam_ns, m->adam_src);
-    else fprintf(f, "%soptimizer's pass left out (adam_ns not given)\n", prefix);
+    term(f, prefix, m->adam_ns, "optimizer", "ns per parameter", m->adam_src, "optimizer's pass left out (adam_ns not given)");
     if (m->p2p_spin > 0)
         fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
                 m->spin_src);
@@ -565,21 +572,13 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
         fprintf(f, "%sactivation pass %.3g ns per element per worker: %s\n", prefix, m->elem_ns, m->elem_src);
     else fprintf(f, "%sthe blocks' norms and residual adds left out (elem_ns not given)%s%s\n", prefix,
                  m->elem_src[0] ? ": activation pass " : "", m->elem_src);
-    if (m->attn_gflops > 0)
-        fprintf(f, "%sattention tiles %.3g GFLOP/s per worker: %s\n", prefix, m->attn_gflops, m->attn_src);
-    else fprintf(f, "%sattention tiles at the GEMM rate (attn_gflops not given)\n", prefix);
-    if (m->attn_probs_gflops > 0)
-        fprintf(f, "%sattention tiles keeping the probabilities (recompute none) %.3g GFLOP/s per worker: %s\n", prefix,
-                m->attn_probs_gflops, m->attn_probs_src);
-    else fprintf(f, "%sattention tiles keeping the probabilities at attn_gflops' rate (attn_probs_gflops not given)\n", prefix);
-    if (m->ce_ns > 0) fprintf(f, "%scross-entropy %.3g ns per logit per worker: %s\n", prefix, m->ce_ns, m->ce_src);
-    else fprintf(f, "%scross-entropy left out (ce_ns not given)\n", prefix);
-    if (m->act_ns > 0) fprintf(f, "%sMLP activation %.3g ns per element per worker: %s\n", prefix, m->act_ns, m->act_src);
-    else fprintf(f, "%sMLP activation left out (act_ns not given)\n", prefix);
-    if (m->adaln_ns > 0)
-        fprintf(f, "%sadaLN modulation and gated residual %.3g ns per element per worker: %s\n", prefix, m->adaln_ns,
-                m->adaln_src);
-    else fprintf(f, "%sthe DiT's adaLN modulation and gated residual left out (adaln_ns not given)\n", prefix);
+    term(f, prefix, m->attn_gflops, "attention tiles", "GFLOP/s", m->attn_src, "attention tiles at the GEMM rate (attn_gflops not given)");
+    term(f, prefix, m->attn_probs_gflops, "attention tiles keeping the probabilities (recompute none)", "GFLOP/s",
+         m->attn_probs_src, "attention tiles keeping the probabilities at attn_gflops' rate (attn_probs_gflops not given)");
+    term(f, prefix, m->ce_ns, "cross-entropy", "ns per logit", m->ce_src, "cross-entropy left out (ce_ns not given)");
+    term(f, prefix, m->act_ns, "MLP activation", "ns per element", m->act_src, "MLP activation left out (act_ns not given)");
+    term(f, prefix, m->adaln_ns, "adaLN modulation and gated residual", "ns per element", m->adaln_src,
+         "the DiT's adaLN modulation and gated residual left out (adaln_ns not given)");
 }
 
 /* -------------------------------------------------------------- rules */
