@@ -63,6 +63,8 @@ mkdir -p "$calib"
 # what its process knows, so with one directory the last rank to exit
 # would drop the sizes only the others ran (a pipeline's stages).
 stage="$calib/.ranks"
+if [ -s "$stage/task-cost" ]; then cp "$stage/task-cost" "$calib/task-cost.$host"
+else echo "$me: warning: the program recorded no cost per task (not a starweave program, or an old build): the simulation will charge StarPU's fixed costs only" >&2; fi
 rm -rf "$stage"
 mkdir -p "$stage"
 cat > "$stage/rank-env.sh" <<'EOS'
@@ -72,6 +74,10 @@ export STARPU_PERF_MODEL_DIR
 exec "$@"
 EOS
 export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host"
+# and StarPU's cost per task here (rank 0 measures it at start, each run
+# anew: the last run's is kept), which the simulation charges per task
+# (bench/sim.sh)
+export SW_CALIBRATE_TASK_COST="$stage/task-cost"
 # record every run's samples (STARPU_CALIBRATE=1 adds to the history)
 export STARPU_CALIBRATE=1 STARPU_SILENT=1
 . "$top/bench/common.sh"
@@ -107,9 +113,12 @@ sort -u "$stage/files" | while read -r f; do
   python3 "$top/bench/perfmodel_merge.py" "$calib/$f.tmp" "$@" && mv "$calib/$f.tmp" "$calib/$f" ||
     { echo "$me: cannot merge $f" >&2; exit 1; }
 done || exit 1
+if [ -s "$stage/task-cost" ]; then cp "$stage/task-cost" "$calib/task-cost.$host"
+else echo "$me: warning: the program recorded no cost per task (not a starweave program, or an old build): the simulation will charge StarPU's fixed costs only" >&2; fi
 rm -rf "$stage"
 [ -r "$calib/bus/$host.config" ] ||
   { echo "$me: StarPU wrote no bus calibration $calib/bus/$host.config" >&2; exit 1; }
 n=$(ls "$calib/codelets/"*/ 2>/dev/null | grep -c "\.$host\$" || true)
-echo "$me: $n codelet model(s) and the bus of host '$host' in $calib"
+cost=$(cut -d' ' -f1 "$calib/task-cost.$host" 2>/dev/null || true)
+echo "$me: $n codelet model(s), the bus${cost:+ and the cost per task ($cost us)} of host '$host' in $calib"
 echo "$me: simulate with: bench/sim.sh --calibration $calib --host $host --platform PREFIX examples/... (same shape and layout)"

@@ -86,11 +86,35 @@ busxml="$calib/bus/$host.config"
 export STARPU_PERF_MODEL_DIR="$calib" STARPU_HOSTNAME="$host"
 # the simulation needs no calibration of its own, and must not record any
 export STARPU_CALIBRATE=0
-# StarPU charges its scheduler's own time (measured on this host while it
-# simulates) to the simulated clock: the real run pays it per task
-# (accuracy runs, docs/simulation.md: one rank's small step went from 0.51
-# to 0.79 of the real time with it); 0 to leave it out
-export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-1}"
+# The runtime's cost per task: the real run pays it for every task (its
+# scheduling, its data's handling, its callbacks). bench/calibrate.sh
+# measured it (task-cost.HOST: StarPU tasks doing nothing on one worker);
+# the simulation charges that figure on the worker's clock after each task
+# (SW_SIM_TASK_US), in place of StarPU's fixed simulated costs of its
+# submission and input fetch, which the figure includes. Not StarPU's
+# charge of its scheduler's time (STARPU_SIMGRID_SCHED_COST=1): it measures
+# the simulating process's thread, which runs every simulated actor, and
+# made the simulated step differ from one run to the next -- 21-31 ms for
+# a step of 2.1 (docs/simulation.md, "The same step every time"). Without
+# the file (a calibration of an older bench/calibrate.sh), StarPU's fixed
+# costs only.
+export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-0}"
+task_cost=""
+if [ -z "${SW_SIM_TASK_US:-}" ] && [ -r "$calib/task-cost.$host" ]; then
+  task_cost=$(cut -d' ' -f1 "$calib/task-cost.$host")
+  case "$task_cost" in ''|*[!0-9.]*) die2 "$calib/task-cost.$host does not start with a number of microseconds (bench/calibrate.sh writes it)" ;; esac
+  export SW_SIM_TASK_US="$task_cost"
+fi
+if [ -n "${SW_SIM_TASK_US:-}" ]; then
+  case "$SW_SIM_TASK_US" in *[!0-9.]*|.|*.*.*) die2 "SW_SIM_TASK_US must be a number of microseconds (got '$SW_SIM_TASK_US')" ;; esac
+  export STARPU_SIMGRID_TASK_SUBMIT_COST="${STARPU_SIMGRID_TASK_SUBMIT_COST:-0}"
+  export STARPU_SIMGRID_FETCHING_INPUT_COST="${STARPU_SIMGRID_FETCHING_INPUT_COST:-0}"
+  from="SW_SIM_TASK_US, given"
+  [ -z "$task_cost" ] || from="measured by bench/calibrate.sh: $calib/task-cost.$host"
+  echo "$me: cost per task ${SW_SIM_TASK_US} us ($from), charged after each task"
+else
+  echo "$me: no cost per task in $calib (task-cost.$host: calibrate again with bench/calibrate.sh): StarPU's fixed simulated costs only (1 us per submission and per input fetch)"
+fi
 log=$(mktemp "${TMPDIR:-/tmp}/sw-sim.XXXXXX")
 est=""
 fold=""

@@ -287,6 +287,9 @@ sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0)
 sim-eth25-half-duplex|bench/sim-platform.sh|s/inter_lat=20 duplex=full/inter_lat=20 duplex=half/|tests/test_sim.sh|simulated run
 # SMPI's default network factors left on (each collective's message paid up to 11.6 x the platform's latency)
 sim-smpi-default-factors|bench/sim.sh|s/^  1) factors="--cfg=smpi\/bw-factor:0:1 --cfg=smpi\/lat-factor:0:1" ;;/  1) factors= ;;/|tests/test_sim.sh|simulated run
+# the cost per task: not charged; StarPU's measured scheduler time charged instead (the step differs run to run)
+sim-task-cost-uncharged|src/core/tasks.c|s/    if (sim_task_s > 0) starpu_sleep((float)sim_task_s);/    (void)0;/|tests/test_sim.sh|simulated run
+sim-sched-cost-measured|bench/sim.sh|s/STARPU_SIMGRID_SCHED_COST:-0}/STARPU_SIMGRID_SCHED_COST:-1}/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1

@@ -80,6 +80,21 @@ if want "simulated run"; then
   total=$(echo "$line" | sed -n 's/.* in \([0-9.]*\) simulated ms, .*/\1/p')
   wall=$(echo "$line" | sed -n 's/.*simulated ms, \([0-9.]*\) s of wall time.*/\1/p')
   check "simulated ms/step printed and positive (${ms:-none})" awk -v v="${ms:-0}" 'BEGIN { exit !(v > 0) }'
+  # The cost per task: measured by the calibration, said, charged (charging none shortens the step), and the
+  # same simulated step in every run, with two workers a rank too (StarPU's charge of its scheduler's measured
+  # time made that step 21-31 ms from one run to the next)
+  cost=$(cut -d' ' -f1 "$calib/task-cost.$host" 2>/dev/null)
+  said=$(grep -c "^sim: cost per task $cost us (measured by bench/calibrate.sh" "$TMPD/fast")
+  sim w2a "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --ncpus 2
+  sim w2b "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --ncpus 2
+  w2a=$(sim_ms "$TMPD/w2a") w2b=$(sim_ms "$TMPD/w2b")
+  export SW_SIM_TASK_US=0
+  sim none "$TMPD/eth" examples/gpt_train $layout $shape --steps 3
+  unset SW_SIM_TASK_US
+  none=$(sim_ms "$TMPD/none")
+  check "the cost per task measured (${cost:-none} us), said ($said), charged (${ms:-none} simulated ms/step, ${none:-none} charging none); two workers a rank twice: ${w2a:-none} and ${w2b:-none} ms/step" \
+    eval '[ -n "$cost" ] && [ "$said" = 1 ] && [ -n "$w2a" ] && [ "$w2a" = "$w2b" ] &&
+      awk -v z="${none:-0}" -v m="${ms:-0}" "BEGIN { exit !(z > 0 && m > z) }"'
   # wall time has 0.1 s steps: the two agree within that only by chance
   check "the simulated time is not the wall time (3 steps: ${total:-?} simulated ms, ${wall:-?} s of wall time)" \
     awk -v s="${total:-0}" -v w="${wall:-0}" 'BEGIN { d = s - 1000 * w; if (d < 0) d = -d; exit !(s > 0 && d > 100) }'

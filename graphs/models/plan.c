@@ -124,10 +124,6 @@ static double perfmodel_gflops(const char *dir, char *file, size_t fn)
     return us > 0 ? flops / us / 1e3 : 0;
 }
 
-static void noop(void *buffers[], void *arg) { (void)buffers, (void)arg; }
-static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 3, .modes = {STARPU_R, STARPU_R, STARPU_W},
-                                        .name = "sw_plan_noop"};
-
 /* The kernels' rates, timed inside a StarPU task: on a worker, where the
  * codelets run -- timed on the main thread, they shared its core with the
  * worker polling for tasks, and AdamW came out at 18-32 ns per parameter
@@ -378,31 +374,13 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     m->p2p_spin = 1;
     snprintf(m->spin_src, sizeof m->spin_src, "typed from docs/simulation.md's traces (StarPU-MPI's progression thread "
              "polls without sleeping while a receive is posted): ASSUMPTION, one core");
-    { /* StarPU's cost per task as the graphs' tasks have it: each reads two tiles and writes a temporary of
-       * its own (registered for it, unregistered after it, as the layers' scratch), submitted and run on this
-       * runtime's worker(s), now; the kernel does nothing (empty tasks left out the data's handling, which
-       * every task of the graphs pays) */
-        const int N = 2000, T = 128;
-        float *in = calloc((size_t)2 * T * T, sizeof *in);
-        starpu_data_handle_t a, b;
-        starpu_matrix_data_register(&a, STARPU_MAIN_RAM, (uintptr_t)in, T, T, T, sizeof *in);
-        starpu_matrix_data_register(&b, STARPU_MAIN_RAM, (uintptr_t)(in + T * T), T, T, T, sizeof *in);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < N; i++) {
-            starpu_data_handle_t tmp;
-            starpu_matrix_data_register(&tmp, -1, 0, T, T, T, sizeof *in);
-            if (starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp, 0) != 0) break;
-            starpu_data_unregister_submit(tmp);
-        }
-        starpu_task_wait_for_all();
-        double s = seconds_since(&t0);
-        starpu_data_unregister(a), starpu_data_unregister(b);
-        free(in);
-        m->task_us = s * 1e6 / N;
-        snprintf(m->task_src, sizeof m->task_src, "measured now: %d StarPU tasks, each reading two %dx%d tiles and "
-                 "writing a temporary of its own, submitted and run in %.3f s (%u CPU worker(s))", N, T, T, s,
-                 starpu_cpu_worker_get_count());
+    { /* StarPU's cost per task as the graphs' tasks have it (sw_task_cost_us): submitted and run on this
+       * runtime's worker(s), now */
+        const int N = 2000;
+        m->task_us = sw_task_cost_us(-1, N);
+        snprintf(m->task_src, sizeof m->task_src, "measured now: %d StarPU tasks, each reading two 128x128 tiles and "
+                 "writing a temporary of its own, submitted and run in %.3f s (%u CPU worker(s))", N,
+                 m->task_us * N * 1e-6, starpu_cpu_worker_get_count());
     }
 }
 

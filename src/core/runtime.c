@@ -105,6 +105,38 @@ static void advise_openblas_core(void)
             want);
 }
 
+/* The runtime's cost per task, for the simulation (docs/simulation.md,
+ * "The same step every time"). A real run of bench/calibrate.sh
+ * (SW_CALIBRATE_TASK_COST=FILE) measures it on rank 0's first CPU worker
+ * and writes it to FILE; a simulated run charges SW_SIM_TASK_US (bench/sim.sh
+ * passes that file's figure) on its workers' clocks, once per task. */
+static void record_or_charge_task_cost(void)
+{
+    if (sw_simulated()) {
+        const char *us = getenv("SW_SIM_TASK_US");
+        char *end = NULL;
+        double v = us && *us ? strtod(us, &end) : 0;
+        if (us && *us && (*end || !(v >= 0) || v > 1e6))
+            sw_usage_error("SW_SIM_TASK_US must be a number of microseconds from 0 to 1e6 (SW_SIM_TASK_US = %s)", us);
+        sw_task_sim_cost_set(v);
+        return;
+    }
+    const char *path = getenv("SW_CALIBRATE_TASK_COST");
+    if (!path || !*path || sw_rt.rank != 0) return;
+    const int n = 2000;
+    double us = sw_task_cost_us(0, n);
+    FILE *f = us > 0 ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "starweave: cannot record the cost per task in %s (%s)\n", path,
+                us > 0 ? strerror(errno) : "not measured");
+        return;
+    }
+    fprintf(f, "%.3f us per task: %d tasks of a codelet doing nothing, each reading two 128x128 tiles and writing a "
+               "temporary, on CPU worker 0 of %u (sw_task_cost_us)\n",
+            us, n, starpu_cpu_worker_get_count());
+    fclose(f);
+}
+
 int sw_env_int(const char *name, int fallback)
 {
     const char *v = getenv(name);
@@ -382,6 +414,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                         "executed, tasks take their calibrated models' times on the simulated clock; losses and "
                         "other computed values are not computed\n", sw_rt.size);
     if (sw_rt.rank == 0 && !sw_simulated()) advise_openblas_core();
+    record_or_charge_task_cost();
     /* the codelets' CPU GEMM backend, from opt.gemm or $SW_GEMM, through
      * the hooks codelets/gemm.c registers (gemm_hook.h: the runtime sits
      * below the codelets and calls none of them by name) */

@@ -19,6 +19,9 @@ extern sw_runtime_state sw_rt __attribute__((visibility("hidden")));
 /* an integer from the environment, fallback where unset or empty */
 int sw_env_int(const char *name, int fallback) __attribute__((visibility("hidden")));
 
+/* the simulation's charge per task (tasks.c), in microseconds (0: none) */
+void sw_task_sim_cost_set(double us) __attribute__((visibility("hidden")));
+
 /* the watcher thread of refusals (refuse.c), started and stopped with StarPU-MPI */
 void sw_refuse_watch_start(int thread_level) __attribute__((visibility("hidden")));
 void sw_refuse_watch_stop(void) __attribute__((visibility("hidden")));

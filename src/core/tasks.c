@@ -78,15 +78,28 @@ static void stats_task_done(void *arg)
     pthread_mutex_unlock(&sw_stats.lock);
 }
 
-/* One completion callback serves both: its argument is the trace record
+/* Simulated: the runtime's cost per task (seconds) that the calibration
+ * measured on the real machine (sw_task_cost_us; SW_SIM_TASK_US, set by
+ * bench/sim.sh), charged on the simulated clock of the worker that ran the
+ * task, after it and before its successors are released -- where a real
+ * worker spends it. A fixed figure: StarPU's own charge of its scheduler's
+ * time (STARPU_SIMGRID_SCHED_COST) measures this process's thread while it
+ * simulates, and made the simulated step differ from run to run
+ * (docs/simulation.md, "The same step every time"). 0: nothing charged. */
+static double sim_task_s;
+
+void sw_task_sim_cost_set(double us) { sim_task_s = us > 0 ? us * 1e-6 : 0; }
+
+/* One completion callback serves all: its argument is the trace record
  * that SW_INSERT attaches (NULL when tracing was off at submission). */
 static void task_done(void *arg)
 {
     if (sw_stats.on) stats_task_done(NULL);
     if (arg) sw_trace_task_end(arg);
+    if (sim_task_s > 0) starpu_sleep((float)sim_task_s);
 }
 
-void (*sw_stats_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() ? task_done : NULL; }
+static void (*done_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() || sim_task_s > 0 ? task_done : NULL; }
 
 /* the calling thread's cost meter (sw_task_meter) */
 static _Thread_local long long *task_meter;
@@ -143,6 +156,41 @@ static void chained_done(void *arg)
     if (c->free_prologue_arg) free(c->prologue_arg);
 }
 
+static void noop(void *buffers[], void *arg) { (void)buffers, (void)arg; }
+static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 3, .modes = {STARPU_R, STARPU_R, STARPU_W},
+                                        .name = "sw_task_cost"};
+
+double sw_task_cost_us(int worker, int n)
+{
+    if (sw_simulated() || n < 1) return -1; /* simulated, the noop has no time to take */
+    if (worker >= (int)starpu_worker_get_count()) return -1;
+    /* as the graphs' tasks have it: each reads two tiles and writes a temporary of its own (registered for it,
+     * unregistered after it, as the layers' scratch); empty tasks left out the data's handling */
+    const int T = 128;
+    float *in = calloc((size_t)2 * T * T, sizeof *in);
+    if (!in) return -1;
+    starpu_data_handle_t a, b;
+    starpu_matrix_data_register(&a, STARPU_MAIN_RAM, (uintptr_t)in, T, T, T, sizeof *in);
+    starpu_matrix_data_register(&b, STARPU_MAIN_RAM, (uintptr_t)(in + T * T), T, T, T, sizeof *in);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int i = 0;
+    for (; i < n; i++) {
+        starpu_data_handle_t tmp;
+        starpu_matrix_data_register(&tmp, -1, 0, T, T, T, sizeof *in);
+        int rc = worker >= 0 ? starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp,
+                                                  STARPU_EXECUTE_ON_WORKER, worker, 0)
+                             : starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp, 0);
+        starpu_data_unregister_submit(tmp);
+        if (rc != 0) break;
+    }
+    starpu_task_wait_for_all();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    starpu_data_unregister(a), starpu_data_unregister(b);
+    free(in);
+    return i < n ? -1 : ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3) / n;
+}
+
 int sw_task_submit(struct starpu_task *task)
 {
     if (!task || !task->cl) return -EINVAL;
@@ -153,7 +201,7 @@ int sw_task_submit(struct starpu_task *task)
     }
     task->priority += sw_rt.priority_base;
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
-    void (*done)(void *) = sw_stats_hook();
+    void (*done)(void *) = done_hook();
     if (!task->callback_func && !task->prologue_callback_func && !task_meter) {
         task->callback_func = done;
         task->callback_arg = rec;
