@@ -10,8 +10,8 @@
 # calibrated by a real run of that layout's own task sizes (bench/calibrate.sh,
 # 10 steps), then simulated (bench/sim.sh, 3 steps): estimate, simulated and
 # measured ms/step side by side, Spearman and "within 20 %" for both
-# predictions. STARPU_SIMGRID_SCHED_COST is the caller's (sim.sh's default 1:
-# the scheduler's time on this host charged; 0 leaves it out).
+# predictions. The simulation charges the calibration's measured cost per
+# task (bench/sim.sh).
 # usage: bench/plan.sh [--build DIR] [--ranks "2 4"] [--spread N]
 #          [--steps S] [--machine FILE] [--program gpt_train|dit_train]
 #          [--simulate-verified SIMBUILD] [MODEL FLAGS...]
@@ -46,7 +46,7 @@ if [ -z "${STARPU_HOME:-}" ]; then
   trap 'rm -rf "$STARPU_HOME"' EXIT
 fi
 for n in $ranks; do
-  echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)${simbuild:+, each layout also simulated (STARPU_SIMGRID_SCHED_COST=${STARPU_SIMGRID_SCHED_COST:-1})}"
+  echo "bench/plan.sh: $n ranks: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)${simbuild:+, each layout also simulated}"
   t0=$(date +%s)
   # shellcheck disable=SC2086
   "$build/examples/$program" --plan --plan-ranks "$n" --plan-top 10 ${machine:+--plan-machine "$machine"} \

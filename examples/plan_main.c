@@ -230,7 +230,7 @@ static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
     printf("plan: simulation: %s through the simulated task graph (bench/sim.sh, 3 steps, %s; platform: %d node(s) "
            "x %d rank(s), %d CPU worker(s) each, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s\n", what, s->build,
            o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures",
-           cost && *cost ? cost : "1 (sim.sh's default: the scheduler's time on this host charged)",
+           cost && *cost ? cost : "0 (sim.sh's default: the calibration's measured cost per task charged instead)",
            o->sim_calibration ? "with the calibration given (--sim-calibration)"
                               : "calibrated by a real run of that layout's own task sizes on this machine "
                                 "(bench/calibrate.sh, 10 steps)");

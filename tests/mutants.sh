@@ -287,8 +287,10 @@ sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0)
 sim-eth25-half-duplex|bench/sim-platform.sh|s/inter_lat=20 duplex=full/inter_lat=20 duplex=half/|tests/test_sim.sh|simulated run
 # SMPI's default network factors left on (each collective's message paid up to 11.6 x the platform's latency)
 sim-smpi-default-factors|bench/sim.sh|s/^  1) factors="--cfg=smpi\/bw-factor:0:1 --cfg=smpi\/lat-factor:0:1" ;;/  1) factors= ;;/|tests/test_sim.sh|simulated run
-# the cost per task: not charged; StarPU's measured scheduler time charged instead (the step differs run to run)
-sim-task-cost-uncharged|src/core/tasks.c|s/    if (sim_task_s > 0) starpu_sleep((float)sim_task_s);/    (void)0;/|tests/test_sim.sh|simulated run
+# the cost per task: not recorded by the calibration's real run; StarPU's measured scheduler time charged
+# instead (the step differs run to run). (Its charge in the simulation build, src/core/tasks.c, is not
+# rebuilt here: checked by hand, docs/simulation.md "The same step every time".)
+calibrate-task-cost-unrecorded|src/core/runtime.c|s/    if (!path .* sw_rt.rank != 0) return;/    if (path) return;/|tests/test_sim.sh|simulated run
 sim-sched-cost-measured|bench/sim.sh|s/STARPU_SIMGRID_SCHED_COST:-0}/STARPU_SIMGRID_SCHED_COST:-1}/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
