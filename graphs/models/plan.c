@@ -377,7 +377,7 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     { /* StarPU's cost per task as the graphs' tasks have it (sw_task_cost_us): submitted and run on this
        * runtime's worker(s), now */
         const int N = 2000;
-        m->task_us = sw_task_cost_us(-1, N);
+        m->task_us = sw_task_cost_us(0, N);
         snprintf(m->task_src, sizeof m->task_src, "measured now: %d StarPU tasks, each reading two 128x128 tiles and "
                  "writing a temporary of its own, submitted and run in %.3f s (%u CPU worker(s))", N,
                  m->task_us * N * 1e-6, starpu_cpu_worker_get_count());

@@ -238,13 +238,13 @@ int sw_task_submit(struct starpu_task *task);
 /** StarPU's cost per task on this machine, measured now: n tasks whose
  * codelet does nothing, each reading two 128 x 128 tiles and writing a
  * temporary of its own (as the layers' tasks do), submitted from the
- * calling thread and run on CPU worker `worker` (-1: any worker); returns
- * the wall time per task in microseconds, -1 if it cannot be measured
- * (the simulation build, a worker that does not exist, n < 1). The
+ * calling thread and run on the first CPU worker (one_worker != 0) or on
+ * any CPU worker; returns the wall time per task in microseconds, -1 if it
+ * cannot be measured (the simulation build, no CPU worker, n < 1). The
  * planner's task_us, and the per-task cost bench/calibrate.sh records for
  * the simulation (docs/simulation.md). Call between tasks: it waits for
  * all. */
-double sw_task_cost_us(int worker, int n);
+double sw_task_cost_us(int one_worker, int n);
 /** starpu_task_insert(cl, ...) through sw_task_submit, aborting with
  * file:line on failure (the arguments of starpu_task_insert, without the
  * final 0). STARPU_NAME NULL first: starpu_task_build would name the task
