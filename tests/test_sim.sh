@@ -85,6 +85,12 @@ if want "simulated run"; then
   # time made that step 21-31 ms from one run to the next)
   cost=$(cut -d' ' -f1 "$calib/task-cost.$host" 2>/dev/null)
   said=$(grep -c "^sim: cost per task $cost us (measured by bench/calibrate.sh" "$TMPD/fast")
+  # and where a rank has two workers (one rank, 1 step: only the figure is read)
+  sh "$top_srcdir/bench/calibrate.sh" --build "$real_build" --calibration "$TMPD/cal2" --host $host \
+    examples/gpt_train $shape --ncpus 2 --steps 1 --quiet --log "$TMPD/calib.csv" > "$TMPD/calib2" 2>&1
+  cost2=$(cut -d' ' -f1 "$TMPD/cal2/task-cost.$host" 2>/dev/null)
+  [ -n "$cost2" ] || cat "$TMPD/calib2"
+  check "the cost per task measured where a rank has two workers too (${cost2:-none} us)" [ -n "$cost2" ]
   sim w2a "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --ncpus 2
   sim w2b "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --ncpus 2
   w2a=$(sim_ms "$TMPD/w2a") w2b=$(sim_ms "$TMPD/w2b")

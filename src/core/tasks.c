@@ -163,8 +163,8 @@ static struct starpu_codelet noop_cl = {.cpu_funcs = {noop}, .nbuffers = 3, .mod
 double sw_task_cost_us(int one_worker, int n)
 {
     if (sw_simulated() || n < 1) return -1; /* simulated, the noop has no time to take */
-    int worker = -1;
-    if (one_worker && starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, &worker, 1) != 1) return -1;
+    const int worker = one_worker ? starpu_worker_get_by_type(STARPU_CPU_WORKER, 0) : -1;
+    if (one_worker && worker < 0) return -1;
     /* as the graphs' tasks have it: each reads two tiles and writes a temporary of its own (registered for it,
      * unregistered after it, as the layers' scratch); empty tasks left out the data's handling */
     const int T = 128;
