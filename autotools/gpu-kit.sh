@@ -255,6 +255,11 @@ for p in $progs; do
   note "build/$p" "$build/$p"
 done
 
+# the build's config.h: bench/calibrate.sh (gpu-run.sh's calibrate_cuda)
+# takes a folder with one for a build
+cp "$build/config.h" "$root/build/config.h"
+note build/config.h "$build/config.h"
+
 # Open MPI: mpirun (orterun), orted, ompi_info; the plugins that need no
 # network stack the GPU machine lacks (UCX, libfabric, verbs, PSM) and no
 # OpenSHMEM; help files; Debian's MCA defaults.

@@ -20,6 +20,9 @@
 #                    CPU, offload to pinned RAM under a GPU budget
 #   test_nccl        tests/test_nccl.sh (2 ranks need 2 GPUs: it says SKIP
 #                    with the reason on one GPU)
+#   calibrate_cuda   bench/calibrate.sh of W124 on the GPU: the CUDA
+#                    codelets' models for the simulation, in
+#                    OUTDIR/calibration (host gpu-<GPU name>)
 #   bench_w124       bench/gpu.sh 10 w124: fp32, bf16, offload, CPU
 #   bench_gpt2       bench/gpu.sh 5 gpt2: GPT-2 124M, batch 16 x seq 1024,
 #                    fp32 and bf16 (ms/step, tokens/s, MFU, GEMM share)
@@ -29,13 +32,13 @@
 #                    library only); without a GPU a small CPU run is traced
 #                    instead, so that the drawing is rehearsed
 # Without a GPU the GPU items say SKIP (the tests themselves, or for want of
-# a device). OUTDIR receives three files: summary.txt (the lines above, what
-# was found, the benchmark lines), logs.tar.gz (every log, ldd of every ELF
-# file of the kit, the trace) and gantt-bf16.png. Exit status: 0 when
+# a device). OUTDIR receives summary.txt (the lines above, what was found,
+# the benchmark lines), logs.tar.gz (every log, ldd of every ELF file of the
+# kit, the trace), gantt-bf16.png and, with a GPU, calibration/. Exit status: 0 when
 # nothing failed, 1 otherwise.
 set -u
 me=gpu-run
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 kit=$repo/gpu-kit
 budget=450
@@ -185,6 +188,21 @@ item kit_cpu 90 sh "$repo/tests/mpi_launch.sh" 2 "$top_builddir/examples/gpt_tra
 item test_cuda 120 "$top_builddir/tests/test_cuda"
 item test_gpt_cuda 200 sh "$repo/tests/test_gpt_cuda.sh"
 item test_nccl 60 sh "$repo/tests/test_nccl.sh"
+# the CUDA codelets' calibration for the simulation (docs/simulation.md):
+# W124 on the GPU, 12 steps (10 samples of each per-step size), recorded by
+# bench/calibrate.sh under the host name gpu-<the GPU's name> in
+# OUTDIR/calibration -- the codelets' models, StarPU's bus files and the
+# cost per task; keep it in the repository, named by device
+gpu_host=gpu-$(echo "$gpus" | cut -d, -f1 | tr -c 'A-Za-z0-9\n' '-' | sed 's/-*$//')
+if [ "$ngpu" -lt 1 ]; then
+  no_gpu calibrate_cuda
+elif ! command -v python3 > /dev/null; then
+  say "SKIP calibrate_cuda: no python3 (bench/calibrate.sh merges the models with bench/perfmodel_merge.py)"
+else
+  item calibrate_cuda 90 sh "$repo/bench/calibrate.sh" --build "$top_builddir" --calibration "$outdir/calibration" \
+    --host "$gpu_host" examples/gpt_train --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 64 --batch 4 \
+    --max-pos 1024 --ncuda 1 --device cuda --steps 12 --quiet --log "$logs/calibrate_cuda.csv"
+fi
 if [ "$ngpu" -ge 1 ]; then
   item bench_w124 120 sh "$repo/bench/gpu.sh" 10 w124
   item bench_gpt2 150 sh "$repo/bench/gpu.sh" 5 gpt2
