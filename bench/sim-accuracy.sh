@@ -3,7 +3,8 @@
 # every layout this machine runs, gpt_train is calibrated by a real run
 # (bench/calibrate.sh), run for real R times, and simulated (bench/sim.sh)
 # on a platform of this machine (1 node x the layout's ranks); prints the
-# median real ms/step, the simulated one and the difference.
+# median real ms/step, the simulated one, the difference and the cost per
+# task the calibration measured (the simulation charges it per task).
 #
 # usage: bench/sim-accuracy.sh [--build DIR] [--sim-build DIR] [--runs R]
 #          [--steps N] [--shape main|w124] [--preset P] [--platform-args A]
@@ -99,8 +100,9 @@ while read -r name np cpus layout; do
     examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||
     { echo "$name: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
   sim=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
+  cost=$(cut -d' ' -f1 "$cal/task-cost.acc-$name" 2> /dev/null || true)
   printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" \
-    "$(awk -v s="$sim" -v r="$med" 'BEGIN { printf "%.2f", s / r }')" "$real"
+    "$(awk -v s="$sim" -v r="$med" 'BEGIN { printf "%.2f", s / r }')" "$real; cost per task ${cost:-not recorded} us"
 done <<LAYOUTS
 one 1 2
 tp2sp 2 1 --tp 2 --sp
