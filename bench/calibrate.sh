@@ -63,8 +63,6 @@ mkdir -p "$calib"
 # what its process knows, so with one directory the last rank to exit
 # would drop the sizes only the others ran (a pipeline's stages).
 stage="$calib/.ranks"
-if [ -s "$stage/task-cost" ]; then cp "$stage/task-cost" "$calib/task-cost.$host"
-else echo "$me: warning: the program recorded no cost per task (not a starweave program, or an old build): the simulation will charge StarPU's fixed costs only" >&2; fi
 rm -rf "$stage"
 mkdir -p "$stage"
 cat > "$stage/rank-env.sh" <<'EOS'
