@@ -38,7 +38,7 @@
 # nothing failed, 1 otherwise.
 set -u
 me=gpu-run
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
 repo=$(cd "$(dirname "$0")/.." && pwd)
 kit=$repo/gpu-kit
 budget=450
