@@ -179,9 +179,8 @@ double sw_task_cost_us(int one_worker, int n)
     for (; i < n; i++) {
         starpu_data_handle_t tmp;
         starpu_matrix_data_register(&tmp, -1, 0, T, T, T, sizeof *in);
-        int rc = worker >= 0 ? starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp,
-                                                  STARPU_EXECUTE_ON_WORKER, worker, 0)
-                             : starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp, 0);
+        /* worker -1: any worker (StarPU's insert ignores it) */
+        int rc = starpu_task_insert(&noop_cl, STARPU_R, a, STARPU_R, b, STARPU_W, tmp, STARPU_EXECUTE_ON_WORKER, worker, 0);
         starpu_data_unregister_submit(tmp);
         if (rc != 0) break;
     }
