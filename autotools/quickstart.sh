@@ -57,6 +57,8 @@ if [ "$mode" = check ]; then
   export SW_REQUIRE_PAJE_READERS=1
   # serial: Debian's StarPU has non-blocking drivers, idle workers spin, so
   # test programs running side by side on a small machine slow each other down
+  # (the test programs are built side by side first: no test runs there)
+  make -j"$jobs" check TESTS= > /dev/null
   make check || { cat tests/*.log 2>/dev/null | tail -n 200; exit 1; }
 else
   # the main job: 2 ranks, tensor parallel 2 with sequence parallelism

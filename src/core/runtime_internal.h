@@ -22,6 +22,9 @@ int sw_env_int(const char *name, int fallback) __attribute__((visibility("hidden
 /* the simulation's charge per task (tasks.c), in microseconds (0: none) */
 void sw_task_sim_cost_set(double us) __attribute__((visibility("hidden")));
 
+/* a step begins (sw_trace_mark_step): the calibration's first step left out (tasks.c) */
+void sw_calibration_step(void) __attribute__((visibility("hidden")));
+
 /* the watcher thread of refusals (refuse.c), started and stopped with StarPU-MPI */
 void sw_refuse_watch_start(int thread_level) __attribute__((visibility("hidden")));
 void sw_refuse_watch_stop(void) __attribute__((visibility("hidden")));

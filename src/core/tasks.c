@@ -90,6 +90,61 @@ static double sim_task_s;
 
 void sw_task_sim_cost_set(double us) { sim_task_s = us > 0 ? us * 1e-6 : 0; }
 
+/* Calibration (bench/calibrate.sh): with SW_CALIBRATE_SKIP_FIRST=1 the
+ * tasks of a real run's first step record no sample in StarPU's history
+ * models. That step pays one-time costs inside the codelets -- the first
+ * touch of every buffer, oneDNN's generation of its kernels -- which later
+ * steps, and a simulated step, do not have (docs/simulation.md, "StarPU's
+ * calibration drops the slow samples"). StarPU records a task's time when
+ * its codelet's model has `benchmarking` set, which it sets from
+ * STARPU_CALIBRATE when it loads the model, at the model's first task: so a
+ * model is loaded here before its first task of that step and its flag
+ * cleared, and every flag is restored when the next step begins
+ * (sw_trace_mark_step), once that step's tasks have all ended. */
+static struct {
+    int state; /* 0: before the run's first step, 1: during it (not recording), 2: after */
+    int n;
+    struct starpu_perfmodel *model[512];
+    unsigned benchmarking[512];
+    long tasks;
+} warm;
+
+static void warm_task(struct starpu_perfmodel *m)
+{
+    for (int i = 0; i < warm.n; i++)
+        if (warm.model[i] == m) {
+            warm.tasks++;
+            return;
+        }
+    if (warm.n == (int)(sizeof warm.model / sizeof *warm.model)) return; /* recorded as before */
+    if (!m->is_loaded) { /* StarPU loads a model when it dumps it */
+        FILE *f = fopen("/dev/null", "w");
+        if (!f) return;
+        starpu_perfmodel_dump_xml(f, m);
+        fclose(f);
+    }
+    warm.model[warm.n] = m, warm.benchmarking[warm.n] = m->benchmarking, warm.n++;
+    m->benchmarking = 0;
+    warm.tasks++;
+}
+
+void sw_calibration_step(void)
+{
+    if (warm.state == 0) {
+        const char *v = getenv("SW_CALIBRATE_SKIP_FIRST");
+        if (v && *v && strcmp(v, "0") && strcmp(v, "1"))
+            sw_usage_error("SW_CALIBRATE_SKIP_FIRST must be 0 or 1 (SW_CALIBRATE_SKIP_FIRST = %s)", v);
+        warm.state = v && !strcmp(v, "1") && !sw_simulated() ? 1 : 2;
+    } else if (warm.state == 1) {
+        starpu_task_wait_for_all();
+        for (int i = 0; i < warm.n; i++) warm.model[i]->benchmarking = warm.benchmarking[i];
+        warm.state = 2;
+        if (sw_rt.rank == 0)
+            fprintf(stderr, "starweave: calibration: the first step's %ld tasks of %d codelets recorded no samples "
+                            "(SW_CALIBRATE_SKIP_FIRST=1)\n", warm.tasks, warm.n);
+    }
+}
+
 /* One completion callback serves all: its argument is the trace record
  * that SW_INSERT attaches (NULL when tracing was off at submission). */
 static void task_done(void *arg)
@@ -223,6 +278,7 @@ int sw_task_submit(struct starpu_task *task)
         task->prologue_callback_arg_free = 0;
     }
     sw_trace_dag_task(task);
+    if (warm.state == 1 && task->cl->model) warm_task(task->cl->model);
     return starpu_task_submit(task);
 }
 

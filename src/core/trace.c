@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "starweave/tensor.h"
+#include "runtime_internal.h"
 #include "trace_internal.h"
 
 static struct {
@@ -81,6 +82,7 @@ void sw_trace_set_phase(sw_phase phase, int layer)
 
 void sw_trace_mark_step(int step)
 {
+    sw_calibration_step();
     cur.step = step;
     if (!atomic_load(&tr.on)) return;
     double now = starpu_timing_now();

@@ -1,0 +1,39 @@
+#!/bin/sh
+# The simulation's calibration leaves out the run's first step
+# (bench/calibrate.sh; the library's SW_CALIBRATE_SKIP_FIRST=1,
+# docs/simulation.md, "StarPU's calibration drops the slow samples"): a
+# real run of gpt_train, 3 steps, calibrated (every sample kept, as
+# calibrate.sh does) with the first step (--keep-first-step) and without.
+# StarPU leaves out a size's first sample: a GEMM size met k times a step
+# has 3k - 1 samples with every step and 2k - 1 without the first, in
+# every size of sw_gemm's model; the run says how many tasks recorded
+# nothing. A value other than 0 or 1 is refused with exit 2 on every rank.
+# Needs only the real build.
+. "${top_srcdir:-.}/tests/common.sh"
+shape="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 128 --steps 3 --quiet"
+calibrate() { # calibrate NAME [--keep-first-step]
+  name=$1; shift
+  sh "$top_srcdir/bench/calibrate.sh" --build "$top_builddir" \
+    --calibration "$TMPD/$name" --host test-cal "$@" examples/gpt_train $shape > "$TMPD/$name.out" 2>&1
+}
+samples() { # samples NAME: "footprint samples" of each size of sw_gemm's model
+  awk '/^# hash/ { on = 1; next } on && NF == 8 { print $1, $8 }' "$TMPD/$1/codelets/"*/sw_gemm.test-cal | sort
+}
+calibrate all --keep-first-step
+rc1=$?
+calibrate later
+rc2=$?
+[ "$rc1$rc2" = 00 ] || cat "$TMPD/all.out" "$TMPD/later.out"
+said=$(grep -h 'first step' "$TMPD/all/calibrate.log" "$TMPD/later/calibrate.log")
+samples all > "$TMPD/all.n" 2>/dev/null
+samples later > "$TMPD/later.n" 2>/dev/null
+res=$(join "$TMPD/all.n" "$TMPD/later.n" | awk '{ k = $2 - $3; if (k < 1 || $2 != 3 * k - 1 || $3 != 2 * k - 1) bad++
+    s = s " " $2 "/" $3 } END { printf "%d sizes, %d off:%s", NR, bad, s; exit !(NR > 0 && !bad) }')
+ok=$?
+check "sw_gemm's samples of each size with the first step / without (3k-1 / 2k-1): $res (exit $rc1, $rc2)" \
+  [ "$ok" = 0 -a "$(wc -l < "$TMPD/all.n")" = "$(wc -l < "$TMPD/later.n")" ]
+n=$(echo "$said" | grep -c "the first step's [0-9]* tasks of [0-9]* codelets recorded no samples")
+check "the run without it says so, the run with it not: '$said'" [ "$n" = 1 ]
+refused 2 "SW_CALIBRATE_SKIP_FIRST must be 0 or 1 (SW_CALIBRATE_SKIP_FIRST = yes)" "SW_CALIBRATE_SKIP_FIRST=yes" \
+  env SW_CALIBRATE_SKIP_FIRST=yes "$GPT_TRAIN" --tp 2 $shape
+finish
