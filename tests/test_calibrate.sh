@@ -1,7 +1,7 @@
 #!/bin/sh
 # The simulation's calibration leaves out the run's first step
 # (bench/calibrate.sh; the library's SW_CALIBRATE_SKIP_FIRST=1,
-# docs/simulation.md, "StarPU's calibration drops the slow samples"): a
+# docs/simulation.md, "The first step left out, every later sample kept"): a
 # real run of gpt_train, 3 steps, calibrated (every sample kept, as
 # calibrate.sh does) with the first step (--keep-first-step) and without.
 # StarPU leaves out a size's first sample: a GEMM size met k times a step

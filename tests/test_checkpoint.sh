@@ -1,10 +1,10 @@
 #!/bin/sh
 # Checkpoint/resume (gpt_train --save/--resume), dropout on.
 # Bit for bit, in nine layouts (four of them in make check-long only) (one
-# rank; 2 ranks with tp 2 + sp, with ring 2, with dp 2 + ZeRO-1, that with bf16 GEMMs, 2 pipeline stages of 2
-# micro-batches (each rank's file holding its stage's tensors), that with 2
-# interleaved chunks per stage, dp 2 +
-# ZeRO-2, dp 2 + ZeRO-3 with 2 micro-batches): 10 uninterrupted
+# rank; 2 ranks with tp 2 + sp, with ring 2, with dp 2 + ZeRO-1, that with
+# bf16 GEMMs, 2 pipeline stages of 2 micro-batches (each rank's file
+# holding its stage's tensors), that with 2 interleaved chunks per stage,
+# dp 2 + ZeRO-2, dp 2 + ZeRO-3 with 2 micro-batches): 10 uninterrupted
 # steps against 5 steps + save + resume + 5 steps: the logged losses of
 # steps 6-10 are identical and every rank's checkpoint after step 10
 # (parameters and AdamW moments) is identical byte for byte (but the save

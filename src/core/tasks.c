@@ -94,8 +94,8 @@ void sw_task_sim_cost_set(double us) { sim_task_s = us > 0 ? us * 1e-6 : 0; }
  * tasks of a real run's first step record no sample in StarPU's history
  * models. That step pays one-time costs inside the codelets -- the first
  * touch of every buffer, oneDNN's generation of its kernels -- which later
- * steps, and a simulated step, do not have (docs/simulation.md, "StarPU's
- * calibration drops the slow samples"). StarPU records a task's time when
+ * steps, and a simulated step, do not have (docs/simulation.md, "The first
+ * step left out, every later sample kept"). StarPU records a task's time when
  * its codelet's model has `benchmarking` set, which it sets from
  * STARPU_CALIBRATE when it loads the model, at the model's first task: so a
  * model is loaded here before its first task of that step and its flag
@@ -107,25 +107,26 @@ static struct {
     struct starpu_perfmodel *model[512];
     unsigned benchmarking[512];
     long tasks;
-} warm;
+    pthread_mutex_t lock; /* a task may be submitted from a callback */
+} warm = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void warm_task(struct starpu_perfmodel *m)
 {
-    for (int i = 0; i < warm.n; i++)
-        if (warm.model[i] == m) {
-            warm.tasks++;
-            return;
+    pthread_mutex_lock(&warm.lock);
+    int i = 0;
+    while (i < warm.n && warm.model[i] != m) i++;
+    if (i == warm.n && i < (int)(sizeof warm.model / sizeof *warm.model)) {
+        if (!m->is_loaded) { /* StarPU loads a model when it dumps it */
+            FILE *f = fopen("/dev/null", "w");
+            if (f) starpu_perfmodel_dump_xml(f, m), fclose(f);
         }
-    if (warm.n == (int)(sizeof warm.model / sizeof *warm.model)) return; /* recorded as before */
-    if (!m->is_loaded) { /* StarPU loads a model when it dumps it */
-        FILE *f = fopen("/dev/null", "w");
-        if (!f) return;
-        starpu_perfmodel_dump_xml(f, m);
-        fclose(f);
+        if (m->is_loaded) {
+            warm.model[warm.n] = m, warm.benchmarking[warm.n] = m->benchmarking, warm.n++;
+            m->benchmarking = 0;
+        }
     }
-    warm.model[warm.n] = m, warm.benchmarking[warm.n] = m->benchmarking, warm.n++;
-    m->benchmarking = 0;
-    warm.tasks++;
+    if (i < warm.n) warm.tasks++; /* else recorded as before */
+    pthread_mutex_unlock(&warm.lock);
 }
 
 void sw_calibration_step(void)
@@ -137,8 +138,10 @@ void sw_calibration_step(void)
         warm.state = v && !strcmp(v, "1") && !sw_simulated() ? 1 : 2;
     } else if (warm.state == 1) {
         starpu_task_wait_for_all();
+        pthread_mutex_lock(&warm.lock);
         for (int i = 0; i < warm.n; i++) warm.model[i]->benchmarking = warm.benchmarking[i];
         warm.state = 2;
+        pthread_mutex_unlock(&warm.lock);
         if (sw_rt.rank == 0)
             fprintf(stderr, "starweave: calibration: the first step's %ld tasks of %d codelets recorded no samples "
                             "(SW_CALIBRATE_SKIP_FIRST=1)\n", warm.tasks, warm.n);
