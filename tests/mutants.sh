@@ -77,6 +77,10 @@ plan-act-recompute-ignored|graphs/models/plan.c|s/(c->recompute == SW_RECOMPUTE_
 plan-ce-tp-ignored|graphs/models/plan.c|s/Tm \* ((double)c->vocab_padded \/ c->tp) \* mc->ce_ns/Tm * (double)c->vocab_padded * mc->ce_ns/|tests/test_plan.sh|other kernels
 # the attention priced at the GEMM rate though the machine gives its own
 plan-attn-at-gemm-rate|graphs/models/plan.c|s/    double rate = (arate > 0 ? arate :/    double rate = (0 ? arate :/|tests/test_plan.sh|other kernels
+# the gradient buckets' passes counted once a step, not once per micro-batch and once more for the sums
+plan-buckets-once|graphs/models/plan.c|s/    double buckets = (K + 1) \* mem.buckets/    double buckets = mem.buckets/|tests/test_plan.sh|gradient buckets
+# the buckets' bytes taken for every layout's gradients (ZeRO-1's one micro-batch has none)
+plan-buckets-everywhere|graphs/train/params.c|s/    if (p->c.grad_accum == 1 \&\& (p->gn == 1 [^ ]* p->c.zero)) return 0;/    if (0) return 0;/|tests/test_plan.sh|gradient buckets
 # the DiT's MLP activation left out
 plan-dit-act-left-out|graphs/models/plan.c|s/ \/ arate \* 1e3 + act + passes + optimizer;/ \/ arate * 1e3 + passes + optimizer;/|tests/test_plan.sh|dit other kernels
 # the DiT's adaLN passes, and its norms' passes, left out

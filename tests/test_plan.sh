@@ -232,6 +232,22 @@ if want "other kernels"; then
       grep -q "MLP activation left out (act_ns not given)" "$TMPD/act-base"'
 fi
 
+# The gradient buckets' copies (copy_ns): each micro-batch copies or adds the rank's gradients into the
+# buckets and the last copies the sums back, grad-accum + 1 passes over sw_params_buckets_bytes. dp 2
+# without ZeRO has them (2 passes), ZeRO-1 with one micro-batch none (its reduce-scatter reads the
+# gradients), ZeRO-1 with 2 micro-batches 3 passes over the same gradients, tp 2 alone none
+if want "gradient buckets"; then
+  plan_pair bucket "copy_ns 100"
+  grow() { awk -v a="$(table_col "$TMPD/bucket-base" 4 "$1")" -v b="$(table_col "$TMPD/bucket-with" 4 "$1")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'; }
+  dp="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero"
+  g0=$(grow "$dp 0 --grad-accum 1 --recompute none") g1=$(grow "$dp 1 --grad-accum 1 --recompute none")
+  g2=$(grow "$dp 1 --grad-accum 2 --recompute none") gt=$(grow "--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none")
+  check "copy_ns 100: compute +${g0:-?} ms at dp 2, +${g1:-?} with ZeRO-1, +${g2:-?} with ZeRO-1 and 2 micro-batches (3/2 of dp 2's), +${gt:-?} at tp 2; the machine lines printed" \
+    eval 'awk -v a="$g0" -v b="$g1" -v c="$g2" -v t="$gt" "BEGIN { exit !(a > 0 && b == 0 && t == 0 && c > 1.499 * a && c < 1.501 * a) }" &&
+      grep -q "gradient buckets'"'"' copy 100 ns per element and pass per worker: typed for the test" "$TMPD/bucket-with" &&
+      grep -q "gradient buckets'"'"' copies left out (copy_ns not given)" "$TMPD/bucket-base"'
+fi
+
 # The DiT's: its MLP's GELU over 4 hidden (act_ns 100: tp 2 of $DSMALL, 4 blocks of 4 frames x 4
 # patches x 8 samples = 128 rows x 64, 3.277 ms), its attention at attn_gflops (slower: the step grows),
 # its four adaLN modulations and gated residuals per block over 128 rows x 32 (adaln_ns 100, 6.554 ms)

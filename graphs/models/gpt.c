@@ -265,7 +265,8 @@ static sw_gpt_memory memory_model(sw_gpt *m)
 {
     const sw_gpt_config *c = &m->c;
     sw_blocks_config bc = blocks_config(m);
-    sw_gpt_memory r = {.state = sw_params_bytes(m->params), .pool = sw_params_pool_bytes(m->params)};
+    sw_gpt_memory r = {.state = sw_params_bytes(m->params), .pool = sw_params_pool_bytes(m->params),
+                       .buckets = sw_params_buckets_bytes(m->params)};
     /* this stage's chunks of blocks with the micro slots of its quota (sw_pipeline_create's), less one
      * residual gradient (counted below) */
     r.saved = sw_pipeline_blocks_bytes(&m->x, &bc, &block_ops, m, c->pp_inflight) - 4.0 * (double)bc.rows * (double)bc.cols;

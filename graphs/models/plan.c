@@ -65,13 +65,14 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
             {"ce_ns", &m->ce_ns, m->ce_src, sizeof m->ce_src},
             {"act_ns", &m->act_ns, m->act_src, sizeof m->act_src},
             {"adaln_ns", &m->adaln_ns, m->adaln_src, sizeof m->adaln_src},
+            {"copy_ns", &m->copy_ns, m->copy_src, sizeof m->copy_src},
         };
         size_t k = 0;
         while (k < sizeof keys / sizeof keys[0] && strcmp(keys[k].k, key)) k++;
         if (k == sizeof keys / sizeof keys[0]) {
             snprintf(msg, n, "machine file '%s' line %d: unknown key '%s' (gemm_gflops, cores, intra_gbs, intra_us, "
                      "inter_gbs, inter_us, task_us, gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload, gemm_shared, attn_gflops, "
-                     "attn_probs_gflops, ce_ns, act_ns, adaln_ns)", path, ln, key);
+                     "attn_probs_gflops, ce_ns, act_ns, adaln_ns, copy_ns)", path, ln, key);
             fclose(f);
             return -1;
         }
@@ -387,7 +388,7 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
 /* The model's other kernels as the library's codelets run them: tasks on a worker, each timed from its
  * submission to its end, the best of 5 after a first. Left at 0 (the estimate then prices the attention at
  * the GEMM rate and leaves the others out) in simulation, where codelets do not run. */
-typedef enum { OPS_ATTN, OPS_ATTN_PROBS, OPS_CE, OPS_ACT, OPS_ADALN, OPS_ADAM } ops_kind;
+typedef enum { OPS_ATTN, OPS_ATTN_PROBS, OPS_CE, OPS_ACT, OPS_ADALN, OPS_ADAM, OPS_COPY } ops_kind;
 
 typedef struct {
     sw_tensor *t[11];
@@ -428,6 +429,10 @@ static void ops_submit(ops_kind kind, ops_bench *b)
         break;
     case OPS_ADAM: /* param grad m v */
         sw_adamw(h[0], h[1], h[2], h[3], &b->ad);
+        break;
+    case OPS_COPY: /* grad bucket: a gradient bucket's first micro-batch (copied in) and a later one (added) */
+        sw_copy_flat(h[0], h[1], 0);
+        sw_copy_flat(h[0], h[1], 1);
         break;
     }
 }
@@ -506,6 +511,15 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
     m->adaln_ns = s * 1e9 / (1024.0 * (double)ah);
     snprintf(m->adaln_src, sizeof m->adaln_src, "measured now: sw_modulate_fwd, _bwd, sw_gate_fwd and _bwd over 1024 x %lld "
              "of 4 sequences, one worker, best of 5: %.2f ms", (long long)ah, s * 1e3);
+    /* the gradient buckets' passes: a copy and an add over 16M elements (64 MiB each: a model's gradients
+     * stream from memory, not from a cache; at 4M this machine copied at twice the rate), per element and pass */
+    const int64_t cr = 16384, cc = 1024;
+    memset(&b, 0, sizeof b);
+    for (int i = 0; i < 2; i++) b.t[i] = sw_tensor_new2d("plan.bucket", SW_F32, cr, cc);
+    s = ops_time(OPS_COPY, &b);
+    m->copy_ns = s * 1e9 / (2.0 * (double)(cr * cc));
+    snprintf(m->copy_src, sizeof m->copy_src, "measured now: sw_copy_flat copying and adding %lld elements, one "
+             "worker, best of 5: %.2f ms", (long long)(cr * cc), s * 1e3);
     /* the optimizer: the AdamW codelet over 4M parameters (the planner's own loop, measure_kernels, is what
      * is left where codelets do not run) */
     memset(&b, 0, sizeof b);
@@ -557,6 +571,8 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     term(f, prefix, m->act_ns, "MLP activation", "ns per element", m->act_src, "MLP activation left out (act_ns not given)");
     term(f, prefix, m->adaln_ns, "adaLN modulation and gated residual", "ns per element", m->adaln_src,
          "the DiT's adaLN modulation and gated residual left out (adaln_ns not given)");
+    term(f, prefix, m->copy_ns, "gradient buckets' copy", "ns per element and pass", m->copy_src,
+         "the gradient buckets' copies left out (copy_ns not given)");
 }
 
 /* -------------------------------------------------------------- rules */
@@ -729,7 +745,11 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
      * rank's rows of ffn / tp, and the head's cross-entropy passes over its rows of the vocabulary over tp */
     double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * F / c->tp * mc->act_ns / 1e6 / workers;
     double ce = last ? K * Tm * ((double)c->vocab_padded / c->tp) * mc->ce_ns / 1e6 / workers : 0;
-    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce;
+    /* the gradient buckets (sw_params_buckets_bytes): each micro-batch's backward copies or adds the rank's
+     * gradients into them and the last copies the sums back, K + 1 passes (W124 at Ulysses 2 x 2
+     * micro-batches, simulated: 444 such tasks, 359 of the step's 2662 ms) */
+    double buckets = (K + 1) * mem.buckets / 4.0 * mc->copy_ns / 1e6 / workers;
+    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce + buckets;
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;

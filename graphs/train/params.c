@@ -383,8 +383,9 @@ static void create_buckets(sw_params *p)
 }
 
 /* the bytes of the buckets create_buckets makes, from the descriptions */
-static double buckets_bytes(const sw_params *p)
+double sw_params_buckets_bytes(const sw_params *p)
 {
+    sw_params_place((sw_params *)p); /* only what this stage holds (idempotent) */
     if (p->c.grad_accum == 1 && (p->gn == 1 || p->c.zero)) return 0;
     double sum = 0, bytes;
     for (int b = 0, k = p->n - 1; k >= 0;)
@@ -486,7 +487,7 @@ double sw_params_bytes(const sw_params *p)
         if (gathered16(p, k)) bytes += 2.0 * (double)(mrows * cols); /* the packed bf16 rows */
     }
     if (p->c.clip_grad > 0) bytes += 4.0; /* the gradients' squared norm */
-    return bytes + buckets_bytes(p) + sw_params_pool_bytes(p);
+    return bytes + sw_params_buckets_bytes(p) + sw_params_pool_bytes(p);
 }
 
 void sw_params_traffic(const sw_params *p, sw_traffic *t)

@@ -286,6 +286,7 @@ sw_block_memory sw_gpt_saved_bytes(const sw_gpt *m, int layer);
 typedef struct sw_gpt_memory {
     double state;  /**< parameters, gradients, AdamW moments, ZeRO shards, buckets, the pool (sw_params_bytes) */
     double pool;   /**< of it, the ZeRO-2/3 pool (sw_params_pool_bytes) */
+    double buckets; /**< of it, the gradient buckets (sw_params_buckets_bytes) */
     double saved;  /**< what this stage's blocks keep for backward, for the micro-batches it holds at
                         once: the residual stream and the saved sets (with full recomputation the kept
                         inputs and one group's working sets; with offload the inputs and the two working

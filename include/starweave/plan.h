@@ -59,17 +59,20 @@ typedef struct sw_plan_machine {
                                  (0: left out) */
     double adaln_ns;        /**< ns per element of one worker's adaLN modulation and gated residual (the DiT's
                                  blocks), forward and backward of both (0: left out) */
+    double copy_ns;         /**< ns per element of one worker's pass of the gradient buckets' copies (the GPT's
+                                 micro-batches summed, or all-reduced without ZeRO: sw_params_buckets_bytes), one
+                                 copy and one add averaged (0: left out) */
     ///@{
     char gemm_src[200], cores_src[120], intra_src[200], inter_src[200], task_src[160], rows_src[200], adam_src[200], spin_src[200],
         elem_src[200], coll_src[200], shared_src[240], attn_src[200], attn_probs_src[200], ce_src[200],
-        act_src[200], adaln_src[200]; /**< where each comes from */
+        act_src[200], adaln_src[200], copy_src[200]; /**< where each comes from */
     ///@}
 } sw_plan_machine;
 
 /** A machine file: lines "KEY VALUE [SOURCE...]", '#' comments; keys
  * gemm_gflops, cores, intra_gbs, intra_us, inter_gbs, inter_us, task_us,
  * gemm_half_rows, adam_ns, p2p_spin, elem_ns, coll_offload (0 or 1), gemm_shared (at most 1),
- * attn_gflops, attn_probs_gflops, ce_ns, act_ns, adaln_ns;
+ * attn_gflops, attn_probs_gflops, ce_ns, act_ns, adaln_ns, copy_ns;
  * SOURCE (the rest of the line) says where the figure comes from ("typed in
  * FILE" when absent). Keys not given keep m's values. Returns 0, or -1 with
  * the reason in msg. */
@@ -100,8 +103,9 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
  * cross-entropy's passes over 256 rows of min(vocab, 8192) logits), act_ns
  * (GELU, or SwiGLU where swiglu, forward and backward over 256 x ffn),
  * adaln_ns (the DiT's modulation and gated residual, forward and backward,
- * over 1024 x ffn / 4 of 4 sequences) and adam_ns (the AdamW codelet over
- * 4M parameters). Some tenths of a second.
+ * over 1024 x ffn / 4 of 4 sequences), copy_ns (sw_copy_flat's copy and
+ * add over 16M elements) and adam_ns (the AdamW codelet over 4M
+ * parameters). Some tenths of a second.
  * Nothing in simulation (codelets do not run there). After sw_init. */
 void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn, int vocab, int swiglu);
 /** Prints every figure of m and its source, one line each, after prefix. */
