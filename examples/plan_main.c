@@ -577,7 +577,7 @@ int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
         char msg[512];
         sw_mesh_dims d = {cfg->tp, cfg->ulysses, cfg->ring, cfg->dp, pp};
         if (sw_mesh_check(&d, p.world, msg, sizeof msg) != 0) sw_usage_error("%s", msg);
-        for (int r = 0; r < p.world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL); /* nothing allocated, no runtime */
+        for (int r = 0; r < p.world; r++) sw_dit_plan_rank(cfg, pp, r, NULL, NULL, NULL); /* nothing allocated, no runtime */
         printf("check-config: accepted on %d ranks\n", p.world);
         return 0;
     }

@@ -246,6 +246,15 @@ if want "gradient buckets"; then
     eval 'awk -v a="$g0" -v b="$g1" -v c="$g2" -v t="$gt" "BEGIN { exit !(a > 0 && b == 0 && t == 0 && c > 1.499 * a && c < 1.501 * a) }" &&
       grep -q "gradient buckets'"'"' copy 100 ns per element and pass per worker: typed for the test" "$TMPD/bucket-with" &&
       grep -q "gradient buckets'"'"' copies left out (copy_ns not given)" "$TMPD/bucket-base"'
+  # the DiT's: the same passes over its buckets (micro-batches summed, or dp without ZeRO)
+  for m in machine mbucket; do
+    "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $DSMALL > "$TMPD/db-$m" 2>&1
+  done
+  dgrow() { awk -v a="$(table_col "$TMPD/db-machine" 4 "$1")" -v b="$(table_col "$TMPD/db-mbucket" 4 "$1")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'; }
+  dd="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero"
+  d0=$(dgrow "$dd 0 --micro 1 --recompute none") d1=$(dgrow "$dd 1 --micro 1 --recompute none") d2=$(dgrow "$dd 1 --micro 2 --recompute none")
+  check "dit_train, copy_ns 100: compute +${d0:-?} ms at dp 2, +${d1:-?} with ZeRO-1, +${d2:-?} with ZeRO-1 and 2 micro-batches (3/2 of dp 2's)" \
+    awk -v a="$d0" -v b="$d1" -v c="$d2" 'BEGIN { exit !(a > 0 && b == 0 && c > 1.499 * a && c < 1.501 * a) }'
 fi
 
 # The DiT's: its MLP's GELU over 4 hidden (act_ns 100: tp 2 of $DSMALL, 4 blocks of 4 frames x 4

@@ -573,7 +573,7 @@ double sw_dit_bytes(sw_dit *m)
            (sw_params_runs_unit(m->p, SW_UNIT_AFTER) ? 0 : 4.0); /* the loss the last stage sends */
 }
 
-double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, sw_traffic *t)
+double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, double *buckets, sw_traffic *t)
 {
     sw_mesh_dims d = {c->tp, c->ulysses, c->ring, c->dp, pp};
     const int world = c->tp * c->ulysses * c->ring * c->dp * pp;
@@ -583,6 +583,7 @@ double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state,
     model *m = described(c, comm, 0);
     const double bytes = sw_dit_bytes(m); /* what sw_dit_create would allocate (reads only the description) */
     if (state) *state = sw_params_bytes(m->p);
+    if (buckets) *buckets = sw_params_buckets_bytes(m->p);
     if (t) { /* sw_pipeline_traffic's sum for this rank's stage, on the described model */
         memset(t, 0, sizeof *t);
         const int stage = sw_mesh_stage(mesh), V = c->pp_virtual > 1 ? c->pp_virtual : 1, K = c->micro;

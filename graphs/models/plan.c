@@ -974,7 +974,7 @@ static double dit_messages(const sw_dit_config *c, int pp, int g, int layers_her
 
 /* one DiT stage's time (ms) at world rank `rank` (need: its state bytes; t its traffic): parts into e */
 static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
-                           double state, sw_traffic t, sw_plan_dit_entry *e)
+                           double state, double buckets, sw_traffic t, sw_plan_dit_entry *e)
 {
     const sw_dit_config *c = &e0->cfg;
     const int pp = e0->pp, world = c->tp * c->ulysses * c->ring * c->dp * pp, stage = rank / (world / pp);
@@ -1010,8 +1010,10 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
      * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
+    /* the gradient buckets' K + 1 passes (stage_ms) */
+    double bucket_ms = (K + 1) * buckets / 4.0 * mc->copy_ns / 1e6 / workers;
     double compute = K * (layers_here * (3.0 * gemm + gemm_redo) + ends) / rate * 1e3 +
-                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer;
+                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer + bucket_ms;
     double attn_ms = K * layers_here * 3.0 * attn / arate * 1e3;
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
@@ -1035,6 +1037,7 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
 
 /* the step: the slowest stage, the pipeline's fill and drain, the node's cores (as estimate()) */
 static void dit_estimate(sw_plan_dit_entry *e, const sw_plan_world *w, const sw_plan_machine *mc, const double *states,
+                         const double *buckets,
                          const sw_traffic *ts)
 {
     const sw_dit_config *c = &e->cfg;
@@ -1043,7 +1046,7 @@ static void dit_estimate(sw_plan_dit_entry *e, const sw_plan_world *w, const sw_
     sw_plan_dit_entry best = *e;
     for (int p = 0; p < pp; p++) {
         sw_plan_dit_entry x = *e;
-        double ms = dit_stage_ms(e, w, mc, p * per, states[p], ts[p], &x);
+        double ms = dit_stage_ms(e, w, mc, p * per, states[p], buckets[p], ts[p], &x);
         work[p] = x.compute_ms + x.overhead_ms;
         if (ms >= worst) worst = ms, best = x;
     }
@@ -1094,20 +1097,20 @@ sw_plan_dit_entry *sw_plan_dit_layouts(const sw_dit_config *base, const sw_plan_
         if (!e->legal) continue;
         const int pp = e->pp, per = world / pp;
         e->need = -1;
-        double *states = sw_xcalloc((size_t)pp, sizeof *states);
+        double *states = sw_xcalloc((size_t)pp, sizeof *states), *buckets = sw_xcalloc((size_t)pp, sizeof *buckets);
         sw_traffic *ts = sw_xcalloc((size_t)pp, sizeof *ts);
         for (int p = 0; p < pp; p++)
             for (int k = 0; k < per; k = world <= 8 || k == per - 1 ? k + 1 : per - 1) { /* big worlds: ends */
-                double state, need = sw_dit_plan_rank(&e->cfg, pp, p * per + k, &state, k ? NULL : &ts[p]);
-                if (!k) states[p] = state;
+                double state, bucket, need = sw_dit_plan_rank(&e->cfg, pp, p * per + k, &state, &bucket, k ? NULL : &ts[p]);
+                if (!k) states[p] = state, buckets[p] = bucket;
                 if (need > e->need) e->need = need, e->need_rank = p * per + k;
             }
         e->fits = budget <= 0 || e->need <= budget;
         if (!e->fits)
             snprintf(e->why, sizeof e->why, "needs %.0f bytes (%.1f MiB) on rank %d, more than the budget %.0f bytes "
                      "(%.1f MiB)", e->need, e->need / SW_MIB, e->need_rank, budget, budget / SW_MIB);
-        else dit_estimate(e, w, mc, states, ts);
-        free(states), free(ts);
+        else dit_estimate(e, w, mc, states, buckets, ts);
+        free(states), free(buckets), free(ts);
     }
     qsort(out, (size_t)n, sizeof *out, cmp_dit);
     *count = n;

@@ -77,10 +77,10 @@ int sw_dit_config_check(const sw_dit_config *c, int pp, char *msg, size_t n);
 /** The memory model of rank `rank` of the layout c over pp stages (tp ulysses ring dp pp ranks): the
  * bytes sw_dit_bytes would give after sw_dit_create on that rank (StarPU's allocator's count at creation),
  * from the model described on a virtual mesh (sw_mesh_virtual, sw_comm_virtual), nothing allocated; state
- * (or NULL): of it the parameter state (sw_params_bytes); t (or NULL): that rank's traffic model per step
- * (sw_pipeline_traffic's sum). Local, no runtime needed; c must pass sw_dit_config_check (the layers
- * refuse otherwise, exit 2). */
-double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, sw_traffic *t);
+ * (or NULL): of it the parameter state (sw_params_bytes); buckets (or NULL): of that the gradient buckets
+ * (sw_params_buckets_bytes); t (or NULL): that rank's traffic model per step (sw_pipeline_traffic's sum).
+ * Local, no runtime needed; c must pass sw_dit_config_check (the layers refuse otherwise, exit 2). */
+double sw_dit_plan_rank(const sw_dit_config *c, int pp, int rank, double *state, double *buckets, sw_traffic *t);
 /** Registers and allocates this rank's parameters (comm NULL: one rank), makes the step driver and the
  * model's tensors, loads the position embedding. The layout's rules (frames and patches per frame
  * divisible by ulysses x ring, heads by tp, batch by dp x micro) are the caller's to check. Collective. */
