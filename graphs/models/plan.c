@@ -702,6 +702,15 @@ static double head_gemm_s(const sw_gpt_config *c, const sw_plan_machine *mc, dou
            (mc->gemm_gflops * 1e9);
 }
 
+/* The gradient buckets' passes (ms) over `bytes` of them (sw_params_buckets_bytes): each micro-batch's
+ * backward copies (the first) or adds (the rest) the rank's gradients into them and the last copies the sums
+ * back, K + 1 passes at copy_ns (W124 at Ulysses 2 x 2 micro-batches, simulated: 444 such tasks, 359 of the
+ * step's 2662 ms) */
+static double bucket_ms(const sw_plan_machine *mc, double K, double bytes, double workers)
+{
+    return (K + 1) * bytes / 4.0 * mc->copy_ns / 1e6 / workers;
+}
+
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
                        sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
@@ -745,11 +754,8 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
      * rank's rows of ffn / tp, and the head's cross-entropy passes over its rows of the vocabulary over tp */
     double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * F / c->tp * mc->act_ns / 1e6 / workers;
     double ce = last ? K * Tm * ((double)c->vocab_padded / c->tp) * mc->ce_ns / 1e6 / workers : 0;
-    /* the gradient buckets (sw_params_buckets_bytes): each micro-batch's backward copies or adds the rank's
-     * gradients into them and the last copies the sums back, K + 1 passes (W124 at Ulysses 2 x 2
-     * micro-batches, simulated: 444 such tasks, 359 of the step's 2662 ms) */
-    double buckets = (K + 1) * mem.buckets / 4.0 * mc->copy_ns / 1e6 / workers;
-    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce + buckets;
+    double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce +
+                     bucket_ms(mc, K, mem.buckets, workers);
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
@@ -1010,10 +1016,9 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     /* the optimizer's pass over the parameters this rank updates: its state (value, gradient, two moments,
      * fp32: sw_params_bytes of the described model, ZeRO's sharding in it) over 16 bytes */
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
-    /* the gradient buckets' K + 1 passes (stage_ms) */
-    double bucket_ms = (K + 1) * buckets / 4.0 * mc->copy_ns / 1e6 / workers;
     double compute = K * (layers_here * (3.0 * gemm + gemm_redo) + ends) / rate * 1e3 +
-                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer + bucket_ms;
+                     K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer +
+                     bucket_ms(mc, K, buckets, workers);
     double attn_ms = K * layers_here * 3.0 * attn / arate * 1e3;
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
