@@ -233,6 +233,20 @@ grep -q '^gpt_train: task graph of step 1' "$TMPD/out" && [ -s "$TMPD/g1.dot" ]
 ok=$?
 [ "$ok" = 0 ] || cat "$TMPD/out"
 check "gpt_train --dag, 1 rank: the dot file is written (exit $rc)" [ "$ok" = 0 ]
+# Gradient accumulation on 1 rank: the buckets only sum the micro-batches (nothing to all-reduce), so
+# each parameter's gradient is copied or added into its bucket once per micro-batch but the last, whose
+# gradient adds the others' sum to itself: K copy_flat tasks a parameter and step (K + 1 when the last
+# micro-batch also went into the bucket and the bucket was copied back). The trace's copy_flat tasks of
+# step 2 at 2 and 3 micro-batches: 2 d and 3 d, d the parameters
+nflat() {
+  SW_TEST_TIMEOUT=120 sh "$LAUNCH" 1 "$GPT_TRAIN" --layers 2 --hidden 64 --heads 4 --seq 32 --vocab 128 --batch 6 \
+    --grad-accum "$1" --steps 2 --quiet --log "$TMPD/l.csv" --trace "$TMPD/acc$1.json" > "$TMPD/out" 2>&1 &&
+    "$PY" -c 'import json, sys
+print(sum(e.get("ph") == "X" and e["name"] == "copy_flat" and e["args"].get("step") == 2 for e in json.load(open(sys.argv[1]))["traceEvents"]))' "$TMPD/acc$1.json"
+}
+n2=$(nflat 2) n3=$(nflat 3)
+check "gpt_train --grad-accum 2 and 3, 1 rank: ${n2:-?} and ${n3:-?} copy_flat tasks in step 2 (K a parameter: 2 d and 3 d)" \
+  awk -v a="$n2" -v b="$n3" 'BEGIN { d = b - a; exit !(d > 0 && a == 2 * d && b == 3 * d) }'
 # gpt_train --tp 2 --sp --trace on 2 ranks: the report shows communication
 # running beside computation (overlap > 0 on every rank, whole run)
 SW_TEST_TIMEOUT=180 sh "$LAUNCH" 2 "$GPT_TRAIN" --tp 2 --sp --steps 3 --quiet --log "$TMPD/l.csv" \

@@ -703,12 +703,13 @@ static double head_gemm_s(const sw_gpt_config *c, const sw_plan_machine *mc, dou
 }
 
 /* The gradient buckets' passes (ms) over `bytes` of them (sw_params_buckets_bytes): each micro-batch's
- * backward copies (the first) or adds (the rest) the rank's gradients into them and the last copies the sums
- * back, K + 1 passes at copy_ns (W124 at Ulysses 2 x 2 micro-batches, simulated: 444 such tasks, 359 of the
- * step's 2662 ms) */
-static double bucket_ms(const sw_plan_machine *mc, double K, double bytes, double workers)
+ * backward copies (the first) or adds (the rest) the rank's gradients into them, and the last copies the
+ * all-reduced sums back (zero 0 over a gradient group of `group` > 1 ranks): K + 1 passes; buckets that only
+ * sum micro-batches take K, the last micro-batch's gradient adding the others' sum to itself (W124 at
+ * Ulysses 2 x 2 micro-batches, simulated before that: 444 such tasks, 359 of the step's 2662 ms) */
+static double bucket_ms(const sw_plan_machine *mc, double K, int zero, int group, double bytes, double workers)
 {
-    return (K + 1) * bytes / 4.0 * mc->copy_ns / 1e6 / workers;
+    return (K + (zero == 0 && group > 1)) * bytes / 4.0 * mc->copy_ns / 1e6 / workers;
 }
 
 /* one stage's time (ms) at world rank `rank`: its parts into e */
@@ -755,7 +756,7 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     double act = K * layers_here * (c->recompute == SW_RECOMPUTE_FULL ? 4.0 / 3.0 : 1) * Tm * F / c->tp * mc->act_ns / 1e6 / workers;
     double ce = last ? K * Tm * ((double)c->vocab_padded / c->tp) * mc->ce_ns / 1e6 / workers : 0;
     double compute = gemm_ms + K * layers_here * (3.0 * attn + redo) / rate * 1e3 + optimizer + elem + act + ce +
-                     bucket_ms(mc, K, mem.buckets, workers);
+                     bucket_ms(mc, K, c->zero, c->ulysses * c->ring * c->dp, mem.buckets, workers);
     double attn_ms = K * layers_here * 3.0 * attn / rate * 1e3;
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
@@ -1018,7 +1019,7 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     double optimizer = state / 16.0 * mc->adam_ns / 1e6 / workers;
     double compute = K * (layers_here * (3.0 * gemm + gemm_redo) + ends) / rate * 1e3 +
                      K * layers_here * (3.0 * attn + attn_redo) / arate * 1e3 + act + passes + optimizer +
-                     bucket_ms(mc, K, buckets, workers);
+                     bucket_ms(mc, K, c->zero, c->ulysses * c->ring * c->dp, buckets, workers);
     double attn_ms = K * layers_here * 3.0 * attn / arate * 1e3;
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;

@@ -541,7 +541,11 @@ void sw_params_cast_bf16(sw_params *p)
  * micro-batch's are in, all-reduce each bucket over the gradient group
  * (its reduction depends only on the copies of its own gradients, so it
  * starts while the backward of earlier layers goes on) and copy the sums
- * back into the gradients. */
+ * back into the gradients. Buckets that are not all-reduced (ZeRO, or a
+ * gradient group of one) only sum the micro-batches: the last one's
+ * gradient adds the bucket's sum of the others to itself instead (one
+ * pass, where adding it to the bucket and copying the bucket back took
+ * two; the same sums, bit for bit: a + b = b + a). */
 void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk)
 {
     sw_params_reduce_grads_some(p, micro, chunk, NULL, 0);
@@ -552,7 +556,7 @@ void sw_params_reduce_grads_chunk(sw_params *p, int micro, int chunk)
 void sw_params_reduce_grads_some(sw_params *p, int micro, int chunk, const unsigned char *mask, int want)
 {
     if (!p->nbuckets) return;
-    int last = micro == p->c.grad_accum - 1;
+    int last = micro == p->c.grad_accum - 1, reduced = p->gn > 1 && !p->c.zero;
     for (int b = 0; b < p->nbuckets; b++) {
         int n = p->bucket_count[b], first = p->bucket_first[b];
         for (int i = 0; i < n; i++) {
@@ -560,14 +564,19 @@ void sw_params_reduce_grads_some(sw_params *p, int micro, int chunk, const unsig
             if (chunk >= 0 && !unit_in_chunk(p, q->unit, chunk) && (q->also == NO_UNIT || !unit_in_chunk(p, q->also, chunk)))
                 continue;
             if (mask && !mask[first - i] != !want) continue;
-            sw_copy_flat(sw_tensor_whole(q->grad, STARPU_R),
-                         sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], micro ? STARPU_RW : STARPU_W)[i],
-                         micro > 0);
+            if (last && !reduced) /* the sum of the others added to the last (see above; !reduced: K > 1) */
+                sw_copy_flat(sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], STARPU_R)[i],
+                             sw_tensor_whole(q->grad, STARPU_RW), 1);
+            else
+                sw_copy_flat(sw_tensor_whole(q->grad, STARPU_R),
+                             sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], micro ? STARPU_RW : STARPU_W)[i],
+                             micro > 0);
             p->bucket_done[b] += last;
         }
         if (p->bucket_done[b] < n) continue;
         p->bucket_done[b] = 0; /* every member's last micro-batch is in: the next step starts over */
-        if (p->gn > 1 && !p->c.zero) sw_allreduce(p->comm, p->c.grad_group, p->bucket[b], SW_SUM);
+        if (!reduced) continue; /* the gradients hold the sums already */
+        sw_allreduce(p->comm, p->c.grad_group, p->bucket[b], SW_SUM);
         for (int i = 0; i < n; i++)
             sw_copy_flat(sw_tensor_split(p->bucket[b], SW_COLS, n, p->bucket_sizes[b], STARPU_R)[i],
                          sw_tensor_whole(p->p[first - i].grad, STARPU_W), 0);
