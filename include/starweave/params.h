@@ -185,8 +185,10 @@ double sw_params_pool_bytes(const sw_params *p);
  * ZeRO-2/3's pooled ones) where micro-batches are summed (grad_accum > 1)
  * or all-reduced without ZeRO over a gradient group of more than one; 0
  * otherwise. Each micro-batch's backward copies (the first) or adds (the
- * rest) them into the buckets, and the last copies the sums back: a step
- * passes grad_accum + 1 times over these bytes. Part of sw_params_bytes. */
+ * rest) them into the buckets; all-reduced buckets are copied back after
+ * the last (grad_accum + 1 passes a step over these bytes), the others
+ * added to the last micro-batch's gradients (grad_accum passes). Part of
+ * sw_params_bytes. */
 double sw_params_buckets_bytes(const sw_params *p);
 /** The row of parameter i that row 0 of sw_params_value holds outside a
  * gather: with ZeRO-3 the value at rest is this rank's rows of it, else 0. */
