@@ -239,25 +239,28 @@ fi
 # reduce-scatter reads the gradients), with 2 micro-batches 2 (as dp 2's); tp 2 alone none
 if want "gradient buckets"; then
   plan_pair bucket "copy_ns 100"
-  grow() { awk -v a="$(table_col "$TMPD/bucket-base" 4 "$1")" -v b="$(table_col "$TMPD/bucket-with" 4 "$1")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'; }
-  dp="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero"
-  g0=$(grow "$dp 0 --grad-accum 1 --recompute none") g02=$(grow "$dp 0 --grad-accum 2 --recompute none")
-  g1=$(grow "$dp 1 --grad-accum 1 --recompute none") g2=$(grow "$dp 1 --grad-accum 2 --recompute none")
-  gt=$(grow "--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none")
-  check "copy_ns 100: compute +${g0:-?} ms at dp 2, +${g02:-?} with 2 micro-batches (3/2 of it), +${g1:-?} with ZeRO-1, +${g2:-?} with ZeRO-1 and 2 micro-batches (as dp 2's), +${gt:-?} at tp 2; the machine lines printed" \
-    eval 'awk -v a="$g0" -v a2="$g02" -v b="$g1" -v c="$g2" -v t="$gt" "BEGIN { exit !(a > 0 && b == 0 && t == 0 && a2 > 1.499 * a && a2 < 1.501 * a && c > 0.999 * a && c < 1.001 * a) }" &&
-      grep -q "gradient buckets'"'"' copy 100 ns per element and pass per worker: typed for the test" "$TMPD/bucket-with" &&
-      grep -q "gradient buckets'"'"' copies left out (copy_ns not given)" "$TMPD/bucket-base"'
-  # the DiT's: the same passes over its buckets (micro-batches summed, or dp without ZeRO)
   for m in machine mbucket; do
     "$DIT" --plan --plan-ranks 2 --plan-machine "$TMPD/$m" --plan-top 1000 $DSMALL > "$TMPD/db-$m" 2>&1
   done
-  dgrow() { awk -v a="$(table_col "$TMPD/db-machine" 4 "$1")" -v b="$(table_col "$TMPD/db-mbucket" 4 "$1")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'; }
-  dd="--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero"
-  d0=$(dgrow "$dd 0 --micro 1 --recompute none") d02=$(dgrow "$dd 0 --micro 2 --recompute none")
-  d1=$(dgrow "$dd 1 --micro 1 --recompute none") d2=$(dgrow "$dd 1 --micro 2 --recompute none")
-  check "dit_train, copy_ns 100: compute +${d0:-?} ms at dp 2, +${d02:-?} with 2 micro-batches (3/2 of it), +${d1:-?} with ZeRO-1, +${d2:-?} with ZeRO-1 and 2 micro-batches (as dp 2's)" \
-    awk -v a="$d0" -v a2="$d02" -v b="$d1" -v c="$d2" 'BEGIN { exit !(a > 0 && b == 0 && a2 > 1.499 * a && a2 < 1.501 * a && c > 0.999 * a && c < 1.001 * a) }'
+  # grow BASE WITH FLAGS: the compute ms copy_ns added to the layout FLAGS
+  grow() { awk -v a="$(table_col "$1" 4 "$3")" -v b="$(table_col "$2" 4 "$3")" 'BEGIN { if (a > 0 && b > 0) printf "%.4f", b - a }'; }
+  # passes BASE WITH MICRO-FLAG: dp 2, dp 2 with 2 micro-batches, ZeRO-1, ZeRO-1 with 2 (the growths)
+  passes() {
+    for z in "0 $3 1" "0 $3 2" "1 $3 1" "1 $3 2"; do
+      set -- "$1" "$2" "$3" $z
+      grow "$1" "$2" "--tp 1 --ulysses 1 --ring 1 --dp 2 --pp 1 --zero $4 $5 $6 --recompute none"; echo
+    done | tr '\n' ' '
+  }
+  # 2, 3, 0 and 2 passes
+  passes_ok() { echo "$1" | awk '{ a = $1 } END { exit !(a > 0 && $2 > 1.499 * a && $2 < 1.501 * a && $3 == 0 && $4 > 0.999 * a && $4 < 1.001 * a) }'; }
+  g=$(passes "$TMPD/bucket-base" "$TMPD/bucket-with" --grad-accum)
+  gt=$(grow "$TMPD/bucket-base" "$TMPD/bucket-with" "--tp 2 --ulysses 1 --ring 1 --dp 1 --pp 1 --zero 0 --grad-accum 1 --recompute none")
+  check "copy_ns 100: compute + ms at dp 2, with 2 micro-batches (3/2 of it), with ZeRO-1 (none), with ZeRO-1 and 2 micro-batches (as dp 2's): $g; at tp 2 +${gt:-?}; the machine lines printed" \
+    eval 'passes_ok "$g" && [ "$gt" = 0.0000 ] &&
+      grep -q "gradient buckets'"'"' copy 100 ns per element and pass per worker: typed for the test" "$TMPD/bucket-with" &&
+      grep -q "gradient buckets'"'"' copies left out (copy_ns not given)" "$TMPD/bucket-base"'
+  d=$(passes "$TMPD/db-machine" "$TMPD/db-mbucket" --micro)
+  check "dit_train, copy_ns 100: the same four growths: $d" passes_ok "$d"
 fi
 
 # The DiT's: its MLP's GELU over 4 hidden (act_ns 100: tp 2 of $DSMALL, 4 blocks of 4 frames x 4
