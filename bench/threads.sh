@@ -30,10 +30,9 @@ prog=$build/examples/gpt_train
 [ -x "$prog" ] || die2 "no gpt_train in $build/examples (--build DIR)"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sw-threads.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-# shellcheck disable=SC2086 # the default model's flags are words
 echo "$me: $(cpu_model), $(getconf _NPROCESSORS_ONLN) cores, $np rank(s), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$me: $prog $w124_flags $* --ncpus 1 --steps $steps"
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086 # the default model's flags are words
 sh "$top/tests/mpi_launch.sh" "$np" "$prog" $w124_flags "$@" --ncpus 1 --steps "$steps" --log "$tmp/log.csv" \
   > "$tmp/out" 2>&1 &
 run=$!
