@@ -81,8 +81,8 @@ exec "$@"
 EOS
 export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host"
 # and StarPU's cost per task here (rank 0 measures it at start, each run
-# anew: the last run's is kept), which the simulation charges per task
-# (bench/sim.sh)
+# anew: the last run's is kept; on 2 ranks or more also with a StarPU-MPI
+# receive pending), which the simulation charges per task (bench/sim.sh)
 export SW_CALIBRATE_TASK_COST="$stage/task-cost"
 # record every run's samples (STARPU_CALIBRATE=1 adds to the history), all
 # of them (no filter unless the environment sets one), but the first step's
@@ -130,6 +130,8 @@ rm -rf "$stage"
 [ -r "$calib/bus/$host.config" ] ||
   { echo "$me: StarPU wrote no bus calibration $calib/bus/$host.config" >&2; exit 1; }
 n=$(ls "$calib/codelets/"*/ 2>/dev/null | grep -c "\.$host\$" || true)
-cost=$(cut -d' ' -f1 "$calib/task-cost.$host" 2>/dev/null || true)
-echo "$me: $n codelet model(s), the bus${cost:+ and the cost per task ($cost us)} of host '$host' in $calib"
+cost=$(sed -n '1s/ .*//p' "$calib/task-cost.$host" 2>/dev/null || true)
+polled=$(sed -n '2s/ .*//p' "$calib/task-cost.$host" 2>/dev/null || true)
+[ -z "$cost" ] || cost="$cost us${polled:+; $polled us while a StarPU-MPI receive is pending}"
+echo "$me: $n codelet model(s), the bus${cost:+ and the cost per task ($cost)} of host '$host' in $calib"
 echo "$me: simulate with: bench/sim.sh --calibration $calib --host $host --platform PREFIX examples/... (same shape and layout)"

@@ -8,7 +8,7 @@
 #
 # usage: bench/sim-accuracy.sh [--build DIR] [--sim-build DIR] [--runs R]
 #          [--steps N] [--shape main|w124] [--preset P] [--platform-args A]
-#          [--only REGEX]
+#          [--compare A] [--only REGEX]
 #   --build DIR      the real build (default: build in the source tree)
 #   --sim-build DIR  the simulation build (default: build-sim)
 #   --runs R         real runs per layout (5); the median is compared
@@ -24,6 +24,9 @@
 #   --platform-args A  more of bench/sim-platform.sh's options, after the
 #                    preset's (e.g. '--duplex full', '--intra-lat 100
 #                    --inter-lat 100')
+#   --compare A      simulate each layout's calibration a second time, on
+#                    the platform with A added too (e.g. '--intra-bw 2.24
+#                    --inter-bw 2.24'), and print that column (B) beside
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -31,7 +34,7 @@
 set -eu
 me=sim-accuracy
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only= pargs=
+build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only= pargs= compare=
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
     --preset) need "$@"; preset=$2; shift ;;
     --only) need "$@"; only=$2; shift ;;
     --platform-args) need "$@"; pargs=$2; shift ;;
+    --compare) need "$@"; compare=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -73,8 +77,23 @@ else
   net="--preset vm-measured --intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
   preset="measured now: $bw GB/s, $lat us"
 fi
-echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}${compare:+; B: with $compare too}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$compare" ]; then
+  printf '%-9s %-34s %10s %10s %8s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "B ms" "B/real" "real runs (ms/step)"
+else
+  printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
+fi
+# simulate NAME PLATFORM-ARGS: the layout's calibration simulated on this
+# machine's platform with those options; prints simulated ms/step
+simulate() {
+  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net $2 \
+    --out "$work/plat-$1" > /dev/null
+  sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$1" \
+    examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||
+    { echo "$name: simulation failed:" >&2; grep -v 'calibrated enough' "$work/s.out" | tail -n 5 >&2; return 1; }
+  sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out"
+}
+ratio() { awk -v s="$1" -v r="$2" 'BEGIN { printf "%.2f", s / r }'; }
 while read -r name np cpus layout; do
   [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
   flags="$layout --ncpus $cpus"
@@ -94,15 +113,18 @@ while read -r name np cpus layout; do
     real="$real $(ms_of "$work/r.csv")"
   done
   med=$(echo $real | tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net $pargs \
-    --out "$work/plat-$name" > /dev/null
-  sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$name" \
-    examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||
-    { echo "$name: simulation failed:"; grep -v 'calibrated enough' "$work/s.out" | tail -n 5; continue; }
-  sim=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
-  cost=$(cut -d' ' -f1 "$cal/task-cost.acc-$name" 2> /dev/null || true)
-  printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" \
-    "$(awk -v s="$sim" -v r="$med" 'BEGIN { printf "%.2f", s / r }')" "$real; cost per task ${cost:-not recorded} us"
+  sim=$(simulate "$name" "$pargs") || continue
+  cost=$(sed -n '1s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
+  polled=$(sed -n '2s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
+  [ -z "$polled" ] || cost="$cost us, $polled with a request pending"
+  if [ -n "$compare" ]; then
+    simb=$(simulate "$name-b" "$pargs $compare") || continue
+    printf '%-9s %-34s %10s %10s %8s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
+      "$simb" "$(ratio "$simb" "$med")" "$real; cost per task ${cost:-not recorded}${cost:+ us}"
+  else
+    printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
+      "$real; cost per task ${cost:-not recorded}${cost:+ us}"
+  fi
 done <<LAYOUTS
 one 1 2
 tp2sp 2 1 --tp 2 --sp

@@ -98,12 +98,20 @@ export STARPU_CALIBRATE=0
 # a step of 2.1 (docs/simulation.md, "The same step every time"). Without
 # the file (a calibration of an older bench/calibrate.sh), StarPU's fixed
 # costs only.
+# While a rank has point-to-point requests outstanding, the figure its
+# second line gives (measured with a StarPU-MPI receive pending, on 2 ranks
+# or more: the progression thread polls on the worker's core) is charged
+# instead (SW_SIM_TASK_POLLED_US; docs/simulation.md, "The cost per task
+# while a request is pending").
 export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-0}"
 task_cost=""
 if [ -z "${SW_SIM_TASK_US:-}" ] && [ -r "$calib/task-cost.$host" ]; then
-  task_cost=$(cut -d' ' -f1 "$calib/task-cost.$host")
+  task_cost=$(sed -n '1s/ .*//p' "$calib/task-cost.$host")
   case "$task_cost" in ''|*[!0-9.]*) die2 "$calib/task-cost.$host does not start with a number of microseconds (bench/calibrate.sh writes it)" ;; esac
   export SW_SIM_TASK_US="$task_cost"
+  polled=$(sed -n '2s/ .*//p' "$calib/task-cost.$host")
+  case "$polled" in *[!0-9.]*) die2 "the second line of $calib/task-cost.$host does not start with a number of microseconds (bench/calibrate.sh writes it)" ;; esac
+  [ -z "$polled" ] || [ -n "${SW_SIM_TASK_POLLED_US:-}" ] || export SW_SIM_TASK_POLLED_US="$polled"
 fi
 if [ -n "${SW_SIM_TASK_US:-}" ]; then
   case "$SW_SIM_TASK_US" in *[!0-9.]*|.|*.*.*) die2 "SW_SIM_TASK_US must be a number of microseconds (got '$SW_SIM_TASK_US')" ;; esac
@@ -111,7 +119,7 @@ if [ -n "${SW_SIM_TASK_US:-}" ]; then
   export STARPU_SIMGRID_FETCHING_INPUT_COST="${STARPU_SIMGRID_FETCHING_INPUT_COST:-0}"
   from="SW_SIM_TASK_US, given"
   [ -z "$task_cost" ] || from="measured by bench/calibrate.sh: $calib/task-cost.$host"
-  echo "$me: cost per task ${SW_SIM_TASK_US} us ($from), charged after each task"
+  echo "$me: cost per task ${SW_SIM_TASK_US} us ($from), charged after each task${SW_SIM_TASK_POLLED_US:+; ${SW_SIM_TASK_POLLED_US} us while the rank has point-to-point requests outstanding}"
 else
   echo "$me: no cost per task in $calib (task-cost.$host: calibrate again with bench/calibrate.sh): StarPU's fixed simulated costs only (1 us per submission and per input fetch)"
 fi

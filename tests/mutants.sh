@@ -300,7 +300,11 @@ sim-smpi-default-factors|bench/sim.sh|s/^  1) factors="--cfg=smpi\/bw-factor:0:1
 # the cost per task: not recorded by the calibration's real run; StarPU's measured scheduler time charged
 # instead (the step differs run to run). (Its charge in the simulation build, src/core/tasks.c, is not
 # rebuilt here: checked by hand, docs/simulation.md "The same step every time".)
-calibrate-task-cost-unrecorded|src/core/runtime.c|s/    if (!path .* sw_rt.rank != 0) return;/    if (path) return;/|tests/test_sim.sh|simulated run
+calibrate-task-cost-unrecorded|src/core/runtime.c|s/    if (!path [^ ]* !\*path) return;/    if (path) return;/|tests/test_sim.sh|simulated run
+# the cost per task with a StarPU-MPI receive pending not recorded by a 2-rank calibration (its charge in
+# the simulation build, src/core/tasks.c -- never, or on every task -- checked by hand: test_sim.sh's pp 2
+# and tp 2 + sp cases fail, 2026-11-30)
+calibrate-polled-cost-unrecorded|src/core/runtime.c|s/    if (polled > 0)/    if (0)/|tests/test_sim.sh|pipeline and Ulysses
 sim-sched-cost-measured|bench/sim.sh|s/STARPU_SIMGRID_SCHED_COST:-0}/STARPU_SIMGRID_SCHED_COST:-1}/|tests/test_sim.sh|simulated run
 # the calibration records the first step although told to leave it out
 calibrate-first-step-recorded|src/core/tasks.c|s/    m->benchmarking = 0;/    m->benchmarking = m->benchmarking;/|tests/test_calibrate.sh|

@@ -83,12 +83,12 @@ if want "simulated run"; then
   # The cost per task: measured by the calibration, said, charged (charging none shortens the step), and the
   # same simulated step in every run, with two workers a rank too (StarPU's charge of its scheduler's measured
   # time made that step 21-31 ms from one run to the next)
-  cost=$(cut -d' ' -f1 "$calib/task-cost.$host" 2>/dev/null)
+  cost=$(sed -n '1s/ .*//p' "$calib/task-cost.$host" 2>/dev/null)
   said=$(grep -c "^sim: cost per task $cost us (measured by bench/calibrate.sh" "$TMPD/fast")
   # and where a rank has two workers (one rank, 1 step: only the figure is read)
   sh "$top_srcdir/bench/calibrate.sh" --build "$real_build" --calibration "$TMPD/cal2" --host $host \
     examples/gpt_train $shape --ncpus 2 --steps 1 --quiet --log "$TMPD/calib.csv" > "$TMPD/calib2" 2>&1
-  cost2=$(cut -d' ' -f1 "$TMPD/cal2/task-cost.$host" 2>/dev/null)
+  cost2=$(sed -n '1s/ .*//p' "$TMPD/cal2/task-cost.$host" 2>/dev/null)
   [ -n "$cost2" ] || cat "$TMPD/calib2"
   check "the cost per task measured where a rank has two workers too (${cost2:-none} us)" [ -n "$cost2" ]
   sim w2a "$TMPD/eth" examples/gpt_train $layout $shape --steps 3 --ncpus 2
@@ -98,6 +98,14 @@ if want "simulated run"; then
   sim none "$TMPD/eth" examples/gpt_train $layout $shape --steps 3
   unset SW_SIM_TASK_US
   none=$(sim_ms "$TMPD/none")
+  # tp 2 + sp's collectives are MPI's, run by tasks: no point-to-point request is ever outstanding, so the cost
+  # per task with one pending is never charged
+  export SW_SIM_TASK_POLLED_US=1000
+  sim polled "$TMPD/eth" examples/gpt_train $layout $shape --steps 3
+  unset SW_SIM_TASK_POLLED_US
+  polled=$(sim_ms "$TMPD/polled")
+  check "tp 2 + sp with 1000 us a task while a point-to-point request is pending: ${polled:-none} simulated ms/step, the same as ${ms:-none} (none is)" \
+    [ -n "$polled" -a "$polled" = "$ms" ]
   check "the cost per task measured (${cost:-none} us), said ($said), charged (${ms:-none} simulated ms/step, ${none:-none} charging none); two workers a rank twice: ${w2a:-none} and ${w2b:-none} ms/step" \
     eval '[ -n "$cost" ] && [ "$said" = 1 ] && [ -n "$w2a" ] && [ "$w2a" = "$w2b" ] &&
       awk -v z="${none:-0}" -v m="${ms:-0}" "BEGIN { exit !(z > 0 && m > z) }"'
@@ -150,6 +158,17 @@ if want "pipeline and Ulysses"; then
     [ "$rc" = 0 ] && [ -n "$ms" ] && [ -n "$sent" ] || cat "$TMPD/$group"
     check "gpt_train $args simulated on 2 nodes: exit $rc, ${ms:-no} simulated ms/step, rank 0 sent ${sent:-nothing} MiB per step on the $group group" \
       [ "$rc" = 0 -a -n "$ms" -a -n "$sent" ]
+    [ "$group" = pp ] || continue
+    # the cost per task while a StarPU-MPI request is pending: measured by the 2-rank calibration (its second
+    # line), and charged to the tasks that end while the rank has point-to-point requests outstanding -- the
+    # pipeline's messages are: 1000 us there lengthens its step
+    polled=$(sed -n '2s/ .*//p' "$calib-$group/task-cost.$host-$group")
+    SW_SIM_TASK_POLLED_US=1000 timeout -k 10 300 sh "$top_srcdir/bench/sim.sh" --build "$sim_build" \
+      --calibration "$calib-$group" --host $host-$group --platform "$TMPD/eth" examples/gpt_train $args $shape4 \
+      --steps 3 > "$TMPD/$group-polled" 2>&1 || cat "$TMPD/$group-polled"
+    slow=$(sim_ms "$TMPD/$group-polled")
+    check "gpt_train $args: the cost per task with a request pending measured (${polled:-none} us), and charged where requests are pending: at 1000 us ${slow:-no} simulated ms/step against ${ms:-no}" \
+      eval '[ -n "$polled" ] && awk -v a="${slow:-0}" -v b="${ms:-0}" "BEGIN { exit !(b > 0 && a > 1.2 * b) }"'
   done
 fi
 # ZeRO-1's all-gather of the updated parameters (sw_allgather_inplace): in

@@ -105,26 +105,64 @@ static void advise_openblas_core(void)
             want);
 }
 
+/* SW_SIM_TASK_US-like variable NAME: microseconds from 0 to 1e6, FALLBACK when unset or empty */
+static double sim_us(const char *name, double fallback)
+{
+    const char *us = getenv(name);
+    if (!us || !*us) return fallback;
+    char *end = NULL;
+    double v = strtod(us, &end);
+    if (*end || !(v >= 0) || v > 1e6)
+        sw_usage_error("%s must be a number of microseconds from 0 to 1e6 (%s = %s)", name, name, us);
+    return v;
+}
+
+/* StarPU's cost per task on worker 0 of rank 0 while a StarPU-MPI receive is pending there: StarPU-MPI's
+ * progression thread polls without sleeping while it waits, on the core the rank's worker runs on where ranks
+ * share a node (2026-11-30, 2 ranks of this VM: 10-22 us against 6-10 with none pending). Every rank takes
+ * part: rank 1 sends the message rank 0 waits for once rank 0 has measured (MPI_Barrier from this thread, so
+ * MPI_THREAD_MULTIPLE). -1 on one rank, or without that thread level. */
+static double task_cost_polled_us(int n, int thread_level)
+{
+    if (sw_rt.size < 2 || thread_level < MPI_THREAD_MULTIPLE) return -1;
+    MPI_Comm comm;
+    SW_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    float v = 0;
+    starpu_data_handle_t h;
+    starpu_variable_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)&v, sizeof v);
+    double us = -1;
+    if (sw_rt.rank == 0) {
+        SW_CHECK(starpu_mpi_irecv_detached(h, 1, 0, comm, NULL, NULL));
+        us = sw_task_cost_us(1, n);
+    }
+    SW_CHECK(MPI_Barrier(comm));
+    if (sw_rt.rank == 1) SW_CHECK(starpu_mpi_isend_detached(h, 0, 0, comm, NULL, NULL));
+    starpu_mpi_wait_for_all(comm);
+    starpu_data_unregister(h);
+    SW_CHECK(MPI_Comm_free(&comm));
+    return us;
+}
+
 /* The runtime's cost per task, for the simulation (docs/simulation.md,
- * "The same step every time"). A real run of bench/calibrate.sh
- * (SW_CALIBRATE_TASK_COST=FILE) measures it on a CPU worker of rank 0
- * and writes it to FILE; a simulated run charges SW_SIM_TASK_US (bench/sim.sh
- * passes that file's figure) on its workers' clocks, once per task. */
-static void record_or_charge_task_cost(void)
+ * "The same step every time", "The cost per task while a request is
+ * pending"). A real run of bench/calibrate.sh (SW_CALIBRATE_TASK_COST=FILE)
+ * measures it on a CPU worker of rank 0, with no request pending and, on
+ * two ranks or more, with a StarPU-MPI receive pending, and writes both to
+ * FILE; a simulated run charges SW_SIM_TASK_US, or SW_SIM_TASK_POLLED_US
+ * while the rank has point-to-point requests outstanding (p2p.h; bench/sim.sh
+ * passes the file's figures), on its workers' clocks, once per task. */
+static void record_or_charge_task_cost(int thread_level)
 {
     if (sw_simulated()) {
-        const char *us = getenv("SW_SIM_TASK_US");
-        char *end = NULL;
-        double v = us && *us ? strtod(us, &end) : 0;
-        if (us && *us && (*end || !(v >= 0) || v > 1e6))
-            sw_usage_error("SW_SIM_TASK_US must be a number of microseconds from 0 to 1e6 (SW_SIM_TASK_US = %s)", us);
-        sw_task_sim_cost_set(v);
+        double us = sim_us("SW_SIM_TASK_US", 0);
+        sw_task_sim_cost_set(us, sim_us("SW_SIM_TASK_POLLED_US", us));
         return;
     }
     const char *path = getenv("SW_CALIBRATE_TASK_COST");
-    if (!path || !*path || sw_rt.rank != 0) return;
+    if (!path || !*path) return;
     const int n = 2000;
-    double us = sw_task_cost_us(1, n);
+    double us = sw_rt.rank == 0 ? sw_task_cost_us(1, n) : -1, polled = task_cost_polled_us(n, thread_level);
+    if (sw_rt.rank != 0) return;
     FILE *f = us > 0 ? fopen(path, "w") : NULL;
     if (!f) {
         fprintf(stderr, "starweave: cannot record the cost per task in %s (%s)\n", path,
@@ -134,6 +172,9 @@ static void record_or_charge_task_cost(void)
     fprintf(f, "%.3f us per task: %d tasks of a codelet doing nothing, each reading two 128x128 tiles and writing a "
                "temporary, on one CPU worker of %u (sw_task_cost_us)\n",
             us, n, starpu_cpu_worker_get_count());
+    if (polled > 0)
+        fprintf(f, "%.3f us per task while a StarPU-MPI receive is pending (its progression thread polling), the "
+                   "same tasks\n", polled);
     fclose(f);
 }
 
@@ -414,7 +455,7 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
                         "executed, tasks take their calibrated models' times on the simulated clock; losses and "
                         "other computed values are not computed\n", sw_rt.size);
     if (sw_rt.rank == 0 && !sw_simulated()) advise_openblas_core();
-    record_or_charge_task_cost();
+    record_or_charge_task_cost(provided);
     /* the codelets' CPU GEMM backend, from opt.gemm or $SW_GEMM, through
      * the hooks codelets/gemm.c registers (gemm_hook.h: the runtime sits
      * below the codelets and calls none of them by name) */

@@ -20,7 +20,7 @@ extern sw_runtime_state sw_rt __attribute__((visibility("hidden")));
 int sw_env_int(const char *name, int fallback) __attribute__((visibility("hidden")));
 
 /* the simulation's charge per task (tasks.c), in microseconds (0: none) */
-void sw_task_sim_cost_set(double us) __attribute__((visibility("hidden")));
+void sw_task_sim_cost_set(double us, double polled_us) __attribute__((visibility("hidden")));
 
 /* a step begins (sw_trace_mark_step): the calibration's first step left out (tasks.c) */
 void sw_calibration_step(void) __attribute__((visibility("hidden")));

@@ -82,13 +82,21 @@ static void stats_task_done(void *arg)
  * measured on the real machine (sw_task_cost_us; SW_SIM_TASK_US, set by
  * bench/sim.sh), charged on the simulated clock of the worker that ran the
  * task, after it and before its successors are released -- where a real
- * worker spends it. A fixed figure: StarPU's own charge of its scheduler's
- * time (STARPU_SIMGRID_SCHED_COST) measures this process's thread while it
- * simulates, and made the simulated step differ from run to run
- * (docs/simulation.md, "The same step every time"). 0: nothing charged. */
-static double sim_task_s;
+ * worker spends it. While the rank has point-to-point requests outstanding
+ * (p2p.h), the figure measured with a StarPU-MPI receive pending
+ * (SW_SIM_TASK_POLLED_US): StarPU-MPI's progression thread then polls on
+ * the worker's core, and the real tasks pay for it. Fixed figures:
+ * StarPU's own charge of its scheduler's time (STARPU_SIMGRID_SCHED_COST)
+ * measures this process's thread while it simulates, and made the
+ * simulated step differ from run to run (docs/simulation.md, "The same
+ * step every time"). 0: nothing charged. */
+static double sim_task_s, sim_task_polled_s;
 
-void sw_task_sim_cost_set(double us) { sim_task_s = us > 0 ? us * 1e-6 : 0; }
+void sw_task_sim_cost_set(double us, double polled_us)
+{
+    sim_task_s = us > 0 ? us * 1e-6 : 0;
+    sim_task_polled_s = polled_us > 0 ? polled_us * 1e-6 : 0;
+}
 
 /* Calibration (bench/calibrate.sh): with SW_CALIBRATE_SKIP_FIRST=1 the
  * tasks of a real run's first step record no sample in StarPU's history
@@ -154,10 +162,14 @@ static void task_done(void *arg)
 {
     if (sw_stats.on) stats_task_done(NULL);
     if (arg) sw_trace_task_end(arg);
-    if (sim_task_s > 0) starpu_sleep((float)sim_task_s);
+    double s = __atomic_load_n(&sw_p2p_pending, __ATOMIC_RELAXED) > 0 ? sim_task_polled_s : sim_task_s;
+    if (s > 0) starpu_sleep((float)s);
 }
 
-static void (*done_hook(void))(void *) { return sw_stats.on || sw_trace_enabled() || sim_task_s > 0 ? task_done : NULL; }
+static void (*done_hook(void))(void *)
+{
+    return sw_stats.on || sw_trace_enabled() || sim_task_s > 0 || sim_task_polled_s > 0 ? task_done : NULL;
+}
 
 /* the calling thread's cost meter (sw_task_meter) */
 static _Thread_local long long *task_meter;
