@@ -25,8 +25,11 @@
 #                    preset's (e.g. '--duplex full', '--intra-lat 100
 #                    --inter-lat 100')
 #   --compare A      simulate each layout's calibration a second time, on
-#                    the platform with A added too (e.g. '--intra-bw 2.24
-#                    --inter-bw 2.24'), and print that column (B) beside
+#                    the platform with A's options added too (e.g.
+#                    '--intra-bw 2.24 --inter-bw 2.24'), its VAR=VALUE words
+#                    in bench/sim.sh's environment (e.g. 'SW_SIM_TASK_POLLED_US=':
+#                    no charge of its own while a request is pending), and
+#                    print that column (B) beside
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -83,12 +86,15 @@ if [ -n "$compare" ]; then
 else
   printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
 fi
-# simulate NAME PLATFORM-ARGS: the layout's calibration simulated on this
-# machine's platform with those options; prints simulated ms/step
+# simulate NAME ARGS: the layout's calibration simulated on this machine's
+# platform with ARGS' options, ARGS' VAR=VALUE words in the environment;
+# prints simulated ms/step
 simulate() {
-  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net $2 \
+  opts= envs=
+  for w in $2; do case "$w" in *=*) envs="$envs $w" ;; *) opts="$opts $w" ;; esac; done
+  sh "$top/bench/sim-platform.sh" --nodes 1 --ranks-per-node "$np" --cpus "$cpus" $net $opts \
     --out "$work/plat-$1" > /dev/null
-  sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$1" \
+  env $envs sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host acc-$name --platform "$work/plat-$1" \
     examples/gpt_train $args $flags --steps "$steps" --log "$work/s.csv" > "$work/s.out" 2>&1 ||
     { echo "$name: simulation failed:" >&2; grep -v 'calibrated enough' "$work/s.out" | tail -n 5 >&2; return 1; }
   sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out"
@@ -116,14 +122,14 @@ while read -r name np cpus layout; do
   sim=$(simulate "$name" "$pargs") || continue
   cost=$(sed -n '1s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
   polled=$(sed -n '2s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
-  [ -z "$polled" ] || cost="$cost us, $polled with a request pending"
+  [ -z "$cost" ] || cost="$cost us${polled:+, $polled us with a request pending}"
   if [ -n "$compare" ]; then
     simb=$(simulate "$name-b" "$pargs $compare") || continue
     printf '%-9s %-34s %10s %10s %8s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
-      "$simb" "$(ratio "$simb" "$med")" "$real; cost per task ${cost:-not recorded}${cost:+ us}"
+      "$simb" "$(ratio "$simb" "$med")" "$real; cost per task ${cost:-not recorded}"
   else
     printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
-      "$real; cost per task ${cost:-not recorded}${cost:+ us}"
+      "$real; cost per task ${cost:-not recorded}"
   fi
 done <<LAYOUTS
 one 1 2

@@ -101,8 +101,8 @@ export STARPU_CALIBRATE=0
 # While a rank has point-to-point requests outstanding, the figure its
 # second line gives (measured with a StarPU-MPI receive pending, on 2 ranks
 # or more: the progression thread polls on the worker's core) is charged
-# instead (SW_SIM_TASK_POLLED_US; docs/simulation.md, "The cost per task
-# while a request is pending").
+# instead (SW_SIM_TASK_POLLED_US, set empty: the first figure throughout;
+# docs/simulation.md, "The cost per task while a request is pending").
 export STARPU_SIMGRID_SCHED_COST="${STARPU_SIMGRID_SCHED_COST:-0}"
 task_cost=""
 if [ -z "${SW_SIM_TASK_US:-}" ] && [ -r "$calib/task-cost.$host" ]; then
@@ -111,7 +111,7 @@ if [ -z "${SW_SIM_TASK_US:-}" ] && [ -r "$calib/task-cost.$host" ]; then
   export SW_SIM_TASK_US="$task_cost"
   polled=$(sed -n '2s/ .*//p' "$calib/task-cost.$host")
   case "$polled" in *[!0-9.]*) die2 "the second line of $calib/task-cost.$host does not start with a number of microseconds (bench/calibrate.sh writes it)" ;; esac
-  [ -z "$polled" ] || [ -n "${SW_SIM_TASK_POLLED_US:-}" ] || export SW_SIM_TASK_POLLED_US="$polled"
+  [ -z "$polled" ] || [ -n "${SW_SIM_TASK_POLLED_US+set}" ] || export SW_SIM_TASK_POLLED_US="$polled"
 fi
 if [ -n "${SW_SIM_TASK_US:-}" ]; then
   case "$SW_SIM_TASK_US" in *[!0-9.]*|.|*.*.*) die2 "SW_SIM_TASK_US must be a number of microseconds (got '$SW_SIM_TASK_US')" ;; esac
