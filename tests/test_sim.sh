@@ -12,7 +12,10 @@
 # collective to the step, at most 1.25 with the step's few other messages
 # (SMPI's default factors, which bench/sim.sh sets to 1, charged 1.8 ms);
 # links are full duplex unless told half: the slow link's step is more
-# than 1.5x longer half duplex. Bad input: a platform with fewer
+# than 1.5x longer half duplex. The cost per task with a StarPU-MPI
+# request pending: recorded by a 2-rank calibration and charged only while
+# a rank has point-to-point requests outstanding (pp 2's step lengthens,
+# tp 2 + sp's, with none, does not). Bad input: a platform with fewer
 # hosts than ranks, a calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.

@@ -119,9 +119,9 @@ static double sim_us(const char *name, double fallback)
 
 /* StarPU's cost per task on worker 0 of rank 0 while a StarPU-MPI receive is pending there: StarPU-MPI's
  * progression thread polls without sleeping while it waits, on the core the rank's worker runs on where ranks
- * share a node (2026-11-30, 2 ranks of this VM: 10-22 us against 6-10 with none pending). Every rank takes
- * part: rank 1 sends the message rank 0 waits for once rank 0 has measured (MPI_Barrier from this thread, so
- * MPI_THREAD_MULTIPLE). -1 on one rank, or without that thread level. */
+ * share a node, and the tasks pay for it (docs/simulation.md, "The cost per task while a request is
+ * pending"). Every rank takes part: rank 1 sends the message rank 0 waits for once rank 0 has measured
+ * (MPI_Barrier from this thread, so MPI_THREAD_MULTIPLE). -1 on one rank, or without that thread level. */
 static double task_cost_polled_us(int n, int thread_level)
 {
     if (sw_rt.size < 2 || thread_level < MPI_THREAD_MULTIPLE) return -1;
