@@ -81,11 +81,10 @@ else
   preset="measured now: $bw GB/s, $lat us"
 fi
 echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}${compare:+; B: with $compare too}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ -n "$compare" ]; then
-  printf '%-9s %-34s %10s %10s %8s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "B ms" "B/real" "real runs (ms/step)"
-else
-  printf '%-9s %-34s %10s %10s %8s  %s\n' layout flags "real ms" "sim ms" "sim/real" "real runs (ms/step)"
-fi
+# the B columns, where --compare asks for them
+bcols() { [ -z "$compare" ] || printf ' %10s %8s' "$1" "$2"; }
+printf '%-9s %-34s %10s %10s %8s%s  %s\n' layout flags "real ms" "sim ms" "sim/real" "$(bcols "B ms" "B/real")" \
+  "real runs (ms/step)"
 # simulate NAME ARGS: the layout's calibration simulated on this machine's
 # platform with ARGS' options, ARGS' VAR=VALUE words in the environment;
 # prints simulated ms/step
@@ -123,14 +122,13 @@ while read -r name np cpus layout; do
   cost=$(sed -n '1s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
   polled=$(sed -n '2s/ .*//p' "$cal/task-cost.acc-$name" 2> /dev/null || true)
   [ -z "$cost" ] || cost="$cost us${polled:+, $polled us with a request pending}"
+  b=
   if [ -n "$compare" ]; then
     simb=$(simulate "$name-b" "$pargs $compare") || continue
-    printf '%-9s %-34s %10s %10s %8s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
-      "$simb" "$(ratio "$simb" "$med")" "$real; cost per task ${cost:-not recorded}"
-  else
-    printf '%-9s %-34s %10s %10s %8s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" \
-      "$real; cost per task ${cost:-not recorded}"
+    b=$(bcols "$simb" "$(ratio "$simb" "$med")")
   fi
+  printf '%-9s %-34s %10s %10s %8s%s  %s\n' "$name" "$flags" "$med" "$sim" "$(ratio "$sim" "$med")" "$b" \
+    "$real; cost per task ${cost:-not recorded}"
 done <<LAYOUTS
 one 1 2
 tp2sp 2 1 --tp 2 --sp
