@@ -130,7 +130,13 @@ if [ -z "$prefix" ]; then
 fi
 case "$prefix" in /*) ;; *) prefix="$(pwd)/$prefix" ;; esac
 options="rev=$build_rev starpu=$version fxt=yes mpi=openmpi cuda=${cuda_ver:-no}"
-[ "$simgrid" = yes ] && options="rev=$build_rev starpu=$version simgrid=yes mpi=smpi static"
+# the simulation's patch (a node's cores shared by its ranks' workers),
+# named in the options by its checksum: a changed patch rebuilds the prefix
+sim_patch="$(cd "$(dirname "$0")" && pwd)/starpu-simgrid-cores.patch"
+if [ "$simgrid" = yes ]; then
+  [ -f "$sim_patch" ] || die "$sim_patch is missing"
+  options="rev=$build_rev starpu=$version simgrid=yes mpi=smpi static patch=$(cksum < "$sim_patch" | cut -d' ' -f1)"
+fi
 
 # --- the cache --------------------------------------------------------------
 if [ -f "$prefix/.complete" ]; then
@@ -150,8 +156,9 @@ fi
 # --- Debian packages and deb-src --------------------------------------------
 pkgs="build-essential dpkg-dev xz-utils pkg-config libfxt-dev libhwloc-dev libopenmpi-dev openmpi-bin"
 # SimGrid (its SMPI is StarPU-MPI's MPI there); StarPU's SimGrid configure
-# also wants GLPK and libudev, and starpu_smpirun runs xsltproc
-[ "$simgrid" = yes ] && pkgs="$pkgs libsimgrid-dev libglpk-dev libudev-dev xsltproc"
+# also wants GLPK and libudev, starpu_smpirun runs xsltproc, and the
+# simulation's patch wants patch
+[ "$simgrid" = yes ] && pkgs="$pkgs libsimgrid-dev libglpk-dev libudev-dev xsltproc patch"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -247,6 +254,15 @@ if [ "$cuda" = yes ]; then
   subst src/drivers/cuda/starpu_cublas.c \
     's/cublasSetKernelStream(starpu_cuda_get_local_stream());/cublasSetStream(starpu_cublas_get_local_handle(), starpu_cuda_get_local_stream());/' \
     'cublasSetKernelStream'
+fi
+
+# --- the simulation's patch -------------------------------------------------
+# A platform may give a node's cores to its ranks' workers to share (host
+# property starweave_cores, written by bench/sim-platform.sh --cores;
+# docs/simulation.md, "Ranks sharing a node's cores").
+if [ "$simgrid" = yes ]; then
+  patch -p1 < "$sim_patch" >&2 || die "$sim_patch does not apply to StarPU $version"
+  msg "patched with $sim_patch"
 fi
 
 # --- configure, build, install ----------------------------------------------

@@ -8,7 +8,8 @@
 # --calibration and --host) then finds a time for every task.
 #
 # usage: bench/calibrate.sh [--build DIR] [--calibration DIR] [--host NAME]
-#          [--np N] [--runs K] [--keep-first-step] PROGRAM [ARGS...]
+#          [--np N] [--runs K] [--keep-first-step] [--cpu-time]
+#          PROGRAM [ARGS...]
 #   --build DIR        the real build (default: build in the source tree)
 #   --calibration DIR  where the models go (default: $SW_SIM_CALIBRATION,
 #                      else ~/.cache/starweave/calibration)
@@ -22,6 +23,12 @@
 #   --keep-first-step  record the first step of each run too (left out by
 #                      default: its one-time costs, first touches and
 #                      kernel generation, are not a later step's)
+#   --cpu-time         record each task's time on its core, its time off the
+#                      CPU taken out (the library's SW_CALIBRATE_CPU_TIME):
+#                      for runs whose ranks' workers outnumber the cores,
+#                      simulated on a platform whose nodes share them
+#                      (bench/sim-platform.sh --cores); by default a task's
+#                      time is the clock's, waits for the core included
 #   PROGRAM            examples/gpt_train ... (relative to the build) or a path
 # e.g. bench/calibrate.sh --np 2 examples/gpt_train --tp 2 --sp --steps 6
 # Every sample of the later steps is kept: StarPU would drop one 50 % off
@@ -36,7 +43,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 calib=${SW_SIM_CALIBRATION:-${HOME:?HOME is not set}/.cache/starweave/calibration}
 host=${SW_SIM_HOST:-starweave-$(hostname)}
-np=1 runs=1 skip_first=1
+np=1 runs=1 skip_first=1 cpu_time=0
 need() { [ $# -ge 2 ] || die2 "$1 needs a value"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,7 +53,8 @@ while [ $# -gt 0 ]; do
     --np) need "$@"; np=$2; shift ;;
     --runs) need "$@"; runs=$2; shift ;;
     --keep-first-step) skip_first=0 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cpu-time) cpu_time=1 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     -*) die2 "unknown option '$1' (see --help)" ;;
     *) break ;;
@@ -77,9 +85,14 @@ cat > "$stage/rank-env.sh" <<'EOS'
 #!/bin/sh
 STARPU_PERF_MODEL_DIR="$SW_CALIBRATE_STAGE/rank${OMPI_COMM_WORLD_RANK:-0}"
 export STARPU_PERF_MODEL_DIR
+if [ "$SW_CALIBRATE_OFF_CPU" = 1 ]; then
+  mkdir -p "$STARPU_PERF_MODEL_DIR"
+  SW_CALIBRATE_CPU_TIME="$STARPU_PERF_MODEL_DIR/off-cpu"
+  export SW_CALIBRATE_CPU_TIME
+fi
 exec "$@"
 EOS
-export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host"
+export SW_CALIBRATE_STAGE="$stage" STARPU_HOSTNAME="$host" SW_CALIBRATE_OFF_CPU=$cpu_time
 # and StarPU's cost per task here (rank 0 measures it at start, each run
 # anew: the last run's is kept; on 2 ranks or more also with a StarPU-MPI
 # receive pending), which the simulation charges per task (bench/sim.sh)
@@ -110,6 +123,14 @@ cp -p "$stage/rank0/bus/$host".* "$calib/bus/" 2>/dev/null || true
 r=1
 while [ "$r" -lt "$np" ]; do
   (cd "$stage/rank$r" && find codelets -type f -name "*.$host") >> "$stage/files"
+  r=$((r + 1))
+done
+# --cpu-time: each rank's samples less their time off the CPU
+r=0
+while [ "$cpu_time" = 1 ] && [ "$r" -lt "$np" ]; do
+  [ -f "$stage/rank$r/off-cpu" ] || die2 "rank $r recorded no time off the CPU (not a starweave program, or an old build): --cpu-time cannot be had"
+  python3 "$top/bench/perfmodel_merge.py" --off-cpu "$stage/rank$r/off-cpu" "$stage/rank$r" "$host" ||
+    { echo "$me: cannot take rank $r's time off the CPU out of its samples" >&2; exit 1; }
   r=$((r + 1))
 done
 sort -u "$stage/files" | while read -r f; do

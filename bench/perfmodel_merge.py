@@ -3,6 +3,7 @@
 
 usage: perfmodel_merge.py OUT IN...
        perfmodel_merge.py --estimate MISSING SYMBOL FILE
+       perfmodel_merge.py --off-cpu OFFCPU DIR HOST
 
 The second form (bench/sim.sh --estimate) adds regression estimates to a
 model file for the footprints a simulation needs (estimate_needed below).
@@ -26,8 +27,19 @@ parameter's initialisation) would stop a simulation at its first task of
 that size; it gets an estimate instead, from the section's measured sizes
 by a power law fitted in log-log (mean = c * size^b), printed on stderr as
 such, with n = 1.
+
+The third form (bench/calibrate.sh --cpu-time) takes out of one rank's
+model files (DIR/codelets/*/SYMBOL.HOST) the time their tasks spent off
+the CPU (the
+library's SW_CALIBRATE_CPU_TIME file, appended by each run: lines "symbol
+footprint samples microseconds first-sample's-microseconds", summed over
+the lines of a footprint, less the first sample of its first line where
+StarPU dropped it, as it does a new size's first): mean = (sum - off) / n,
+the deviation kept.
 """
+import glob
 import math
+import os
 import sys
 
 HEAD = "# hash\t\tsize\t\tflops\t\tmean (us)\tdev (us)\tsum\t\tsum2\t\tn"
@@ -151,6 +163,51 @@ def estimate_needed(missing_path, symbol, path):
     write(path, lines, sections)
 
 
+def off_cpu(off_path, rank_dir, host):
+    """--off-cpu: the samples of a rank's model files less their time off the CPU (above)"""
+    offs = {}
+    with open(off_path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) == 5:
+                off = offs.setdefault(w[0], {})
+                n, us, first = off.get(w[1], (0, 0.0, float(w[4])))
+                off[w[1]] = (n + int(w[2]), us + float(w[3]), first)
+    for path in sorted(glob.glob(os.path.join(rank_dir, "codelets", "*", "*." + host))):
+        off = offs.get(os.path.basename(path)[:-len(host) - 1])
+        if off:
+            off_cpu_file(off, path)
+
+
+def off_cpu_file(off, path):
+    lines, sections = parse(path)
+    if len(sections) != 1:
+        raise SystemExit(f"{path}: {len(sections)} sections (workers of several kinds): --cpu-time calibrates "
+                         "one kind of CPU worker")
+    entries = sections[0]
+    for h, (n_off, us, first) in off.items():
+        e = entries.get(h)
+        if e is None:
+            continue
+        n, s, dev = int(e[7]), float(e[5]), float(e[4])
+        if n_off == n + 1:
+            n_off, us = n, us - first
+        if n == n_off == 0:
+            continue  # the size's one sample, dropped
+        if n_off != n:
+            raise SystemExit(f"{path}: footprint {h}: {n_off} samples timed off the CPU, {n} recorded: the "
+                             "files are not of the same runs")
+        # a sample's time off the CPU is its share of the task's (never more), measured by other clocks than
+        # StarPU's: beyond the recorded time by under 1 us a sample (a task of no time), none left
+        left = s - us if us <= s else 0.0 if us - s < n else -1
+        if left < 0:
+            raise SystemExit(f"{path}: footprint {h}: {us:.1f} us off the CPU of {s:.1f} us recorded: not a "
+                             "time on the CPU")
+        mean = left / n
+        e[3], e[5], e[6] = f"{mean:e}", f"{left:e}", f"{n * (dev * dev + mean * mean):e}"
+    write(path, lines, sections)
+
+
 def write(out_path, lines, merged):
     text = []
     for j, x in enumerate(lines):
@@ -173,6 +230,9 @@ def write(out_path, lines, merged):
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--estimate":
         estimate_needed(sys.argv[2], sys.argv[3], sys.argv[4])
+        return
+    if len(sys.argv) == 5 and sys.argv[1] == "--off-cpu":
+        off_cpu(sys.argv[2], sys.argv[3], sys.argv[4])
         return
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)

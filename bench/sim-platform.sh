@@ -4,7 +4,7 @@
 #
 # usage: bench/sim-platform.sh [--nodes N] [--ranks-per-node R] [--cpus C]
 #          [--intra-bw GBps] [--intra-lat us] [--inter-bw GBps] [--inter-lat us]
-#          [--duplex full|half] [--preset NAME] --out PREFIX
+#          [--duplex full|half] [--cores N] [--preset NAME] --out PREFIX
 # writes PREFIX.xml (the platform) and PREFIX.hosts (the hostfile: one line
 # per rank, node-major: ranks 0..R-1 on node 0, ...) and prints, one line
 # each, every figure used and where it comes from.
@@ -26,6 +26,16 @@
 # as long on half-duplex links. The codelets take their calibrated times
 # (bench/calibrate.sh), whatever the CPU hosts' speed.
 #
+# --cores N: each node has N cores. Where its ranks' CPU workers outnumber
+# them, every worker's tasks run on one host of N cores and share them, as
+# the threads of oversubscribed ranks do (mpirun binds no rank then); a
+# task there takes its calibrated time only while it has a core to itself,
+# so calibrate such runs with bench/calibrate.sh --cpu-time (the tasks'
+# time on their cores). Otherwise each worker keeps a core of its own, as
+# by default. Needs the SimGrid StarPU of autotools/build-starpu.sh
+# --simgrid, patched to read the host property it writes
+# (autotools/starpu-simgrid-cores.patch).
+#
 # Presets (typed figures are ASSUMPTIONS, printed as such; --intra-*,
 # --inter-* and --duplex given after --preset override its figures):
 #   vm-shm     this machine's ranks through shared memory (5 GB/s, 1 us
@@ -45,7 +55,7 @@ me=sim-platform
 die2() { echo "$me: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
-nodes=2 rpn=1 out="" cpus=2 cpu_speed=2000000000f
+nodes=2 rpn=1 out="" cpus=2 cpu_speed=2000000000f cores="" shared=no
 preset=eth25
 intra_bw="" intra_lat="" inter_bw="" inter_lat=""
 src_intra="" src_inter=""
@@ -76,6 +86,7 @@ while [ $# -gt 0 ]; do
     --out) need "$@"; out=$2; shift ;;
     --cpus) need "$@"; cpus=$2; shift ;;
     --duplex) need "$@"; duplex=$2; shift ;;
+    --cores) need "$@"; cores=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die2 "unknown argument '$1'" ;;
   esac
@@ -87,6 +98,9 @@ posnum() { awk -v v="$2" 'BEGIN { exit !(v ~ /^[0-9]*\.?[0-9]+$/ && v + 0 > 0) }
 posint --nodes "$nodes"
 posint --ranks-per-node "$rpn"
 posint --cpus "$cpus"
+[ -z "$cores" ] || posint --cores "$cores"
+# shared: a node's workers outnumber its cores, and share one host of them
+[ -n "$cores" ] && [ $((rpn * cpus)) -gt "$cores" ] && shared=yes
 case "$duplex" in full) share=' sharing_policy="SPLITDUPLEX"' up=' direction="UP"' down=' direction="DOWN"' ;;
   half) share= up= down= ;; *) die2 "--duplex must be full or half (got '$duplex')" ;; esac
 posnum --intra-bw "$intra_bw"; posnum --inter-bw "$inter_bw"
@@ -114,9 +128,14 @@ nr=$((nodes * rpn))
     hosts="$z-rank $z-MAIN $z-RAM"
     k=0
     while [ "$k" -lt "$cpus" ]; do hosts="$hosts $z-CPU$k"; k=$((k + 1)); done
+    node=$((i / rpn))
+    [ "$shared" = yes ] && [ $((i % rpn)) -eq 0 ] &&
+      echo "    <host id=\"node$node-cores\" speed=\"$cpu_speed\" core=\"$cores\"/>"
     for h in $hosts; do
       case "$h" in *-CPU*) sp="$cpu_speed" ;; *) sp=1f ;; esac
-      echo "    <host id=\"$h\" speed=\"$sp\"/>"
+      case "$shared $h" in "yes "*-CPU*)
+        echo "    <host id=\"$h\" speed=\"$sp\"><prop id=\"starweave_cores\" value=\"node$node-cores\"/></host>" ;;
+      *) echo "    <host id=\"$h\" speed=\"$sp\"/>" ;; esac
     done
     echo "    <router id=\"$z-gw\"/>"
     echo "    <link id=\"$z-local\" bandwidth=\"1000GBps\" latency=\"0\"/>"
@@ -163,3 +182,8 @@ echo "platform: $nodes node(s) x $rpn rank(s) per node = $((nodes * rpn)) simula
 echo "platform: intra-node ${intra_bw} GB/s, ${intra_lat} us: $src_intra"
 echo "platform: inter-node ${inter_bw} GB/s, ${inter_lat} us: $src_inter"
 echo "platform: links $duplex duplex"
+if [ "$shared" = yes ]; then
+  echo "platform: cores: each node's $((rpn * cpus)) CPU workers share its $cores cores (--cores; calibrate with bench/calibrate.sh --cpu-time)"
+else
+  echo "platform: cores: a core per CPU worker${cores:+ (--cores $cores: enough for the node's $((rpn * cpus)))}"
+fi

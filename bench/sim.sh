@@ -78,6 +78,14 @@ smpirun=$(command -v smpirun || true)
 case "$prog" in /*) ;; *) [ -x "$build/$prog" ] && prog="$build/$prog" ;; esac
 [ -x "$prog" ] || die2 "program '$prog' not found in $build"
 
+# a platform whose nodes' workers share their cores (bench/sim-platform.sh
+# --cores) needs the StarPU patched to read that (autotools/build-starpu.sh
+# --simgrid applies autotools/starpu-simgrid-cores.patch); another would
+# give every worker a core of its own without a word
+if grep -q starweave_cores "$platform.xml" && ! grep -qa '(property starweave_cores of' "$prog"; then
+  die2 "$platform.xml shares a node's cores between its workers (bench/sim-platform.sh --cores), which the StarPU $prog was linked with does not read: rebuild it with autotools/build-starpu.sh --simgrid (it applies autotools/starpu-simgrid-cores.patch), then make in $build"
+fi
+
 # the calibration: the codelets' models and StarPU's bus files
 busxml="$calib/bus/$host.config"
 [ -r "$busxml" ] && ls "$calib/codelets/"*/*".$host" > /dev/null 2>&1 ||

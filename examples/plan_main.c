@@ -180,6 +180,7 @@ static int log_line(const char *log, const char *prefix, char *out, size_t n)
  * the platform */
 typedef struct sim_ctx {
     char build[1024], dir[64], plat[1100];
+    int cores; /* >0: the node's workers share its cores, so many (calibrated with --cpu-time); 0: a core each */
 } sim_ctx;
 
 /* the simulation build and the platform; 0 (said, with what happens instead: `instead`) when there is no
@@ -204,14 +205,20 @@ static int sim_open(sim_ctx *s, const plan_prog *p, const sw_plan_machine *mc, c
     if (!mkdtemp(s->dir)) sw_usage_error("--simulate: cannot make a temporary directory in /tmp");
     char cmd[4096], log[1100], line[1024];
     FMT(s->plat, "%s/platform", s->dir);
+    /* the node's workers share its cores where they outnumber them (4 ranks on this machine's 2 cores), as the
+     * runs do: the platform says so and each layout is calibrated by its tasks' time on their cores
+     * (bench/calibrate.sh --cpu-time); not with a calibration given, whose times may hold the waits */
+    s->cores = !o->sim_calibration && mc->cores >= 1 && o->ranks_per_node * p->ncpus > mc->cores ? (int)mc->cores : 0;
+    char cores[32] = "";
+    if (s->cores) FMT(cores, "--cores %d", s->cores);
     /* the platform prices the network as the estimate does: the machine's link figures, unless a preset is named */
     if (o->sim_preset)
-        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' "
-                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset, s->plat);
+        FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' %s "
+                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset, cores, s->plat);
     else
         FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --intra-bw %g "
-                 "--intra-lat %g --inter-bw %g --inter-lat %g --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
-                 p->ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, s->plat);
+                 "--intra-lat %g --inter-bw %g --inter-lat %g %s --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
+                 p->ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, cores, s->plat);
     FMT(log, "%s/platform.log", s->dir);
     if (run_logged(cmd, log) != 0) {
         FILE *f = fopen(log, "r");
@@ -227,13 +234,17 @@ static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
 {
     plan_opts *o = &plan_o;
     const char *cost = getenv("STARPU_SIMGRID_SCHED_COST");
+    char cores[96];
+    if (s->cores) FMT(cores, "the node's %d workers sharing its %d cores", o->ranks_per_node * p->ncpus, s->cores);
+    else FMT(cores, "a core per worker");
     printf("plan: simulation: %s through the simulated task graph (bench/sim.sh, 3 steps, %s; platform: %d node(s) "
-           "x %d rank(s), %d CPU worker(s) each, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s\n", what, s->build,
-           o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures",
+           "x %d rank(s), %d CPU worker(s) each, %s, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s%s\n", what, s->build,
+           o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures", cores,
            cost && *cost ? cost : "0 (sim.sh's default: the calibration's measured cost per task charged instead)",
            o->sim_calibration ? "with the calibration given (--sim-calibration)"
                               : "calibrated by a real run of that layout's own task sizes on this machine "
-                                "(bench/calibrate.sh, 10 steps)");
+                                "(bench/calibrate.sh, 10 steps",
+           o->sim_calibration ? "" : s->cores ? ", --cpu-time: the tasks' time on their cores)" : ")");
 }
 
 /* one layout through the simulated graph: its calibration (a real run of its sizes, unless --sim-calibration),
@@ -248,9 +259,9 @@ static double sim_one(const sim_ctx *s, const plan_prog *p, const char *layout, 
     if (!*host) FMT(host, "plan-%s", tag);
     FMT(env, "STARPU_NCPU=%d", p->ncpus); /* dit_train's workers (gpt_train's --ncpus says the same) */
     if (!o->sim_calibration) {
-        FMT(cmd, "%s sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d examples/%s %s %s "
-                 "%s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, p->name, p->model, layout,
-                 p->run_flags);
+        FMT(cmd, "%s sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d %s examples/%s %s "
+                 "%s %s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, s->cores ? "--cpu-time" : "",
+                 p->name, p->model, layout, p->run_flags);
         FMT(log, "%s/cal-%s.log", s->dir, tag);
         int rc = run_logged(cmd, log);
         if (rc != 0) {

@@ -8,13 +8,18 @@
 # has 3k - 1 samples with every step and 2k - 1 without the first, in
 # every size of sw_gemm's model; the run says how many tasks recorded
 # nothing. A value other than 0 or 1 is refused with exit 2 on every rank.
+# --cpu-time (the library's SW_CALIBRATE_CPU_TIME): 4 ranks on this
+# machine's 2 cores wait for a core in mid-task; each rank says how long its
+# samples spent off the CPU, and sw_gemm's recorded time is less than a
+# calibration of the same run without it (the waits there: some 2x).
 # Needs only the real build.
 . "${top_srcdir:-.}/tests/common.sh"
 shape="--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 128 --steps 3 --quiet"
-calibrate() { # calibrate NAME [--keep-first-step]
+layout=""
+calibrate() { # calibrate NAME [--keep-first-step] (gpt_train $shape $layout)
   name=$1; shift
   sh "$top_srcdir/bench/calibrate.sh" --build "$top_builddir" \
-    --calibration "$TMPD/$name" --host test-cal "$@" examples/gpt_train $shape > "$TMPD/$name.out" 2>&1
+    --calibration "$TMPD/$name" --host test-cal "$@" examples/gpt_train $shape $layout > "$TMPD/$name.out" 2>&1
 }
 samples() { # samples NAME: "footprint samples" of each size of sw_gemm's model
   awk '/^# hash/ { on = 1; next } on && NF == 8 { print $1, $8 }' "$TMPD/$1/codelets/"*/sw_gemm.test-cal | sort
@@ -34,6 +39,22 @@ check "sw_gemm's samples of each size with the first step / without (3k-1 / 2k-1
   [ "$ok" = 0 -a "$(wc -l < "$TMPD/all.n")" = "$(wc -l < "$TMPD/later.n")" ]
 n=$(echo "$said" | grep -c "the first step's [0-9]* tasks of [0-9]* codelets recorded no samples")
 check "the run without it says so, the run with it not: '$said'" [ "$n" = 1 ]
+# --cpu-time, on more ranks than cores (4 on 2 here; on a machine of 4 cores or more: SKIP)
+gemm_us() { awk '/^# hash/ { on = 1; next } on && NF == 8 { s += $6 } END { print s + 0 }' "$TMPD/$1/codelets/"*/sw_gemm.test-cal; }
+if [ "$(getconf _NPROCESSORS_ONLN)" -lt 4 ]; then
+  shape="--layers 2 --hidden 512 --heads 4 --seq 64 --batch 4 --vocab 128 --steps 3 --quiet" layout="--tp 4"
+  calibrate wall --np 4
+  rc1=$?
+  calibrate oncpu --np 4 --cpu-time
+  rc2=$?
+  [ "$rc1$rc2" = 00 ] || cat "$TMPD/wall.out" "$TMPD/oncpu.out"
+  off=$(grep -c 'samples spent [0-9.]* ms off the CPU (SW_CALIBRATE_CPU_TIME)' "$TMPD/oncpu/calibrate.log")
+  wall=$(gemm_us wall 2>/dev/null) oncpu=$(gemm_us oncpu 2>/dev/null)
+  check "--cpu-time on 4 ranks: $off ranks said their samples' time off the CPU; sw_gemm recorded ${oncpu:-nothing} us against ${wall:-nothing} without (less than 0.85x; exit $rc1, $rc2)" \
+    awk -v n="$off" -v a="${oncpu:-0}" -v b="${wall:-0}" 'BEGIN { exit !(n == 4 && a > 0 && a < 0.85 * b) }'
+else
+  echo "SKIP --cpu-time: $(getconf _NPROCESSORS_ONLN) cores: 4 ranks would not wait for one"
+fi
 refused 2 "SW_CALIBRATE_SKIP_FIRST must be 0 or 1 (SW_CALIBRATE_SKIP_FIRST = yes)" "SW_CALIBRATE_SKIP_FIRST=yes" \
   env SW_CALIBRATE_SKIP_FIRST=yes "$GPT_TRAIN" --tp 2 $shape
 finish

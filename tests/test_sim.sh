@@ -15,7 +15,8 @@
 # than 1.5x longer half duplex. The cost per task with a StarPU-MPI
 # request pending: recorded by a 2-rank calibration and charged only while
 # a rank has point-to-point requests outstanding (pp 2's step lengthens,
-# tp 2 + sp's, with none, does not). Bad input: a platform with fewer
+# tp 2 + sp's, with none, does not). Two ranks sharing a node's one core
+# (bench/sim-platform.sh --cores) take longer than on a core each. Bad input: a platform with fewer
 # hosts than ranks, a calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
@@ -140,6 +141,15 @@ if want "simulated run"; then
   colls=$(sed -n 's/^communication: rank 0 sent .* in \([0-9.]*\) collectives.*/\1/p' "$TMPD/lat.out")
   check "1 ms more latency between the nodes: ${lat:-none} simulated ms/step against ${ms:-none}, ${colls:-no} collectives per step: 0.25-1.25 ms more per collective" \
     awk -v a="${lat:-0}" -v b="${ms:-0}" -v n="${colls:-0}" 'BEGIN { d = (a - b) / n; exit !(n > 0 && b > 0 && d >= 0.25 && d <= 1.25) }'
+  # A node's cores (bench/sim-platform.sh --cores; autotools/starpu-simgrid-cores.patch): the two ranks on one
+  # node of 2 cores run a worker each on a core of its own, the same step as on two nodes' (but the network);
+  # on a node of 1 core their tasks share it: the step is longer, by up to 2x
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --ranks-per-node 2 --cpus 1 --preset eth25 --cores 2 --out "$TMPD/own" > /dev/null
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --ranks-per-node 2 --cpus 1 --preset eth25 --cores 1 --out "$TMPD/shared" > /dev/null
+  on_cores() { sim "$1.out" "$TMPD/$1" examples/gpt_train $layout $shape --ncpus 1 --steps 3 || cat "$TMPD/$1.out" >&2; sim_ms "$TMPD/$1.out"; }
+  own=$(on_cores own) shared=$(on_cores shared)
+  check "2 ranks on a node of 2 cores: ${own:-none} simulated ms/step; on a node of 1 core: ${shared:-none} (1.3-2x)" \
+    awk -v a="${shared:-0}" -v b="${own:-0}" 'BEGIN { exit !(b > 0 && a > 1.3 * b && a <= 2.01 * b) }'
 fi
 # The layouts that move StarPU-MPI's messages or start a collective on one
 # rank before the other: pp 2 (activations and gradients between the
@@ -231,6 +241,10 @@ if want "bad input"; then
   [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/small"
   check "a platform of 1 host for 2 ranks: exit $rc (expected 2), the rule printed $n time(s), $(($(date +%s) - t0)) s" \
     [ "$rc" = 2 -a "$n" = 1 ]
+  sh "$top_srcdir/bench/sim-platform.sh" --nodes 1 --cores 0 --out "$TMPD/nocores" > "$TMPD/nocores.out" 2>&1
+  rc=$?
+  n=$(grep -c -F -- "--cores must be a positive integer (got '0')" "$TMPD/nocores.out")
+  check "a node of 0 cores: exit $rc (expected 2), the rule printed $n time(s)" [ "$rc" = 2 -a "$n" = 1 ]
   sim nocal "$TMPD/eth" --host no-such-host examples/gpt_train $layout $shape --steps 1
   rc=$?
   n=$(grep -c "no calibration for host 'no-such-host'" "$TMPD/nocal")

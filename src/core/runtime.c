@@ -487,6 +487,7 @@ void sw_shutdown(void)
 {
     if (!sw_rt.started) return;
     starpu_task_wait_for_all();
+    sw_calibration_end();
     sw_memory_watch(0);
 #ifdef STARWEAVE_USE_CUDA
     starpu_cublas_shutdown();

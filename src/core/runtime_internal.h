@@ -24,6 +24,8 @@ void sw_task_sim_cost_set(double us, double polled_us) __attribute__((visibility
 
 /* a step begins (sw_trace_mark_step): the calibration's first step left out (tasks.c) */
 void sw_calibration_step(void) __attribute__((visibility("hidden")));
+/* shutdown: the calibration's time off the CPU written (SW_CALIBRATE_CPU_TIME, tasks.c) */
+void sw_calibration_end(void) __attribute__((visibility("hidden")));
 
 /* the watcher thread of refusals (refuse.c), started and stopped with StarPU-MPI */
 void sw_refuse_watch_start(int thread_level) __attribute__((visibility("hidden")));

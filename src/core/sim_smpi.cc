@@ -13,7 +13,12 @@
  * (simgrid::smpi::ActorExt, exported by libsimgrid, its header not
  * installed): only its extension slot is used, never its layout, and
  * Group::set_mapping, exported and non-virtual. */
+#include <cstdio>
+#include <cstdlib>
+
 #include <simgrid/actor.h>
+#include <simgrid/exec.h>
+#include <simgrid/host.h>
 #include <simgrid/s4u/Actor.hpp>
 #include <smpi/smpi.h>
 
@@ -108,6 +113,25 @@ void sw_sim_world_release(void)
 void sw_sim_adopt_worker(void) { adopt_self(); }
 
 long sw_sim_self_pid(void) { return (long)sg_actor_self_get_pid(); }
+
+/* The caller's host, or the host its property "starweave_cores" names: the
+ * cores a node's ranks share (bench/sim-platform.sh --cores), where the
+ * patched StarPU (autotools/starpu-simgrid-cores.patch) runs this worker's
+ * tasks. */
+void sw_sim_execute(double seconds)
+{
+    sg_host_t host = sg_host_self();
+    const char *cores = sg_host_get_property_value(host, "starweave_cores");
+    if (cores && !(host = sg_host_by_name(cores))) {
+        fprintf(stderr, "starweave: the host %s that %s names in its property starweave_cores is not in the platform\n", cores,
+                sg_host_get_name(sg_host_self()));
+        abort();
+    }
+    sg_exec_t exec = sg_actor_exec_init(seconds * sg_host_get_speed(host));
+    sg_exec_set_host(exec, host);
+    sg_exec_start(exec);
+    sg_exec_wait(exec);
+}
 
 struct spawned {
     void (*fn)(void *);

@@ -28,6 +28,10 @@ long sw_sim_self_pid(void);
  * collectives there without holding the caller); its thread, for
  * starpu_pthread_join */
 starpu_pthread_t sw_sim_spawn(void (*fn)(void *), void *arg);
+/* the calling worker's actor computes SECONDS of its core's time, on the
+ * cores its tasks run on (shared with the node's other workers where the
+ * platform says so), where a sleep would take none of them */
+void sw_sim_execute(double seconds);
 #ifdef __cplusplus
 }
 #endif
@@ -38,5 +42,6 @@ static inline void sw_sim_comm_speaker(MPI_Comm comm, long pid) { (void)comm, (v
 static inline void sw_sim_world_release(void) {}
 static inline void sw_sim_adopt_worker(void) {}
 static inline long sw_sim_self_pid(void) { return -1; }
+static inline void sw_sim_execute(double seconds) { (void)seconds; }
 #endif
 #endif

@@ -82,7 +82,8 @@ static void stats_task_done(void *arg)
  * measured on the real machine (sw_task_cost_us; SW_SIM_TASK_US, set by
  * bench/sim.sh), charged on the simulated clock of the worker that ran the
  * task, after it and before its successors are released -- where a real
- * worker spends it. While the rank has point-to-point requests outstanding
+ * worker spends it -- as computation on the worker's cores (sw_sim_execute),
+ * which the platform may share with the node's other workers. While the rank has point-to-point requests outstanding
  * (p2p.h), the figure measured with a StarPU-MPI receive pending
  * (SW_SIM_TASK_POLLED_US): StarPU-MPI's progression thread then polls on
  * the worker's core, and the real tasks pay for it. Fixed figures:
@@ -156,19 +157,144 @@ void sw_calibration_step(void)
     }
 }
 
+/* Calibration where the ranks' workers outnumber the cores (bench/calibrate.sh
+ * --cpu-time: SW_CALIBRATE_CPU_TIME=FILE). A worker there loses its core
+ * now and then in mid-task to another rank's thread, and StarPU records the
+ * wait in the task's time. The simulation of such a run shares the cores
+ * between the workers itself (bench/sim-platform.sh --cores) and wants each
+ * task's time on its core. So the worker notes its thread's CPU time and the
+ * clock when it pops a task and again when the task has ended (the
+ * completion callback, on the same thread): what the clock gained over the
+ * CPU time is the task's time off the CPU. It is summed per model and size
+ * (footprint) over the samples StarPU recorded (the model's `benchmarking`
+ * set at the task's end), written to FILE at shutdown, one line per size:
+ * "symbol footprint samples microseconds first-sample's-microseconds" (StarPU
+ * drops a history's first sample of a size); bench/calibrate.sh subtracts it
+ * from the samples (bench/perfmodel_merge.py --off-cpu). Codelets that call
+ * MPI themselves (STARPU_CODELET_SIMGRID_EXECUTE) are left out: they wait
+ * off the CPU for their peers, which is their time. */
+#define OFFCPU_SLOTS 4096
+static struct {
+    pthread_once_t once;
+    const char *path; /* NULL: off */
+    pthread_mutex_t lock;
+    struct offcpu_slot {
+        const struct starpu_perfmodel *model;
+        uint32_t footprint;
+        long n;
+        double us, first_us;
+    } slot[OFFCPU_SLOTS];
+    int used;
+    double cpu_us; /* the recorded tasks' CPU time, pop to end */
+} offcpu = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static _Thread_local struct {
+    int on;
+    uint32_t footprint;
+    struct timespec cpu, wall;
+} popped;
+
+static void offcpu_init(void)
+{
+    const char *v = getenv("SW_CALIBRATE_CPU_TIME");
+    if (v && *v && !sw_simulated()) {
+        offcpu.path = v;
+        starpu_profiling_status_set(STARPU_PROFILING_ENABLE); /* the codelet's own time, below */
+    }
+}
+
+static double elapsed_us(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) * 1e6 + (double)(b->tv_nsec - a->tv_nsec) * 1e-3;
+}
+
+/* the worker pops the task: its footprint (computed now, while its handles live: a temporary is unregistered
+ * before the completion callback runs) and the two clocks */
+static void offcpu_pop(void *arg)
+{
+    struct starpu_task *t = arg;
+    const int w = starpu_worker_get_id();
+    popped.on = 0;
+    if (w < 0 || starpu_worker_get_type(w) != STARPU_CPU_WORKER) return;
+    popped.footprint = starpu_task_footprint(t->cl->model, t, starpu_worker_get_perf_archtype(w, t->sched_ctx), 0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &popped.cpu);
+    clock_gettime(CLOCK_MONOTONIC, &popped.wall);
+    popped.on = 1;
+}
+
+static void offcpu_task_done(void)
+{
+    struct starpu_task *t = starpu_task_get_current();
+    if (!popped.on || !t || !t->cl || !t->cl->model || !t->cl->model->benchmarking || !t->profiling_info) return;
+    popped.on = 0;
+    struct timespec cpu, wall;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    clock_gettime(CLOCK_MONOTONIC, &wall);
+    /* the window from the pop to here holds StarPU's handling of the task besides the codelet: the codelet's
+     * share of the window's time off the CPU is taken as its share of the window */
+    const double window = elapsed_us(&popped.wall, &wall),
+                 codelet = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
+    double off = window > 0 && codelet > 0 ? (window - elapsed_us(&popped.cpu, &cpu)) * (codelet < window ? codelet / window : 1) : 0;
+    const double on = elapsed_us(&popped.cpu, &cpu);
+    const struct starpu_perfmodel *m = t->cl->model;
+    unsigned h = (unsigned)(((uintptr_t)m >> 4) ^ popped.footprint * 2654435761u) % OFFCPU_SLOTS;
+    pthread_mutex_lock(&offcpu.lock);
+    offcpu.cpu_us += on;
+    for (int k = 0; k < OFFCPU_SLOTS; k++, h = (h + 1) % OFFCPU_SLOTS) {
+        struct offcpu_slot *s = &offcpu.slot[h];
+        if (!s->model) {
+            if (offcpu.used >= OFFCPU_SLOTS / 2) break; /* full: a sample left as StarPU measured it */
+            s->model = m, s->footprint = popped.footprint, offcpu.used++;
+        }
+        if (s->model == m && s->footprint == popped.footprint) {
+            if (!s->n++) s->first_us = off > 0 ? off : 0;
+            s->us += off > 0 ? off : 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&offcpu.lock);
+}
+
+void sw_calibration_end(void)
+{
+    if (!offcpu.path) return;
+    FILE *f = fopen(offcpu.path, "a"); /* appended: bench/calibrate.sh --runs K sums the runs' lines */
+    if (!f) {
+        fprintf(stderr, "starweave: cannot record the tasks' time off the CPU in %s (%s)\n", offcpu.path,
+                strerror(errno));
+        return;
+    }
+    long n = 0;
+    double us = 0;
+    for (int k = 0; k < OFFCPU_SLOTS; k++) {
+        const struct offcpu_slot *s = &offcpu.slot[k];
+        if (!s->model) continue;
+        fprintf(f, "%s %08x %ld %.3f %.3f\n", s->model->symbol, s->footprint, s->n, s->us, s->first_us);
+        n += s->n, us += s->us;
+    }
+    fclose(f);
+    struct timespec pc;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pc);
+    fprintf(stderr, "starweave: calibration: rank %d: %ld samples spent %.1f ms off the CPU (SW_CALIBRATE_CPU_TIME); "
+                    "their CPU time %.1f ms, the process's %.1f ms\n",
+            sw_rt.rank, n, us * 1e-3, offcpu.cpu_us * 1e-3, (double)pc.tv_sec * 1e3 + (double)pc.tv_nsec * 1e-6);
+}
+
 /* One completion callback serves all: its argument is the trace record
  * that SW_INSERT attaches (NULL when tracing was off at submission). */
 static void task_done(void *arg)
 {
     if (sw_stats.on) stats_task_done(NULL);
     if (arg) sw_trace_task_end(arg);
+    if (offcpu.path) offcpu_task_done();
     double s = __atomic_load_n(&sw_p2p_pending, __ATOMIC_RELAXED) > 0 ? sim_task_polled_s : sim_task_s;
-    if (s > 0) starpu_sleep((float)s);
+    if (s > 0) sw_sim_execute(s);
 }
 
 static void (*done_hook(void))(void *)
 {
-    return sw_stats.on || sw_trace_enabled() || sim_task_s > 0 || sim_task_polled_s > 0 ? task_done : NULL;
+    return sw_stats.on || sw_trace_enabled() || sim_task_s > 0 || sim_task_polled_s > 0 || offcpu.path ? task_done
+                                                                                                      : NULL;
 }
 
 /* the calling thread's cost meter (sw_task_meter) */
@@ -183,7 +309,8 @@ void sw_task_meter(long long *meter)
 void sw_task_meter_stop(void)
 {
     task_meter = NULL;
-    starpu_profiling_status_set(sw_stats.on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+    starpu_profiling_status_set(sw_stats.on || sw_trace_enabled() || offcpu.path ? STARPU_PROFILING_ENABLE
+                                                                                 : STARPU_PROFILING_DISABLE);
 }
 
 /* the task's execution time into a meter */
@@ -270,6 +397,13 @@ int sw_task_submit(struct starpu_task *task)
         sw_counter_add(SW_COUNT_TASK_PRIORITY, 1);
     }
     task->priority += sw_rt.priority_base;
+    pthread_once(&offcpu.once, offcpu_init);
+    if (offcpu.path && task->cl->model && !task->prologue_callback_pop_func &&
+        !(task->cl->flags & STARPU_CODELET_SIMGRID_EXECUTE)) {
+        task->prologue_callback_pop_func = offcpu_pop;
+        task->prologue_callback_pop_arg = task;
+        task->prologue_callback_pop_arg_free = 0;
+    }
     void *rec = sw_trace_task_begin(); /* NULL when tracing is off */
     void (*done)(void *) = done_hook();
     if (!task->callback_func && !task->prologue_callback_func && !task_meter) {
@@ -301,7 +435,8 @@ void sw_stats_enable(int on)
 {
     sw_stats.on = on;
     /* the trace needs profiling on as well */
-    starpu_profiling_status_set(on || sw_trace_enabled() ? STARPU_PROFILING_ENABLE : STARPU_PROFILING_DISABLE);
+    starpu_profiling_status_set(on || sw_trace_enabled() || offcpu.path ? STARPU_PROFILING_ENABLE
+                                                                        : STARPU_PROFILING_DISABLE);
 }
 
 void sw_stats_reset(void)
