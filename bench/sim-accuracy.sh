@@ -30,6 +30,9 @@
 #                    in bench/sim.sh's environment (e.g. 'SW_SIM_TASK_POLLED_US=':
 #                    no charge of its own while a request is pending), and
 #                    print that column (B) beside
+#   --calibrate-args A  more of bench/calibrate.sh's options (e.g.
+#                    '--cpu-time': the tasks' time on their cores, waits
+#                    for a core taken out)
 #   --only REGEX     the layouts whose names match (one tp2sp dp2 dp2z3
 #                    ulysses2 ring2 pp2 pp2v2)
 # Two ranks get one CPU worker each (the machine's 2 cores), one rank two.
@@ -37,7 +40,7 @@
 set -eu
 me=sim-accuracy
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only= pargs= compare=
+build=$top/build sim_build=$top/build-sim runs=5 steps=6 shape=main preset= only= pargs= compare= cargs=
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --only) need "$@"; only=$2; shift ;;
     --platform-args) need "$@"; pargs=$2; shift ;;
     --compare) need "$@"; compare=$2; shift ;;
+    --calibrate-args) need "$@"; cargs=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -80,7 +84,7 @@ else
   net="--preset vm-measured --intra-bw $bw --intra-lat $lat --inter-bw $bw --inter-lat $lat"
   preset="measured now: $bw GB/s, $lat us"
 fi
-echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}${compare:+; B: with $compare too}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$me: shape $shape ($args), $runs real runs of $steps steps per layout, platform $preset${pargs:+ $pargs}${cargs:+; calibrated with $cargs}${compare:+; B: with $compare too}; $(cpu_model), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 # the B columns, where --compare asks for them
 bcols() { [ -z "$compare" ] || printf ' %10s %8s' "$1" "$2"; }
 printf '%-9s %-34s %10s %10s %8s%s  %s\n' layout flags "real ms" "sim ms" "sim/real" "$(bcols "B ms" "B/real")" \
@@ -105,7 +109,7 @@ while read -r name np cpus layout; do
   # 2 layers cannot make 2 stages x 2 chunks: the main shape's pp2v2 has 4
   [ "$shape:$name" != main:pp2v2 ] || flags="$flags --layers 4"
   cal=$work/cal-$name
-  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host acc-$name --np "$np" \
+  sh "$top/bench/calibrate.sh" --build "$build" --calibration "$cal" --host acc-$name --np "$np" $cargs \
     examples/gpt_train $args $flags --steps 12 --quiet --log "$work/cal.csv" > "$work/cal.out" 2>&1 ||
     { echo "$name: calibration failed:"; tail -n 5 "$work/cal.out"; continue; }
   real=
