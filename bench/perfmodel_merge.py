@@ -30,12 +30,11 @@ such, with n = 1.
 
 The third form (bench/calibrate.sh --cpu-time) takes out of one rank's
 model files (DIR/codelets/*/SYMBOL.HOST) the time their tasks spent off
-the CPU (the
-library's SW_CALIBRATE_CPU_TIME file, appended by each run: lines "symbol
-footprint samples microseconds first-sample's-microseconds", summed over
-the lines of a footprint, less the first sample of its first line where
-StarPU dropped it, as it does a new size's first): mean = (sum - off) / n,
-the deviation kept.
+the CPU (the library's SW_CALIBRATE_CPU_TIME file, appended by each run:
+lines "symbol footprint samples microseconds first-sample's-microseconds",
+summed over the lines of a footprint, less the first sample of its first
+line where StarPU dropped it, as it does a new size's first): mean = (sum
+- off) / n, the deviation kept.
 """
 import glob
 import math
@@ -173,18 +172,23 @@ def off_cpu(off_path, rank_dir, host):
                 off = offs.setdefault(w[0], {})
                 n, us, first = off.get(w[1], (0, 0.0, float(w[4])))
                 off[w[1]] = (n + int(w[2]), us + float(w[3]), first)
+    recorded = taken = 0.0
     for path in sorted(glob.glob(os.path.join(rank_dir, "codelets", "*", "*." + host))):
-        off = offs.get(os.path.basename(path)[:-len(host) - 1])
-        if off:
-            off_cpu_file(off, path)
+        off = offs.get(os.path.basename(path)[:-len(host) - 1], {})
+        r, t = off_cpu_file(off, path)
+        recorded, taken = recorded + r, taken + t
+    print(f"perfmodel_merge: {rank_dir}: {recorded:.1f} us recorded, {taken:.1f} us of it off the CPU taken out")
 
 
 def off_cpu_file(off, path):
+    """-> (the file's recorded us, the us taken out)"""
     lines, sections = parse(path)
     if len(sections) != 1:
         raise SystemExit(f"{path}: {len(sections)} sections (workers of several kinds): --cpu-time calibrates "
                          "one kind of CPU worker")
     entries = sections[0]
+    recorded = sum(float(e[5]) for e in entries.values())
+    taken = 0.0
     for h, (n_off, us, first) in off.items():
         e = entries.get(h)
         if e is None:
@@ -205,7 +209,10 @@ def off_cpu_file(off, path):
                              "time on the CPU")
         mean = left / n
         e[3], e[5], e[6] = f"{mean:e}", f"{left:e}", f"{n * (dev * dev + mean * mean):e}"
-    write(path, lines, sections)
+        taken += s - left
+    if taken:
+        write(path, lines, sections)
+    return recorded, taken
 
 
 def write(out_path, lines, merged):

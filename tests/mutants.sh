@@ -308,6 +308,11 @@ calibrate-polled-cost-unrecorded|src/core/runtime.c|s/    if (polled > 0)/    if
 sim-sched-cost-measured|bench/sim.sh|s/STARPU_SIMGRID_SCHED_COST:-0}/STARPU_SIMGRID_SCHED_COST:-1}/|tests/test_sim.sh|simulated run
 # the calibration records the first step although told to leave it out
 calibrate-first-step-recorded|src/core/tasks.c|s/    m->benchmarking = 0;/    m->benchmarking = m->benchmarking;/|tests/test_calibrate.sh|
+# --cpu-time: the tasks' time off the CPU measured but not taken out of the samples; measured as nothing
+calibrate-cpu-time-not-subtracted|bench/perfmodel_merge.py|s/        e\[3\], e\[5\], e\[6\] = /        _ = /|tests/test_calibrate.sh|
+calibrate-cpu-time-unmeasured|src/core/tasks.c|s/    double off = window > 0 /    double off = 0 \&\& window > 0 /|tests/test_calibrate.sh|
+# bench/sim-platform.sh --cores: the node's shared cores not named to its workers (each keeps a core of its own)
+sim-cores-not-shared|bench/sim-platform.sh|s/      case "\$shared \$h" in "yes "\*-CPU\*)/      case "no \$h" in "yes "*-CPU*)/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1

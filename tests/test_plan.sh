@@ -335,13 +335,14 @@ sim_ready() {
   else return 0; fi
   return 1
 }
-# simulate_top CASE PROGRAM MODEL-FLAGS...: PROGRAM --plan --simulate 1 on 2 ranks; the top row's simulated
-# ms/step a number, not the estimate's
+# simulate_top CASE PROGRAM MODEL-FLAGS...: PROGRAM --plan --simulate 1 on $ranks ranks (2); the top row's
+# simulated ms/step a number, not the estimate's
+ranks=2
 simulate_top() {
   case=$1 prog=$2; shift 2
   want "$case" && sim_ready "$case" "$(basename "$prog")" || return 0
   t0=$(date +%s)
-  "$prog" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 --sim-build "$sim_build" \
+  "$prog" --plan --plan-ranks $ranks --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 --sim-build "$sim_build" \
     "$@" > "$TMPD/sim" 2>&1
   rc=$?
   row=$(grep '^plan: simulated: *1 ' "$TMPD/sim")
@@ -363,6 +364,17 @@ fi
 simulate_top simulate "$GPT_TRAIN" $TINY
 # shellcheck disable=SC2086
 simulate_top "dit simulate" "$DIT" $DTINY
+# 4 ranks on the machine file's 2 cores: the node's workers share them in the simulation, each layout calibrated
+# by its tasks' time on their cores (bench/calibrate.sh --cpu-time), said
+ranks=4
+rm -f "$TMPD/sim"
+# shellcheck disable=SC2086
+simulate_top "simulate shared cores" "$GPT_TRAIN" $TINY
+if [ -s "$TMPD/sim" ] && want "simulate shared cores"; then
+  check "4 ranks on 2 cores: the plan says the workers share them, calibrated with --cpu-time" \
+    grep -q "the node's 4 workers sharing its 2 cores.*--cpu-time: the tasks' time on their cores" "$TMPD/sim"
+fi
+ranks=2
 
 # --verify of one rank of 2 workers: mpirun binds a rank to one core where the ranks are no more than the
 # cores, and both workers ran there; such ranks run unbound, said on the verify line

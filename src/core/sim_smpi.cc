@@ -123,8 +123,8 @@ void sw_sim_execute(double seconds)
     sg_host_t host = sg_host_self();
     const char *cores = sg_host_get_property_value(host, "starweave_cores");
     if (cores && !(host = sg_host_by_name(cores))) {
-        fprintf(stderr, "starweave: the host %s that %s names in its property starweave_cores is not in the platform\n", cores,
-                sg_host_get_name(sg_host_self()));
+        fprintf(stderr, "starweave: the host %s that %s names in its property starweave_cores is not in the platform\n",
+                cores, sg_host_get_name(sg_host_self()));
         abort();
     }
     sg_exec_t exec = sg_actor_exec_init(seconds * sg_host_get_speed(host));

@@ -83,10 +83,11 @@ static void stats_task_done(void *arg)
  * bench/sim.sh), charged on the simulated clock of the worker that ran the
  * task, after it and before its successors are released -- where a real
  * worker spends it -- as computation on the worker's cores (sw_sim_execute),
- * which the platform may share with the node's other workers. While the rank has point-to-point requests outstanding
- * (p2p.h), the figure measured with a StarPU-MPI receive pending
- * (SW_SIM_TASK_POLLED_US): StarPU-MPI's progression thread then polls on
- * the worker's core, and the real tasks pay for it. Fixed figures:
+ * which the platform may share with the node's other workers. While the
+ * rank has point-to-point requests outstanding (p2p.h), the figure
+ * measured with a StarPU-MPI receive pending (SW_SIM_TASK_POLLED_US):
+ * StarPU-MPI's progression thread then polls on the worker's core, and the
+ * real tasks pay for it. Fixed figures:
  * StarPU's own charge of its scheduler's time (STARPU_SIMGRID_SCHED_COST)
  * measures this process's thread while it simulates, and made the
  * simulated step differ from run to run (docs/simulation.md, "The same
@@ -232,10 +233,12 @@ static void offcpu_task_done(void)
     clock_gettime(CLOCK_MONOTONIC, &wall);
     /* the window from the pop to here holds StarPU's handling of the task besides the codelet: the codelet's
      * share of the window's time off the CPU is taken as its share of the window */
+    struct starpu_profiling_task_info *pi = t->profiling_info;
     const double window = elapsed_us(&popped.wall, &wall),
-                 codelet = starpu_timing_timespec_delay_us(&t->profiling_info->start_time, &t->profiling_info->end_time);
-    double off = window > 0 && codelet > 0 ? (window - elapsed_us(&popped.cpu, &cpu)) * (codelet < window ? codelet / window : 1) : 0;
+                 codelet = starpu_timing_timespec_delay_us(&pi->start_time, &pi->end_time);
     const double on = elapsed_us(&popped.cpu, &cpu);
+    double off = window > 0 && codelet > 0 ? (window - on) * (codelet < window ? codelet / window : 1) : 0;
+    if (off < 0) off = 0;
     const struct starpu_perfmodel *m = t->cl->model;
     unsigned h = (unsigned)(((uintptr_t)m >> 4) ^ popped.footprint * 2654435761u) % OFFCPU_SLOTS;
     pthread_mutex_lock(&offcpu.lock);
@@ -247,8 +250,8 @@ static void offcpu_task_done(void)
             s->model = m, s->footprint = popped.footprint, offcpu.used++;
         }
         if (s->model == m && s->footprint == popped.footprint) {
-            if (!s->n++) s->first_us = off > 0 ? off : 0;
-            s->us += off > 0 ? off : 0;
+            if (!s->n++) s->first_us = off;
+            s->us += off;
             break;
         }
     }
