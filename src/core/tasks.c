@@ -186,7 +186,6 @@ static struct {
         double us, first_us;
     } slot[OFFCPU_SLOTS];
     int used;
-    double cpu_us; /* the recorded tasks' CPU time, pop to end */
 } offcpu = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local struct {
@@ -202,11 +201,6 @@ static void offcpu_init(void)
         offcpu.path = v;
         starpu_profiling_status_set(STARPU_PROFILING_ENABLE); /* the codelet's own time, below */
     }
-}
-
-static double elapsed_us(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) * 1e6 + (double)(b->tv_nsec - a->tv_nsec) * 1e-3;
 }
 
 /* the worker pops the task: its footprint (computed now, while its handles live: a temporary is unregistered
@@ -234,15 +228,14 @@ static void offcpu_task_done(void)
     /* the window from the pop to here holds StarPU's handling of the task besides the codelet: the codelet's
      * share of the window's time off the CPU is taken as its share of the window */
     struct starpu_profiling_task_info *pi = t->profiling_info;
-    const double window = elapsed_us(&popped.wall, &wall),
-                 codelet = starpu_timing_timespec_delay_us(&pi->start_time, &pi->end_time);
-    const double on = elapsed_us(&popped.cpu, &cpu);
+    const double window = starpu_timing_timespec_delay_us(&popped.wall, &wall),
+                 codelet = starpu_timing_timespec_delay_us(&pi->start_time, &pi->end_time),
+                 on = starpu_timing_timespec_delay_us(&popped.cpu, &cpu);
     double off = window > 0 && codelet > 0 ? (window - on) * (codelet < window ? codelet / window : 1) : 0;
     if (off < 0) off = 0;
     const struct starpu_perfmodel *m = t->cl->model;
     unsigned h = (unsigned)(((uintptr_t)m >> 4) ^ popped.footprint * 2654435761u) % OFFCPU_SLOTS;
     pthread_mutex_lock(&offcpu.lock);
-    offcpu.cpu_us += on;
     for (int k = 0; k < OFFCPU_SLOTS; k++, h = (h + 1) % OFFCPU_SLOTS) {
         struct offcpu_slot *s = &offcpu.slot[h];
         if (!s->model) {
@@ -276,11 +269,8 @@ void sw_calibration_end(void)
         n += s->n, us += s->us;
     }
     fclose(f);
-    struct timespec pc;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &pc);
-    fprintf(stderr, "starweave: calibration: rank %d: %ld samples spent %.1f ms off the CPU (SW_CALIBRATE_CPU_TIME); "
-                    "their CPU time %.1f ms, the process's %.1f ms\n",
-            sw_rt.rank, n, us * 1e-3, offcpu.cpu_us * 1e-3, (double)pc.tv_sec * 1e3 + (double)pc.tv_nsec * 1e-6);
+    fprintf(stderr, "starweave: calibration: rank %d: %ld samples spent %.1f ms off the CPU (SW_CALIBRATE_CPU_TIME)\n",
+            sw_rt.rank, n, us * 1e-3);
 }
 
 /* One completion callback serves all: its argument is the trace record
