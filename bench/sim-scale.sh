@@ -19,9 +19,9 @@
 #          [--only REGEX] [--steps N] [--out FILE]
 #   --models LIST  gpt2-1.5b llama-7b (default both)
 #   --ranks LIST   world sizes among 8 64 512 (default "8 64")
-#   --layers L     layers simulated (default 16: the full 48 and 32 take
-#                  longer than this machine's time allows; a layout's
-#                  step grows with its layers per stage, said in the output)
+#   --layers L     layers simulated (default 16; "full": each model's own,
+#                  48 and 32, which take the longest; a layout's step grows
+#                  with its layers per stage, said in the output)
 #   --micro K      micro-batches of one sequence per pipeline and step (16)
 #   --only REGEX   the layouts whose names match: LLaMA-7B tp8sp pp8 pp8v2
 #                  dp8z1 dp8z3 (8 ranks) tp8pp8 tp8pp8v2 tp8dp8z1 tp8dp8z3
@@ -78,7 +78,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-posint --layers "$layers"; posint --micro "$micro"; posint --steps "$steps"
+[ "$layers" = full ] || case "$layers" in '' | *[!0-9]* | 0) die2 "--layers: a positive integer or full (got '$layers')" ;; esac
+posint --micro "$micro"; posint --steps "$steps"
 sim_builds "$build" "$sim_build"
 cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
 host=scale
@@ -119,8 +120,8 @@ echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worke
 printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
 for model in $models; do
   case "$model" in
-    gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" ;;
-    llama-7b) shape="--model llama --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --seq 2048" ;;
+    gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" depth=48 budget=16384 ;;
+    llama-7b) shape="--model llama --hidden 4096 --heads 32 --ffn 11008 --vocab 32000 --seq 2048" depth=32 budget=40960 ;;
     *) die2 "unknown model '$model' (gpt2-1.5b, llama-7b)" ;;
   esac
   # bench/plan-scale.sh's 64-rank comparison (issue 44; BENCHMARKS.md, "At
@@ -128,7 +129,8 @@ for model in $models; do
   # sequences per rank, LLaMA-7B 1) and its layouts: the planner's choice
   # and the hand-written ones of Megatron-LM's and torchtitan's
   # documentation (GPT-2 1.5B: the planner's is torchtitan's; Megatron's
-  # do not fit its budget)
+  # do not fit its budget), each simulated rank with plan-scale's budget
+  # as its memory (--memory-budget-mb: refused where the model needs more)
   # At 512 ranks (bench/plan-scale.sh --worlds 512): the global batch is
   # capped by 32 bits (GPT-2 1.5B 512 sequences, LLaMA-7B 64); torchtitan's
   # LLaMA-7B dp 512 is refused there (batch 64 < dp 512), its 2D layout
@@ -153,6 +155,8 @@ planner-tp16spdp32z3:--tp 16 --sp --dp 32 --zero 3 --recompute none --batch 64
 planner-tp16dp32z3:--tp 16 --dp 32 --zero 3 --recompute none --batch 64
 torchtitan-tp8spdp64z3sel:--tp 8 --sp --dp 64 --zero 3 --recompute selective --batch 64" ;;
   esac
+  nl=$layers
+  [ "$nl" != full ] || nl=$depth
   for n in $ranks; do
     rpn=$((n < 8 ? n : 8))
     sh "$top/bench/sim-platform.sh" --nodes $((n / rpn)) --ranks-per-node $rpn --cpus 1 --preset "$preset" \
@@ -191,6 +195,7 @@ $plan512" ;;
     esac
     echo "$list" | while IFS=: read -r name lay; do
       [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
+      case "$name" in planner-* | megatron-* | torchtitan-*) lay="$lay --memory-budget-mb $budget" ;; esac
       trace="--trace $work/t.json"
       [ "$n" -le 64 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
       t0=$(date +%s)
@@ -198,7 +203,7 @@ $plan512" ;;
       # the CPU time of the simulation (both passes), the measure on a
       # shared machine (the wall time grows with the others' load)
       $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
-        examples/gpt_train $shape --layers "$layers" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
+        examples/gpt_train $shape --layers "$nl" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
         --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
       wall=$(($(date +%s) - t0))
       cpu=$(tail -n 1 "$work/cpu.t" 2>/dev/null | awk -F+ 'NF == 2 { printf "%.0f", $1 + $2 }') load=$(cut -d' ' -f1 /proc/loadavg)
@@ -218,7 +223,7 @@ $plan512" ;;
       b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
       printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' "$model" "$n" "$name" "${ms:-?}" \
         "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$layers" >> "$out"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl" >> "$out"
     done
   done
 done

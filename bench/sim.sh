@@ -192,6 +192,14 @@ case "${SW_SIM_SMPI_FACTORS:-1}" in
   smpi) factors= ;;
   *) die2 "SW_SIM_SMPI_FACTORS must be 1 or smpi (got '$SW_SIM_SMPI_FACTORS')" ;;
 esac
+# A refusal (the program's rules, its memory check) MPI_Aborts, which
+# stalls SMPI: the simulation ends with status 0 and SimGrid's list of the
+# actors left waiting. The program's message and exit 2 instead.
+refused() { # LOG
+  msg=$(grep -m 1 '^starweave: error: ' "$1") || return 0
+  echo "$msg" >&2
+  die2 "the simulated program refused (above; every rank exits 2 in a real run)"
+}
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
@@ -237,6 +245,7 @@ if [ "$estimate" = 1 ]; then
       { tail -n 20 "$est/pass1.log" >&2; echo "$me: the first pass (listing the sizes to estimate) failed" >&2; }
     exit 2
   }
+  refused "$est/pass1.log"
   for sym in $(cut -d' ' -f1 "$est/missing" | sort -u); do
     f=$(ls "$est/cal/codelets/"*/"$sym.$host" 2>/dev/null | head -n 1)
     [ -n "$f" ] || die2 "codelet '$sym' has no calibration at all under host '$host' in $calib: nothing to fit a regression on; run bench/calibrate.sh with a layout that runs it"
@@ -251,6 +260,7 @@ set +e
 run_sim "$@" > "$log" 2>&1
 rc=$?
 set -e
+refused "$log"
 t1=$(date +%s.%N)
 # StarPU warns at every task whose history model has fewer than 10
 # samples of its size (it uses them anyway): one line per model instead

@@ -171,7 +171,8 @@ static void parse_args(int argc, char **argv, train_opts *o)
         CLI_BOOL("--memory-plan", &o->memory_plan, "print each rank's memory model (parameter state, saved activations,\n"
                  "logits) and stop, nothing allocated (exit 2 where it does not fit)"),
         CLI_INT("--memory-budget-mb", &o->memory_budget_mb, NULL, I0, I1, "N", "MiB of main RAM each rank may count on: a model that needs more is\n"
-                "refused before any allocation (default: the node's MemAvailable / ranks)"),
+                "refused before any allocation (default: the node's MemAvailable / ranks;\n"
+                "simulated: the simulated rank's main RAM, default no limit)"),
         CLI_BOOL("--counters", &o->counters, "at the end, on every rank: what ran (GEMMs per backend, bf16 GEMMs and\n"
                  "casts, collectives per kind, MPI-run ones) and the exact bytes sent on\n"
                  "each group beside the traffic model"),
@@ -318,10 +319,13 @@ static void print_memory_model(sw_gpt_memory r)
     SW_CHECK(MPI_Gather(mine, 7, MPI_DOUBLE, all, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     for (int k = 0; me == 0 && k < world; k++) {
         const double *f = all + 7 * k;
+        char more[96];
+        if (f[6] > 0) snprintf(more, sizeof more, "this rank may count on %.2f MiB more", f[6] / SW_MIB);
+        else snprintf(more, sizeof more, sw_simulated() ? "simulated: no memory limit without --memory-budget-mb"
+                                                        : "this rank's memory unknown");
         printf("memory: rank %d: the model needs %.2f MiB: parameter state %.2f, saved activations %.2f, logits "
-               "%.2f, other tensors %.2f; beside it the layers' scratch %.2f (this rank may count on %.2f MiB "
-               "more)\n", k, f[0] / SW_MIB, f[1] / SW_MIB, f[2] / SW_MIB, f[3] / SW_MIB, f[4] / SW_MIB,
-               f[5] / SW_MIB, f[6] / SW_MIB);
+               "%.2f, other tensors %.2f; beside it the layers' scratch %.2f (%s)\n", k, f[0] / SW_MIB,
+               f[1] / SW_MIB, f[2] / SW_MIB, f[3] / SW_MIB, f[4] / SW_MIB, f[5] / SW_MIB, more);
     }
     free(all);
 }

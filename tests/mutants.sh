@@ -170,7 +170,7 @@ task-priority-ignored|src/core/tasks.c|s/        task->priority = sw_rt.task_pri
 bus-calibration-unserialised|src/core/runtime.c|s/const int bus_lock = sw_simulated() ? -1 : bus_calibration_turn();/const int bus_lock = 0 ? bus_calibration_turn() : -1;/|tests/test_mesh.sh|
 # workers sharing the core mpirun bound the rank to, unsaid
 workers-share-core-unsaid|src/core/runtime.c|s/conf.ncpus > 0 \&\& conf.ncpus + ngpu > allowed) {/conf.ncpus > 0 \&\& 0) {/|tests/test_mesh.sh|
-cpu-mem-limit-unset|src/core/runtime.c|s/if (!sw_simulated() \&\& !getenv("STARPU_LIMIT_CPU_MEM") \&\& mem_kb >= 1024) {/if (0) {/|tests/test_task|
+cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& (sw_simulated() || mem_kb >= 1024)) {/if (0) {/|tests/test_task|
 # misuse of the API: ids outside the vocabulary
 load-ids-unchecked|graphs/models/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
@@ -315,6 +315,8 @@ calibrate-cpu-time-unmeasured|src/core/tasks.c|s/    double off = window > 0 /  
 sim-cores-not-shared|bench/sim-platform.sh|s/      case "\$shared \$h" in "yes "\*-CPU\*)/      case "no \$h" in "yes "*-CPU*)/|tests/test_sim.sh|simulated run
 sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \[h, str(size), /            _ = [h, str(size), /|tests/test_sim.sh|bad input
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
+sim-memory-this-machine|src/core/runtime.c|s/    if (sw_simulated()) return sw_rt.memory_budget_mb \* SW_MIB;//|tests/test_sim.sh|simulated run
+sim-refusal-called-deadlock|bench/sim.sh|s/^refused "\$log"$/true/|tests/test_sim.sh|bad input
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/models/weights_load.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1

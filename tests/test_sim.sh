@@ -16,8 +16,10 @@
 # request pending: recorded by a 2-rank calibration and charged only while
 # a rank has point-to-point requests outstanding (pp 2's step lengthens,
 # tp 2 + sp's, with none, does not). Two ranks sharing a node's one core
-# (bench/sim-platform.sh --cores) take longer than on a core each. Bad input: a platform with fewer
-# hosts than ranks, a calibration that does not exist, and a shape whose
+# (bench/sim-platform.sh --cores) take longer than on a core each. A
+# simulated rank's memory is its --memory-budget-mb (1 TiB here), no limit
+# without one. Bad input: a platform with fewer hosts than ranks, a model
+# larger than its budget, a calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
 # Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
@@ -116,8 +118,13 @@ if want "simulated run"; then
   # wall time has 0.1 s steps: the two agree within that only by chance
   check "the simulated time is not the wall time (3 steps: ${total:-?} simulated ms, ${wall:-?} s of wall time)" \
     awk -v s="${total:-0}" -v w="${wall:-0}" 'BEGIN { d = s - 1000 * w; if (d < 0) d = -d; exit !(s > 0 && d > 100) }'
-  n=$(grep -c '^memory: rank [01]: the model needs' "$TMPD/fast")
-  check "the memory model of each simulated rank printed ($n of 2)" [ "$n" = 2 ]
+  n=$(grep -c '^memory: rank [01]: the model needs.*(simulated: no memory limit without --memory-budget-mb)$' "$TMPD/fast")
+  check "the memory model of each simulated rank printed, no limit without a budget ($n of 2)" [ "$n" = 2 ]
+  # a simulated rank's memory is the budget, not this machine's: 1 TiB, more than this machine has
+  sim budget "$TMPD/eth" examples/gpt_train $layout $shape --steps 1 --memory-budget-mb 1048576
+  n=$(grep -c '^memory: rank [01]: the model needs.*(this rank may count on 1048576.00 MiB more)$' "$TMPD/budget")
+  [ "$n" = 2 ] || cat "$TMPD/budget"
+  check "a simulated rank's memory is its budget, 1 TiB on this machine of $(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 20)) MiB ($n of 2 ranks)" [ "$n" = 2 ]
   n=$(grep -c 'loss (not computed)' "$TMPD/fast")
   check "no loss printed as computed ($n step line(s) say 'not computed')" [ "$n" = 3 ]
   # step_on NAME: the run of the first case on platform $TMPD/NAME (its output in $TMPD/NAME.out, shown if it
@@ -250,6 +257,15 @@ if want "bad input"; then
   n=$(grep -c "no calibration for host 'no-such-host'" "$TMPD/nocal")
   [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/nocal"
   check "a calibration that does not exist: exit $rc (expected 2), named ($n)" [ "$rc" = 2 -a "$n" = 1 ]
+  # a model larger than its budget: the program's refusal (its MPI_Abort
+  # stalls SMPI, which ends with status 0 and a list of waiting actors)
+  sim small "$TMPD/eth" examples/gpt_train $layout $shape --steps 1 --memory-budget-mb 1
+  rc=$?
+  n=$(grep -c '^starweave: error: the model needs at least .* more than the 1.0 MiB of the memory budget per rank' "$TMPD/small")
+  dl=$(grep -c 'deadlocked' "$TMPD/small")
+  [ "$rc" = 2 ] && [ "$n" = 1 ] && [ "$dl" = 0 ] || cat "$TMPD/small"
+  check "a simulated model larger than its budget (--memory-budget-mb 1): exit $rc (expected 2), the rule printed $n time(s), called a deadlock $dl time(s)" \
+    [ "$rc" = 2 -a "$n" = 1 -a "$dl" = 0 ]
   # another shape: its sizes were never run here
   sim nosize "$TMPD/eth" examples/gpt_train $layout $(echo "$shape" | sed 's/--hidden 64/--hidden 128/') --steps 1
   rc=$?

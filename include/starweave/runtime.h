@@ -39,7 +39,8 @@ typedef struct sw_options {
     int gemm;            /**< sw_gemm_backend (ops.h); SW_GEMM_AUTO: $SW_GEMM if set, else the CPU's best */
     int memory_budget_mb; /**< > 0: MiB of main RAM this rank may count on (sw_memory_available_per_rank
                             returns at most this), so a model that would not fit it is refused before
-                            any allocation; nothing is evicted to keep to it. 0: the node's share */
+                            any allocation; nothing is evicted to keep to it. 0: the node's share.
+                            Simulated: the simulated rank's main RAM (0: no limit) */
 } sw_options;
 
 /** Microseconds an idle worker sleeps between looks for work when ranks
@@ -216,7 +217,10 @@ void sw_counter_add(sw_counter c, int64_t n);
  * among the ranks on the node (Open MPI's local size), or less if StarPU
  * (which counts the home buffers, but under an offload budget) sees less,
  * or the memory budget (sw_options.memory_budget_mb) if less; 0 when
- * unknown. */
+ * unknown. Simulated (sw_simulated), the memory budget alone, 0 without
+ * one: this machine's memory is not the simulated node's, and the
+ * simulated rank's main RAM is the budget (StarPU's limit too) or has no
+ * limit. */
 double sw_memory_available_per_rank(void);
 
 /* ---- submitting your own codelets ---- */

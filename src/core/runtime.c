@@ -37,6 +37,8 @@ void sw_gemm_hooks_register(const sw_gemm_hooks *h) { gemm_hooks = h; }
 /* what the offload disk node may hold (an accounting limit: the unistd
  * backend creates files as buffers are evicted) */
 #define SW_OFFLOAD_DISK_BYTES ((starpu_ssize_t)64 << 30)
+/* a simulated rank without a memory budget: StarPU's main-RAM limit (MiB), 1 PiB */
+#define SW_SIM_UNLIMITED_MB (1L << 30)
 
 void sw_options_default(sw_options *opt)
 {
@@ -390,10 +392,15 @@ int sw_init(int *argc, char ***argv, const sw_options *user)
     double mem_kb = meminfo_kb("/proc/meminfo", "MemTotal") / local_size,
            numa_kb = meminfo_kb("/sys/devices/system/node/node0/meminfo", "MemTotal");
     if (numa_kb > 0 && numa_kb < mem_kb) mem_kb = numa_kb;
-    /* simulated: this machine's memory is not the simulated node's */
-    if (!sw_simulated() && !getenv("STARPU_LIMIT_CPU_MEM") && mem_kb >= 1024) {
+    /* simulated: this machine's memory is not the simulated node's. The
+     * simulated rank has the memory budget where one is given, else no
+     * limit (StarPU would count the folded buffers against the memory of
+     * the host the calibration ran on, hwloc's, and refuse a model larger) */
+    if (!getenv("STARPU_LIMIT_CPU_MEM") && (sw_simulated() || mem_kb >= 1024)) {
         char mb[32];
-        snprintf(mb, sizeof mb, "%ld", (long)(mem_kb / 1024.0));
+        snprintf(mb, sizeof mb, "%ld", !sw_simulated() ? (long)(mem_kb / 1024.0)
+                                       : opt.memory_budget_mb > 0 ? (long)opt.memory_budget_mb
+                                                                  : SW_SIM_UNLIMITED_MB);
         setenv("STARPU_LIMIT_CPU_MEM", mb, 1);
     }
     const int bus_lock = sw_simulated() ? -1 : bus_calibration_turn();
@@ -605,6 +612,9 @@ int sw_world_min(int v)
 
 double sw_memory_available_per_rank(void)
 {
+    /* simulated: the simulated rank's memory is the budget's, this
+     * machine's is not it (the buffers are folded) */
+    if (sw_simulated()) return sw_rt.memory_budget_mb * SW_MIB;
     int local = sw_env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
     double bytes = meminfo_kb("/proc/meminfo", "MemAvailable") * 1024.0 / (local > 0 ? local : 1);
     /* StarPU counts this rank's home buffers against its own view of the
