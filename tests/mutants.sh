@@ -170,7 +170,7 @@ task-priority-ignored|src/core/tasks.c|s/        task->priority = sw_rt.task_pri
 bus-calibration-unserialised|src/core/runtime.c|s/const int bus_lock = sw_simulated() ? -1 : bus_calibration_turn();/const int bus_lock = 0 ? bus_calibration_turn() : -1;/|tests/test_mesh.sh|
 # workers sharing the core mpirun bound the rank to, unsaid
 workers-share-core-unsaid|src/core/runtime.c|s/conf.ncpus > 0 \&\& conf.ncpus + ngpu > allowed) {/conf.ncpus > 0 \&\& 0) {/|tests/test_mesh.sh|
-cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& (sw_simulated() || mem_kb >= 1024)) {/if (0) {/|tests/test_task|
+cpu-mem-limit-unset|src/core/runtime.c|s/if (!getenv("STARPU_LIMIT_CPU_MEM") \&\& (sw_simulated() .. mem_kb >= 1024)) {/if (0) {/|tests/test_task|
 # misuse of the API: ids outside the vocabulary
 load-ids-unchecked|graphs/models/gpt.c|s/for (int64_t i = 0; i < (int64_t)c->seq \* c->batch; i++)/for (int64_t i = 0; i < 0; i++)/|tests/test_misuse.sh|
 # misuse of the layers: a check removed, the segfault or the allgather's own message is back
@@ -290,7 +290,9 @@ zero-pool-release-unfenced|graphs/train/zero.c|s/    pool_fence(p, u, s, STARPU_
 # weight files (weights.h): Conv1D, the prefix, the stacking, GQA rows, TP slices, ZeRO-3 rows, replicas, dtypes, checks
 # the simulation's scripts (docs/simulation.md): tests/test_sim.sh skips
 # without a simulation build, so these need SW_SIM_BUILD=<one> in the
-# environment (it simulates with that build and the scratch tree's scripts)
+# environment (the scratch tree gets a simulation build configured as that
+# one, rebuilt with each mutant; it simulates with it and the scratch
+# tree's scripts)
 sim-too-few-hosts-accepted|bench/sim.sh|s/^\[ "\$hosts" -ge "\$np" \]/[ 1 ]/|tests/test_sim.sh|bad input
 sim-inter-node-links-dropped|bench/sim-platform.sh|s/if (na != nb) printf/if (0) printf/|tests/test_sim.sh|simulated run
 # a cluster preset's links half duplex (each direction's messages sharing the bandwidth)
@@ -298,13 +300,14 @@ sim-eth25-half-duplex|bench/sim-platform.sh|s/inter_lat=20 duplex=full/inter_lat
 # SMPI's default network factors left on (each collective's message paid up to 11.6 x the platform's latency)
 sim-smpi-default-factors|bench/sim.sh|s/^  1) factors="--cfg=smpi\/bw-factor:0:1 --cfg=smpi\/lat-factor:0:1" ;;/  1) factors= ;;/|tests/test_sim.sh|simulated run
 # the cost per task: not recorded by the calibration's real run; StarPU's measured scheduler time charged
-# instead (the step differs run to run). (Its charge in the simulation build, src/core/tasks.c, is not
-# rebuilt here: checked by hand, docs/simulation.md "The same step every time".)
+# instead (the step differs run to run); recorded but not charged by the simulation build
 calibrate-task-cost-unrecorded|src/core/runtime.c|s/    if (!path [^ ]* !\*path) return;/    if (path) return;/|tests/test_sim.sh|simulated run
-# the cost per task with a StarPU-MPI receive pending not recorded by a 2-rank calibration (its charge in
-# the simulation build, src/core/tasks.c -- never, or on every task -- checked by hand: test_sim.sh's pp 2
-# and tp 2 + sp cases fail, 2026-11-30)
+sim-task-cost-uncharged|src/core/tasks.c|s/    if (s > 0) sw_sim_execute(s);/    (void)s;/|tests/test_sim.sh|simulated run
+# the cost per task with a StarPU-MPI receive pending not recorded by a 2-rank calibration; charged by the
+# simulation build on every task, or never
 calibrate-polled-cost-unrecorded|src/core/runtime.c|s/    if (polled > 0)/    if (0)/|tests/test_sim.sh|pipeline and Ulysses
+sim-polled-cost-always|src/core/tasks.c|s/__ATOMIC_RELAXED) > 0 ? sim_task_polled_s/__ATOMIC_RELAXED) >= 0 ? sim_task_polled_s/|tests/test_sim.sh|simulated run
+sim-polled-cost-never|src/core/tasks.c|s/__ATOMIC_RELAXED) > 0 ? sim_task_polled_s/__ATOMIC_RELAXED) < 0 ? sim_task_polled_s/|tests/test_sim.sh|pipeline and Ulysses
 sim-sched-cost-measured|bench/sim.sh|s/STARPU_SIMGRID_SCHED_COST:-0}/STARPU_SIMGRID_SCHED_COST:-1}/|tests/test_sim.sh|simulated run
 # the calibration records the first step although told to leave it out
 calibrate-first-step-recorded|src/core/tasks.c|s/    m->benchmarking = 0;/    m->benchmarking = m->benchmarking;/|tests/test_calibrate.sh|
@@ -317,6 +320,7 @@ sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
 sim-memory-this-machine|src/core/runtime.c|s/    if (sw_simulated()) return sw_rt.memory_budget_mb \* SW_MIB;//|tests/test_sim.sh|simulated run
 sim-refusal-called-deadlock|bench/sim.sh|s/^refused "\$log"$/true/|tests/test_sim.sh|bad input
+sim-starpu-limit-this-machine|src/core/runtime.c|s/: SW_SIM_UNLIMITED_MB);/: (long)(mem_kb \/ 1024.0));/|tests/test_sim.sh|larger than this machine
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/models/weights_load.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-llmc-layers-unstacked|graphs/models/weights.c|s/add_tensor(f, name, dt, lr\[k\] == 1 ? 1 : 2, s2, at + (uint64_t)(l \* lr\[k\] \* lc\[k\]) \* es);/add_tensor(f, name, dt, lr[k] == 1 ? 1 : 2, s2, at);/|tests/test_weights.sh|^loss gpt2 llm.c, np=1
@@ -497,6 +501,21 @@ cd "$scratch/src" && { [ -x configure ] || autoreconf -fi > "$scratch/autoreconf
 cd "$scratch/build" || exit 1
 [ -f Makefile ] || ../src/configure > configure.log 2>&1 || { echo "mutants.sh: configure failed ($PWD/configure.log)" >&2; exit 1; }
 make -j"$jobs" > make.log 2>&1 || { echo "mutants.sh: the unmutated tree does not build ($PWD/make.log)" >&2; exit 1; }
+# With SW_SIM_BUILD, a simulation build of the scratch tree beside it,
+# configured as SW_SIM_BUILD was and rebuilt with each mutant, so that a
+# break of the library reaches the simulated runs too (the tests simulate
+# with it)
+sim_make() { :; }
+if [ -n "${SW_SIM_BUILD:-}" ]; then
+  sim_args=$(cd "$SW_SIM_BUILD" && ./config.status --config) ||
+    { echo "mutants.sh: SW_SIM_BUILD=$SW_SIM_BUILD is not a configured build" >&2; exit 1; }
+  mkdir -p "$scratch/build-sim"
+  sim_make() { make -C "$scratch/build-sim" -j"$jobs" > "$1" 2>&1 < /dev/null; }
+  (cd "$scratch/build-sim" && { [ -f Makefile ] || eval "../src/configure $sim_args" > configure.log 2>&1; }) &&
+    sim_make "$scratch/build-sim/make.log" ||
+    { echo "mutants.sh: the scratch tree's simulation build failed ($scratch/build-sim)" >&2; exit 1; }
+  export SW_SIM_BUILD="$scratch/build-sim"
+fi
 
 runtest() { # runtest TEST ONLY LOG -> the test's status
   SW_TEST_ONLY=$2 make -j"$jobs" check TESTS="$1" > "$3" 2>&1 < /dev/null
@@ -526,7 +545,7 @@ while IFS='|' read -r name file script test only; do
   sed -i -e "$script" "../src/$file"
   if cmp -s "../src/$file" "$scratch/orig"; then
     echo "STALE    $name: '$script' changed nothing in $file"; other=$((other + 1))
-  elif ! make -j"$jobs" > "$scratch/$name.make.log" 2>&1 < /dev/null; then
+  elif ! make -j"$jobs" > "$scratch/$name.make.log" 2>&1 < /dev/null || ! sim_make "$scratch/$name.make-sim.log"; then
     echo "NOBUILD  $name: $file does not compile with '$script' ($scratch/$name.make.log)"; other=$((other + 1))
   elif runtest "$test" "$only" "$scratch/$name.log"; then
     echo "SURVIVED $name: $test${only:+ [$only]} passed with '$script' in $file"; survived=$((survived + 1))
@@ -537,6 +556,6 @@ while IFS='|' read -r name file script test only; do
   cp "$scratch/orig" "../src/$file"
   touch "../src/$file" # newer than the mutant's objects: rebuilt unmutated
 done < "$list_file"
-make -j"$jobs" > make.log 2>&1 && rm -f "$scratch/dirty"
+make -j"$jobs" > make.log 2>&1 && sim_make "$scratch/build-sim/make.log" && rm -f "$scratch/dirty"
 echo "mutants: $caught caught, $survived survived, $other stale or not building ($(( $(date +%s) - t0 )) s)"
 [ $survived = 0 ] && [ $other = 0 ]

@@ -18,8 +18,9 @@
 # tp 2 + sp's, with none, does not). Two ranks sharing a node's one core
 # (bench/sim-platform.sh --cores) take longer than on a core each. A
 # simulated rank's memory is its --memory-budget-mb (1 TiB here), no limit
-# without one. Bad input: a platform with fewer hosts than ranks, a model
-# larger than its budget, a calibration that does not exist, and a shape whose
+# without one: a model larger than this machine simulates. Bad input: a
+# platform with fewer hosts than ranks, a model larger than its budget, a
+# calibration that does not exist, and a shape whose
 # sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
 # Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
@@ -287,6 +288,22 @@ if want "bad input"; then
   [ "$rc" = 0 ] && [ "$n" -gt 0 ] && [ -n "$ms" ] && [ "$said" = 1 ] && [ $tr = written ] || cat "$TMPD/est"
   check "--estimate at --hidden 128: exit $rc, $n size(s) estimated and labelled ($said), ${ms:-no} simulated ms/step, trace $tr" \
     [ "$rc" = 0 -a "$n" -gt 0 -a -n "$ms" -a "$said" = 1 -a $tr = written ]
+fi
+# A model larger than this machine: its buffers are folded, and StarPU's
+# main-RAM limit is the simulated rank's, not this machine's (hwloc's: it
+# refused the 70 GiB of a LLaMA-7B rank, "cannot allocate"). 2 ranks of
+# some 35 GiB each, on --estimate's sizes, the collectives MPI's as at
+# the calibration's small sizes.
+if want "larger than this machine"; then
+  big=$(echo "$shape" | sed 's/--hidden 64/--hidden 1024/; s/--batch 2/--batch 12288/')
+  have=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 20))
+  sim large "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
+  rc=$?
+  ms=$(sim_ms "$TMPD/large")
+  need=$(sed -n 's/^memory: rank [01]: the model needs \([0-9]*\)\..*/\1/p' "$TMPD/large" | awk '{ s += $1 } END { print s + 0 }')
+  [ "$rc" = 0 ] && [ -n "$ms" ] || cat "$TMPD/large"
+  check "a model of $need MiB over its 2 ranks simulated on this machine of $have MiB: exit $rc, ${ms:-no} simulated ms/step" \
+    [ "$rc" = 0 -a -n "$ms" -a "$need" -gt "$have" ]
 fi
 # The models written beside the library's (custom_model from the public
 # headers alone, and an encoder) simulate as they are: calibrated by a real
