@@ -240,12 +240,14 @@ if [ "$estimate" = 1 ]; then
     STARPU_PERF_MODEL_DIR="$est/pass1" SW_SIM_MISSING="$est/missing" SW_SIM_SUBSTITUTE="$est/substitute" \
       run_sim "$@" $list_args
   }
-  pass1 "$@" > "$est/pass1.log" 2>&1 || {
+  rc=0
+  pass1 "$@" > "$est/pass1.log" 2>&1 || rc=$?
+  refused "$est/pass1.log"
+  [ "$rc" = 0 ] || {
     grep '^starweave: simulation:' "$est/pass1.log" >&2 ||
       { tail -n 20 "$est/pass1.log" >&2; echo "$me: the first pass (listing the sizes to estimate) failed" >&2; }
     exit 2
   }
-  refused "$est/pass1.log"
   for sym in $(cut -d' ' -f1 "$est/missing" | sort -u); do
     f=$(ls "$est/cal/codelets/"*/"$sym.$host" 2>/dev/null | head -n 1)
     [ -n "$f" ] || die2 "codelet '$sym' has no calibration at all under host '$host' in $calib: nothing to fit a regression on; run bench/calibrate.sh with a layout that runs it"
