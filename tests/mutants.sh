@@ -79,13 +79,6 @@ plan-ce-tp-ignored|graphs/models/plan.c|s/Tm \* ((double)c->vocab_padded \/ c->t
 plan-attn-at-gemm-rate|graphs/models/plan.c|s/    double rate = (arate > 0 ? arate :/    double rate = (0 ? arate :/|tests/test_plan.sh|other kernels
 # the gradient buckets' passes counted once a step, not once per micro-batch and once more for the sums
 plan-buckets-once|graphs/models/plan.c|s/    return (K + (zero == 0 \&\& group > 1)) \* bytes \/ 4.0/    return bytes \/ 4.0/|tests/test_plan.sh|gradient buckets
-# the data-parallel collectives' polling (dp_polled_ms): left out, a whole core's, charged under Ring too,
-# charged with the collectives beside the workers, left out of the DiT
-plan-dp-polling-left-out|graphs/models/plan.c|s/    comm += dp_polled_ms(w, mc, workers, c->pp > 1/    comm += 0 * dp_polled_ms(w, mc, workers, c->pp > 1/|tests/test_plan.sh|dp polling
-plan-dp-polling-whole-core|graphs/models/plan.c|s/return mc->p2p_spin \/ (1 + mc->p2p_spin) \* dp_ms;/return mc->p2p_spin * dp_ms;/|tests/test_plan.sh|dp polling
-plan-dp-polling-under-ring|graphs/models/plan.c|s/    if (spin /    if (0 * spin /|tests/test_plan.sh|dp polling
-plan-dp-polling-beside-workers|graphs/models/plan.c|s/ mc->coll_offload / 0 * mc->coll_offload /|tests/test_plan.sh|dp polling
-plan-dit-dp-polling-left-out|graphs/models/plan.c|s/    comm += dp_polled_ms(w, mc, workers, pp > 1/    comm += 0 * dp_polled_ms(w, mc, workers, pp > 1/|tests/test_plan.sh|dp polling
 # the buckets' bytes taken for every layout's gradients (ZeRO-1's one micro-batch has none)
 plan-buckets-everywhere|graphs/train/params.c|s/    if (p->c.grad_accum == 1 \&\& (p->gn == 1 [^ ]* p->c.zero)) return 0;/    if (0) return 0;/|tests/test_plan.sh|gradient buckets
 # the DiT's gradient buckets' passes left out

@@ -551,8 +551,7 @@ void sw_plan_machine_print(const sw_plan_machine *m, FILE *f, const char *prefix
     else fprintf(f, "%sGEMM rate independent of the rows per tile (gemm_half_rows not given)\n", prefix);
     term(f, prefix, m->adam_ns, "optimizer", "ns per parameter", m->adam_src, "optimizer's pass left out (adam_ns not given)");
     if (m->p2p_spin > 0)
-        fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts and StarPU-MPI's "
-                   "data-parallel collectives: %s\n", prefix, m->p2p_spin,
+        fprintf(f, "%sprogression thread polling %.3g core(s) under point-to-point layouts: %s\n", prefix, m->p2p_spin,
                 m->spin_src);
     else fprintf(f, "%sprogression threads' polling left out (p2p_spin not given)\n", prefix);
     if (m->gemm_shared > 0 && m->gemm_shared < 1)
@@ -713,21 +712,6 @@ static double bucket_ms(const sw_plan_machine *mc, double K, int zero, int group
     return (K + (zero == 0 && group > 1)) * bytes / 4.0 * mc->copy_ns / 1e6 / workers;
 }
 
-/* The data-parallel collectives' polling (ms): where they are StarPU-MPI's requests (coll_offload 0) and a
- * node's threads outnumber its cores, each rank's progression thread polls (p2p_spin cores) while they are in
- * flight (dp_ms, their time at the link's figures) and the kernel shares the core between it and the worker:
- * the worker keeps 1 / (1 + p2p_spin) of its rate, and the compute beside them loses p2p_spin / (1 + p2p_spin)
- * of that time.
- * Layouts whose receives stay posted all the step (spin: pipeline, Ring) pay the polling through the node's
- * cores (cores_bound) instead. (W124 on 2 ranks, 2026-11-30: Ulysses 2 ZeRO-1's GEMMs ran at 91.7 GFLOP/s
- * against tp 2's 158.5 while the gradients' reduce-scatter ran; docs/planner.md) */
-static double dp_polled_ms(const sw_plan_world *w, const sw_plan_machine *mc, double workers, int spin, double dp_ms)
-{
-    if (spin || mc->coll_offload || mc->p2p_spin <= 0 || w->ranks_per_node * (workers + mc->p2p_spin) <= mc->cores)
-        return 0;
-    return mc->p2p_spin / (1 + mc->p2p_spin) * dp_ms;
-}
-
 /* one stage's time (ms) at world rank `rank`: its parts into e */
 static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_plan_machine *mc, int rank,
                        sw_gpt_memory mem, sw_traffic t, sw_plan_entry *e)
@@ -777,7 +761,7 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
     /* tasks: per block and micro-batch about 40 kinds of op forward and backward, each on `tiles` tiles */
     double tasks = K * (layers_here * 40.0 * c->tiles + (last ? 10.0 * c->tiles : 0)) + 4.0 * mem.state / 4e6;
     double overhead = tasks * mc->task_us / 1e3 / (workers < 1 ? 1 : workers);
-    double comm = 0, traffic = 0, dp_ms = 0;
+    double comm = 0, traffic = 0;
     for (int g = 0; g < SW_GROUP_COUNT; g++) {
         double bytes = t.forward[g] + t.backward[g];
         if (bytes <= 0) continue;
@@ -789,10 +773,9 @@ static double stage_ms(const sw_gpt_config *c, const sw_plan_world *w, const sw_
          * buckets under the last micro-batch's backward; ZeRO-3's gathers ahead of the block computing;
          * tensor-parallel, Ulysses and pipeline messages sit on the critical path */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) dp_ms += ms, ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
+        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
         comm += ms;
     }
-    comm += dp_polled_ms(w, mc, workers, c->pp > 1 || c->ring > 1, dp_ms);
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
     return compute + comm + overhead;
 }
@@ -1041,7 +1024,7 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
     /* tasks: per block and micro-batch about 80 kinds of op (four branches) forward and backward, on 2 tiles */
     double tasks = K * (layers_here * 80.0 * 2 + (last ? 20.0 : 0)) + 4.0 * state / 16e6;
     double overhead = tasks * mc->task_us / 1e3 / workers;
-    double comm = 0, traffic = 0, dp_ms = 0;
+    double comm = 0, traffic = 0;
     for (int g = 0; g < SW_GROUP_COUNT; g++) {
         double bytes = t.forward[g] + t.backward[g];
         if (bytes <= 0) continue;
@@ -1051,10 +1034,9 @@ static double dit_stage_ms(const sw_plan_dit_entry *e0, const sw_plan_world *w, 
         double ms = bytes / (gbs * 1e9) * 1e3 + dit_messages(c, pp, g, layers_here, state / 4.0) * us / 1e3;
         /* what overlaps, as for the GPT: Ring under the attention, the data-parallel group's (dp_exposed) */
         if (g == SW_GROUP_RING) ms = fmax(0, ms - attn_ms);
-        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) dp_ms += ms, ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
+        else if (g == SW_GROUP_DP || g == SW_GROUP_SP_DP) ms = dp_exposed(mc, ms, c->zero, K, compute, workers);
         comm += ms;
     }
-    comm += dp_polled_ms(w, mc, workers, pp > 1 || t.forward[SW_GROUP_RING] + t.backward[SW_GROUP_RING] > 0, dp_ms);
     e->compute_ms = compute, e->comm_ms = comm, e->overhead_ms = overhead, e->traffic = fmax(e->traffic, traffic);
     return compute + comm + overhead;
 }

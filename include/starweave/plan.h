@@ -39,11 +39,8 @@ typedef struct sw_plan_machine {
     double gemm_half_rows;  /**< a GEMM of this many rows (M) runs at half gemm_gflops: rate(M) = gemm_gflops M /
                                  (M + gemm_half_rows), M the rows of a tile (0: no dependence on M) */
     double adam_ns;         /**< ns per parameter of one worker's optimizer update, a memory-bound pass (0: left out) */
-    double p2p_spin;        /**< cores a rank's StarPU-MPI progression thread takes while a point-to-point request
-                                 is pending: it polls without sleeping -- all the step under pipeline and Ring
-                                 layouts (the node's cores bound), while the data-parallel collectives run where
-                                 they are StarPU-MPI's (coll_offload 0): the worker keeps 1 / (1 + p2p_spin) of its
-                                 core then, where the node's threads outnumber its cores (0: left out) */
+    double p2p_spin;        /**< cores a rank's StarPU-MPI progression thread takes while a point-to-point receive
+                                 is posted (pipeline, Ring): it polls without sleeping (0: left out) */
     double elem_ns;         /**< ns per element of one worker's memory-bound pass over a [rows, hidden] activation
                                  (an RMSNorm forward): the blocks' norms and residual adds (0: left out) */
     double coll_offload;    /**< 1: the data-parallel collectives progress beside the workers (MPI's own algorithms,
