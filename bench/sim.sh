@@ -200,6 +200,17 @@ refused() { # LOG
   echo "$msg" >&2
   die2 "the simulated program refused (above; every rank exits 2 in a real run)"
 }
+# SMPI maps each block of every folded allocation (and each actor's stack)
+# as a mapping of its own: a big run passes the kernel's default
+# vm.max_map_count (65530), SimGrid aborts with a hint among its own
+# options. The rule and the value, and the machine setting that lifts it.
+out_of_maps() { # LOG
+  grep -q -e 'Could not map folded virtual memory' -e 'max_map_count' "$1" || return 0
+  grep -m 1 -e 'Could not map folded virtual memory' -e 'max_map_count' "$1" | cut -c1-200 >&2
+  maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 65530)
+  more=$((maps * 4 > 1048576 ? maps * 4 : 1048576))
+  die2 "the simulation ran out of memory mappings: vm.max_map_count is $maps, and SMPI maps every ${SW_SIM_FOLD_BLOCK:-67108864}-byte block of each rank's folded memory on its own; raise it (as root: sysctl -w vm.max_map_count=$more; it resets at reboot) or simulate fewer layers or ranks"
+}
 run_sim() { # OUT: the simulation, its output in OUT
   ${preload:+env LD_PRELOAD="$preload"} "$smpirun" -platform "$platform.xml" -hostfile "$platform.hosts" -np "$np" "$prog" "$@" \
     --cfg=smpi/privatization:yes --cfg=smpi/simulate-computation:no --cfg=contexts/stack-size:"$stack" \
@@ -243,6 +254,7 @@ if [ "$estimate" = 1 ]; then
   rc=0
   pass1 "$@" > "$est/pass1.log" 2>&1 || rc=$?
   refused "$est/pass1.log"
+  out_of_maps "$est/pass1.log"
   [ "$rc" = 0 ] || {
     grep '^starweave: simulation:' "$est/pass1.log" >&2 ||
       { tail -n 20 "$est/pass1.log" >&2; echo "$me: the first pass (listing the sizes to estimate) failed" >&2; }
@@ -263,6 +275,7 @@ run_sim "$@" > "$log" 2>&1
 rc=$?
 set -e
 refused "$log"
+out_of_maps "$log"
 t1=$(date +%s.%N)
 # StarPU warns at every task whose history model has fewer than 10
 # samples of its size (it uses them anyway): one line per model instead

@@ -320,6 +320,7 @@ sim-estimate-not-written|bench/perfmodel_merge.py|s/            entries\[h\] = \
 sim-estimate-pass1-trace-path-kept|bench/sim.sh|s/{ shift; n=\$((n - 1)); } ;;/true ;;/|tests/test_sim.sh|bad input
 sim-memory-this-machine|src/core/runtime.c|s/    if (sw_simulated()) return sw_rt.memory_budget_mb \* SW_MIB;//|tests/test_sim.sh|simulated run
 sim-refusal-called-deadlock|bench/sim.sh|s/^refused "\$log"$/true/|tests/test_sim.sh|bad input
+sim-out-of-maps-unsaid|bench/sim.sh|s/^  out_of_maps "\$est\/pass1.log"$/  true/|tests/test_sim.sh|larger than this machine
 sim-starpu-limit-this-machine|src/core/runtime.c|s/: SW_SIM_UNLIMITED_MB);/: (long)(mem_kb \/ 1024.0));/|tests/test_sim.sh|larger than this machine
 weights-conv1d-untransposed|graphs/models/weights_load.c|s/        if (!p->transpose) memcpy(dst, v,/        if (1) memcpy(dst, v,/|tests/test_weights.sh|^loss gpt2 safetensors, np=1
 weights-transformer-prefix-refused|graphs/models/weights_load.c|s/if (gpt2 \&\& f->format == SW_WEIGHTS_SAFETENSORS)/if (0)/|tests/test_weights.sh|^loss gpt2 safetensors, np=1

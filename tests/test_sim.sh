@@ -20,8 +20,8 @@
 # simulated rank's memory is its --memory-budget-mb (1 TiB here), no limit
 # without one: a model larger than this machine simulates. Bad input: a
 # platform with fewer hosts than ranks, a model larger than its budget, a
-# calibration that does not exist, and a shape whose
-# sizes were never calibrated are refused with exit 2 and what to do; the
+# calibration that does not exist, a run past vm.max_map_count, and a shape
+# whose sizes were never calibrated are refused with exit 2 and what to do; the
 # same shape with --estimate runs on regression estimates, labelled.
 # Needs a simulation build (configure --with-starpu=<autotools/build-starpu.sh
 # --simgrid's prefix>): this build if it is one, else $SW_SIM_BUILD, else
@@ -307,6 +307,15 @@ if want "larger than this machine"; then
   [ "$rc" = 0 ] && [ -n "$ms" ] || cat "$TMPD/large"
   check "a model of $need MiB over its 2 ranks simulated on this machine of $have MiB: exit $rc, ${ms:-no} simulated ms/step" \
     [ "$rc" = 0 -a -n "$ms" -a "$need" -gt "$have" ]
+  # the same folded in blocks of one page: some 9 million mappings a rank,
+  # past any vm.max_map_count (SimGrid aborts): the rule, the value and the
+  # setting to raise, exit 2
+  SW_SIM_FOLD_BLOCK=4096 sim maps "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
+  rc=$?
+  n=$(grep -c "^sim: error: the simulation ran out of memory mappings: vm.max_map_count is $(cat /proc/sys/vm/max_map_count).*sysctl -w vm.max_map_count=" "$TMPD/maps")
+  [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/maps"
+  check "the same folded in 4 KiB blocks, past vm.max_map_count: exit $rc (expected 2), the rule and the setting printed $n time(s)" \
+    [ "$rc" = 2 -a "$n" = 1 ]
 fi
 # The models written beside the library's (custom_model from the public
 # headers alone, and an encoder) simulate as they are: calibrated by a real
