@@ -133,9 +133,16 @@ options="rev=$build_rev starpu=$version fxt=yes mpi=openmpi cuda=${cuda_ver:-no}
 # the simulation's patch (a node's cores shared by its ranks' workers),
 # named in the options by its checksum: a changed patch rebuilds the prefix
 sim_patch="$(cd "$(dirname "$0")" && pwd)/starpu-simgrid-cores.patch"
+# The simulation's memory nodes: main RAM only (no CUDA in this build).
+# StarPU sizes every data handle by its maximum: per memory node a replica
+# holding a request slot per memory node, so a handle grows with its
+# square. SimGrid builds default to 32 (room for simulated GPUs): some 10
+# KiB a handle, half the host memory a big simulation holds
+# (docs/simulation.md, "What holds the simulation's memory"); 4 leaves room.
+sim_maxnodes=4
 if [ "$simgrid" = yes ]; then
   [ -f "$sim_patch" ] || die "$sim_patch is missing"
-  options="rev=$build_rev starpu=$version simgrid=yes mpi=smpi static patch=$(cksum < "$sim_patch" | cut -d' ' -f1)"
+  options="rev=$build_rev starpu=$version simgrid=yes mpi=smpi static maxnodes=$sim_maxnodes patch=$(cksum < "$sim_patch" | cut -d' ' -f1)"
 fi
 
 # --- the cache --------------------------------------------------------------
@@ -274,7 +281,7 @@ if [ "$simgrid" = yes ]; then
   # only; programs are linked by SimGrid's smpicc against them
   set -- --prefix="$prefix" \
     --enable-simgrid --enable-mpi --disable-shared --enable-static \
-    --enable-maxcpus=64
+    --enable-maxcpus=64 --enable-maxnodes=$sim_maxnodes
 else
   set -- --prefix="$prefix" --with-fxt --enable-maxcpus=64 --disable-static
 fi
@@ -297,6 +304,8 @@ want() {
 if [ "$simgrid" = yes ]; then
   want STARPU_SIMGRID "SimGrid: libsimgrid-dev"
   want STARPU_USE_MPI "StarPU-MPI on SMPI: libsimgrid-dev"
+  grep -q "^#define STARPU_MAXNODES $sim_maxnodes\$" include/starpu_config.h ||
+    die "StarPU configured with $(grep '^#define STARPU_MAXNODES' include/starpu_config.h) memory nodes, not --enable-maxnodes=$sim_maxnodes"
 else
   want STARPU_USE_FXT "FxT: libfxt-dev"
   want STARPU_USE_MPI "StarPU-MPI: libopenmpi-dev"
