@@ -16,7 +16,7 @@
 #
 # usage: bench/sim-scale.sh [--build DIR] [--sim-build DIR] [--models LIST]
 #          [--ranks LIST] [--layers L] [--micro K] [--preset P]
-#          [--only REGEX] [--steps N] [--out FILE]
+#          [--only REGEX] [--steps N] [--no-trace] [--out FILE]
 #   --models LIST  gpt2-1.5b llama-7b (default both)
 #   --ranks LIST   world sizes among 8 64 512 (default "8 64")
 #   --layers L     layers simulated (default 16; "full": each model's own,
@@ -46,6 +46,11 @@
 #                  (before: planner-dp512z2) megatron-dp512z1full
 #                  torchtitan-dp512z3sel
 #   --steps N      simulated steps (2: the second is the one measured)
+#   --no-trace     no trace (the bubble and hidden columns stay empty):
+#                  the ranks' trace records, gathered to rank 0 at the
+#                  end, take gigabytes of this machine's memory at full
+#                  depth (LLaMA-7B's 32 layers at 64 ranks); 512 ranks
+#                  are never traced
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
 # average at its end are printed: on a shared machine the CPU time is the
@@ -60,7 +65,7 @@ me=sim-scale
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/common.sh"
 build=$top/build sim_build=$top/build-sim ranks="8 64" preset=nvlink-ib layers=16 micro=16 only= steps=2 out=
-models="gpt2-1.5b llama-7b"
+models="gpt2-1.5b llama-7b" traced=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
@@ -73,6 +78,7 @@ while [ $# -gt 0 ]; do
     --only) need "$@"; only=$2; shift ;;
     --steps) need "$@"; steps=$2; shift ;;
     --out) need "$@"; out=$2; shift ;;
+    --no-trace) traced=0 ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -197,7 +203,7 @@ $plan512" ;;
       [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
       case "$name" in planner-* | megatron-* | torchtitan-*) lay="$lay --memory-budget-mb $budget" ;; esac
       trace="--trace $work/t.json"
-      [ "$n" -le 64 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
+      [ "$n" -le 64 ] && [ "$traced" = 1 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
       t0=$(date +%s)
       rc=0
       # the CPU time of the simulation (both passes), the measure on a
