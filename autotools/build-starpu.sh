@@ -138,7 +138,8 @@ sim_patch="$(cd "$(dirname "$0")" && pwd)/starpu-simgrid-cores.patch"
 # holding a request slot per memory node, so a handle grows with its
 # square. SimGrid builds default to 32 (room for simulated GPUs): some 10
 # KiB a handle, half the host memory a big simulation holds
-# (docs/simulation.md, "What holds the simulation's memory"); 4 leaves room.
+# (docs/simulation.md, "What holds the simulation's host memory"); 4 leaves
+# room.
 sim_maxnodes=4
 if [ "$simgrid" = yes ]; then
   [ -f "$sim_patch" ] || die "$sim_patch is missing"
