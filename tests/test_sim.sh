@@ -309,13 +309,17 @@ if want "larger than this machine"; then
     [ "$rc" = 0 -a -n "$ms" -a "$need" -gt "$have" ]
   # the same folded in blocks of one page: some 9 million mappings a rank,
   # past any vm.max_map_count (SimGrid aborts): the rule, the value and the
-  # setting to raise, exit 2
+  # setting to raise, exit 2 (not where the limit is above those)
+  if [ "$(cat /proc/sys/vm/max_map_count)" -gt 4000000 ]; then
+    echo "not run: past vm.max_map_count ($(cat /proc/sys/vm/max_map_count) here: more than 4 KiB blocks of the model need)"
+  else
   SW_SIM_FOLD_BLOCK=4096 sim maps "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
   rc=$?
   n=$(grep -c "^sim: error: the simulation ran out of memory mappings: vm.max_map_count is $(cat /proc/sys/vm/max_map_count).*sysctl -w vm.max_map_count=" "$TMPD/maps")
   [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/maps"
   check "the same folded in 4 KiB blocks, past vm.max_map_count: exit $rc (expected 2), the rule and the setting printed $n time(s)" \
     [ "$rc" = 2 -a "$n" = 1 ]
+  fi
 fi
 # The models written beside the library's (custom_model from the public
 # headers alone, and an encoder) simulate as they are: calibrated by a real
