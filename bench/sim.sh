@@ -205,8 +205,8 @@ refused() { # LOG
 # vm.max_map_count (65530), SimGrid aborts with a hint among its own
 # options. The rule and the value, and the machine setting that lifts it.
 out_of_maps() { # LOG
-  grep -q -e 'Could not map folded virtual memory' -e 'max_map_count' "$1" || return 0
-  grep -m 1 -e 'Could not map folded virtual memory' -e 'max_map_count' "$1" | cut -c1-200 >&2
+  said=$(grep -m 1 -e 'Could not map folded virtual memory' -e 'max_map_count' "$1") || return 0
+  echo "$said" | cut -c1-200 >&2
   maps=$(cat /proc/sys/vm/max_map_count 2>/dev/null || echo 65530)
   more=$((maps * 4 > 1048576 ? maps * 4 : 1048576))
   die2 "the simulation ran out of memory mappings: vm.max_map_count is $maps, and SMPI maps every ${SW_SIM_FOLD_BLOCK:-67108864}-byte block of each rank's folded memory on its own; raise it (as root: sysctl -w vm.max_map_count=$more; it resets at reboot) or simulate fewer layers or ranks"
