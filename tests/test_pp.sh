@@ -110,15 +110,23 @@ check "gpt_train --pp 2 --zero-bubble: the re-planned order's costs include a me
 fi
 # --zero-bubble, one worker per rank: each backward unit's tasks run together, no task of a later unit (a lower
 # priority base) between its first and last (the kept output gradient's copy once ran at StarPU's priority 0, and
-# the rest of B, which overwrites it, waited while the worker ran the next units' tasks: docs/simulation.md)
+# the rest of B, which overwrites it, waited while the worker ran the next units' tasks: docs/simulation.md).
+# Excused, and counted apart: a later unit's task begun while a message the unit began during was still being
+# completed (its record ends inside the unit). On a loaded core StarPU-MPI's thread releases the message's readers
+# one by one, and the rest of the unit waits on the thread, not on its priority (seen with a busy loop at nice -10
+# on rank 0's core: W's GEMMs ran while B's kept copy of the received gradient waited for its release).
 if want "zero-bubble units"; then
 SW_TEST_TIMEOUT=120 sh "$LAUNCH" 2 "$GPT_TRAIN" --pp 2 --grad-accum 4 --layers 2 --steps 3 --quiet --ncpus 1 --zero-bubble \
   --trace "$TMPD/zbu.json" > "$TMPD/zbu.out" 2>&1 || cat "$TMPD/zbu.out"
 units=$(python3 -c '
 import json, sys
-ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X" and "prio" in e.get("args", {})
-      and e["args"].get("step", 0) >= 2 and e["tid"] < 100000]
-units = bad = 0
+tr = json.load(open(sys.argv[1]))["traceEvents"]
+ev = [e for e in tr if e.get("ph") == "X" and "prio" in e.get("args", {}) and e["args"].get("step", 0) >= 2
+      and e["tid"] < 100000]
+# the messages each stage receives (not the loss, posted with the optimizer): rank, start, end
+msg = [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in tr if e.get("ph") == "X" and e.get("cat") == "mpi"
+       and e["args"].get("group") == "pp" and e["args"].get("dir") == "recv" and e["args"].get("phase") != "optimizer"]
+units = bad = excused = 0
 for r in {e["pid"] for e in ev}:
     for st in {e["args"]["step"] for e in ev}:
         es = sorted((e for e in ev if e["pid"] == r and e["args"]["step"] == st), key=lambda e: e["ts"])
@@ -127,10 +135,14 @@ for r in {e["pid"] for e in ev}:
             at = [i for i, b in enumerate(base) if b == u]
             if all(es[i]["args"]["phase"] == "backward" for i in at):
                 units += 1
-                bad += any(b is not None and b < u for b in base[at[0]:at[-1]])
-print(units, bad)
+                t0, t1 = es[at[0]]["ts"], es[at[-1]]["ts"]
+                done = max([m[2] for m in msg if m[0] == r and m[1] <= t0 < m[2] <= t1] or [t0])
+                late = [es[i]["ts"] for i in range(at[0], at[-1]) if base[i] is not None and base[i] < u]
+                excused += sum(t < done for t in late)
+                bad += any(t >= done for t in late)
+print(units, bad, excused)
 ' "$TMPD/zbu.json" 2>&1)
-check "gpt_train --pp 2 --zero-bubble --ncpus 1: backward units (steps 2, 3; both stages) interleaved with later units' tasks ($units: units, interleaved) = 0" \
+check "gpt_train --pp 2 --zero-bubble --ncpus 1: backward units (steps 2, 3; both stages) interleaved with later units' tasks ($units: units, interleaved, tasks excused) = 0" \
   sh -c "echo '$units' | awk '{ exit !(\$1 >= 16 && \$2 == 0) }'"
 fi
 # a model of one's own: custom_model's blocks unchanged, stages from the driver
