@@ -71,6 +71,8 @@ typedef struct plan_prog {
     char model[512];    /* the model's flags */
     char run_flags[64]; /* what a run of it adds beside STARPU_NCPU (gpt_train: --ncpus N --log /dev/null) */
     int world, ncpus;   /* ranks; CPU workers per rank of a run here (cores / ranks per node, at least 1) */
+    int layers;         /* the model's depth (--sim-layers extrapolates to it) */
+    char sim_flags[64]; /* what a simulated run adds (gpt_train under the machine's coll_offload 1: MPI's collectives) */
 } plan_prog;
 
 /* one layout as the tables read it, from either planner's entry (sw_plan_entry, sw_plan_dit_entry) */
@@ -247,37 +249,56 @@ static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
            o->sim_calibration ? "" : s->cores ? ", --cpu-time: the tasks' time on their cores)" : ")");
 }
 
-/* one layout through the simulated graph: its calibration (a real run of its sizes, unless --sim-calibration),
- * then bench/sim.sh; the simulated ms/step, or NAN with the reason in note */
-static double sim_one(const sim_ctx *s, const plan_prog *p, const char *layout, const char *tag, char *note, size_t n)
+/* one layout through the simulated graph at nd depths (layers[i] layers; 0: the model's own): its calibration
+ * (a real run of its sizes at the last depth, unless --sim-calibration: a block's task sizes are the same at
+ * every depth, and one calibration prices them alike), then bench/sim.sh at each depth; ms[i] the simulated
+ * ms/step. 0 when every depth was simulated, else -1 with the reason in note. */
+static int sim_layout(const sim_ctx *s, const plan_prog *p, const char *layout, const int *layers, int nd, double *ms,
+                      const char *tag, char *note, size_t n)
 {
     plan_opts *o = &plan_o;
-    char cmd[4096], log[1100], cal[1100], host[64], env[32], rest[1024];
+    char cmd[4096], log[1100], cal[1100], host[64], env[32], rest[1024], depth[24] = "";
     if (o->sim_calibration) FMT(cal, "%s", o->sim_calibration);
     else FMT(cal, "%s/cal-%s", s->dir, tag);
     FMT(host, "%s", getenv("SW_SIM_HOST") && o->sim_calibration ? getenv("SW_SIM_HOST") : "");
     if (!*host) FMT(host, "plan-%s", tag);
     FMT(env, "STARPU_NCPU=%d", p->ncpus); /* dit_train's workers (gpt_train's --ncpus says the same) */
+    if (layers[nd - 1]) FMT(depth, "--layers %d", layers[nd - 1]); /* after the model's flags: the last one counts */
     if (!o->sim_calibration) {
         FMT(cmd, "%s sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d %s examples/%s %s "
-                 "%s %s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, s->cores ? "--cpu-time" : "",
-                 p->name, p->model, layout, p->run_flags);
+                 "%s %s %s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, s->cores ? "--cpu-time" : "",
+                 p->name, p->model, depth, layout, p->run_flags);
         FMT(log, "%s/cal-%s.log", s->dir, tag);
         int rc = run_logged(cmd, log);
         if (rc != 0) {
             snprintf(note, n, "calibration failed (exit %d; %.200s)", rc, cmd);
-            return NAN;
+            return -1;
         }
     }
-    FMT(cmd, "%s sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' examples/%s %s %s %s "
-             "--steps 3", env, SW_SRCDIR, s->build, cal, host, s->plat, p->name, p->model, layout, p->run_flags);
-    FMT(log, "%s/sim-%s.log", s->dir, tag);
-    int rc = run_logged(cmd, log);
-    double v;
-    if (rc == 0 && log_line(log, "simulation: ", rest, sizeof rest) && sscanf(rest, "%lf", &v) == 1 && v > 0) return v;
-    if (log_line(log, "sim: error: ", rest, sizeof rest)) snprintf(note, n, "not simulated (exit %d): %.240s", rc, rest);
-    else snprintf(note, n, "not simulated (exit %d; its output: %.200s)", rc, log);
-    return NAN;
+    for (int i = 0; i < nd; i++) {
+        depth[0] = 0;
+        if (layers[i]) FMT(depth, "--layers %d", layers[i]);
+        FMT(cmd, "%s sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' %s examples/%s %s "
+                 "%s %s %s %s --steps 3", env, SW_SRCDIR, s->build, cal, host, s->plat,
+                 o->sim_estimate ? "--estimate --list-args '--steps 1'" : "", p->name, p->model, depth, layout,
+                 p->run_flags, p->sim_flags);
+        FMT(log, "%s/sim-%s-l%d.log", s->dir, tag, layers[i]);
+        int rc = run_logged(cmd, log);
+        if (rc == 0 && log_line(log, "simulation: ", rest, sizeof rest) && sscanf(rest, "%lf", &ms[i]) == 1 && ms[i] > 0)
+            continue;
+        if (log_line(log, "sim: error: ", rest, sizeof rest)) snprintf(note, n, "not simulated (exit %d): %.240s", rc, rest);
+        else snprintf(note, n, "not simulated (exit %d; its output: %.200s)", rc, log);
+        return -1;
+    }
+    return 0;
+}
+
+/* one layout through the simulated graph at the model's depth: the simulated ms/step, or NAN (why in note) */
+static double sim_one(const sim_ctx *s, const plan_prog *p, const char *layout, const char *tag, char *note, size_t n)
+{
+    const int depth = 0;
+    double ms;
+    return sim_layout(s, p, layout, &depth, 1, &ms, tag, note, n) ? NAN : ms;
 }
 
 static void sim_close(const sim_ctx *s)
@@ -292,8 +313,33 @@ static void sim_close(const sim_ctx *s)
 typedef struct sim_row {
     int rank;          /* in the estimate's table (1-based) */
     double est, sim;   /* ms/step: the estimate, the simulated graph (NAN: none) */
-    char note[300];    /* why there is no simulated figure */
+    char note[300];    /* why there is no simulated figure; --sim-layers: the two depths' steps */
 } sim_row;
+
+/* a layout's value of an integer flag (1 where its flags do not have it) */
+static int flag_of(const char *flags, const char *name)
+{
+    const char *at = strstr(flags, name);
+    return at ? atoi(at + strlen(name)) : 1;
+}
+
+/* a layout through the simulated graph at --sim-layers A,B, its step extrapolated linearly to the model's depth
+ * (the blocks repeat: a step is what the depth does not change plus a block's time per layer; the two depths
+ * rounded up to the pipeline's blocks, pp x virtual chunks, which each stage holds alike); at the model's own
+ * depth where B reaches it. The two steps in note. */
+static double sim_extrapolated(const sim_ctx *s, const plan_prog *p, const char *layout, const char *tag, char *note,
+                               size_t n)
+{
+    const plan_opts *o = &plan_o;
+    const int q = flag_of(layout, "--pp ") * flag_of(layout, "--pp-virtual ");
+    int d[2] = {(o->sim_la + q - 1) / q * q, (o->sim_lb + q - 1) / q * q};
+    if (d[1] <= d[0]) d[1] = d[0] + q;
+    if (d[1] >= p->layers) return sim_one(s, p, layout, tag, note, n);
+    double ms[2];
+    if (sim_layout(s, p, layout, d, 2, ms, tag, note, n)) return NAN;
+    snprintf(note, n, "extrapolated from %d layers (%.3f ms) and %d (%.3f ms)", d[0], ms[0], d[1], ms[1]);
+    return ms[0] + (ms[1] - ms[0]) * (p->layers - d[0]) / (d[1] - d[0]);
+}
 
 static int cmp_sim(const void *a, const void *b)
 {
@@ -316,11 +362,19 @@ static void simulate_top(const plan_row *e, int fit, const plan_prog *p, const s
     char what[64];
     FMT(what, "the top %d layouts", n);
     sim_say(&s, p, what);
+    if (plan_o.sim_la)
+        printf("plan: simulation: EXTRAPOLATED: each at %d and %d layers (--sim-layers; rounded up to its pipeline's "
+               "blocks), its step extrapolated linearly to the model's %d\n", plan_o.sim_la, plan_o.sim_lb, p->layers);
+    if (*p->sim_flags) printf("plan: simulation: each run with %s (the machine's coll_offload 1)\n", p->sim_flags);
+    if (plan_o.sim_estimate)
+        printf("plan: simulation: task sizes the calibration lacks take regression ESTIMATES (--sim-estimate: "
+               "bench/sim.sh --estimate)\n");
     for (int i = 0; i < n; i++) {
         char tag[16];
         FMT(tag, "%d", i);
         rows[i].rank = i + 1, rows[i].est = e[i].ms;
-        rows[i].sim = sim_one(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note);
+        rows[i].sim = plan_o.sim_la ? sim_extrapolated(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note)
+                                    : sim_one(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note);
     }
     qsort(rows, (size_t)n, sizeof *rows, cmp_sim);
     printf("plan: simulated: %4s %4s %12s %14s %8s  layout (%s flags)\n", "sim", "est", "estimate ms", "simulated ms",
@@ -334,7 +388,8 @@ static void simulate_top(const plan_row *e, int fit, const plan_prog *p, const s
             continue;
         }
         done++;
-        printf("plan: simulated: %4d %4d %12.3f %14.3f %8.2f  %s\n", done, r->rank, r->est, r->sim, r->sim / r->est, fl);
+        printf("plan: simulated: %4d %4d %12.3f %14.3f %8.2f  %s%s%s%s\n", done, r->rank, r->est, r->sim, r->sim / r->est,
+               fl, *r->note ? " (" : "", r->note, *r->note ? ")" : "");
     }
     if (done) printf("plan: simulation: best by the simulated graph: rank %d of the estimate (%.3f simulated ms/step)\n",
                      rows[0].rank, rows[0].sim);
@@ -366,6 +421,14 @@ static int plan_world(void)
                        "at least 2 (%d)", o->top, o->verify, o->verify_bottom, o->verify_steps);
     if (o->verify_spread < 0 || o->verify_spread > 64)
         sw_usage_error("verify-spread must be 0 to 64 (verify-spread = %d)", o->verify_spread);
+    if (o->sim_layers) {
+        char end;
+        if (sscanf(o->sim_layers, "%d,%d%c", &o->sim_la, &o->sim_lb, &end) != 2 || o->sim_la < 1 || o->sim_lb <= o->sim_la)
+            sw_usage_error("sim-layers must be two depths A,B with 1 <= A < B (sim-layers = %s)", o->sim_layers);
+        if (!o->simulate) sw_usage_error("--sim-layers sets the depths of --simulate N's runs: give --simulate (simulate = 0)");
+    }
+    if (o->sim_estimate && !o->simulate && !o->simulate_verified)
+        sw_usage_error("--sim-estimate applies to the simulated runs: give --simulate N or --simulate-verified");
     if ((o->verify || o->verify_spread) && world > 4)
         sw_usage_error("--verify runs the layouts on this machine: at most 4 ranks (plan-ranks = %d)", world);
     return world;
@@ -490,6 +553,9 @@ static void verify(const plan_row *e, int fit, const plan_prog *p, const sw_plan
 static void plan_start(plan_prog *p, sw_plan_machine *mc, const kernel_shape *k)
 {
     plan_opts *o = &plan_o;
+    if (o->sim_la && o->sim_lb >= p->layers)
+        sw_usage_error("sim-layers' depths (%d, %d) must be below the model's layers (%d): there --simulate runs the "
+                       "model itself", o->sim_la, o->sim_lb, p->layers);
     plan_machine(mc, k);
     p->ncpus = mc->cores / o->ranks_per_node >= 1 ? (int)(mc->cores / o->ranks_per_node) : 1;
     printf("plan: %s %s on %d ranks (%d per node x %d nodes), memory budget %s\n", p->name, p->model, p->world,
@@ -553,13 +619,15 @@ static void gpt_flags_of(const sw_plan_entry *e, char *out, size_t n) { sw_plan_
 
 int plan_main(const sw_gpt_config *cfg, const char *argv0)
 {
-    plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world()};
+    plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers};
     if (plan_o.check_config) return check_config(cfg, p.world);
     sw_plan_machine mc;
     model_flags(cfg, p.model, sizeof p.model);
     plan_start(&p, &mc, &(kernel_shape){cfg->hidden, cfg->hidden / cfg->heads, cfg->seq, cfg->ffn,
                                         cfg->vocab_padded > 0 ? cfg->vocab_padded : cfg->vocab, cfg->model == SW_MODEL_LLAMA});
     snprintf(p.run_flags, sizeof p.run_flags, "--ncpus %d --log /dev/null", p.ncpus);
+    /* the collectives as the estimate prices them: progressing beside the workers, MPI's own algorithms */
+    if (mc.coll_offload) snprintf(p.sim_flags, sizeof p.sim_flags, "--collective-algo mpi");
     int n = 0;
     sw_plan_entry *e = sw_plan_layouts(cfg, &(sw_plan_world){plan_o.ranks_per_node, plan_o.nodes}, NULL, &mc,
                                        plan_o.mem_mib * SW_MIB, &n);
@@ -582,7 +650,7 @@ static void dit_model_flags(const sw_dit_config *c, char *out, size_t n)
 
 int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
 {
-    plan_prog p = {.name = "dit_train", .argv0 = argv0, .world = plan_world()};
+    plan_prog p = {.name = "dit_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers};
     if (plan_o.check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model
                                 * described as sw_dit_create describes it (the layers and the pipeline refuse there) */
         char msg[512];

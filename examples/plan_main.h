@@ -18,6 +18,9 @@ typedef struct plan_opts {
     int simulate;        /* --simulate N: the top N through the simulated task graph (docs/simulation.md) */
     int simulate_verified; /* --simulate-verified: each layout --verify runs also through the simulated graph */
     const char *sim_build, *sim_calibration, *sim_preset; /* --sim-build, --sim-calibration, --sim-preset */
+    const char *sim_layers; /* --sim-layers A,B: --simulate's runs at A and B layers, extrapolated to the model's */
+    int sim_la, sim_lb;     /* its A and B (0: each layout simulated at the model's own depth) */
+    int sim_estimate;       /* --sim-estimate: sizes the calibration lacks take a regression estimate (sim.sh) */
 } plan_opts;
 
 extern plan_opts plan_o;
@@ -54,6 +57,13 @@ extern plan_opts plan_o;
                "name $SW_SIM_HOST): no calibration runs"),                                                             \
     CLI_STRING("--sim-preset", &plan_o.sim_preset, NULL, "NAME", "the simulated network: a bench/sim-platform.sh preset (default: the\n" \
                "machine's link figures)"),                                                                             \
+    CLI_STRING("--sim-layers", &plan_o.sim_layers, NULL, "A,B", "with --simulate: each layout simulated at A and at B layers (rounded\n" \
+               "up to its pipeline's blocks), its step extrapolated linearly to the\n"                                 \
+               "model's depth: a deep model in a fraction of the time (default: the\n"                                 \
+               "model's own depth)"),                                                                                   \
+    CLI_BOOL("--sim-estimate", &plan_o.sim_estimate, "task sizes the calibration lacks take a regression estimate from\n" \
+             "the sizes it holds (bench/sim.sh --estimate, each said) instead of\n"                                   \
+             "stopping the simulation: worlds no machine here runs"),                                                  \
     CLI_BOOL("--check-config", &plan_o.check_config, check_help)
 
 /* after gpt_train's parse (every flag rule checked): the planner or the check; returns the exit status */

@@ -93,7 +93,9 @@ plan-attn-probs-everywhere|graphs/models/plan.c|s/    double arate = c->recomput
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) \/\*/    if (0) \/*/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)
-plan-simulated-is-estimate|examples/plan_main.c|s/        rows\[i\].sim = sim_one(/        rows[i].sim = e[i].ms + 0 * sim_one(/|tests/test_plan.sh|^simulate
+plan-simulated-is-estimate|examples/plan_main.c|s/                                    : sim_one(/                                    : e[i].ms + 0 * sim_one(/|tests/test_plan.sh|^simulate
+# --sim-layers extrapolates from the deeper depth (B) as if from the shallower (SW_SIM_BUILD as above)
+plan-sim-layers-extrapolated-from-b|examples/plan_main.c|s/(p->layers - d\[0\]) \/ (d\[1\] - d\[0\])/(p->layers - d[1]) \/ (d[1] - d[0])/|tests/test_plan.sh|simulate layers
 # --simulate-verified's column a copy of the estimate, not the simulated graph's (SW_SIM_BUILD as above)
 plan-verify-simulated-is-estimate|examples/plan_main.c|s/            sms = sim_one(/            sms = x->ms + 0 * sim_one(/|tests/test_plan.sh|verify simulated
 # dit_train --plan --simulate does nothing (the shared path skips the DiT's; SW_SIM_BUILD as above)

@@ -36,6 +36,12 @@ printf 'gemm_gflops 10\ncoll_offload 2\n' > "$TMPD/machine"
 expect "machine file '$TMPD/machine' line 2: coll_offload must be 0 or 1 (2)" --plan --plan-ranks 2 --plan-machine "$TMPD/machine"
 printf 'gemm_gflops 10\ngemm_shared 1.5\n' > "$TMPD/machine"
 expect "machine file '$TMPD/machine' line 2: gemm_shared must be at most 1 (a fraction of the rate) (1.5)" --plan --plan-ranks 2 --plan-machine "$TMPD/machine"
+# the planner's simulated runs at two depths (--sim-layers A,B), extrapolated to the model's: the depths' rules
+expect "sim-layers must be two depths A,B with 1 <= A < B (sim-layers = 2,1)" --plan --plan-ranks 2 --simulate 1 --sim-layers 2,1
+expect "sim-layers must be two depths A,B with 1 <= A < B (sim-layers = 1,2,3)" --plan --plan-ranks 2 --simulate 1 --sim-layers 1,2,3
+expect "sim-layers' depths (1, 2) must be below the model's layers (2)" --plan --plan-ranks 2 --simulate 1 --sim-layers 1,2 --layers 2
+expect "sim-layers sets the depths of --simulate N's runs: give --simulate (simulate = 0)" --plan --plan-ranks 2 --sim-layers 1,2
+expect "sim-estimate applies to the simulated runs: give --simulate N or --simulate-verified" --plan --plan-ranks 2 --sim-estimate
 # the same rule checked by every rank of an MPI launch: all exit 2, no hang
 MPIRUN=${MPIRUN:-mpirun}
 timeout 120 "$MPIRUN" --oversubscribe -np 2 "$GPT_TRAIN" --hidden 100 --heads 3 > "$TMPD/out" 2>&1

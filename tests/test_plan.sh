@@ -364,6 +364,35 @@ fi
 simulate_top simulate "$GPT_TRAIN" $TINY
 # shellcheck disable=SC2086
 simulate_top "dit simulate" "$DIT" $DTINY
+# --sim-layers 1,2 on a model of 4 layers: the top layout calibrated once (a real run at 2 layers), simulated at 1
+# and 2, its step extrapolated linearly to 4 -- the formula over the two printed steps; then simulated at its
+# own 4 layers with that same calibration (--sim-calibration; SW_PLAN_KEEP kept it): the simulated graph's step
+# is linear in the layers (a 6-layer model, 2026-11-30: 30.247 extrapolated, 30.245 simulated), within 1 %
+if want "simulate layers" && sim_ready "simulate layers" gpt_train; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  SW_PLAN_KEEP=1 "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+    --sim-build "$sim_build" --sim-layers 1,2 $TINY --layers 4 > "$TMPD/siml" 2>&1
+  rc=$?
+  kept=$(sed -n 's/.*logs kept in \(.*\) (SW_PLAN_KEEP)$/\1/p' "$TMPD/siml")
+  row=$(grep '^plan: simulated: *1 ' "$TMPD/siml")
+  x=$(echo "$row" | awk '{ print $6 }')
+  ab=$(echo "$row" | sed -n 's/.*(extrapolated from 1 layers (\([0-9.]*\) ms) and 2 (\([0-9.]*\) ms))$/\1 \2/p')
+  [ "$rc" = 0 ] && [ -n "$ab" ] || cat "$TMPD/siml"
+  y=
+  if [ -n "$kept" ] && [ -d "$kept/cal-0" ]; then
+    # shellcheck disable=SC2086
+    SW_SIM_HOST=plan-0 "$GPT_TRAIN" --plan --plan-ranks 2 --plan-machine "$TMPD/machine" --plan-top 3 --simulate 1 \
+      --sim-build "$sim_build" --sim-calibration "$kept/cal-0" $TINY --layers 4 > "$TMPD/sim4" 2>&1
+    y=$(grep '^plan: simulated: *1 ' "$TMPD/sim4" | grep -F -- "$(echo "$row" | sed 's/.*  \(--tp .*\) (extrapolated.*/\1/')" | awk '{ print $6 }')
+    [ -n "$y" ] || cat "$TMPD/sim4"
+    rm -rf "$kept"
+  fi
+  check "--simulate 1 --sim-layers 1,2 on 4 layers: 1 and 2 layers simulated (${ab:-none} ms), extrapolated ${x:-none} = a + 3 (b - a); simulated at 4 layers with the same calibration ${y:-none} ms, within 1 % ($(($(date +%s) - t0)) s, exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "EXTRAPOLATED: each at 1 and 2 layers" "$TMPD/siml" &&
+          echo "$ab $x ${y:-x}" | awk "{ e = \$1 + 3 * (\$2 - \$1); d = \$4 - \$3; if (d < 0) d = -d;
+            exit !(NF == 4 && \$3 > 0 && \$3 - e < 0.005 && e - \$3 < 0.005 && \$4 == \$4 + 0 && d < 0.01 * \$4) }"'
+fi
 # 4 ranks on the machine file's 2 cores: the node's workers share them in the simulation, each layout calibrated
 # by its tasks' time on their cores (bench/calibrate.sh --cpu-time), said
 ranks=4
