@@ -11,7 +11,7 @@
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
 # usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--calibration DIR|none]
-#          [--worlds "64 512"] [--layers L]
+#          [--worlds "64 512"] [--layers L] [--simulate N [--sim-layers A,B] [--sim-build DIR]]
 #   --layers L  every model with L layers instead of its own 48 / 32 (what
 #               bench/sim-scale.sh --layers simulates: the estimate beside it)
 #   --calibration DIR  the GEMM rate from StarPU's history model of sw_gemm
@@ -19,6 +19,15 @@
 #               (default $SW_SIM_SCALE_CALIBRATION, else
 #               ~/.cache/starweave/calibration-scale, where it holds one);
 #               none, or no such calibration: the typed rate below
+#   --simulate N  the planner's top N also through the simulated task graph
+#               (gpt_train --plan --simulate N on the calibration above,
+#               host 'scale', regression estimates for the sizes it lacks,
+#               the nvlink-ib preset): one more row, the planner's choice by
+#               the simulated graph, SIMULATED; --sim-layers A,B simulates
+#               each at A and B layers and extrapolates to the model's depth
+#               (EXTRAPOLATED: docs/planner.md); --sim-build DIR the
+#               simulation build (default build-sim). LLaMA-7B's 32 layers
+#               on 64 ranks at 1,2: some 7 minutes a layout on a 2-core VM
 #   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
 # Default machine (printed): 8 ranks per node of one CPU core each, the GEMM
 # rate measured by the calibration (else typed: this VM's quiet rate, 149
@@ -27,7 +36,7 @@
 # line says.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh
+build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh simulate=0 sim_layers="" sim_build=$top/build-sim
 cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
@@ -38,6 +47,10 @@ while [ $# -gt 0 ]; do
     --worlds) worlds=$2; shift 2 ;;
     --layers) layers=$2; shift 2
       case $layers in ''|*[!0-9]*|0) echo "plan-scale: --layers wants a positive integer (got '$layers')" >&2; exit 2 ;; esac ;;
+    --simulate) simulate=$2; shift 2
+      case $simulate in ''|*[!0-9]*) echo "plan-scale: --simulate wants a count of layouts (got '$simulate')" >&2; exit 2 ;; esac ;;
+    --sim-layers) sim_layers=$2; shift 2 ;;
+    --sim-build) sim_build=$2; shift 2 ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) echo "plan-scale: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -108,8 +121,11 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
     t0=$(date +%s)
     # shellcheck disable=SC2086
     rm -f "$tmp/list"
-    "$build/examples/gpt_train" --plan --plan-ranks-per-node 8 --plan-nodes $((n / 8)) --plan-machine "$machine" \
-      --plan-mem-mib "$budget" --plan-top 3 --plan-list "$tmp/list" $flags --batch "$batch" > "$tmp/out" 2>&1 || true
+    sim=""
+    [ "$simulate" = 0 ] || sim="--simulate $simulate ${sim_layers:+--sim-layers $sim_layers} --sim-build $sim_build
+      --sim-calibration $cal --sim-estimate --sim-preset nvlink-ib"
+    SW_SIM_HOST=scale "$build/examples/gpt_train" --plan --plan-ranks-per-node 8 --plan-nodes $((n / 8)) --plan-machine "$machine" \
+      --plan-mem-mib "$budget" --plan-top 3 --plan-list "$tmp/list" $flags --batch "$batch" $sim > "$tmp/out" 2>&1 || true
     best=$(grep -m1 '^plan: *1 ' "$tmp/out" || true)
     if [ -n "$best" ]; then
       ms=$(echo "$best" | awk '{ print $3 }') mib=$(echo "$best" | awk '{ print $9 }')
@@ -117,6 +133,18 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
       echo "| $label | $n | $budget | $bnote | \`$lay\` | the planner ($(($(date +%s) - t0)) s) | **$ms** | $mib |"
     else
       echo "| $label | $n | $budget | $bnote | - | the planner: $(grep -m1 'error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+    fi
+    if [ "$simulate" != 0 ]; then # the planner's choice by the simulated graph: its row of the simulated table
+      srow=$(grep -m1 '^plan: simulated: *1 ' "$tmp/out" || true)
+      if [ -n "$srow" ]; then
+        sms=$(echo "$srow" | awk '{ print $6 }') est=$(echo "$srow" | awk '{ print $4 }')
+        slay=$(echo "$srow" | sed 's/^plan: simulated: *\([^ ]* *\)\{5\}//; s/ (extrapolated.*//')
+        mib=$(awk -F '\t' -v f="$slay" '$2 == f { split($3, w, " "); printf "%.3f", w[2] / 1048576; exit }' "$tmp/list")
+        echo "| $label | $n | $budget | $bnote | \`$slay\` | the planner by the simulated graph (top $simulate of the estimate${sim_layers:+, EXTRAPOLATED from --sim-layers $sim_layers}; the estimate's rank $est) | **$sms** SIMULATED | ${mib:--} |"
+        grep '^plan: simulated: ' "$tmp/out" | sed 's/^/    /'
+      else
+        echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: $(grep -m1 'simulation: \|error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+      fi
     fi
     hands | while IFS='|' read -r hname src hflags; do
       [ "$hname" = "$name" ] || continue

@@ -16,7 +16,7 @@
 #
 # usage: bench/sim-scale.sh [--build DIR] [--sim-build DIR] [--models LIST]
 #          [--ranks LIST] [--layers L] [--micro K] [--preset P]
-#          [--only REGEX] [--steps N] [--no-trace] [--out FILE]
+#          [--only REGEX] [--steps N] [--no-trace] [--extrapolate A,B] [--out FILE]
 #   --models LIST  gpt2-1.5b llama-7b (default both)
 #   --ranks LIST   world sizes among 8 64 512 (default "8 64")
 #   --layers L     layers simulated (default 16; "full": each model's own,
@@ -51,7 +51,16 @@
 #                  end, take gigabytes of this machine's memory at full
 #                  depth (LLaMA-7B's 32 layers at 64 ranks); 512 ranks
 #                  are never traced
-#   --out FILE     the table also as CSV (for bench/sim-pictures.sh)
+#   --extrapolate A,B  each layout simulated at A and at B layers (rounded
+#                  up to its pipeline's blocks, pp x virtual chunks) and
+#                  its step and memory extrapolated linearly to --layers
+#                  (EXTRAPOLATED, said on its row; the bubble and hidden
+#                  columns are B's): LLaMA-7B's dp 64 ZeRO-3 at 2 and 4
+#                  layers gave its 32 layers' simulated step to 0.1 ms
+#                  (BENCHMARKS.md, "Extrapolated from 2 and 4 layers") in a
+#                  quarter of the time
+#   --out FILE     the table also as CSV (for bench/sim-pictures.sh; the
+#                  last column the two depths of --extrapolate)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
 # average at its end are printed: on a shared machine the CPU time is the
 # measure. SW_SIM_FOLD_DIR (bench/sim.sh: a huge=always tmpfs) cuts the
@@ -65,7 +74,7 @@ me=sim-scale
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/common.sh"
 build=$top/build sim_build=$top/build-sim ranks="8 64" preset=nvlink-ib layers=16 micro=16 only= steps=2 out=
-models="gpt2-1.5b llama-7b" traced=1
+models="gpt2-1.5b llama-7b" traced=1 extra=
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
@@ -79,6 +88,7 @@ while [ $# -gt 0 ]; do
     --steps) need "$@"; steps=$2; shift ;;
     --out) need "$@"; out=$2; shift ;;
     --no-trace) traced=0 ;;
+    --extrapolate) need "$@"; extra=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -86,6 +96,11 @@ while [ $# -gt 0 ]; do
 done
 [ "$layers" = full ] || case "$layers" in '' | *[!0-9]* | 0) die2 "--layers: a positive integer or full (got '$layers')" ;; esac
 posint --micro "$micro"; posint --steps "$steps"
+if [ -n "$extra" ]; then
+  xa=${extra%%,*} xb=${extra#*,}
+  case "$xa:$xb" in *[!0-9:]* | :* | *: | 0:* | *:0) die2 "--extrapolate: two depths A,B with 1 <= A < B (got '$extra')" ;; esac
+  [ "$xa" -lt "$xb" ] || die2 "--extrapolate: two depths A,B with 1 <= A < B (got '$extra')"
+fi
 sim_builds "$build" "$sim_build"
 cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
 host=scale
@@ -117,12 +132,39 @@ calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
 # and _bwd, which the layouts above never run): the planner's LLaMA-7B layout
 calibrate llama-tp2-norc --model llama $small --tp 2 --recompute none --batch 2
 
+# sim_at NL: $lay of $model on $n ranks simulated at NL layers: rc, wall, cpu, ms, b0, b1, f1, hid, mem, nest, load
+sim_at() {
+  trace="--trace $work/t.json"
+  [ "$n" -le 64 ] && [ "$traced" = 1 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
+  t0=$(date +%s)
+  rc=0
+  # the CPU time of the simulation (both passes), the measure on a
+  # shared machine (the wall time grows with the others' load)
+  $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
+    examples/gpt_train $shape --layers "$1" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
+    --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
+  wall=$(($(date +%s) - t0))
+  cpu=$(tail -n 1 "$work/cpu.t" 2>/dev/null | awk -F+ 'NF == 2 { printf "%.0f", $1 + $2 }') load=$(cut -d' ' -f1 /proc/loadavg)
+  rm -f "$work/cpu.t"
+  cp "$work/s.out" "${SW_SIM_SCALE_KEEP:-$work}/$model-$n-$name-l$1.out" 2>/dev/null || true
+  [ "$rc" = 0 ] || return 0
+  ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
+  bub=$(sed -n 's/^bubble: stage [0-9]*: \([0-9.]*\)%.*/\1/p' "$work/s.out" | sort -g | sed -n '1p;$p' | tr '\n' ' ')
+  f1=$(sed -n "s/^bubble: stage [0-9]*: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out" | head -n 1)
+  hid=$(awk '$1 == "overlap:" && $3 == "all" { s += $9; c++ } END { if (c) printf "%.1f", s / c }' "$work/s.out")
+  mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
+  nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
+  b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
+}
+flag_of() { # flag_of "FLAGS" --NAME: its value, 1 without it
+  echo " $1 " | awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1); exit } print 1 }'
+}
 work=$(mktemp -d "${TMPDIR:-/tmp}/sw-scale.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 timer=
 [ ! -x /usr/bin/time ] || timer="/usr/bin/time -f %U+%S -o $work/cpu.t"
-echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step (the planner-, megatron- and torchtitan- layouts: bench/plan-scale.sh's batch and micro-batches); $steps steps, the last one measured"
-[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers" > "$out"
+echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step (the planner-, megatron- and torchtitan- layouts: bench/plan-scale.sh's batch and micro-batches); $steps steps, the last one measured${extra:+; EXTRAPOLATED: each layout simulated at $xa and $xb layers (rounded up to its pipeline's blocks), its step and memory extrapolated linearly to $layers}"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers,extrapolated_from" > "$out"
 printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
 for model in $models; do
   case "$model" in
@@ -202,34 +244,34 @@ $plan512" ;;
     echo "$list" | while IFS=: read -r name lay; do
       [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
       case "$name" in planner-* | megatron-* | torchtitan-*) lay="$lay --memory-budget-mb $budget" ;; esac
-      trace="--trace $work/t.json"
-      [ "$n" -le 64 ] && [ "$traced" = 1 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
-      t0=$(date +%s)
-      rc=0
-      # the CPU time of the simulation (both passes), the measure on a
-      # shared machine (the wall time grows with the others' load)
-      $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
-        examples/gpt_train $shape --layers "$nl" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
-        --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
-      wall=$(($(date +%s) - t0))
-      cpu=$(tail -n 1 "$work/cpu.t" 2>/dev/null | awk -F+ 'NF == 2 { printf "%.0f", $1 + $2 }') load=$(cut -d' ' -f1 /proc/loadavg)
-      rm -f "$work/cpu.t"
-      cp "$work/s.out" "${SW_SIM_SCALE_KEEP:-$work}/$model-$n-$name.out" 2>/dev/null || true
+      if [ -n "$extra" ]; then
+        # the depths rounded up to the pipeline's blocks (pp x virtual chunks: each stage holds alike)
+        q=$(($(flag_of "$lay" --pp) * $(flag_of "$lay" --pp-virtual)))
+        da=$(((xa + q - 1) / q * q)) db=$(((xb + q - 1) / q * q))
+        [ "$db" -gt "$da" ] || db=$((da + q))
+      fi
+      from=
+      if [ -n "$extra" ] && [ "$db" -lt "$nl" ]; then
+        sim_at "$da"
+        if [ "$rc" = 0 ]; then
+          msa=$ms mema=$mem wa=$wall ca=$cpu
+          sim_at "$db"
+          # linear in the layers: what the depth does not change plus a block's time (and memory) per layer
+          ms=$(awk -v a="$msa" -v b="$ms" -v l="$nl" -v x="$da" -v y="$db" 'BEGIN { printf "%.3f", a + (b - a) * (l - x) / (y - x) }')
+          mem=$(awk -v a="$mema" -v b="$mem" -v l="$nl" -v x="$da" -v y="$db" 'BEGIN { if (a != "" && b != "") printf "%.2f", a + (b - a) * (l - x) / (y - x) }')
+          wall=$((wa + wall)) cpu=$(awk -v a="$ca" -v b="$cpu" 'BEGIN { if (a != "" && b != "") print a + b }')
+          from="$da+$db"
+        fi
+      else sim_at "$nl"; fi
       if [ "$rc" != 0 ]; then
         printf '%-10s %-5s %-22s failed (exit %s, %s s): %s\n' "$model" "$n" "$name" "$rc" "$wall" \
           "$(grep -v -e 'calibrated enough' -e '^sim: ESTIMATE' "$work/s.out" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"
         continue
       fi
-      ms=$(sed -n 's/^simulation: \([0-9.]*\) simulated ms\/step.*/\1/p' "$work/s.out")
-      bub=$(sed -n 's/^bubble: stage [0-9]*: \([0-9.]*\)%.*/\1/p' "$work/s.out" | sort -g | sed -n '1p;$p' | tr '\n' ' ')
-      f1=$(sed -n "s/^bubble: stage [0-9]*: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out" | head -n 1)
-      hid=$(awk '$1 == "overlap:" && $3 == "all" { s += $9; c++ } END { if (c) printf "%.1f", s / c }' "$work/s.out")
-      mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
-      nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
-      b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
-      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' "$model" "$n" "$name" "${ms:-?}" \
-        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl" >> "$out"
+      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s%s\n' "$model" "$n" "$name" "${ms:-?}" \
+        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load" \
+        "${from:+  extrapolated from $da and $db layers}"
+      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl,$from" >> "$out"
     done
   done
 done
