@@ -143,7 +143,7 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
         echo "| $label | $n | $budget | $bnote | \`$slay\` | the planner by the simulated graph (top $simulate of the estimate${sim_layers:+, EXTRAPOLATED from --sim-layers $sim_layers}; the estimate's rank $est) | **$sms** SIMULATED | ${mib:--} |"
         grep '^plan: simulated: ' "$tmp/out" | sed 's/^/    /'
       else
-        echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: $(grep -m1 'simulation: \|error' "$tmp/out" || tail -n 1 "$tmp/out") | - | - |"
+        echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: none simulated ($(grep -m1 'error' "$tmp/out" || grep '^plan: simulated: *- ' "$tmp/out" | head -n 1 || tail -n 1 "$tmp/out")) | - | - |"
       fi
     fi
     hands | while IFS='|' read -r hname src hflags; do

@@ -372,6 +372,7 @@ static void simulate_top(const plan_row *e, int fit, const plan_prog *p, const s
     for (int i = 0; i < n; i++) {
         char tag[16];
         FMT(tag, "%d", i);
+        printf("plan: simulation: %d of %d: %s\n", i + 1, n, e[i].flags); /* progress: minutes each at scale */
         rows[i].rank = i + 1, rows[i].est = e[i].ms;
         rows[i].sim = plan_o.sim_la ? sim_extrapolated(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note)
                                     : sim_one(&s, p, e[i].flags, tag, rows[i].note, sizeof rows[i].note);
