@@ -253,6 +253,10 @@ if want "bad input"; then
   rc=$?
   n=$(grep -c -F -- "--cores must be a positive integer (got '0')" "$TMPD/nocores.out")
   check "a node of 0 cores: exit $rc (expected 2), the rule printed $n time(s)" [ "$rc" = 2 -a "$n" = 1 ]
+  SW_SIM_STACK_KIB=8M sim stack "$TMPD/eth" examples/gpt_train $layout $shape --steps 1
+  rc=$?
+  n=$(grep -c -F "SW_SIM_STACK_KIB must be a positive number of KiB (got '8M')" "$TMPD/stack")
+  check "an actor stack size that is not a number of KiB: exit $rc (expected 2), the rule printed $n time(s)" [ "$rc" = 2 -a "$n" = 1 ]
   sim nocal "$TMPD/eth" --host no-such-host examples/gpt_train $layout $shape --steps 1
   rc=$?
   n=$(grep -c "no calibration for host 'no-such-host'" "$TMPD/nocal")
