@@ -103,7 +103,7 @@ LLaMA-7B|Megatron-LM's rule of thumb (tensor parallel inside a node: TP 8 with s
 LLaMA-7B|torchtitan's 2D parallelism (FSDP = ZeRO-3 across nodes, tensor parallel 8 with sequence parallelism inside a node: docs/composability, llama3_70b.toml's tensor_parallel_degree 8; selective AC)|--tp 8 --sp --ulysses 1 --ring 1 --dp DP --pp 1 --zero 3 --grad-accum 1 --recompute selective
 X
 }
-echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated), $(date -u +%Y-%m-%dT%H:%MZ); the machine, as the planner reads it:"
+echo "bench/plan-scale.sh: FAST ESTIMATE (not simulated)$([ "$simulate" = 0 ] || echo "; the planner's top $simulate also SIMULATED, a row of its own"), $(date -u +%Y-%m-%dT%H:%MZ); the machine, as the planner reads it:"
 # shellcheck disable=SC2046 # the first model's flags are words
 "$build/examples/gpt_train" --plan --plan-ranks 8 --plan-machine "$machine" --plan-top 1 \
   $(models | head -n 1 | cut -d '|' -f 4) --batch 8 2>&1 | sed -n 's/^plan: machine: /  /p'
@@ -143,7 +143,7 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
         echo "| $label | $n | $budget | $bnote | \`$slay\` | the planner by the simulated graph (top $simulate of the estimate${sim_layers:+, EXTRAPOLATED from --sim-layers $sim_layers}; the estimate's rank $est) | **$sms** SIMULATED | ${mib:--} |"
         grep '^plan: simulated: ' "$tmp/out" | sed 's/^/    /'
       else
-        echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: none simulated ($(grep -m1 'error' "$tmp/out" || grep '^plan: simulated: *- ' "$tmp/out" | head -n 1 || tail -n 1 "$tmp/out")) | - | - |"
+        echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: none simulated ($(grep -m1 -e 'error' -e '^plan: simulated: *- ' "$tmp/out" || tail -n 1 "$tmp/out")) | - | - |"
       fi
     fi
     hands | while IFS='|' read -r hname src hflags; do
