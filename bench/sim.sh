@@ -155,11 +155,9 @@ t0=$(date +%s.%N)
 # threads, and an actor per pending StarPU-MPI request, each holding its
 # stack while the request waits. starpu_smpirun passes `ulimit -s` (8 MiB
 # here); a Ulysses layout keeps thousands of requests pending, and their
-# stacks were its simulation's memory: LLaMA-7B Ulysses 2 x dp 4 at 4
-# layers on 8 ranks peaked at 6537 MiB of RssAnon with 8 MiB, 2076 MiB
-# with 1 MiB, the same simulated step (docs/simulation.md). 1 MiB, or
-# SW_SIM_STACK_KIB; an actor that outgrows it stops at SimGrid's guard
-# page (a segmentation fault), not silently.
+# stacks were most of its simulation's memory (docs/simulation.md, "Not
+# done yet"). 1 MiB, or SW_SIM_STACK_KIB; an actor that outgrows it stops
+# at SimGrid's guard page (a segmentation fault), not silently.
 stack=${SW_SIM_STACK_KIB:-1024}
 case "$stack" in '' | *[!0-9]* | 0) die2 "SW_SIM_STACK_KIB must be a positive number of KiB (got '$stack')" ;; esac
 preload=
