@@ -57,7 +57,7 @@
 #                  (EXTRAPOLATED, said on its row; the bubble and hidden
 #                  columns are B's): LLaMA-7B's dp 64 ZeRO-3 at 2 and 4
 #                  layers gave its 32 layers' simulated step to 0.1 ms
-#                  (BENCHMARKS.md, "Extrapolated from 2 and 4 layers") in a
+#                  (BENCHMARKS.md, "Extrapolated from two depths") in a
 #                  quarter of the time
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh; the
 #                  last column the two depths of --extrapolate)
@@ -155,6 +155,9 @@ sim_at() {
   mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
   nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
   b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
+}
+at_depth() { # at_depth VALUE-AT-$da VALUE-AT-$db FORMAT: the value extrapolated linearly to $nl layers (empty if one is)
+  awk -v a="$1" -v b="$2" -v l="$nl" -v x="$da" -v y="$db" -v f="$3" 'BEGIN { if (a != "" && b != "") printf f, a + (b - a) * (l - x) / (y - x) }'
 }
 flag_of() { # flag_of "FLAGS" --NAME: its value, 1 without it
   echo " $1 " | awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1); exit } print 1 }'
@@ -257,8 +260,7 @@ $plan512" ;;
           msa=$ms mema=$mem wa=$wall ca=$cpu
           sim_at "$db"
           # linear in the layers: what the depth does not change plus a block's time (and memory) per layer
-          ms=$(awk -v a="$msa" -v b="$ms" -v l="$nl" -v x="$da" -v y="$db" 'BEGIN { printf "%.3f", a + (b - a) * (l - x) / (y - x) }')
-          mem=$(awk -v a="$mema" -v b="$mem" -v l="$nl" -v x="$da" -v y="$db" 'BEGIN { if (a != "" && b != "") printf "%.2f", a + (b - a) * (l - x) / (y - x) }')
+          ms=$(at_depth "$msa" "$ms" %.3f) mem=$(at_depth "$mema" "$mem" %.2f)
           wall=$((wa + wall)) cpu=$(awk -v a="$ca" -v b="$cpu" 'BEGIN { if (a != "" && b != "") print a + b }')
           from="$da+$db"
         fi
