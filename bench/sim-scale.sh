@@ -131,6 +131,17 @@ calibrate llama-z3 --model llama $small --dp 2 --zero 3 --batch 2
 # without recomputation attention keeps its probabilities (sw_attn_probs_fwd
 # and _bwd, which the layouts above never run): the planner's LLaMA-7B layout
 calibrate llama-tp2-norc --model llama $small --tp 2 --recompute none --batch 2
+# both kinds of attention tile at the models' sequences and head dims
+# (1024 x 64, 2048 x 128): the tiles above are of 128 rows, and their
+# rate, extrapolated 16x to LLaMA-7B's 2048 tokens, made the tiles keeping
+# the probabilities slower per FLOP than the flash tiles (recomputing
+# them), where at 1024 x 128 they are faster (gpt_train --plan measures
+# both). Each at FLOPs of its own: the regression knows a tile by its FLOPs
+long="--layers 1 --hidden 1024 --vocab 2048 --batch 2 --tp 2"
+calibrate gpt2-long --model gpt2 --heads 16 --seq 1024 --max-pos 1024 $long --sp
+calibrate gpt2-long-norc --model gpt2 --heads 16 --seq 1024 --max-pos 1024 $long --recompute none
+calibrate llama-long --model llama --heads 8 --seq 2048 --max-pos 2048 $long --sp
+calibrate llama-long-norc --model llama --heads 8 --seq 2048 --max-pos 2048 $long --recompute none
 
 # sim_at NL: $lay of $model on $n ranks simulated at NL layers: rc, wall, cpu, ms, b0, b1, f1, hid, mem, nest, load
 sim_at() {
