@@ -156,9 +156,10 @@ t0=$(date +%s.%N)
 # stack while the request waits. starpu_smpirun passes `ulimit -s` (8 MiB
 # here); a Ulysses layout keeps thousands of requests pending, and their
 # stacks were most of its simulation's memory (docs/simulation.md, "Not
-# done yet"). 1 MiB, or SW_SIM_STACK_KIB; an actor that outgrows it stops
-# at SimGrid's guard page (a segmentation fault), not silently.
-stack=${SW_SIM_STACK_KIB:-1024}
+# done yet"). 256 KiB, or SW_SIM_STACK_KIB (the same simulated steps from
+# 64 KiB to 8 MiB: docs/simulation.md); an actor that outgrows it stops at
+# SimGrid's guard page (a segmentation fault), not silently.
+stack=${SW_SIM_STACK_KIB:-256}
 case "$stack" in '' | *[!0-9]* | 0) die2 "SW_SIM_STACK_KIB must be a positive number of KiB (got '$stack')" ;; esac
 preload=
 if [ -n "${SW_SIM_FOLD_DIR:-}" ]; then
