@@ -90,6 +90,10 @@ plan-dit-adaln-left-out|graphs/models/plan.c|s/ \* (mc->adaln_ns + 3.0 \* mc->el
 plan-dit-norms-left-out|graphs/models/plan.c|s/ \* (mc->adaln_ns + 3.0 \* mc->elem_ns) \/ 1e6/ * (mc->adaln_ns) \/ 1e6/|tests/test_plan.sh|dit other kernels
 # the tiles that keep the probabilities priced under selective recomputation too (their rate for every layout)
 plan-attn-probs-everywhere|graphs/models/plan.c|s/    double arate = c->recompute == SW_RECOMPUTE_NONE \&\& c->ring == 1 \&\& mc->attn_probs_gflops > 0/    double arate = mc->attn_probs_gflops > 0/|tests/test_plan.sh|other kernels
+# the attention tiles measured now though a calibration is given (STARPU_PERF_MODEL_DIR)
+plan-attn-calibration-ignored|graphs/models/plan.c|s/    for (int i = 0; i < 2 \&\& !(m->attn_gflops > 0); i++) {/    for (int i = 2; i < 2 \&\& !(m->attn_gflops > 0); i++) {/|tests/test_plan.sh|calibrated attention
+# the calibrated flash backward counted as the other kind's (8 FLOPs per pair, not 10: its recomputation left out)
+plan-attn-calibration-flash-bwd-8|graphs/models/plan.c|s/12.0 \/ (4.0 \/ r\[0\] + 10.0 \/ r\[1\])/12.0 \/ (4.0 \/ r[0] + 8.0 \/ r[1])/|tests/test_plan.sh|calibrated attention
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) \/\*/    if (0) \/*/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)

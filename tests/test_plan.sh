@@ -290,7 +290,7 @@ fi
 # LLaMA), and the GEMM while each other core runs one on a core of its own (a load left on the measuring
 # worker's core halves its rate whatever the cores)
 if want "measured kernels"; then
-  "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/here" 2>&1
+  env -u STARPU_PERF_MODEL_DIR "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/here" 2>&1
   rc=$?
   others=$(($(getconf _NPROCESSORS_ONLN) - 1))
   check "measured now: both attention tiles, cross-entropy, SwiGLU, adaLN and AdamW by their codelets, tasks with data; the GEMM's $others load(s) each on a core of its own (exit $rc)" \
@@ -300,6 +300,36 @@ if want "measured kernels"; then
       grep -q "optimizer .* measured now: the AdamW codelet" "$TMPD/here" && grep -q "adaLN .* measured now: sw_modulate_fwd" "$TMPD/here" &&
       grep -q "cost per task .* measured now: 2000 StarPU tasks, each reading two 128x128 tiles and writing a temporary" "$TMPD/here" &&
       { [ "$others" = 0 ] || grep -q "ran the same GEMM ($others of them bound each to a core of its own)" "$TMPD/here"; }'
+fi
+
+# A calibration given (STARPU_PERF_MODEL_DIR): the attention tiles at its history models' rates, the ones
+# the simulated graph runs them at, over every size weighted by its samples, in the estimate's count (forward
+# 4 FLOPs per pair, the flash backward 10, the other 8, the estimate's 12 in all) -- not measured now
+if want "calibrated attention"; then
+  mkdir -p "$TMPD/cal/codelets/45"
+  hist() { # hist CODELET "FLOPS MEAN-US SAMPLES"...: a history model of those entries (hash, bytes, flops, mean, dev, sum, sum2, n)
+    f="$TMPD/cal/codelets/45/$1.testhost"; shift
+    : > "$f"
+    h=0
+    for e in "$@"; do
+      h=$((h + 1))
+      # shellcheck disable=SC2086 # the entry's three words
+      set -- $e
+      printf '%08x\t4096\t%e\t%e\t0\t%e\t0\t%d\n' "$h" "$1" "$2" "$(awk -v m="$2" -v n="$3" 'BEGIN { print m * n }')" "$3" >> "$f"
+    done
+  }
+  # flash: forward 6e9 FLOPs in 4e5 us over its 3 samples (15 GFLOP/s), backward 25: 12 / (4/15 + 10/25) = 18;
+  # keeping the probabilities: 40 and 40, 12 / (4/40 + 8/40) = 40
+  hist sw_attn_fwd "4e9 2e5 1" "1e9 1e5 2"
+  hist sw_attn_bwd "1e10 4e5 5"
+  hist sw_attn_probs_fwd "4e9 1e5 1"
+  hist sw_attn_probs_bwd "8e9 2e5 1"
+  STARPU_PERF_MODEL_DIR="$TMPD/cal" "$GPT_TRAIN" --plan --plan-ranks 2 --plan-top 1 --model llama $SMALL > "$TMPD/cal.out" 2>&1
+  rc=$?
+  check "a calibration given: the attention tiles at its history models' rates (18 and 40 GFLOP/s), not measured now (exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "attention tiles 18 GFLOP/s per worker: measured: StarPU.s history models of sw_attn_fwd and _bwd in $TMPD/cal (15.0 and 25.0" "$TMPD/cal.out" &&
+      grep -q "keeping the probabilities (recompute none) 40 GFLOP/s per worker: measured: StarPU.s history models of sw_attn_probs_fwd" "$TMPD/cal.out" &&
+      ! grep -q "measured now: sw_attn" "$TMPD/cal.out"'
 fi
 
 if want "memory"; then # the planner's need per rank against the run's model (--memory-plan, 2 ranks)

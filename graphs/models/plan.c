@@ -94,9 +94,10 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
     return 0;
 }
 
-/* StarPU's history model of sw_gemm under dir (codelets/45/sw_gemm.HOST):
- * GFLOP/s over every recorded size, weighted by its samples; 0 if none */
-static double perfmodel_gflops(const char *dir, char *file, size_t fn)
+/* StarPU's history model of codelet `name` under dir (codelets/45/NAME.HOST):
+ * GFLOP/s by the codelet's FLOPs over every recorded size, weighted by its
+ * samples; 0 if none */
+static double perfmodel_gflops(const char *dir, const char *name, char *file, size_t fn)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/codelets/45", dir);
@@ -104,8 +105,9 @@ static double perfmodel_gflops(const char *dir, char *file, size_t fn)
     if (!d) return 0;
     struct dirent *e;
     double flops = 0, us = 0;
+    const size_t nl = strlen(name);
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "sw_gemm.", 8)) continue; /* sw_gemm_bias.* is another codelet */
+        if (strncmp(e->d_name, name, nl) || e->d_name[nl] != '.') continue; /* sw_gemm_bias.* is another codelet */
         char p[1400], line[512];
         snprintf(p, sizeof p, "%s/%s", path, e->d_name);
         FILE *f = fopen(p, "r");
@@ -316,8 +318,27 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden)
     const char *sh = getenv("STARPU_HOME") ? getenv("STARPU_HOME") : getenv("HOME");
     if (sh) snprintf(home, sizeof home, "%s/.starpu/sampling", sh), dirs[2] = home;
     for (int i = 0; i < 3 && !m->gemm_gflops; i++)
-        if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], file, sizeof file)) > 0)
+        if (dirs[i] && (m->gemm_gflops = perfmodel_gflops(dirs[i], "sw_gemm", file, sizeof file)) > 0)
             snprintf(m->gemm_src, sizeof m->gemm_src, "measured: StarPU's history model %s", file);
+    /* the attention tiles from a calibration given (dir, STARPU_PERF_MODEL_DIR): the rates the simulated
+     * graph runs them at, the same in every run (measured now, the two kinds' ratio moves with the load,
+     * and near-tied layouts with it: docs/planner.md); not from a home's sampling directory, which holds
+     * every run's tiles. In the estimate's count (backward twice the forward) from the codelets' own FLOPs:
+     * forward 4 per pair, the flash backward 10 (it recomputes the probabilities), the other 8 */
+    for (int i = 0; i < 2 && !(m->attn_gflops > 0); i++) {
+        if (!dirs[i]) continue;
+        double r[4];
+        const char *cl[4] = {"sw_attn_fwd", "sw_attn_bwd", "sw_attn_probs_fwd", "sw_attn_probs_bwd"};
+        for (int k = 0; k < 4; k++) r[k] = perfmodel_gflops(dirs[i], cl[k], file, sizeof file);
+        if (r[0] > 0 && r[1] > 0 && r[2] > 0 && r[3] > 0) {
+            m->attn_gflops = 12.0 / (4.0 / r[0] + 10.0 / r[1]);
+            m->attn_probs_gflops = 12.0 / (4.0 / r[2] + 8.0 / r[3]);
+            snprintf(m->attn_src, sizeof m->attn_src, "measured: StarPU's history models of sw_attn_fwd and _bwd in %s "
+                     "(%.1f and %.1f GFLOP/s by their FLOPs)", dirs[i], r[0], r[1]);
+            snprintf(m->attn_probs_src, sizeof m->attn_probs_src, "measured: StarPU's history models of "
+                     "sw_attn_probs_fwd and _bwd in %s (%.1f and %.1f GFLOP/s by their FLOPs)", dirs[i], r[2], r[3]);
+        }
+    }
     /* one worker's kernels, now, in a task of their own */
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     kernel_rates k = {.N = hidden > 0 ? hidden : 768, .K = hidden > 0 ? hidden : 768, .cores = nc > 0 ? (int)nc : 1};
@@ -466,11 +487,12 @@ void sw_plan_machine_kernels(sw_plan_machine *m, int head_dim, int seq, int ffn,
      * and full, and Ring: the backward recomputes the probabilities) and the tiles that keep the
      * probabilities (none) */
     int S = seq < 1024 ? seq : 1024, nh = (int)fmax(1, ceil(5e7 / (2.0 * S * S * head_dim)));
+    const int calibrated = m->attn_gflops > 0 && m->attn_probs_gflops > 0; /* sw_plan_machine_here's */
     const double flops = 3.0 * 0.5 * 4.0 * S * (double)S * nh * head_dim;
     const char *an[10] = {"plan.q", "plan.k", "plan.v", "plan.o", "plan.lse", "plan.dout", "plan.dq", "plan.dk", "plan.dv", "plan.probs"};
     double *rate[2] = {&m->attn_gflops, &m->attn_probs_gflops};
     char *src[2] = {m->attn_src, m->attn_probs_src};
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 2 && !calibrated; v++) {
         memset(&b, 0, sizeof b);
         b.at = (sw_attn_args){.batch = 1, .nh = nh, .d = head_dim, .sq = S, .sk = S, .causal = 1,
                               .scale = 1.0f / sqrtf((float)head_dim), .heads_total = nh, .seq_total = S};

@@ -82,7 +82,12 @@ int sw_plan_machine_read(sw_plan_machine *m, const char *path, char *msg, size_t
  * else $STARPU_HOME/.starpu/sampling, else ~/.starpu/sampling), else
  * measured now (sw_gemm_cpu, one thread, 256 x hidden x hidden in the
  * forward and both backward forms, on operands read from memory,
- * extrapolated to many rows); gemm_half_rows measured now (the same GEMMs
+ * extrapolated to many rows); attn_gflops and attn_probs_gflops from the
+ * history models of the attention tiles (sw_attn_fwd and _bwd,
+ * sw_attn_probs_fwd and _bwd) where dir or $STARPU_PERF_MODEL_DIR has all
+ * four: a calibration's rates, those its simulated graph runs the tiles
+ * at (a home's sampling directory is not read for them: it holds every
+ * run's tiles); gemm_half_rows measured now (the same GEMMs
  * at 16 and 256 rows); adam_ns measured now (an AdamW loop
  * over 4M parameters, not the codelet: sw_plan_machine_kernels measures
  * the codelet); elem_ns measured now (an RMSNorm forward over 4M
@@ -99,7 +104,8 @@ void sw_plan_machine_here(sw_plan_machine *m, const char *dir, int hidden);
 /** The model's other kernels on this machine, as the library's codelets run
  * them on a worker (best of 5 after a first): attn_gflops (sw_attn_fwd and
  * sw_attn_bwd at head_dim over min(seq, 1024) causal rows),
- * attn_probs_gflops (sw_attn_probs_fwd and _bwd, the same), ce_ns (the
+ * attn_probs_gflops (sw_attn_probs_fwd and _bwd, the same) -- both kept
+ * where sw_plan_machine_here took them from a calibration --, ce_ns (the
  * cross-entropy's passes over 256 rows of min(vocab, 8192) logits), act_ns
  * (GELU, or SwiGLU where swiglu, forward and backward over 256 x ffn),
  * adaln_ns (the DiT's modulation and gated residual, forward and backward,
