@@ -135,8 +135,8 @@ calibrate llama-tp2-norc --model llama $small --tp 2 --recompute none --batch 2
 # (1024 x 64, 2048 x 128): the tiles above are of 128 rows, and their
 # rate, extrapolated 16x to LLaMA-7B's 2048 tokens, made the tiles keeping
 # the probabilities slower per FLOP than the flash tiles (recomputing
-# them), where at 1024 x 128 they are faster (gpt_train --plan measures
-# both). Each at FLOPs of its own: the regression knows a tile by its FLOPs
+# them), where at these sizes they are faster. Each at FLOPs of its own:
+# the regression knows a tile by its FLOPs
 long="--layers 1 --hidden 1024 --vocab 2048 --batch 2 --tp 2"
 calibrate gpt2-long --model gpt2 --heads 16 --seq 1024 --max-pos 1024 $long --sp
 calibrate gpt2-long-norc --model gpt2 --heads 16 --seq 1024 --max-pos 1024 $long --recompute none
