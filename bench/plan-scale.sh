@@ -11,7 +11,7 @@
 # these shapes' sizes yet (docs/simulation.md), so every figure here is the
 # planner's formula on the machine file given -- labelled as such.
 # usage: bench/plan-scale.sh [--build DIR] [--machine FILE] [--calibration DIR|none]
-#          [--worlds "64 512"] [--layers L] [--simulate N [--sim-layers A,B] [--sim-build DIR]]
+#          [--worlds "64 512"] [--layers L] [--simulate N [--sim-layers A,B] [--sim-ranks R] [--sim-build DIR]]
 #   --layers L  every model with L layers instead of its own 48 / 32 (what
 #               bench/sim-scale.sh --layers simulates: the estimate beside it)
 #   --calibration DIR  the GEMM rate from StarPU's history model of sw_gemm
@@ -27,7 +27,11 @@
 #               each at A and B layers and extrapolates to the model's depth
 #               (EXTRAPOLATED: docs/planner.md); --sim-build DIR the
 #               simulation build (default build-sim). LLaMA-7B's 32 layers
-#               on 64 ranks at 1,2: some 7 minutes a layout on a 2-core VM
+#               on 64 ranks at 1,2: some 7 minutes a layout on a 2-core VM;
+#               --sim-ranks R: worlds above R simulated as R-rank STAND-INS
+#               (gpt_train --sim-ranks: the data-parallel group and the
+#               batch cut, every rank's shapes kept; 512 ranks take 30+
+#               minutes a pass, 64 a few)
 #   (SW_PLAN_SCALE_MODELS=REGEX: only the models whose name matches)
 # Default machine (printed): 8 ranks per node of one CPU core each, the GEMM
 # rate measured by the calibration (else typed: this VM's quiet rate, 149
@@ -36,7 +40,7 @@
 # line says.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh simulate=0 sim_layers="" sim_build=$top/build-sim
+build=$top/build machine="" worlds="64 512" layers="" me=plan-scale.sh simulate=0 sim_layers="" sim_build=$top/build-sim sim_ranks=
 cal=${SW_SIM_SCALE_CALIBRATION:-$HOME/.cache/starweave/calibration-scale}
 . "$top/bench/common.sh"
 while [ $# -gt 0 ]; do
@@ -50,6 +54,8 @@ while [ $# -gt 0 ]; do
     --simulate) simulate=$2; shift 2
       case $simulate in ''|*[!0-9]*) echo "plan-scale: --simulate wants a count of layouts (got '$simulate')" >&2; exit 2 ;; esac ;;
     --sim-layers) sim_layers=$2; shift 2 ;;
+    --sim-ranks) sim_ranks=$2; shift 2
+      case $sim_ranks in ''|*[!0-9]*|0) echo "plan-scale: --sim-ranks wants a positive count of ranks (got '$sim_ranks')" >&2; exit 2 ;; esac ;;
     --sim-build) sim_build=$2; shift 2 ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) echo "plan-scale: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -122,8 +128,10 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
     # shellcheck disable=SC2086
     rm -f "$tmp/list"
     sim=""
+    standin=
+    [ -z "$sim_ranks" ] || [ "$n" -le "$sim_ranks" ] || standin=$sim_ranks
     [ "$simulate" = 0 ] || sim="--simulate $simulate ${sim_layers:+--sim-layers $sim_layers} --sim-build $sim_build
-      --sim-calibration $cal --sim-estimate --sim-preset nvlink-ib"
+      --sim-calibration $cal --sim-estimate --sim-preset nvlink-ib ${standin:+--sim-ranks $standin}"
     SW_SIM_HOST=scale "$build/examples/gpt_train" --plan --plan-ranks-per-node 8 --plan-nodes $((n / 8)) --plan-machine "$machine" \
       --plan-mem-mib "$budget" --plan-top 3 --plan-list "$tmp/list" $flags --batch "$batch" $sim > "$tmp/out" 2>&1 || true
     best=$(grep -m1 '^plan: *1 ' "$tmp/out" || true)
@@ -140,7 +148,7 @@ models | awk -F '|' -v re="${SW_PLAN_SCALE_MODELS:-.}" '$1 ~ re' | while IFS='|'
         sms=$(echo "$srow" | awk '{ print $6 }') est=$(echo "$srow" | awk '{ print $4 }')
         slay=$(echo "$srow" | sed 's/^plan: simulated: *\([^ ]* *\)\{5\}//; s/ (extrapolated.*//')
         mib=$(awk -F '\t' -v f="$slay" '$2 == f { split($3, w, " "); printf "%.3f", w[2] / 1048576; exit }' "$tmp/list")
-        echo "| $label | $n | $budget | $bnote | \`$slay\` | the planner by the simulated graph (top $simulate of the estimate${sim_layers:+, EXTRAPOLATED from --sim-layers $sim_layers}; the estimate's rank $est) | **$sms** SIMULATED | ${mib:--} |"
+        echo "| $label | $n | $budget | $bnote | \`$slay\` | the planner by the simulated graph (top $simulate of the estimate${sim_layers:+, EXTRAPOLATED from --sim-layers $sim_layers}${standin:+, each a STAND-IN of $standin ranks}; the estimate's rank $est) | **$sms** SIMULATED | ${mib:--} |"
         grep '^plan: simulated: ' "$tmp/out" | sed 's/^/    /'
       else
         echo "| $label | $n | $budget | $bnote | - | the planner by the simulated graph: none simulated ($(grep -m1 -e 'error' -e '^plan: simulated: *- ' "$tmp/out" || tail -n 1 "$tmp/out")) | - | - |"

@@ -16,7 +16,7 @@
 #
 # usage: bench/sim-scale.sh [--build DIR] [--sim-build DIR] [--models LIST]
 #          [--ranks LIST] [--layers L] [--micro K] [--preset P]
-#          [--only REGEX] [--steps N] [--no-trace] [--extrapolate A,B] [--out FILE]
+#          [--only REGEX] [--steps N] [--no-trace] [--extrapolate A,B] [--stand-in R] [--out FILE]
 #   --models LIST  gpt2-1.5b llama-7b (default both)
 #   --ranks LIST   world sizes among 8 64 512 (default "8 64")
 #   --layers L     layers simulated (default 16; "full": each model's own,
@@ -59,6 +59,17 @@
 #                  layers gave its 32 layers' simulated step to 0.1 ms
 #                  (BENCHMARKS.md, "Extrapolated from two depths") in a
 #                  quarter of the time
+#   --stand-in R   worlds above R ranks simulated as R-rank STAND-INS (R a
+#                  multiple of 8): each layout's data-parallel group and
+#                  the global batch cut by world / R, so that every rank
+#                  keeps its shapes and every other group its size (the
+#                  data-parallel collectives span fewer ranks; ZeRO's
+#                  shards, the optimizer's update and the MiB/rank column
+#                  are the stand-in's); said on its row. A 512-rank pass
+#                  takes 30+ minutes here, a 64-rank stand-in a few; at 1
+#                  layer GPT-2 1.5B's dp 512 simulated 10463.8 ms/step,
+#                  10460.1 on 64 (BENCHMARKS.md, "A data-parallel group of
+#                  512")
 #   --out FILE     the table also as CSV (for bench/sim-pictures.sh; the
 #                  last column the two depths of --extrapolate)
 # Each run's wall time, CPU time (both passes of --estimate) and the load
@@ -74,7 +85,7 @@ me=sim-scale
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/common.sh"
 build=$top/build sim_build=$top/build-sim ranks="8 64" preset=nvlink-ib layers=16 micro=16 only= steps=2 out=
-models="gpt2-1.5b llama-7b" traced=1 extra=
+models="gpt2-1.5b llama-7b" traced=1 extra= standin=
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) need "$@"; build=$2; shift ;;
@@ -89,6 +100,7 @@ while [ $# -gt 0 ]; do
     --out) need "$@"; out=$2; shift ;;
     --no-trace) traced=0 ;;
     --extrapolate) need "$@"; extra=$2; shift ;;
+    --stand-in) need "$@"; standin=$2; shift ;;
     -h|--help) usage_from "$0"; exit 0 ;;
     *) die2 "unknown option '$1' (see --help)" ;;
   esac
@@ -96,6 +108,7 @@ while [ $# -gt 0 ]; do
 done
 [ "$layers" = full ] || case "$layers" in '' | *[!0-9]* | 0) die2 "--layers: a positive integer or full (got '$layers')" ;; esac
 posint --micro "$micro"; posint --steps "$steps"
+[ -z "$standin" ] || { posint --stand-in "$standin"; [ $((standin % 8)) = 0 ] || die2 "--stand-in: whole nodes of 8 ranks (got $standin)"; }
 if [ -n "$extra" ]; then
   xa=${extra%%,*} xb=${extra#*,}
   case "$xa:$xb" in *[!0-9:]* | :* | *: | 0:* | *:0) die2 "--extrapolate: two depths A,B with 1 <= A < B (got '$extra')" ;; esac
@@ -146,12 +159,12 @@ calibrate llama-long-norc --model llama --heads 8 --seq 2048 --max-pos 2048 $lon
 # sim_at NL: $lay of $model on $n ranks simulated at NL layers: rc, wall, cpu, ms, b0, b1, f1, hid, mem, nest, load
 sim_at() {
   trace="--trace $work/t.json"
-  [ "$n" -le 64 ] && [ "$traced" = 1 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
+  [ "$sn" -le 64 ] && [ "$traced" = 1 ] || trace= # the trace of 512 ranks: more wall time than the table is worth
   t0=$(date +%s)
   rc=0
   # the CPU time of the simulation (both passes), the measure on a
   # shared machine (the wall time grows with the others' load)
-  $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$n" --estimate --list-args "--steps 1" \
+  $timer sh "$top/bench/sim.sh" --build "$sim_build" --calibration "$cal" --host "$host" --platform "$work/p$sn" --estimate --list-args "--steps 1" \
     examples/gpt_train $shape --layers "$1" $lay --ncpus 1 --collective-algo mpi --steps "$steps" \
     --log "$work/s.csv" $trace > "$work/s.out" 2>&1 || rc=$?
   wall=$(($(date +%s) - t0))
@@ -220,9 +233,12 @@ torchtitan-tp8spdp64z3sel:--tp 8 --sp --dp 64 --zero 3 --recompute selective --b
   nl=$layers
   [ "$nl" != full ] || nl=$depth
   for n in $ranks; do
-    rpn=$((n < 8 ? n : 8))
-    sh "$top/bench/sim-platform.sh" --nodes $((n / rpn)) --ranks-per-node $rpn --cpus 1 --preset "$preset" \
-      --out "$work/p$n" > "$work/platform.out"
+    # the ranks simulated: the world, or its stand-in's (--stand-in)
+    sn=$n cut=1
+    [ -z "$standin" ] || [ "$n" -le "$standin" ] || { [ $((n % standin)) = 0 ] || die2 "--stand-in $standin does not divide $n ranks"; sn=$standin cut=$((n / standin)); }
+    rpn=$((sn < 8 ? sn : 8))
+    sh "$top/bench/sim-platform.sh" --nodes $((sn / rpn)) --ranks-per-node $rpn --cpus 1 --preset "$preset" \
+      --out "$work/p$sn" > "$work/platform.out"
     k=$micro
     case "$model:$n" in
       # GPT-2 1.5B's 25 heads divide by no tp of a node of 8 (gpt_train
@@ -258,6 +274,15 @@ $plan512" ;;
     echo "$list" | while IFS=: read -r name lay; do
       [ -z "$only" ] || echo "$name" | grep -Eq "$only" || continue
       case "$name" in planner-* | megatron-* | torchtitan-*) lay="$lay --memory-budget-mb $budget" ;; esac
+      said=
+      if [ "$cut" != 1 ]; then # the stand-in: dp and the batch cut (after the layout's flags: the last one counts)
+        dp=$(flag_of "$lay" --dp) b=$(flag_of "$lay" --batch)
+        if [ $((dp % cut)) != 0 ] || [ $((b % cut)) != 0 ]; then
+          printf '%-10s %-5s %-22s no %s-rank stand-in: dp %s and batch %s are not multiples of %s\n' "$model" "$n" "$name" "$sn" "$dp" "$b" "$cut"
+          continue
+        fi
+        lay="$lay --dp $((dp / cut)) --batch $((b / cut))" said="  STAND-IN on $sn ranks (dp $((dp / cut)), batch $((b / cut)); MiB/rank the stand-in's)"
+      fi
       if [ -n "$extra" ]; then
         # the depths rounded up to the pipeline's blocks (pp x virtual chunks: each stage holds alike)
         q=$(($(flag_of "$lay" --pp) * $(flag_of "$lay" --pp-virtual)))
@@ -283,8 +308,8 @@ $plan512" ;;
       fi
       printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s%s\n' "$model" "$n" "$name" "${ms:-?}" \
         "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load" \
-        "${from:+  extrapolated from $da and $db layers}"
-      [ -z "$out" ] || echo "$model,$n,$name,${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl,$from" >> "$out"
+        "${from:+  extrapolated from $da and $db layers}$said"
+      [ -z "$out" ] || echo "$model,$n,$name${said:+ (stand-in $sn)},${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl,$from" >> "$out"
     done
   done
 done

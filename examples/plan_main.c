@@ -71,6 +71,7 @@ typedef struct plan_prog {
     char model[512];    /* the model's flags */
     char run_flags[64]; /* what a run of it adds beside STARPU_NCPU (gpt_train: --ncpus N --log /dev/null) */
     int world, ncpus;   /* ranks; CPU workers per rank of a run here (cores / ranks per node, at least 1) */
+    int batch;          /* the global batch (--sim-ranks' stand-ins cut it) */
     int layers;         /* the model's depth (--sim-layers extrapolates to it) */
     char sim_flags[64]; /* what a simulated run adds (gpt_train under the machine's coll_offload 1: MPI's collectives) */
 } plan_prog;
@@ -124,12 +125,13 @@ static int run_one(const plan_prog *p, const char *layout, double *ms, double *m
 
 /* ---------------------------------------------------- --simulate N */
 
-/* snprintf into an array, refusing what does not fit (a path too long) */
-#define FMT(buf, ...)                                                                          \
-    do {                                                                                       \
-        if (snprintf(buf, sizeof buf, __VA_ARGS__) >= (int)sizeof buf)                         \
-            sw_usage_error("--simulate: a command or path longer than %zu characters", sizeof buf); \
+/* snprintf into n bytes of buf, refusing what does not fit (a path too long); FMT: into an array */
+#define FMT_N(buf, n, ...)                                                                              \
+    do {                                                                                                \
+        if (snprintf(buf, n, __VA_ARGS__) >= (int)(n))                                                  \
+            sw_usage_error("--simulate: a command or path longer than %zu characters", (size_t)(n));   \
     } while (0)
+#define FMT(buf, ...) FMT_N(buf, sizeof buf, __VA_ARGS__)
 
 #ifndef SW_SRCDIR
 #define SW_SRCDIR "."
@@ -178,6 +180,35 @@ static int log_line(const char *log, const char *prefix, char *out, size_t n)
     return found;
 }
 
+/* the ranks simulated: the world, or --sim-ranks' stand-in of it */
+static int sim_world(const plan_prog *p) { return plan_o.sim_ranks ? plan_o.sim_ranks : p->world; }
+
+/* a layout's value of an integer flag (1 where its flags do not have it) */
+static int flag_of(const char *flags, const char *name)
+{
+    const char *at = strstr(flags, name);
+    return at ? atoi(at + strlen(name)) : 1;
+}
+
+/* the layout's flags as simulated: on --sim-ranks N below the world, its N-rank stand-in -- the data-parallel
+ * group and the global batch cut by world / N (after the layout's flags: the last one counts), so that every
+ * rank keeps its shapes and every other group its size. 0, or -1 with why in note where they do not divide */
+static int sim_standin(const plan_prog *p, const char *layout, char *out, size_t n, char *note, size_t nn)
+{
+    const int cut = p->world / sim_world(p), dp = flag_of(layout, "--dp ");
+    if (cut == 1) {
+        FMT_N(out, n, "%s", layout);
+        return 0;
+    }
+    if (dp % cut || p->batch % cut) {
+        snprintf(note, nn, "no %d-rank stand-in: its dp (%d) and the batch (%d) must be multiples of world / sim-ranks "
+                 "(%d)", sim_world(p), dp, p->batch, cut);
+        return -1;
+    }
+    FMT_N(out, n, "%s --dp %d --batch %d", layout, dp / cut, p->batch / cut);
+    return 0;
+}
+
 /* the simulation's setup, shared by --simulate and --simulate-verified: the build, a temporary directory,
  * the platform */
 typedef struct sim_ctx {
@@ -198,9 +229,10 @@ static int sim_open(sim_ctx *s, const plan_prog *p, const sw_plan_machine *mc, c
                "SW_SIM_BUILD): %s\n", p->name, s->build, instead);
         return 0;
     }
-    if (!o->sim_calibration && p->world > 4) {
+    if (!o->sim_calibration && sim_world(p) > 4) {
         printf("plan: simulation: each layout's sizes need a calibration (a real run; this machine runs at most 4 "
-               "ranks, the world is %d): give --sim-calibration DIR (bench/calibrate.sh): %s\n", p->world, instead);
+               "ranks, the world simulated is %d): give --sim-calibration DIR (bench/calibrate.sh): %s\n",
+               sim_world(p), instead);
         return 0;
     }
     FMT(s->dir, "/tmp/sw-plan-sim.XXXXXX");
@@ -213,13 +245,14 @@ static int sim_open(sim_ctx *s, const plan_prog *p, const sw_plan_machine *mc, c
     s->cores = !o->sim_calibration && mc->cores >= 1 && o->ranks_per_node * p->ncpus > mc->cores ? (int)mc->cores : 0;
     char cores[32] = "";
     if (s->cores) FMT(cores, "--cores %d", s->cores);
+    const int nodes = sim_world(p) / o->ranks_per_node; /* whole nodes (plan_world): the stand-in's fewer */
     /* the platform prices the network as the estimate does: the machine's link figures, unless a preset is named */
     if (o->sim_preset)
         FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --preset '%s' %s "
-                 "--out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset, cores, s->plat);
+                 "--out '%s'", SW_SRCDIR, nodes, o->ranks_per_node, p->ncpus, o->sim_preset, cores, s->plat);
     else
         FMT(cmd, "sh '%s/bench/sim-platform.sh' --nodes %d --ranks-per-node %d --cpus %d --intra-bw %g "
-                 "--intra-lat %g --inter-bw %g --inter-lat %g %s --out '%s'", SW_SRCDIR, o->nodes, o->ranks_per_node,
+                 "--intra-lat %g --inter-bw %g --inter-lat %g %s --out '%s'", SW_SRCDIR, nodes, o->ranks_per_node,
                  p->ncpus, mc->intra_gbs, mc->intra_us, mc->inter_gbs, mc->inter_us, cores, s->plat);
     FMT(log, "%s/platform.log", s->dir);
     if (run_logged(cmd, log) != 0) {
@@ -241,12 +274,17 @@ static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
     else FMT(cores, "a core per worker");
     printf("plan: simulation: %s through the simulated task graph (bench/sim.sh, 3 steps, %s; platform: %d node(s) "
            "x %d rank(s), %d CPU worker(s) each, %s, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s%s\n", what, s->build,
-           o->nodes, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures", cores,
+           sim_world(p) / o->ranks_per_node, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures", cores,
            cost && *cost ? cost : "0 (sim.sh's default: the calibration's measured cost per task charged instead)",
            o->sim_calibration ? "with the calibration given (--sim-calibration)"
                               : "calibrated by a real run of that layout's own task sizes on this machine "
                                 "(bench/calibrate.sh, 10 steps",
            o->sim_calibration ? "" : s->cores ? ", --cpu-time: the tasks' time on their cores)" : ")");
+    if (sim_world(p) < p->world)
+        printf("plan: simulation: STAND-INS: the world of %d ranks simulated on %d (--sim-ranks), each layout's "
+               "data-parallel group and the global batch cut by %d: every rank's shapes kept, its data-parallel "
+               "collectives over fewer ranks, ZeRO's shards and optimizer update those of the smaller group\n",
+               p->world, sim_world(p), p->world / sim_world(p));
 }
 
 /* one layout through the simulated graph at nd depths (layers[i] layers; 0: the model's own): its calibration
@@ -257,7 +295,8 @@ static int sim_layout(const sim_ctx *s, const plan_prog *p, const char *layout, 
                       const char *tag, char *note, size_t n)
 {
     plan_opts *o = &plan_o;
-    char cmd[4096], log[1100], cal[1100], host[64], env[32], rest[1024], depth[24] = "";
+    char cmd[4096], log[1100], cal[1100], host[64], env[32], rest[1024], depth[24] = "", lay[320];
+    if (sim_standin(p, layout, lay, sizeof lay, note, n)) return -1;
     if (o->sim_calibration) FMT(cal, "%s", o->sim_calibration);
     else FMT(cal, "%s/cal-%s", s->dir, tag);
     FMT(host, "%s", getenv("SW_SIM_HOST") && o->sim_calibration ? getenv("SW_SIM_HOST") : "");
@@ -266,8 +305,8 @@ static int sim_layout(const sim_ctx *s, const plan_prog *p, const char *layout, 
     if (layers[nd - 1]) FMT(depth, "--layers %d", layers[nd - 1]); /* after the model's flags: the last one counts */
     if (!o->sim_calibration) {
         FMT(cmd, "%s sh '%s/bench/calibrate.sh' --build '%s' --calibration '%s' --host %s --np %d %s examples/%s %s "
-                 "%s %s %s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, p->world, s->cores ? "--cpu-time" : "",
-                 p->name, p->model, depth, layout, p->run_flags);
+                 "%s %s %s --steps 10", env, SW_SRCDIR, SW_BUILDDIR, cal, host, sim_world(p), s->cores ? "--cpu-time" : "",
+                 p->name, p->model, depth, lay, p->run_flags);
         FMT(log, "%s/cal-%s.log", s->dir, tag);
         int rc = run_logged(cmd, log);
         if (rc != 0) {
@@ -280,7 +319,7 @@ static int sim_layout(const sim_ctx *s, const plan_prog *p, const char *layout, 
         if (layers[i]) FMT(depth, "--layers %d", layers[i]);
         FMT(cmd, "%s sh '%s/bench/sim.sh' --build '%s' --calibration '%s' --host %s --platform '%s' %s examples/%s %s "
                  "%s %s %s %s --steps 3", env, SW_SRCDIR, s->build, cal, host, s->plat,
-                 o->sim_estimate ? "--estimate --list-args '--steps 1'" : "", p->name, p->model, depth, layout,
+                 o->sim_estimate ? "--estimate --list-args '--steps 1'" : "", p->name, p->model, depth, lay,
                  p->run_flags, p->sim_flags);
         FMT(log, "%s/sim-%s-l%d.log", s->dir, tag, layers[i]);
         int rc = run_logged(cmd, log);
@@ -315,13 +354,6 @@ typedef struct sim_row {
     double est, sim;   /* ms/step: the estimate, the simulated graph (NAN: none) */
     char note[300];    /* why there is no simulated figure; --sim-layers: the two depths' steps */
 } sim_row;
-
-/* a layout's value of an integer flag (1 where its flags do not have it) */
-static int flag_of(const char *flags, const char *name)
-{
-    const char *at = strstr(flags, name);
-    return at ? atoi(at + strlen(name)) : 1;
-}
 
 /* a layout through the simulated graph at --sim-layers A,B, its step extrapolated linearly to the model's depth
  * (the blocks repeat: a step is what the depth does not change plus a block's time per layer; the two depths
@@ -428,6 +460,11 @@ static int plan_world(void)
             sw_usage_error("sim-layers must be two depths A,B with 1 <= A < B (sim-layers = %s)", o->sim_layers);
         if (!o->simulate) sw_usage_error("--sim-layers sets the depths of --simulate N's runs: give --simulate (simulate = 0)");
     }
+    if (o->sim_ranks && (!o->simulate || o->sim_ranks < 0 || o->sim_ranks > world || world % o->sim_ranks ||
+                         o->sim_ranks % o->ranks_per_node))
+        sw_usage_error("sim-ranks must go with --simulate and divide the world into whole nodes: a positive divisor of "
+                       "plan-ranks (%d) and a multiple of plan-ranks-per-node (%d) (sim-ranks = %d, simulate = %d)",
+                       world, o->ranks_per_node, o->sim_ranks, o->simulate);
     if (o->sim_estimate && !o->simulate && !o->simulate_verified)
         sw_usage_error("--sim-estimate applies to the simulated runs: give --simulate N or --simulate-verified");
     if ((o->verify || o->verify_spread) && world > 4)
@@ -620,7 +657,8 @@ static void gpt_flags_of(const sw_plan_entry *e, char *out, size_t n) { sw_plan_
 
 int plan_main(const sw_gpt_config *cfg, const char *argv0)
 {
-    plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers};
+    plan_prog p = {.name = "gpt_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers,
+                   .batch = cfg->batch};
     if (plan_o.check_config) return check_config(cfg, p.world);
     sw_plan_machine mc;
     model_flags(cfg, p.model, sizeof p.model);
@@ -651,7 +689,8 @@ static void dit_model_flags(const sw_dit_config *c, char *out, size_t n)
 
 int plan_dit_main(const sw_dit_config *cfg, int pp, const char *argv0)
 {
-    plan_prog p = {.name = "dit_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers};
+    plan_prog p = {.name = "dit_train", .argv0 = argv0, .world = plan_world(), .layers = cfg->layers,
+                   .batch = cfg->batch};
     if (plan_o.check_config) { /* after dit_train's rules (its check_flags): the world, then every rank's model
                                 * described as sw_dit_create describes it (the layers and the pipeline refuse there) */
         char msg[512];

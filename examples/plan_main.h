@@ -21,6 +21,7 @@ typedef struct plan_opts {
     const char *sim_layers; /* --sim-layers A,B: --simulate's runs at A and B layers, extrapolated to the model's */
     int sim_la, sim_lb;     /* its A and B (0: each layout simulated at the model's own depth) */
     int sim_estimate;       /* --sim-estimate: sizes the calibration lacks take a regression estimate (sim.sh) */
+    int sim_ranks;          /* --sim-ranks N: a larger world simulated as its N-rank stand-in (0: the world) */
 } plan_opts;
 
 extern plan_opts plan_o;
@@ -64,6 +65,9 @@ extern plan_opts plan_o;
     CLI_BOOL("--sim-estimate", &plan_o.sim_estimate, "task sizes the calibration lacks take a regression estimate from\n" \
              "the sizes it holds (bench/sim.sh --estimate, each said) instead of\n"                                   \
              "stopping the simulation: worlds no machine here runs"),                                                  \
+    CLI_INT("--sim-ranks", &plan_o.sim_ranks, NULL, CLI_INT_MIN, CLI_INT_MAX, "N", "with --simulate: a larger world simulated on N ranks (whole nodes),\n" \
+            "each layout's data-parallel group and the global batch cut by\n"                                         \
+            "world / N, every rank's shapes kept: a STAND-IN, said (0: the world)"),                                   \
     CLI_BOOL("--check-config", &plan_o.check_config, check_help)
 
 /* after gpt_train's parse (every flag rule checked): the planner or the check; returns the exit status */

@@ -94,6 +94,8 @@ plan-attn-probs-everywhere|graphs/models/plan.c|s/    double arate = c->recomput
 plan-attn-calibration-ignored|graphs/models/plan.c|s/    for (int i = 0; i < 2 \&\& !(m->attn_gflops > 0); i++) {/    for (int i = 2; i < 2 \&\& !(m->attn_gflops > 0); i++) {/|tests/test_plan.sh|calibrated attention
 # the calibrated flash backward counted as the other kind's (8 FLOPs per pair, not 10: its recomputation left out)
 plan-attn-calibration-flash-bwd-8|graphs/models/plan.c|s/12.0 \/ (4.0 \/ r\[0\] + 10.0 \/ r\[1\])/12.0 \/ (4.0 \/ r[0] + 8.0 \/ r[1])/|tests/test_plan.sh|calibrated attention
+# --sim-ranks' stand-in keeps the layout's dp (the batch cut alone: the run refuses dp 4 on 2 ranks)
+plan-standin-dp-kept|examples/plan_main.c|s/%s --dp %d --batch %d", layout, dp \/ cut,/%s --dp %d --batch %d", layout, dp,/|tests/test_plan.sh|simulate stand-in
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) \/\*/    if (0) \/*/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)

@@ -41,6 +41,10 @@ expect "sim-layers must be two depths A,B with 1 <= A < B (sim-layers = 2,1)" --
 expect "sim-layers must be two depths A,B with 1 <= A < B (sim-layers = 1,2,3)" --plan --plan-ranks 2 --simulate 1 --sim-layers 1,2,3
 expect "sim-layers' depths (1, 2) must be below the model's layers (2)" --plan --plan-ranks 2 --simulate 1 --sim-layers 1,2 --layers 2
 expect "sim-layers sets the depths of --simulate N's runs: give --simulate (simulate = 0)" --plan --plan-ranks 2 --sim-layers 1,2
+# --sim-ranks' stand-in: whole nodes of the world, with --simulate
+expect "sim-ranks must go with --simulate and divide the world into whole nodes: a positive divisor of plan-ranks (8) and a multiple of plan-ranks-per-node (2) (sim-ranks = 3, simulate = 1)" --plan --plan-ranks 8 --plan-ranks-per-node 2 --plan-nodes 4 --simulate 1 --sim-ranks 3
+expect "sim-ranks must go with --simulate and divide the world into whole nodes: a positive divisor of plan-ranks (8) and a multiple of plan-ranks-per-node (4) (sim-ranks = 2, simulate = 1)" --plan --plan-ranks 8 --plan-ranks-per-node 4 --plan-nodes 2 --simulate 1 --sim-ranks 2
+expect "sim-ranks must go with --simulate" --plan --plan-ranks 4 --sim-ranks 2
 expect "sim-estimate applies to the simulated runs: give --simulate N or --simulate-verified" --plan --plan-ranks 2 --sim-estimate
 # the same rule checked by every rank of an MPI launch: all exit 2, no hang
 MPIRUN=${MPIRUN:-mpirun}

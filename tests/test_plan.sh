@@ -423,6 +423,27 @@ if want "simulate layers" && sim_ready "simulate layers" gpt_train; then
           echo "$ab $x ${y:-x}" | awk "{ e = \$1 + 3 * (\$2 - \$1); d = \$4 - \$3; if (d < 0) d = -d;
             exit !(NF == 4 && \$3 > 0 && \$3 - e < 0.005 && e - \$3 < 0.005 && \$4 == \$4 + 0 && d < 0.01 * \$4) }"'
 fi
+# --sim-ranks 2 on a world of 2 nodes x 2: each layout simulated as its stand-in on one node, its dp and the
+# batch halved (every rank's shapes kept), calibrated and simulated on 2 ranks -- the kept logs say the ranks,
+# the dp and the batch the simulated run had
+if want "simulate stand-in" && sim_ready "simulate stand-in" gpt_train; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  SW_PLAN_KEEP=1 "$GPT_TRAIN" --plan --plan-ranks 4 --plan-ranks-per-node 2 --plan-nodes 2 --plan-machine "$TMPD/machine" \
+    --plan-top 3 --simulate 1 --sim-ranks 2 --sim-build "$sim_build" $TINY > "$TMPD/sims" 2>&1
+  rc=$?
+  kept=$(sed -n 's/.*logs kept in \(.*\) (SW_PLAN_KEEP)$/\1/p' "$TMPD/sims")
+  row=$(grep '^plan: simulated: *1 ' "$TMPD/sims")
+  dp=$(echo "$row" | sed -n 's/.* --dp \([0-9]*\) .*/\1/p')
+  ran=$(grep -m1 '^gpt_train: .* batch [0-9]*, .* rank(s), .*dp [0-9]*,' "$kept/sim-0-l0.log" 2>/dev/null |
+    sed -n 's/.* batch \([0-9]*\), .*, \([0-9]*\) rank(s), .*dp \([0-9]*\),.*/batch \1 ranks \2 dp \3/p')
+  [ "$rc" = 0 ] && [ -n "$ran" ] || cat "$TMPD/sims"
+  rm -rf "$kept"
+  check "--simulate 1 --sim-ranks 2 of 4 ranks: the top layout (dp ${dp:-none}) simulated as its stand-in: ${ran:-none} ($(($(date +%s) - t0)) s, exit $rc)" \
+    eval '[ "$rc" = 0 ] && grep -q "STAND-INS: the world of 4 ranks simulated on 2 (--sim-ranks)" "$TMPD/sims" &&
+          grep -q "platform: 1 node(s) x 2 rank(s)" "$TMPD/sims" && [ -n "$dp" ] && [ $((dp % 2)) = 0 ] &&
+          [ "$ran" = "batch 2 ranks 2 dp $((dp / 2))" ]'
+fi
 # 4 ranks on the machine file's 2 cores: the node's workers share them in the simulation, each layout calibrated
 # by its tasks' time on their cores (bench/calibrate.sh --cpu-time), said
 ranks=4
