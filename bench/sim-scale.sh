@@ -37,7 +37,8 @@
 #                  (at 1 layer one micro-batch fits: megatron-tp8spdp8z1sel)
 #                  torchtitan-dp64z3sel (its 2D layout:
 #                  torchtitan-tp8spdp8z3sel), GPT-2 1.5B planner-dp64z3m8
-#                  (before: planner-dp64z3m4sel);
+#                  (before: planner-dp64z3m4sel; the planner's top 3 by the
+#                  simulated graph: planner-ring2dp32z3m4sel);
 #                  and its 512-rank one (LLaMA-7B 64 sequences, GPT-2 1.5B
 #                  512: 32 bits cap them): LLaMA-7B planner-tp2u4dp64z3
 #                  (before: planner-tp16spdp32z3, and before it prices
@@ -213,7 +214,8 @@ for model in $models; do
   # layout is tp8dp64z1 below
   case "$model" in
     gpt2*) plan64="planner-dp64z3m8:--dp 64 --zero 3 --grad-accum 8 --recompute none --batch 512
-planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512"
+planner-dp64z3m4sel:--dp 64 --zero 3 --grad-accum 4 --recompute selective --batch 512
+planner-ring2dp32z3m4sel:--ring 2 --dp 32 --zero 3 --grad-accum 4 --recompute selective --batch 512"
       plan512="planner-dp512z3:--dp 512 --zero 3 --recompute none --batch 512
 planner-dp512z2:--dp 512 --zero 2 --recompute none --batch 512
 megatron-dp512z1full:--dp 512 --zero 1 --recompute full --batch 512

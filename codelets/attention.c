@@ -402,8 +402,27 @@ static void attn_bwd_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-SW_PERFMODEL(attn_fwd_model, "sw_attn_fwd");
-SW_PERFMODEL(attn_bwd_model, "sw_attn_bwd");
+/* codelet_util.h's SW_PERFMODEL_BY_WORK (the attention tiles': here and attention_probs.c): the buffers'
+ * footprint and the task's FLOPs (whole numbers) */
+uint32_t sw_work_footprint(struct starpu_task *task)
+{
+    uint64_t flops = (uint64_t)llround(task->flops);
+    return starpu_hash_crc32c_be_n(&flops, sizeof flops, starpu_task_data_footprint(task));
+}
+
+SW_PERFMODEL_BY_WORK(attn_fwd_model, "sw_attn_fwd");
+SW_PERFMODEL_BY_WORK(attn_bwd_model, "sw_attn_bwd");
+
+double sw_attn_visible_pairs(int64_t q_pos0, int64_t sq, int64_t k_pos0, int64_t sk, int causal)
+{
+    if (!causal) return (double)sq * sk;
+    double n = 0;
+    for (int64_t q = q_pos0; q < q_pos0 + sq; q++) {
+        int64_t v = q - k_pos0 + 1; /* keys k_pos0 .. q */
+        n += (double)(v < 0 ? 0 : v > sk ? sk : v);
+    }
+    return n;
+}
 
 /* o/lse (forward) and dq/dk/dv (backward) modes depend on merge/accumulate/kv_accumulate. */
 static struct starpu_codelet attn_fwd_cl = {

@@ -315,11 +315,12 @@ static ATT_UNUSED void check_key_padding(const char *fn, const sw_attn_args *a)
     }
 }
 
-/* per * batch * nh * sq * sk * d, halved when causal */
+/* per FLOPs per visible (query, key) pair and head dim: per * batch * nh * d * the tile's visible pairs (a
+ * causal tile by its positions: a Ring step's fully visible block counts all its pairs, the diagonal half);
+ * with the FLOPs in its perf model's footprint (codelet_util.h: SW_PERFMODEL_BY_WORK) */
 static ATT_UNUSED double attn_flops(const sw_attn_args *a, double per)
 {
-    double f = per * a->batch * a->nh * (double)a->sq * a->sk * a->d;
-    return a->causal ? 0.5 * f : f;
+    return per * a->batch * a->nh * a->d * sw_attn_visible_pairs(a->q_pos0, a->sq, a->k_pos0, a->sk, a->causal);
 }
 
 #endif

@@ -332,8 +332,8 @@ static void attn_probs_bwd_cuda(void *buffers[], void *cl_arg)
 }
 #endif
 
-SW_PERFMODEL(attn_probs_fwd_model, "sw_attn_probs_fwd");
-SW_PERFMODEL(attn_probs_bwd_model, "sw_attn_probs_bwd");
+SW_PERFMODEL_BY_WORK(attn_probs_fwd_model, "sw_attn_probs_fwd");
+SW_PERFMODEL_BY_WORK(attn_probs_bwd_model, "sw_attn_probs_bwd");
 
 /* Backward: the dq/dk/dv modes depend on accumulate/kv_accumulate. */
 static struct starpu_codelet attn_probs_fwd_cl = {

@@ -87,14 +87,26 @@ static inline void sw_same_numel_(const char *file, int line, const char *op, co
 /* History-based perf model named after the codelet. In the simulation
  * build its footprint is StarPU's own, computed by src/sim_model.c, which
  * first checks that the calibration has a time for it (else: what to
- * calibrate, exit 2). */
+ * calibrate, exit 2). SW_PERFMODEL_BY_WORK: a codelet whose work differs
+ * at one shape (a causal attention tile's visible pairs depend on its
+ * positions: a Ring step's earlier block is all visible, a diagonal one
+ * half) is footprinted by its buffers and its FLOPs (sw_work_footprint),
+ * so that each kind has a time of its own -- one shared time made the
+ * simulated Ring tiles cost the mean of both, and a size never run took
+ * the FLOPs of the first tile seen. */
+uint32_t sw_work_footprint(struct starpu_task *task);
 #ifdef STARPU_SIMGRID
 uint32_t sw_sim_footprint(struct starpu_task *task);
+uint32_t sw_sim_work_footprint(struct starpu_task *task);
 #define SW_PERFMODEL(var, sym) \
     static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym, .footprint = sw_sim_footprint}
+#define SW_PERFMODEL_BY_WORK(var, sym) \
+    static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym, .footprint = sw_sim_work_footprint}
 #else
 #define SW_PERFMODEL(var, sym) \
     static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym}
+#define SW_PERFMODEL_BY_WORK(var, sym) \
+    static struct starpu_perfmodel var = {.type = STARPU_HISTORY_BASED, .symbol = sym, .footprint = sw_work_footprint}
 #endif
 
 /* Submit a task as starpu_task_insert does, through sw_task_submit

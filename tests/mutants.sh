@@ -96,6 +96,10 @@ plan-attn-calibration-ignored|graphs/models/plan.c|s/    for (int i = 0; i < 2 \
 plan-attn-calibration-flash-bwd-8|graphs/models/plan.c|s/12.0 \/ (4.0 \/ r\[0\] + 10.0 \/ r\[1\])/12.0 \/ (4.0 \/ r[0] + 8.0 \/ r[1])/|tests/test_plan.sh|calibrated attention
 # --sim-ranks' stand-in keeps the layout's dp (the batch cut alone: the run refuses dp 4 on 2 ranks)
 plan-standin-dp-kept|examples/plan_main.c|s/%s --dp %d --batch %d", layout, dp \/ cut,/%s --dp %d --batch %d", layout, dp,/|tests/test_plan.sh|simulate stand-in
+# a causal attention tile's FLOPs halved whatever its positions (a Ring step's all-visible block counted as diagonal)
+attn-flops-halved|codelets/attention_common.h|s/sw_attn_visible_pairs(a->q_pos0, a->sq, a->k_pos0, a->sk, a->causal)/(a->causal ? 0.5 : 1.0) * a->sq * a->sk/|tests/test_calibrate.sh|Ring 2
+# the attention forward's model footprinted by its buffers alone: the diagonal and all-visible tiles share one time
+attn-footprint-by-shape|codelets/attention.c|s/^SW_PERFMODEL_BY_WORK(attn_fwd_model/SW_PERFMODEL(attn_fwd_model/|tests/test_calibrate.sh|Ring 2
 # a budget nothing fits is not refused
 plan-budget-not-refused|examples/plan_main.c|s/    if (!fit) \/\*/    if (0) \/*/|tests/test_plan.sh|budget
 # --simulate's column a copy of the estimate, not the simulated graph's (needs a simulation build: SW_SIM_BUILD=/path/build-sim, else the case skips and the mutant survives)

@@ -58,6 +58,28 @@ if [ "$(getconf _NPROCESSORS_ONLN)" -lt 4 ]; then
 else
   echo "SKIP --cpu-time: $(getconf _NPROCESSORS_ONLN) cores: 4 ranks would not wait for one"
 fi
+# The attention tiles' models know a tile by its work (codelet_util.h: SW_PERFMODEL_BY_WORK): a Ring 2
+# step's causal tiles are the diagonal ones (half visible) and an earlier block (all visible), of one shape.
+# Each tile's FLOPs count its visible pairs -- the trace's attn_fwd FLOPs of a step sum to the layer's count
+# the run prints -- and each kind has a time of its own: sw_attn_fwd's model holds two sizes of the same
+# bytes with different FLOPs (one footprint for both made the simulation price every tile alike)
+shape="--layers 1 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 128 --steps 3" layout="--ring 2 --trace $TMPD/ring.json"
+calibrate ring --np 2
+rc=$?
+[ "$rc" = 0 ] || cat "$TMPD/ring.out"
+said=$(sed -n 's/^attention: \([0-9.]*\) \.\. [0-9.]* GFLOP per rank and forward.*/\1/p' "$TMPD/ring/calibrate.log" | head -n 1)
+traced=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+f = [e["args"]["flops"] for e in ev if e.get("ph") == "X" and e.get("name") == "attn_fwd" and e.get("pid") == 0
+     and e.get("args", {}).get("step") == 2]
+print("%.7g" % (sum(f) / 1e9))' "$TMPD/ring.json" 2>/dev/null)
+kinds=$(awk '/^# hash/ { on = 1; next } /^#/ { on = 0 } on && NF == 8 { n[$2]++ } END { m = 0; for (b in n) if (n[b] > m) m = n[b]; print m + 0 }' \
+  "$TMPD/ring/codelets/"*/sw_attn_fwd.test-cal 2>/dev/null)
+check "Ring 2: rank 0's attn_fwd tiles of step 2 ${traced:-none} GFLOP, the layer's count ${said:-none}; sizes of one shape in sw_attn_fwd's model: ${kinds:-none} (exit $rc)" \
+  eval '[ "$rc" = 0 ] && [ "${kinds:-0}" -ge 2 ] &&
+        awk -v t="${traced:-x}" -v s="${said:-x}" "BEGIN { d = t - s; exit !(s + 0 > 0 && t == t + 0 && d * d < 1e-6 * s * s) }"'
 refused 2 "SW_CALIBRATE_SKIP_FIRST must be 0 or 1 (SW_CALIBRATE_SKIP_FIRST = yes)" "SW_CALIBRATE_SKIP_FIRST=yes" \
   env SW_CALIBRATE_SKIP_FIRST=yes "$GPT_TRAIN" --tp 2 $shape
 finish

@@ -248,17 +248,6 @@ static void ulysses_out(const sw_ctx *x, sw_tensor *head_split, sw_tensor *seq_s
     else sw_alltoall_parts(x->comm, SW_GROUP_ULYSSES, 1, cols, rows);
 }
 
-/* visible (query, key) pairs of a causal tile: queries q0 .. q0+nq-1, keys k0 .. k0+nk-1 */
-static double visible_pairs(int64_t q0, int64_t nq, int64_t k0, int64_t nk)
-{
-    double n = 0;
-    for (int64_t q = q0; q < q0 + nq; q++) {
-        int64_t v = q - k0 + 1;
-        n += (double)(v < 0 ? 0 : v > nk ? nk : v);
-    }
-    return n;
-}
-
 /* the ring's double-buffered K/V blocks and their gradients, [Tr, 2 hk d] */
 static sw_tensor *kv_buffer(const sw_attention *a, int grad, int i)
 {
@@ -320,8 +309,7 @@ static void ring_forward(sw_attention *A, int step, int layer, sw_tensor *qkv_u,
         for (int t = 0; t < np; t++) {
             int a = pa[t], b = pb[t];
             if (masked(A, qp[a], qn[a], kp[b])) continue;
-            A->flops += 4.0 * x->B * A->hq * A->d *
-                        (A->c.causal ? visible_pairs(qp[a], qn[a], kp[b], kn[b]) : (double)qn[a] * kn[b]);
+            A->flops += 4.0 * x->B * A->hq * A->d * sw_attn_visible_pairs(qp[a], qn[a], kp[b], kn[b], A->c.causal);
             starpu_data_handle_t *O = sw_tensor_grid(o, nq, rs, G, NULL, STARPU_RW);
             starpu_data_handle_t *L = sw_tensor_grid(lse, nq, rs, G, NULL, STARPU_RW);
             for (int g = 0; g < G; g++) {

@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 uint32_t sw_sim_footprint(struct starpu_task *task);
+uint32_t sw_sim_work_footprint(struct starpu_task *task);
+uint32_t sw_work_footprint(struct starpu_task *task); /* codelets/attention.c */
 
 /* footprints already written to SW_SIM_MISSING (per process: every
  * simulated rank shares it; a footprint may be listed by several ranks) */
@@ -89,9 +91,9 @@ static uint32_t substitute(const char *sym, int *found)
     return 0;
 }
 
-uint32_t sw_sim_footprint(struct starpu_task *task)
+/* fp, once the calibration is found to have a time for it (else what to calibrate, or --estimate's list) */
+static uint32_t sim_checked(struct starpu_task *task, uint32_t fp)
 {
-    uint32_t fp = starpu_task_data_footprint(task);
     struct starpu_perfmodel *model = task->cl ? task->cl->model : NULL;
     if (!model || !model->symbol) return fp;
     int w = starpu_worker_get_id();
@@ -130,4 +132,6 @@ uint32_t sw_sim_footprint(struct starpu_task *task)
     fflush(stdout);
     _exit(2); /* at once on every rank: one simulation process holds them all */
 }
+uint32_t sw_sim_footprint(struct starpu_task *task) { return sim_checked(task, starpu_task_data_footprint(task)); }
+uint32_t sw_sim_work_footprint(struct starpu_task *task) { return sim_checked(task, sw_work_footprint(task)); }
 #endif
