@@ -274,7 +274,8 @@ static void sim_say(const sim_ctx *s, const plan_prog *p, const char *what)
     else FMT(cores, "a core per worker");
     printf("plan: simulation: %s through the simulated task graph (bench/sim.sh, 3 steps, %s; platform: %d node(s) "
            "x %d rank(s), %d CPU worker(s) each, %s, %s; STARPU_SIMGRID_SCHED_COST=%s), each %s%s\n", what, s->build,
-           sim_world(p) / o->ranks_per_node, o->ranks_per_node, p->ncpus, o->sim_preset ? o->sim_preset : "the machine's link figures", cores,
+           sim_world(p) / o->ranks_per_node, o->ranks_per_node, p->ncpus,
+           o->sim_preset ? o->sim_preset : "the machine's link figures", cores,
            cost && *cost ? cost : "0 (sim.sh's default: the calibration's measured cost per task charged instead)",
            o->sim_calibration ? "with the calibration given (--sim-calibration)"
                               : "calibrated by a real run of that layout's own task sizes on this machine "

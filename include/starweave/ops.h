@@ -277,8 +277,8 @@ typedef struct sw_attn_args {
     int32_t key_len[SW_ATTN_MAX_SEQS]; /**< key_padding: the keys of batch element b are those at kpos < key_len[b] */
 } sw_attn_args;
 /** (query, key) pairs an attention tile computes per batch element and
- * head: sq x sk, or with causal those whose key position (k_pos0 ..
- * k_pos0 + sk - 1) is at most the query's (q_pos0 .. q_pos0 + sq - 1) --
+ * head: sq x sk; with causal, those whose key position (k_pos0 up to
+ * k_pos0 + sk - 1) is at most the query's (q_pos0 up to q_pos0 + sq - 1):
  * half of a square tile on the diagonal, all of one before it (a Ring
  * step's earlier block), none of one after it. */
 double sw_attn_visible_pairs(int64_t q_pos0, int64_t sq, int64_t k_pos0, int64_t sk, int causal);
