@@ -13,8 +13,9 @@
 # with pp 2 (several micro-batches in flight, each offloaded);
 # the memory report shows main RAM within the budget and bytes moved to and
 # from the disk node; full recomputation with offload (the kept inputs go)
-# likewise, GPT-2 on one rank and tp 2 + sp, LLaMA with tp 2 + sp. Bad
-# input: exit 2, the message once.
+# likewise, GPT-2 on one rank and tp 2 + sp, LLaMA with tp 2 + sp (make
+# check runs five of those nine offload cases, make check-long every one).
+# Bad input: exit 2, the message once.
 . "${top_srcdir:-.}/tests/common.sh"
 for np in 1 2; do
   sp=""
@@ -64,8 +65,15 @@ check "recompute full keeps $(ratio "$k0" "$s0") of selective's bytes in block 0
 # flight (4 MiB of saved activations), each with its own copies on the disk node, under 3 MiB.
 # Full recomputation with offload (Open-Sora's checkpoint offload: the kept block inputs go): 8 blocks of seq
 # 128, kept inputs of 512 KiB each (256 KiB per rank with tp 2 + sp), 4 (2) MiB in all, under 1 MiB.
+# make check runs five of the nine cases (each mode, LLaMA and the pipeline on 2 ranks); make check-long
+# (SW_CHECK_LONG=1, .ci/run) and a selection (SW_TEST_ONLY) every one
+long_only="[1 selective gpt2] [1 none gpt2] [2 selective llama] [1 full gpt2]"
+left=0
 for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2 selective llama" "2 selective gpt2 pp" \
     "1 full gpt2" "2 full gpt2" "2 full llama"; do
+  if [ -z "${SW_CHECK_LONG:-}${SW_TEST_ONLY:-}" ]; then
+    case "$long_only" in *"[$case]"*) left=$((left + 1)); continue ;; esac
+  fi
   set -- $case; np=$1 mode=$2 model=$3 tag=${4:-}
   sp="--tp $np" budget=10 shape="--layers 4"
   [ "$np" = 2 ] && sp="--tp 2 --sp" budget=6
@@ -100,6 +108,7 @@ for case in "1 selective gpt2" "1 none gpt2" "2 selective gpt2" "2 none gpt2" "2
       awk -v p="${1:-1e9}" -v b="${2:-0}" -v i="${3:-0}" -v o="${4:-0}" 'BEGIN { exit !(p <= b && b == '"$budget"' && i > 0 && o > 0) }'
   }
 done
+[ "$left" = 0 ] || echo "# $left of the nine offload cases left to make check-long (SW_CHECK_LONG=1 runs them)"
 
 expect_bad 1 "offload-budget-mb (7) must hold two blocks' saved activations (2 x 4.02 MiB)" --offload --offload-budget-mb 7
 expect_bad 1 "offload-budget-mb needs --offload" --offload-budget-mb 10
