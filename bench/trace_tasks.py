@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """One rank's tasks in one step of a starweave trace (gpt_train --trace T: the
 Chrome/Perfetto JSON, simulated or real): each worker's idle time between
-its tasks and the gaps' median, time per task name, and the GEMMs
-grouped by phase and FLOPs with their rate -- what docs/simulation.md's "What
-the GEMMs cost in the simulated graph" read from bench/sim.sh --trace.
+its tasks and the gaps' median, time and the FLOPs the tasks record per
+task name, and the GEMMs grouped by phase and FLOPs with their rate -- what
+docs/simulation.md's "What the GEMMs cost in the simulated graph" and "a
+Ring step's tiles priced by their work" read from bench/sim.sh --trace.
 
 usage: bench/trace_tasks.py TRACE.json [--rank R] [--step S]   (rank 0, step 2)
 """
@@ -32,7 +33,7 @@ def main(argv):
         print(f"trace_tasks: cannot read trace '{argv[1]}': {e}", file=sys.stderr)
         return 2
     events = d["traceEvents"] if isinstance(d, dict) else d
-    by_name, count = collections.Counter(), collections.Counter()
+    by_name, count, flops = collections.Counter(), collections.Counter(), collections.Counter()
     spans = collections.defaultdict(list)  # worker (the trace's tid) -> its tasks' (start, end)
     gemm = collections.defaultdict(lambda: [0, 0.0, 0.0])  # (phase, flops) -> tasks, ms, flops
     t0, t1 = float("inf"), 0.0
@@ -46,6 +47,7 @@ def main(argv):
         ms = e["dur"] / 1e3
         by_name[e["name"]] += ms
         count[e["name"]] += 1
+        flops[e["name"]] += a.get("flops", 0)
         t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
         spans[e.get("tid")].append((e["ts"], e["ts"] + e["dur"]))
         if e["name"] == "gemm":
@@ -65,7 +67,8 @@ def main(argv):
             print(f"worker {tid}: {len(sp)} tasks, idle {sum(gaps) / 1e3:.1f} ms between them; gap median "
                   f"{gaps[len(gaps) // 2]:.1f} us, 90th percentile {gaps[int(len(gaps) * 0.9)]:.1f} us")
     for name, ms in by_name.most_common():
-        print(f"  {name:32s} {ms:10.1f} ms {count[name]:6d} tasks")
+        fl = f"  {flops[name] / 1e9:10.3f} GFLOP" if flops[name] else ""
+        print(f"  {name:32s} {ms:10.1f} ms {count[name]:6d} tasks{fl}")
     if gemm:
         fl = sum(g[2] for g in gemm.values())
         ms = sum(g[1] for g in gemm.values())
