@@ -161,6 +161,25 @@ t0=$(date +%s.%N)
 # SimGrid's guard page (a segmentation fault), not silently.
 stack=${SW_SIM_STACK_KIB:-256}
 case "$stack" in '' | *[!0-9]* | 0) die2 "SW_SIM_STACK_KIB must be a positive number of KiB (got '$stack')" ;; esac
+# Host memory (docs/simulation.md, "Host memory"): those stacks are zeroed
+# allocations (SimGrid 3.32's xbt_malloc0), and glibc raises its mmap
+# threshold to the size of each mapped block freed, so once the first
+# request's actor has ended the stacks come from the heap, every page
+# touched by the zeroing. MALLOC_MMAP_THRESHOLD_=131072 in the caller's
+# environment maps each stack and each large buffer on its own instead:
+# GPT-2 1.5B Ring 2 x dp 32 at 2 layers on 64 ranks peaked at 8704 MiB
+# instead of 14193, the same simulated step, but took 704 s of CPU
+# instead of 383 (the fresh pages of SMPI's message copies): not the
+# default, a choice for a simulation that would not fit.
+if [ -n "${MALLOC_MMAP_THRESHOLD_+set}" ]; then
+  case "$MALLOC_MMAP_THRESHOLD_" in '' | *[!0-9]*) die2 "MALLOC_MMAP_THRESHOLD_ must be a number of bytes (got '$MALLOC_MMAP_THRESHOLD_')" ;; esac
+fi
+# A simulation that would exhaust this machine's memory is stopped once
+# the memory available (MemAvailable) falls under SW_SIM_MIN_AVAIL_MIB
+# (1024), with its figures and what to change, exit 2: left alone, the
+# kernel kills some process of its choosing, or the machine crawls.
+min_avail=${SW_SIM_MIN_AVAIL_MIB:-1024}
+case "$min_avail" in '' | *[!0-9]*) die2 "SW_SIM_MIN_AVAIL_MIB must be a number of MiB (got '$min_avail')" ;; esac
 preload=
 if [ -n "${SW_SIM_FOLD_DIR:-}" ]; then
   [ -d "$SW_SIM_FOLD_DIR" ] && [ -w "$SW_SIM_FOLD_DIR" ] ||
@@ -226,6 +245,68 @@ run_sim() { # OUT: the simulation, its output in OUT
     --cfg=smpi/coll-selector:ompi --log=smpi_coll.thres:warning --log=smpi_colls.thres:warning \
     $factors ${SW_SIM_CFG:-} --log=xbt_cfg.thres:warning
 }
+# The simulation's host memory: every second while it runs, the RssAnon of
+# its processes summed (SMPI runs every rank in one process; the folded
+# data's shared pages are not anonymous and not counted), the peak kept in
+# mem_peak (KiB); the malloc threshold that process's environment carries
+# in mem_env (read back); MemAvailable under SW_SIM_MIN_AVAIL_MIB stops it
+# (mem_stopped: the KiB left).
+mem_peak=0 mem_env= mem_stopped=
+kids() { # PID: its descendants' PIDs (shell builtins over /proc: no procps, no process forked per entry)
+  set -- "$1"
+  found=
+  while [ $# -gt 0 ]; do
+    for st in /proc/[0-9]*/stat; do
+      read -r l 2>/dev/null < "$st" || continue
+      l=${l##*) }
+      l=${l#* }
+      [ "${l%% *}" = "$1" ] || continue
+      c=${st#/proc/}
+      c=${c%/stat}
+      found="$found $c"
+      set -- "$@" "$c"
+    done
+    shift
+  done
+  echo "$found"
+}
+kib() { # FILE KEY: the KiB figure of KEY in a /proc file (0 when gone)
+  while read -r k v u; do
+    [ "$k" = "$2" ] && { echo "$v"; return; }
+  done 2>/dev/null < "$1"
+  echo 0
+}
+sampled() { # CMD...: runs it, its host memory sampled and guarded as above; its exit status
+  "$@" &
+  spid=$!
+  while kill -0 "$spid" 2>/dev/null; do
+    sum=0 big=0 bigp=
+    for p in $(kids "$spid"); do
+      v=$(kib "/proc/$p/status" RssAnon:)
+      sum=$((sum + v))
+      [ "$v" -le "$big" ] || { big=$v; bigp=$p; }
+    done
+    [ "$sum" -le "$mem_peak" ] || mem_peak=$sum
+    [ -z "$bigp" ] || [ -n "$mem_env" ] ||
+      mem_env=$(tr '\0' '\n' < "/proc/$bigp/environ" 2>/dev/null | sed -n 's/^MALLOC_MMAP_THRESHOLD_=//p')
+    avail=$(kib /proc/meminfo MemAvailable:)
+    if [ "$avail" -lt $((min_avail * 1024)) ]; then
+      mem_stopped=$avail
+      # shellcheck disable=SC2046 # PIDs are words
+      kill -TERM $(kids "$spid") 2>/dev/null
+      sleep 1
+      # shellcheck disable=SC2046
+      kill -KILL $(kids "$spid") 2>/dev/null
+      break
+    fi
+    sleep 1
+  done
+  wait "$spid"
+}
+out_of_memory() { # after a sampled run: the guard's stop, said (exit 2)
+  [ -n "$mem_stopped" ] || return 0
+  die2 "stopped: the simulation held $((mem_peak / 1024)) MiB of this machine's memory and left $((mem_stopped / 1024)) MiB available, under SW_SIM_MIN_AVAIL_MIB=$min_avail: simulate fewer layers (bench/sim-scale.sh --extrapolate) or ranks (--stand-in), or set MALLOC_MMAP_THRESHOLD_=131072 (less memory, more CPU time: docs/simulation.md, \"Host memory\")"
+}
 nest=0
 if [ "$estimate" = 1 ]; then
   # Sizes never calibrated (src/core/sim_model.c): a first pass lists every
@@ -260,7 +341,8 @@ if [ "$estimate" = 1 ]; then
       run_sim "$@" $list_args
   }
   rc=0
-  pass1 "$@" > "$est/pass1.log" 2>&1 || rc=$?
+  sampled pass1 "$@" > "$est/pass1.log" 2>&1 || rc=$?
+  out_of_memory
   refused "$est/pass1.log"
   out_of_maps "$est/pass1.log"
   [ "$rc" = 0 ] || {
@@ -279,9 +361,10 @@ if [ "$estimate" = 1 ]; then
   export STARPU_PERF_MODEL_DIR="$est/cal"
 fi
 set +e
-run_sim "$@" > "$log" 2>&1
+sampled run_sim "$@" > "$log" 2>&1
 rc=$?
 set -e
+out_of_memory
 refused "$log"
 out_of_maps "$log"
 t1=$(date +%s.%N)
@@ -335,3 +418,7 @@ wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 [ "$nest" = 0 ] ||
   echo "$me: $nest task size(s) took regression ESTIMATES (listed above as ESTIMATE), not measured times: an estimate, not a calibration"
 echo "$me: $np simulated rank(s) on $platform.xml: ${sim:-?} simulated ms/step; the simulation took $wall s of wall time"
+passes=; [ "$estimate" = 0 ] || passes=", both passes"
+if [ -n "$mem_env" ]; then malloc="allocations from $mem_env bytes mapped on their own (MALLOC_MMAP_THRESHOLD_)"
+else malloc="glibc's own mmap threshold (MALLOC_MMAP_THRESHOLD_ not set: docs/simulation.md, \"Host memory\")"; fi
+echo "$me: host memory: peak $((mem_peak / 1024)) MiB anonymous (the simulation's processes, sampled every second$passes); $malloc"

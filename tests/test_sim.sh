@@ -304,13 +304,29 @@ fi
 if want "larger than this machine"; then
   big=$(echo "$shape" | sed 's/--hidden 64/--hidden 1024/; s/--batch 2/--batch 12288/')
   have=$(($(getconf _PHYS_PAGES) * $(getconf PAGESIZE) >> 20))
-  sim large "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
+  # with the fixed malloc threshold docs/simulation.md's "Host memory" gives
+  # a simulation that would not fit: bench/sim.sh reads it back from the
+  # simulation's process
+  MALLOC_MMAP_THRESHOLD_=131072 sim large "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
   rc=$?
   ms=$(sim_ms "$TMPD/large")
   need=$(sed -n 's/^memory: rank [01]: the model needs \([0-9]*\)\..*/\1/p' "$TMPD/large" | awk '{ s += $1 } END { print s + 0 }')
   [ "$rc" = 0 ] && [ -n "$ms" ] || cat "$TMPD/large"
   check "a model of $need MiB over its 2 ranks simulated on this machine of $have MiB: exit $rc, ${ms:-no} simulated ms/step" \
     [ "$rc" = 0 -a -n "$ms" -a "$need" -gt "$have" ]
+  peak=$(sed -n 's/^sim: host memory: peak \([0-9]*\) MiB anonymous.*/\1/p' "$TMPD/large")
+  thr=$(sed -n 's/^sim: host memory: .*allocations from \([0-9?]*\) bytes mapped on their own.*/\1/p' "$TMPD/large")
+  check "its host memory printed: peak ${peak:-none} MiB anonymous, under this machine's $have; the ranks' malloc threshold ${thr:-none} bytes (131072 expected)" \
+    [ -n "$peak" -a "${peak:-0}" -lt "$have" -a "$thr" = 131072 ]
+  # the memory guard: asked to keep more available than this machine has,
+  # the simulation is stopped at its first sample, exit 2, the figures said
+  t0=$(date +%s)
+  SW_SIM_MIN_AVAIL_MIB=$((have + 1)) sim guard "$TMPD/eth" --estimate examples/gpt_train $layout $big --collective-algo mpi --steps 2
+  rc=$?
+  n=$(grep -c "^sim: error: stopped: the simulation held [0-9]* MiB of this machine's memory and left [0-9]* MiB available, under SW_SIM_MIN_AVAIL_MIB=$((have + 1)):" "$TMPD/guard")
+  [ "$rc" = 2 ] && [ "$n" = 1 ] || cat "$TMPD/guard"
+  check "SW_SIM_MIN_AVAIL_MIB above this machine's memory: stopped, exit $rc (expected 2), the figures said $n time(s), $(($(date +%s) - t0)) s" \
+    [ "$rc" = 2 -a "$n" = 1 ]
   # the same folded in blocks of one page: some 9 million mappings a rank,
   # past any vm.max_map_count (SimGrid aborts): the rule, the value and the
   # setting to raise, exit 2 (not where the limit is above those)
