@@ -28,8 +28,16 @@
 #                      all; a size it missed stops the run proper (exit 2,
 #                      named)
 #   PROGRAM            examples/gpt_train, ... (relative to the build) or a path
+# Prints the simulated ms/step, the wall time, and the peak host memory
+# of the simulation's processes (anonymous MiB, sampled every second).
+# Environment: SW_SIM_MIN_AVAIL_MIB (1024): the simulation is stopped (exit
+# 2, its figures said) when this machine's available memory falls under
+# it; MALLOC_MMAP_THRESHOLD_=131072: less host memory for more CPU time
+# (docs/simulation.md, "Host memory"); SW_SIM_FOLD_DIR, SW_SIM_STACK_KIB,
+# SW_SIM_CFG, SW_SIM_SMPI_FACTORS: docs/simulation.md and this script's comments.
 # Exit status: the program's; 2 for bad input (a platform too small, a
-# missing calibration: the message says what to calibrate).
+# missing calibration: the message says what to calibrate) and for a
+# simulation stopped by the memory guard.
 set -eu
 me=sim
 die2() { echo "$me: error: $*" >&2; exit 2; }
@@ -48,7 +56,7 @@ while [ $# -gt 0 ]; do
     --np) need "$@"; np=$2; shift ;;
     --estimate) estimate=1 ;;
     --list-args) need "$@"; list_args=$2; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; break ;;
     -*) die2 "unknown option '$1' (see --help)" ;;
     *) break ;;
@@ -270,26 +278,35 @@ kids() { # PID: its descendants' PIDs (shell builtins over /proc: no procps, no 
   done
   echo "$found"
 }
-kib() { # FILE KEY: the KiB figure of KEY in a /proc file (0 when gone)
+kib() { # FILE KEY: kv = the KiB figure of KEY in a /proc file (0 when gone; no subshell)
+  kv=0
   while read -r k v u; do
-    [ "$k" = "$2" ] && { echo "$v"; return; }
+    [ "$k" = "$2" ] && { kv=$v; return; }
   done 2>/dev/null < "$1"
-  echo 0
 }
 sampled() { # CMD...: runs it, its host memory sampled and guarded as above; its exit status
   "$@" &
   spid=$!
+  n=0
   while kill -0 "$spid" 2>/dev/null; do
+    # the process tree looked up each second of the first five, then every
+    # tenth (it settles once the simulation has started; a look-up reads
+    # every /proc entry)
+    [ "$n" -ge 5 ] && [ $((n % 10)) != 0 ] || procs=$(kids "$spid")
+    n=$((n + 1))
     sum=0 big=0 bigp=
-    for p in $(kids "$spid"); do
-      v=$(kib "/proc/$p/status" RssAnon:)
-      sum=$((sum + v))
-      [ "$v" -le "$big" ] || { big=$v; bigp=$p; }
+    for p in $procs; do
+      kib "/proc/$p/status" RssAnon:
+      sum=$((sum + kv))
+      [ "$kv" -le "$big" ] || { big=$kv; bigp=$p; }
     done
     [ "$sum" -le "$mem_peak" ] || mem_peak=$sum
-    [ -z "$bigp" ] || [ -n "$mem_env" ] ||
+    if [ -n "$bigp" ] && [ -z "$mem_env" ]; then # read once ('-': not set)
       mem_env=$(tr '\0' '\n' < "/proc/$bigp/environ" 2>/dev/null | sed -n 's/^MALLOC_MMAP_THRESHOLD_=//p')
-    avail=$(kib /proc/meminfo MemAvailable:)
+      mem_env=${mem_env:--}
+    fi
+    kib /proc/meminfo MemAvailable:
+    avail=$kv
     if [ "$avail" -lt $((min_avail * 1024)) ]; then
       mem_stopped=$avail
       # shellcheck disable=SC2046 # PIDs are words
@@ -419,6 +436,6 @@ wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
   echo "$me: $nest task size(s) took regression ESTIMATES (listed above as ESTIMATE), not measured times: an estimate, not a calibration"
 echo "$me: $np simulated rank(s) on $platform.xml: ${sim:-?} simulated ms/step; the simulation took $wall s of wall time"
 passes=; [ "$estimate" = 0 ] || passes=", both passes"
-if [ -n "$mem_env" ]; then malloc="allocations from $mem_env bytes mapped on their own (MALLOC_MMAP_THRESHOLD_)"
+if [ "${mem_env:--}" != - ]; then malloc="allocations from $mem_env bytes mapped on their own (MALLOC_MMAP_THRESHOLD_)"
 else malloc="glibc's own mmap threshold (MALLOC_MMAP_THRESHOLD_ not set: docs/simulation.md, \"Host memory\")"; fi
 echo "$me: host memory: peak $((mem_peak / 1024)) MiB anonymous (the simulation's processes, sampled every second$passes); $malloc"
