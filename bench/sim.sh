@@ -259,7 +259,7 @@ run_sim() { # OUT: the simulation, its output in OUT
 # mem_peak (KiB); the malloc threshold that process's environment carries
 # in mem_env (read back); MemAvailable under SW_SIM_MIN_AVAIL_MIB stops it
 # (mem_stopped: the KiB left).
-mem_peak=0 mem_env= mem_stopped=
+mem_peak=0 mem_env='' mem_stopped=''
 kids() { # PID: its descendants' PIDs (shell builtins over /proc: no procps, no process forked per entry)
   set -- "$1"
   found=
@@ -280,7 +280,7 @@ kids() { # PID: its descendants' PIDs (shell builtins over /proc: no procps, no 
 }
 kib() { # FILE KEY: kv = the KiB figure of KEY in a /proc file (0 when gone; no subshell)
   kv=0
-  while read -r k v u; do
+  while read -r k v _; do
     [ "$k" = "$2" ] && { kv=$v; return; }
   done 2>/dev/null < "$1"
 }
