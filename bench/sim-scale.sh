@@ -71,11 +71,12 @@
 #                  layer GPT-2 1.5B's dp 512 simulated 10463.8 ms/step,
 #                  10460.1 on 64 (BENCHMARKS.md, "A data-parallel group of
 #                  512")
-#   --out FILE     the table also as CSV (for bench/sim-pictures.sh; the
-#                  last column the two depths of --extrapolate)
-# Each run's wall time, CPU time (both passes of --estimate) and the load
-# average at its end are printed: on a shared machine the CPU time is the
-# measure. SW_SIM_FOLD_DIR (bench/sim.sh: a huge=always tmpfs) cuts the
+#   --out FILE     the table also as CSV (for bench/sim-pictures.sh; its
+#                  last columns the two depths of --extrapolate and host MiB)
+# Each run's wall time, CPU time (both passes of --estimate), the load
+# average at its end and the peak host memory bench/sim.sh sampled ("host
+# MiB": with --extrapolate, the deeper run's) are printed: on a shared
+# machine the CPU time is the measure. SW_SIM_FOLD_DIR (bench/sim.sh: a huge=always tmpfs) cuts the
 # kernel's share of it.
 # Calibration: ~/.cache/starweave/calibration-scale (SW_SIM_SCALE_CALIBRATION),
 # host 'scale'; what is missing is calibrated first by small real runs of
@@ -178,6 +179,7 @@ sim_at() {
   f1=$(sed -n "s/^bubble: stage [0-9]*: .*1F1B's (p - 1) \/ (m + p - 1) = \([0-9.]*\)%.*/\1/p" "$work/s.out" | head -n 1)
   hid=$(awk '$1 == "overlap:" && $3 == "all" { s += $9; c++ } END { if (c) printf "%.1f", s / c }' "$work/s.out")
   mem=$(sed -n 's/^memory: rank [0-9]*: the model needs \([0-9.]*\) MiB.*/\1/p' "$work/s.out" | sort -g | tail -n 1)
+  hostmem=$(sed -n 's/^sim: host memory: peak \([0-9]*\) MiB.*/\1/p' "$work/s.out")
   nest=$(grep -c '^sim: ESTIMATE' "$work/s.out" || true)
   b0=$(echo $bub | cut -d' ' -f1) b1=$(echo $bub | cut -d' ' -f2)
 }
@@ -192,8 +194,8 @@ trap 'rm -rf "$work"' EXIT
 timer=
 [ ! -x /usr/bin/time ] || timer="/usr/bin/time -f %U+%S -o $work/cpu.t"
 echo "$me: SIMULATION on $(cpu_model)'s calibrated per-core rates, one CPU worker per simulated rank; sizes never run here take regression ESTIMATES (sim.sh --estimate); network: preset $preset (typed: ASSUMPTIONS); $layers layers simulated (of 48 / 32), micro-batches of 1 sequence, $micro per pipeline and step (the planner-, megatron- and torchtitan- layouts: bench/plan-scale.sh's batch and micro-batches); $steps steps, the last one measured${extra:+; EXTRAPOLATED: each layout simulated at $xa and $xb layers (rounded up to its pipeline's blocks), its step and memory extrapolated linearly to $([ "$layers" = full ] && echo "each model's depth" || echo "$layers layers")}"
-[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers,extrapolated_from" > "$out"
-printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load"
+[ -z "$out" ] || echo "model,ranks,layout,ms_step,bubble_min,bubble_max,f1b1,hidden,mem_mib,estimates,wall_s,cpu_s,load,layers,extrapolated_from,host_mib" > "$out"
+printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s %8s\n' model ranks layout "sim ms/step" "bubble (stages)" "1F1B" "hidden" "MiB/rank" "est." "wall s" "CPU s" "load" "host MiB"
 for model in $models; do
   case "$model" in
     gpt2-1.5b) shape="--model gpt2 --hidden 1600 --heads 25 --vocab 50257 --seq 1024 --max-pos 1024" depth=48 budget=16384 ;;
@@ -308,10 +310,10 @@ $plan512" ;;
           "$(grep -v -e 'calibrated enough' -e '^sim: ESTIMATE' "$work/s.out" | tail -n 2 | tr '\n' ' ' | cut -c1-300)"
         continue
       fi
-      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s%s\n' "$model" "$n" "$name" "${ms:-?}" \
-        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load" \
+      printf '%-10s %-5s %-22s %11s %15s %7s %7s %10s %5s %7s %7s %5s %8s%s\n' "$model" "$n" "$name" "${ms:-?}" \
+        "${b0:+$b0..$b1 %}" "${f1:+$f1 %}" "${hid:+$hid %}" "${mem:-?}" "$nest" "$wall" "${cpu:-?}" "$load" "${hostmem:-?}" \
         "${from:+  extrapolated from $da and $db layers}$said"
-      [ -z "$out" ] || echo "$model,$n,$name${said:+ (stand-in $sn)},${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl,$from" >> "$out"
+      [ -z "$out" ] || echo "$model,$n,$name${said:+ (stand-in $sn)},${ms:-},${b0:-},${b1:-},${f1:-},${hid:-},${mem:-},$nest,$wall,${cpu:-},$load,$nl,$from,${hostmem:-}" >> "$out"
     done
   done
 done
