@@ -317,7 +317,7 @@ if want "larger than this machine"; then
   peak=$(sed -n 's/^sim: host memory: peak \([0-9]*\) MiB anonymous.*/\1/p' "$TMPD/large")
   thr=$(sed -n 's/^sim: host memory: .*allocations from \([0-9?]*\) bytes mapped on their own.*/\1/p' "$TMPD/large")
   check "its host memory printed: peak ${peak:-none} MiB anonymous, under this machine's $have; the ranks' malloc threshold ${thr:-none} bytes (131072 expected)" \
-    [ -n "$peak" -a "${peak:-0}" -lt "$have" -a "$thr" = 131072 ]
+    [ "${peak:-0}" -gt 0 -a "${peak:-0}" -lt "$have" -a "$thr" = 131072 ]
   # the memory guard: asked to keep more available than this machine has,
   # the simulation is stopped at its first sample, exit 2, the figures said
   t0=$(date +%s)
