@@ -175,7 +175,7 @@ case "$stack" in '' | *[!0-9]* | 0) die2 "SW_SIM_STACK_KIB must be a positive nu
 # request's actor has ended the stacks come from the heap, every page
 # touched by the zeroing. MALLOC_MMAP_THRESHOLD_=131072 in the caller's
 # environment maps each stack and each large buffer on its own instead:
-# GPT-2 1.5B Ring 2 x dp 32 at 2 layers on 64 ranks peaked at 8704 MiB
+# GPT-2 1.5B Ring 2 x dp 32 at 2 layers on 64 ranks peaked at 8699 MiB
 # instead of 14193, the same simulated step, but took 704 s of CPU
 # instead of 383 (the fresh pages of SMPI's message copies): not the
 # default, a choice for a simulation that would not fit.
